@@ -1,0 +1,3 @@
+"""patchkit: declarative, verifiable, revertible source patches for LLM inference engines."""
+
+__version__ = "0.1.0"

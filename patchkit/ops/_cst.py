@@ -1,0 +1,153 @@
+"""libcst helpers shared by the Python ops: parsing snippets, comparing code, walking,
+and inserting into / removing from comma-separated sequences without losing bytes."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import tokenize
+from functools import lru_cache
+from typing import Iterator, Sequence
+
+import libcst as cst
+
+from patchkit.ops import OpParamError
+
+_EMPTY = cst.Module(body=[])
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+
+
+def code(node: cst.CSTNode) -> str:
+    return _EMPTY.code_for_node(node)
+
+
+@lru_cache(maxsize=4096)
+def tokens(src: str) -> tuple[str, ...]:
+    """Python tokens of ``src`` without comments, newlines and indentation.
+
+    Two pieces of code with equal tokens differ only in layout and comments.
+    """
+    try:
+        toks = tokenize.generate_tokens(io.StringIO(textwrap.dedent(src)).readline)
+        return tuple(t.string for t in toks if t.type not in _SKIP)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return tuple(src.split())
+
+
+def node_tokens(node: cst.CSTNode) -> tuple[str, ...]:
+    return tokens(code(node))
+
+
+def contains_seq(hay: Sequence[str], needle: Sequence[str]) -> bool:
+    n = len(needle)
+    if n == 0:
+        return True
+    first = needle[0]
+    for i in range(len(hay) - n + 1):
+        if hay[i] == first and tuple(hay[i : i + n]) == tuple(needle):
+            return True
+    return False
+
+
+def parse_expr(src: str, field: str) -> cst.BaseExpression:
+    try:
+        return cst.parse_expression(src)
+    except cst.ParserSyntaxError as e:
+        raise OpParamError(field, f"is not a Python expression: {src!r} ({e.message})") from None
+
+
+def parse_stmts(src: str, field: str) -> tuple[cst.BaseStatement, ...]:
+    """Statements of a snippet; blank lines and comments above the first statement are kept."""
+    try:
+        mod = cst.parse_module(textwrap.dedent(src).rstrip("\n") + "\n")
+    except cst.ParserSyntaxError as e:
+        raise OpParamError(field, f"is not valid Python statements ({e.message})") from None
+    if not mod.body:
+        raise OpParamError(field, "holds no statement")
+    body = list(mod.body)
+    # parse_module puts leading blank lines/comments in Module.header; they belong to the
+    # first statement.  A blank line must not take the block's indentation.
+    header = [ln.with_changes(indent=False) if ln.comment is None else ln for ln in mod.header]
+    body[0] = body[0].with_changes(leading_lines=(*header, *body[0].leading_lines))
+    return tuple(body)
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Pre-order walk over ``node`` and its descendants."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def blocks(scope: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, tuple]]:
+    """Every statement list inside ``scope``: (owner, statements), outermost first."""
+    for n in walk(scope):
+        if isinstance(n, cst.Module):
+            yield n, tuple(n.body)
+        elif isinstance(n, cst.IndentedBlock):
+            yield n, tuple(n.body)
+
+
+def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+    if old is scope:
+        return new
+    return scope.deep_replace(old, new)
+
+
+# --- comma-separated sequences (list/tuple/set elements, import aliases) -----------------
+
+
+def strip_comma(comma):
+    """The same separator without the comments that happen to follow it."""
+    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+        ws = comma.whitespace_after
+        return comma.with_changes(
+            whitespace_after=ws.with_changes(
+                first_line=cst.TrailingWhitespace(newline=ws.first_line.newline), empty_lines=()
+            )
+        )
+    return comma
+
+
+def separator(items: Sequence, index: int, opening_ws=None):
+    """A comma that separates two items the way this sequence already does.
+
+    ``opening_ws`` is the whitespace after the opening bracket; it tells a one-item
+    multi-line sequence's layout.
+    """
+    n = len(items)
+    if n >= 2:
+        k = min(max(index - 1, 0), n - 2)
+        return strip_comma(items[k].comma)
+    if isinstance(opening_ws, cst.ParenthesizedWhitespace):
+        return cst.Comma(
+            whitespace_after=cst.ParenthesizedWhitespace(
+                first_line=cst.TrailingWhitespace(newline=opening_ws.first_line.newline),
+                indent=opening_ws.indent,
+                last_line=opening_ws.last_line,
+            )
+        )
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def insert_item(items: Sequence, index: int, new, opening_ws=None) -> tuple:
+    """Insert ``new`` at ``index``.  ``remove_item(result, index)`` gives ``items`` back exactly."""
+    items = list(items)
+    sep = separator(items, index, opening_ws)
+    if index == 0:
+        return (new.with_changes(comma=sep), *items)
+    prev = items[index - 1]
+    new = new.with_changes(comma=prev.comma)
+    items[index - 1] = prev.with_changes(comma=sep)
+    items.insert(index, new)
+    return tuple(items)
+
+
+def remove_item(items: Sequence, index: int) -> tuple:
+    items = list(items)
+    gone = items.pop(index)
+    if index > 0:
+        items[index - 1] = items[index - 1].with_changes(comma=gone.comma)
+    return tuple(items)

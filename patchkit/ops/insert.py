@@ -1,0 +1,115 @@
+"""insert: add statements before/after an anchor statement, or at the start/end of the scope.
+
+  locator.anchor   = 'if self.moe_runner_backend == "flashinfer_cutlass":'
+                     a statement, or the header of a compound one (compared token by token,
+                     so layout and comments do not matter)
+  locator.position = "before" | "after"          (with anchor; default "after")
+  locator.at       = "start" | "end"             (instead of anchor: of the scope's body)
+  params.code      = the statements; blank lines above the first one are kept, so the
+                     snippet decides its own spacing.  Revert removes exactly these.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
+from patchkit.ops._cst import blocks, node_tokens, parse_stmts, replace_node, tokens
+
+
+def _body(owner) -> tuple:
+    return tuple(owner.body)
+
+
+def _scope_block(scope):
+    if isinstance(scope, cst.Module):
+        return scope
+    body = getattr(scope, "body", None)
+    return body if isinstance(body, cst.IndentedBlock) else None
+
+
+@register("insert")
+class Insert(Op):
+    LOCATOR = {"anchor": "str", "position": "str", "at": "str"}
+    PARAMS = {"code": "str"}
+    REQUIRED = ("params.code",)
+
+    def __init__(self, locator: dict, params: dict) -> None:
+        if ("anchor" in locator) == ("at" in locator):
+            raise OpParamError("locator", "needs exactly one of anchor, at", "e.g. locator = { anchor = \"x = 1\", position = \"after\" }")
+        self.anchor_src = locator.get("anchor")
+        self.anchor = tokens(self.anchor_src) if self.anchor_src else None
+        if self.anchor is not None and not self.anchor:
+            raise OpParamError("locator.anchor", "is empty")
+        self.position = locator.get("position", "after")
+        if self.position not in ("before", "after"):
+            raise OpParamError("locator.position", f"must be 'before' or 'after', not {self.position!r}")
+        if "position" in locator and "at" in locator:
+            raise OpParamError("locator.position", "only goes with anchor")
+        self.at = locator.get("at")
+        if self.at is not None and self.at not in ("start", "end"):
+            raise OpParamError("locator.at", f"must be 'start' or 'end', not {self.at!r}")
+        self.stmts = parse_stmts(params["code"], "params.code")
+        self.stmt_tokens = tuple(node_tokens(s) for s in self.stmts)
+
+    def literals(self) -> tuple[str, ...]:
+        return (self.anchor_src,) if self.anchor_src else ()
+
+    def _existing(self, scope) -> list:
+        """(owner, index) of every place the snippet already stands, consecutively."""
+        n, first, hits = len(self.stmts), self.stmt_tokens[0], []
+        for owner, body in blocks(scope):
+            for i in range(len(body) - n + 1):
+                if node_tokens(body[i]) == first and all(node_tokens(body[i + k]) == self.stmt_tokens[k] for k in range(1, n)):
+                    hits.append((owner, i))
+        return hits
+
+    def _anchors(self, scope) -> list:
+        hits = []
+        k = len(self.anchor)
+        for owner, body in blocks(scope):
+            for i, stmt in enumerate(body):
+                if node_tokens(stmt)[:k] == self.anchor:
+                    hits.append((owner, i))
+        return hits
+
+    def _where(self, scope):
+        """(owner, index) where the snippet goes, or a Located explaining why not."""
+        if self.at is not None:
+            block = _scope_block(scope)
+            if block is None:
+                return Located(MISSING, reason="scope has no body to insert into")
+            return block, (0 if self.at == "start" else len(block.body))
+        hits = self._anchors(scope)
+        if not hits:
+            return Located(MISSING, reason=f"anchor statement `{self.anchor_src}` not found")
+        if len(hits) > 1:
+            return Located(AMBIGUOUS, tuple(o.body[i] for o, i in hits), f"anchor statement `{self.anchor_src}` matches {len(hits)} statements")
+        owner, i = hits[0]
+        return owner, (i if self.position == "before" else i + 1)
+
+    def locate(self, scope) -> Located:
+        have = self._existing(scope)
+        if len(have) == 1:
+            owner, i = have[0]
+            return Located(DONE, (owner.body[i],))
+        if len(have) > 1:
+            return Located(AMBIGUOUS, tuple(o.body[i] for o, i in have), f"the inserted statements stand {len(have)} times")
+        where = self._where(scope)
+        if isinstance(where, Located):
+            return where
+        owner, i = where
+        site = owner.body[i] if i < len(owner.body) else (owner.body[i - 1] if owner.body else owner)
+        return Located(PENDING, (site,))
+
+    def apply(self, scope):
+        owner, i = self._where(scope)
+        body = list(owner.body)
+        body[i:i] = self.stmts
+        return replace_node(scope, owner, owner.with_changes(body=body))
+
+    def revert(self, scope):
+        ((owner, i),) = self._existing(scope)
+        body = list(owner.body)
+        del body[i : i + len(self.stmts)]
+        return replace_node(scope, owner, owner.with_changes(body=body))

@@ -1,0 +1,96 @@
+"""Scopes in a libcst Module: resolve ``Class.method`` to a node, splice an edited scope
+back, list every scope (for relocation), and find line numbers cheaply."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+_DEFS = (cst.ClassDef, cst.FunctionDef)
+
+
+class ScopeError(LookupError):
+    pass
+
+
+def _children_defs(node) -> list:
+    body = node.body if isinstance(node, cst.Module) else node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    return [s for s in body if isinstance(s, _DEFS)]
+
+
+def resolve(module: cst.Module, qualname: str) -> list:
+    """The chain [module, outer, ..., scope] for ``qualname`` ("" = the module itself)."""
+    chain: list = [module]
+    if not qualname:
+        return chain
+    for part in qualname.split("."):
+        hits = [d for d in _children_defs(chain[-1]) if d.name.value == part]
+        if not hits:
+            raise ScopeError(f"scope `{qualname}` not found (no `{part}`)")
+        if len(hits) > 1:
+            raise ScopeError(f"scope `{qualname}` is ambiguous ({len(hits)} definitions of `{part}`)")
+        chain.append(hits[0])
+    return chain
+
+
+def splice(chain: list, new_scope) -> cst.Module:
+    """Put an edited scope back into its module, rebuilding only the enclosing defs."""
+    new = new_scope
+    for parent, old in zip(reversed(chain[:-1]), reversed(chain[1:])):
+        if isinstance(parent, cst.Module):
+            body = [new if s is old else s for s in parent.body]
+            new = parent.with_changes(body=body)
+        else:
+            body = [new if s is old else s for s in parent.body.body]
+            new = parent.with_changes(body=parent.body.with_changes(body=body))
+    return new
+
+
+def all_scopes(module: cst.Module) -> Iterator[tuple[str, list]]:
+    """Every (qualname, chain) in the module, module level first."""
+    stack = [("", [module])]
+    while stack:
+        name, chain = stack.pop(0)
+        yield name, chain
+        for d in _children_defs(chain[-1]):
+            stack.append((f"{name}.{d.name.value}" if name else d.name.value, [*chain, d]))
+
+
+class _LineState(CodegenState):
+    """Codegen that notes the line where chosen nodes start, and nothing else.
+
+    libcst's PositionProvider records every node and costs about twice a parse; this
+    costs one plain codegen.
+    """
+
+    def __init__(self, targets: set[int], **kw) -> None:
+        super().__init__(**kw)
+        self.targets, self.lines, self.newlines = targets, {}, 0
+
+    def add_token(self, value: str) -> None:
+        self.newlines += value.count("\n")
+        self.tokens.append(value)
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+
+    def before_codegen(self, node) -> None:
+        if id(node) in self.targets and id(node) not in self.lines:
+            self.lines[id(node)] = self.newlines + 1
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        # The syntactic start excludes leading blank lines and comments; prefer it.
+        if id(node) in self.targets:
+            self.lines[id(node)] = self.newlines + 1
+        return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
+
+
+def line_numbers(module: cst.Module, nodes) -> dict[int, int]:
+    nodes = [n for n in nodes if isinstance(n, cst.CSTNode)]
+    if not nodes:
+        return {}
+    state = _LineState({id(n) for n in nodes}, default_indent=module.default_indent, default_newline=module.default_newline)
+    module._codegen(state)
+    return state.lines

@@ -1,0 +1,263 @@
+"""Recipes: TOML files under recipes/, parsed into frozen values and validated completely
+before any target is read.  Every error names ``file:line > op #n > field``, the bad value
+and what to do, and raises RecipeError (exit 2)."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from patchkit.errors import RecipeError
+from patchkit.model import Marker, OpSpec, Recipe
+from patchkit.ops import KINDS, OpParamError
+from patchkit.target import ENGINES, logical_prefixes
+
+TOP_KEYS = {"id": "str", "summary": "str", "rationale": "str", "bundles": "list[str]", "engines": "table", "ops": "list[table]"}
+OP_KEYS = {"kind": "str", "engine": "str", "file": "str", "scope": "str", "locator": "table", "params": "table", "markers": "list[table]", "jit_modules": "list[str]"}
+MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]"}
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _type_ok(value: Any, t: str) -> bool:
+    return {
+        "str": lambda v: isinstance(v, str),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "bool": lambda v: isinstance(v, bool),
+        "table": lambda v: isinstance(v, dict),
+        "list[str]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "list[table]": lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    }[t](value)
+
+
+def _tname(value: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "table"}.get(type(value), type(value).__name__)
+
+
+_TYPE_WORDS = {"str": "a string", "int": "an integer", "bool": "true or false", "table": "a table", "list[str]": "a list of strings", "list[table]": "an array of tables"}
+
+
+class _Lines:
+    """Where each key of a TOML file stands, for error messages (tomllib gives no positions)."""
+
+    _KEY = re.compile(r'^\s*("?)([A-Za-z0-9_.-]+)\1\s*=')
+
+    def __init__(self, text: str) -> None:
+        self.at: dict[tuple, int] = {}
+        section: tuple = ()
+        n_ops = 0
+        n_markers = 0
+        for lineno, line in enumerate(text.splitlines(), 1):
+            s = line.strip()
+            if s.startswith("[[ops.markers]]"):
+                n_markers += 1
+                section = ("ops", n_ops, "markers", n_markers)
+            elif s.startswith("[[ops]]"):
+                n_ops += 1
+                n_markers = 0
+                section = ("ops", n_ops)
+            elif s.startswith("[ops."):
+                section = ("ops", n_ops, s[5:].split("]")[0].strip())
+            elif s.startswith("["):
+                section = (s.strip("[]").strip(),)
+            else:
+                m = self._KEY.match(line)
+                if m:
+                    self.at.setdefault((*section, m.group(2)), lineno)
+                    continue
+            self.at.setdefault(section, lineno)
+
+    def line(self, *path) -> int | None:
+        path = tuple(path)
+        while path:
+            if path in self.at:
+                return self.at[path]
+            path = path[:-1]
+        return None
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+class _Ctx:
+    def __init__(self, path: Path, text: str) -> None:
+        self.path, self.lines = path, _Lines(text)
+
+    def fail(self, where: tuple, crumbs: list[str], message: str, hint: str = "") -> RecipeError:
+        line = self.lines.line(*where)
+        loc = f"{_display(self.path)}:{line}" if line else _display(self.path)
+        return RecipeError(" > ".join([loc, *crumbs]) + f": {message}", hint)
+
+    def check_keys(self, table: dict, allowed: dict[str, str], where: tuple, crumbs: list[str], what: str) -> None:
+        for key, value in table.items():
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"{what} keys are: {', '.join(allowed)}"
+                raise self.fail((*where, key), [*crumbs, key], f"unknown key {key!r}", hint)
+            if not _type_ok(value, allowed[key]):
+                raise self.fail((*where, key), [*crumbs, key], f"must be {_TYPE_WORDS[allowed[key]]}, not {_tname(value)} {value!r}")
+
+
+def load_recipe(path: Path) -> Recipe:
+    raw_bytes = path.read_bytes()
+    text = raw_bytes.decode("utf-8", errors="replace")
+    ctx = _Ctx(path, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"line (\d+)", str(e))
+        loc = f"{_display(path)}:{m.group(1)}" if m else _display(path)
+        raise RecipeError(f"{loc}: invalid TOML: {str(e).split(' (at')[0]}", "check quoting; code snippets are easiest in '''literal strings'''") from None
+    ctx.check_keys(data, TOP_KEYS, (), [], "recipe")
+    for key in ("id", "summary", "engines", "ops"):
+        if key not in data:
+            raise ctx.fail((), [], f"missing required key {key!r}", "a recipe needs id, summary, rationale, bundles, [engines] and [[ops]]")
+    rid = data["id"]
+    if not ID_RE.match(rid):
+        raise ctx.fail(("id",), ["id"], f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'")
+    if rid != path.stem:
+        raise ctx.fail(("id",), ["id"], f"{rid!r} does not match the file name {path.name!r}", f"rename the file to {rid}.toml or set id = {path.stem!r}")
+    if not data["summary"].strip():
+        raise ctx.fail(("summary",), ["summary"], "is empty", "say in one line what the recipe does")
+    engines: dict[str, SpecifierSet] = {}
+    for eng, spec in data["engines"].items():
+        if eng not in ENGINES:
+            raise ctx.fail(("engines", eng), ["engines", eng], f"unknown engine {eng!r}", f"engines: {', '.join(ENGINES)}")
+        if not isinstance(spec, str):
+            raise ctx.fail(("engines", eng), ["engines", eng], f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}", 'e.g. sglang = ">=0.5.9,<0.5.13"')
+        try:
+            engines[eng] = SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise ctx.fail(("engines", eng), ["engines", eng], f"{spec!r} is not a valid version specifier", 'use PEP 440, e.g. ">=0.5.9,<0.5.13"') from None
+    if not engines:
+        raise ctx.fail(("engines",), ["engines"], "names no engine", 'e.g. [engines] sglang = ">=0.5.9"')
+    if not data["ops"]:
+        raise ctx.fail(("ops",), ["ops"], "recipe has no ops", "add at least one [[ops]] table")
+    ops = tuple(_load_op(ctx, i, raw, engines) for i, raw in enumerate(data["ops"], 1))
+    return Recipe(
+        id=rid,
+        summary=data["summary"].strip(),
+        rationale=data.get("rationale", "").strip(),
+        bundles=tuple(data.get("bundles", ())),
+        engines=engines,
+        ops=ops,
+        path=path,
+        sha256=hashlib.sha256(raw_bytes).hexdigest(),
+    )
+
+
+def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: str) -> None:
+    if file.startswith("/") or re.match(r"^[A-Za-z]:", file) or "\\" in file:
+        raise ctx.fail(where, crumbs, f"{file!r} is an absolute path", "name the file relative to the package, e.g. 'sglang/srt/server_args.py'")
+    if ".." in Path(file).parts:
+        raise ctx.fail(where, crumbs, f"{file!r} climbs out of the target with '..'", "name the file relative to the package")
+    if not file.startswith(logical_prefixes(engine)):
+        raise ctx.fail(where, crumbs, f"{file!r} is not a {engine} file", f"{engine} files start with {', '.join(logical_prefixes(engine))}")
+
+
+def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
+    where, crumbs = ("ops", i), [f"op #{i}"]
+    ctx.check_keys(raw, OP_KEYS, where, crumbs, "op")
+    for key in ("kind", "engine", "file"):
+        if key not in raw:
+            raise ctx.fail(where, crumbs, f"missing required key {key!r}", "an op needs kind, engine, file, and usually scope, locator and params")
+    kind = raw["kind"]
+    if kind not in KINDS:
+        close = difflib.get_close_matches(kind, KINDS, n=1)
+        raise ctx.fail((*where, "kind"), [*crumbs, "kind"], f"unknown op kind {kind!r}", f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(sorted(KINDS))}")
+    cls = KINDS[kind]
+    engine = raw["engine"]
+    if engine not in engines:
+        raise ctx.fail((*where, "engine"), [*crumbs, "engine"], f"engine {engine!r} is not in the recipe's [engines]", f"add {engine} = \"<versions>\" under [engines]")
+    file = raw["file"]
+    _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
+    if (cls.language == "python") != file.endswith(".py"):
+        raise ctx.fail((*where, "file"), [*crumbs, "file"], f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is {'not ' if cls.language == 'python' else ''}one", "use text-replace for C++/CUDA/CMake files" if cls.language == "python" else "use a Python op for .py files")
+    scope = raw.get("scope", "")
+    if scope and not SCOPE_RE.match(scope):
+        raise ctx.fail((*where, "scope"), [*crumbs, "scope"], f"{scope!r} is not a qualified name", "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level")
+    if scope and not cls.SCOPED:
+        raise ctx.fail((*where, "scope"), [*crumbs, "scope"], f"{kind} works on the whole file and takes no scope", "remove scope")
+    for section, allowed in (("locator", cls.LOCATOR), ("params", cls.PARAMS)):
+        table = raw.get(section, {})
+        ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}")
+    for req in cls.REQUIRED:
+        section, key = req.split(".")
+        if key not in raw.get(section, {}):
+            raise ctx.fail((*where, section), [*crumbs, req], "is required", f"{kind} needs {', '.join(cls.REQUIRED)}")
+    try:
+        impl = cls(raw.get("locator", {}), raw.get("params", {}))
+    except OpParamError as e:
+        section = e.field.split(".")[0]
+        raise ctx.fail((*where, section, e.field.split(".")[-1].split("[")[0]), [*crumbs, e.field], e.message, e.hint) from None
+    markers = []
+    for j, m in enumerate(raw.get("markers", []), 1):
+        mw, mc = (*where, "markers", j), [*crumbs, f"marker #{j}"]
+        ctx.check_keys(m, MARKER_KEYS, mw, mc, "marker")
+        if not m.get("contains"):
+            raise ctx.fail(mw, [*mc, "contains"], "is required and must not be empty", "list code fragments that upstream's version must all contain")
+        mfile = m.get("file", file)
+        _check_file(ctx, (*mw, "file"), [*mc, "file"], engine, mfile)
+        markers.append(Marker(file=mfile, scope=m.get("scope", scope), contains=tuple(m["contains"])))
+    return OpSpec(index=i, kind=kind, engine=engine, file=file, scope=scope, impl=impl, markers=tuple(markers), jit_modules=tuple(raw.get("jit_modules", ())))
+
+
+class Catalog:
+    """Every recipe of a recipes/ directory, and the bundles they name."""
+
+    def __init__(self, recipes: list[Recipe]) -> None:
+        self.recipes = {r.id: r for r in recipes}
+        self.bundles: dict[str, list[str]] = {}
+        for r in recipes:
+            for b in r.bundles:
+                self.bundles.setdefault(b, []).append(r.id)
+
+    @classmethod
+    def load(cls, directory: Path) -> "Catalog":
+        if not directory.is_dir():
+            raise RecipeError(f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR")
+        recipes: list[Recipe] = []
+        seen: dict[str, Path] = {}
+        for path in sorted(directory.glob("*.toml")):
+            r = load_recipe(path)
+            recipes.append(r)
+            seen[r.id] = path
+        cat = cls(recipes)
+        for b in cat.bundles:
+            if b in cat.recipes:
+                raise RecipeError(f"{_display(seen[b])}: bundle name {b!r} is also a recipe id", "rename the bundle or the recipe")
+        return cat
+
+    def select(self, names: tuple[str, ...] | list[str]) -> list[Recipe]:
+        """Recipes named by ids or bundle names, in catalog order; no names = all."""
+        if not names:
+            return list(self.recipes.values())
+        wanted: list[str] = []
+        for name in names:
+            if name in self.recipes:
+                ids = [name]
+            elif name in self.bundles:
+                ids = self.bundles[name]
+            else:
+                choices = [*self.recipes, *self.bundles]
+                close = difflib.get_close_matches(name, choices, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(choices)} (see `patchkit list`)"
+                raise RecipeError(f"unknown recipe or bundle {name!r}", hint)
+            wanted += [i for i in ids if i not in wanted]
+        return [r for r in self.recipes.values() if r.id in wanted]

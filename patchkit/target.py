@@ -1,0 +1,140 @@
+"""Targets: where an engine's source lives, in which layout, at which version.
+
+A recipe names a file once, by its *logical* name (the path inside the installed package,
+plus ``include/`` and ``csrc/`` for FlashInfer's C++).  A Target maps that name onto the
+layout it finds: a git checkout of the upstream repository, or a directory holding the
+installed package (an unpacked wheel, or site-packages).  This is also where paths are
+checked so that no recipe can write outside its target.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from patchkit.errors import TargetError
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str  # as recipes and --target say it
+    dist: str  # package-index name
+    package: str  # import name
+    # logical prefix -> path prefix, per layout
+    layouts: dict[str, tuple[tuple[str, str], ...]]
+    git_marker: str  # a path that exists only in a git-checkout layout
+
+
+ENGINES: dict[str, EngineInfo] = {
+    "sglang": EngineInfo(
+        name="sglang",
+        dist="sglang",
+        package="sglang",
+        layouts={
+            "git": (("sglang/", "python/sglang/"),),
+            "package": (("sglang/", "sglang/"),),
+        },
+        git_marker="python/sglang/__init__.py",
+    ),
+    "flashinfer": EngineInfo(
+        name="flashinfer",
+        dist="flashinfer-python",
+        package="flashinfer",
+        layouts={
+            "git": (("flashinfer/", "flashinfer/"), ("include/", "include/"), ("csrc/", "csrc/")),
+            "package": (("flashinfer/", "flashinfer/"), ("include/", "flashinfer/data/include/"), ("csrc/", "flashinfer/data/csrc/")),
+        },
+        git_marker="include/flashinfer",
+    ),
+}
+
+
+def logical_prefixes(engine: str) -> tuple[str, ...]:
+    return tuple(lp for lp, _ in ENGINES[engine].layouts["package"])
+
+
+@dataclass(frozen=True)
+class Target:
+    engine: str
+    root: Path  # resolved
+    layout: str  # "git" | "package"
+    version: Optional[str]
+
+    def relpath(self, logical: str) -> str:
+        """The path of a logical file, relative to the target root."""
+        for lp, pp in ENGINES[self.engine].layouts[self.layout]:
+            if logical.startswith(lp):
+                return pp + logical[len(lp) :]
+        raise TargetError(f"{logical}: not a file of {self.engine}", f"logical names start with {', '.join(logical_prefixes(self.engine))}")
+
+    def path(self, logical: str) -> Path:
+        """Absolute path of a logical file; refuses anything that leads out of the target."""
+        rel = self.relpath(logical)
+        p = self.root / rel
+        real = Path(os.path.realpath(p))
+        if real != self.root and self.root not in real.parents:
+            raise TargetError(f"{p}: leads outside the target {self.root} (symlink to {real})", "patchkit never writes outside its target; replace the symlink with the real file")
+        return p
+
+    def describe(self) -> str:
+        v = self.version or "unknown version"
+        return f"{self.engine} {v} ({self.layout} layout) at {self.root}"
+
+
+def _read_version(root: Path, engine: str, layout: str) -> Optional[str]:
+    info = ENGINES[engine]
+    if layout == "package":
+        norm = info.dist.replace("-", "_")
+        for d in sorted(root.glob(f"{norm}-*.dist-info")) + sorted(root.glob(f"{info.dist}-*.dist-info")):
+            meta = d / "METADATA"
+            if meta.is_file():
+                for line in meta.read_text(errors="replace").splitlines():
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():
+                        break
+    pkg_dir = root / (ENGINES[engine].layouts[layout][0][1])
+    for rel, pattern in (
+        ("_version.py", r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]"""),
+        ("_build_meta.py", r"""^__version__\s*=\s*['"]([^'"]+)['"]"""),
+        ("version.py", r"""^__version__\s*=\s*['"]([^'"]+)['"]"""),
+    ):
+        f = pkg_dir / rel
+        if f.is_file():
+            m = re.search(pattern, f.read_text(errors="replace"), re.M)
+            if m:
+                return m.group(1)
+    vt = root / "version.txt"
+    if layout == "git" and vt.is_file():
+        return vt.read_text().strip() or None
+    return None
+
+
+def open_target(engine: str, path: str | os.PathLike) -> Target:
+    if engine not in ENGINES:
+        raise TargetError(f"unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise TargetError(f"{root}: target for {engine} does not exist", f"pass --target {engine}=DIR with an existing tree, or run `patchkit sync`")
+    if not root.is_dir():
+        raise TargetError(f"{root}: target for {engine} is not a directory")
+    root = root.resolve()
+    info = ENGINES[engine]
+    if (root / info.git_marker).exists() and (root / info.layouts["git"][0][1] / "__init__.py").is_file():
+        layout = "git"
+    elif (root / info.package / "__init__.py").is_file():
+        layout = "package"
+    else:
+        looked = ", ".join(sorted({pp for lay in info.layouts.values() for _, pp in lay[:1]}))
+        raise TargetError(f"{root}: no {engine} sources found (looked for {looked})", f"point --target {engine}= at a git checkout of {engine}, an unpacked wheel, or site-packages")
+    return Target(engine=engine, root=root, layout=layout, version=_read_version(root, engine, layout))
+
+
+def parse_target_arg(value: str) -> tuple[str, str]:
+    if "=" not in value:
+        raise TargetError(f"--target {value!r}: expected ENGINE=PATH", f"e.g. --target sglang=./sglang-checkout (engines: {', '.join(ENGINES)})")
+    engine, path = value.split("=", 1)
+    return engine.strip(), path

@@ -1,0 +1,195 @@
+"""The command line: a thin click layer over patchkit.commands.  Arguments in, exit code out.
+
+The one top-level error handler lives in ``main``: a PatchkitError (bad recipe, bad target,
+bad flag) becomes one line on stderr and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from patchkit import __version__
+from patchkit.commands import Options
+from patchkit.errors import PatchkitError
+from patchkit.project import Project
+
+EPILOG = """\b
+Exit codes: 0 the tree is in the asked-for state; 1 it is not (a recipe is
+pending, missing, ambiguous, modified, or an edit could not be made); 2 usage,
+recipe or target error.
+"""
+
+
+def _project(ctx: click.Context) -> Project:
+    o = ctx.find_root().params
+    return Project.locate(o.get("pins"), o.get("recipes"), o.get("workspace"))
+
+
+def _opts(ctx, names, target, as_json) -> Options:
+    return Options(names=tuple(names), targets=tuple(target), json=as_json, project=_project(ctx))
+
+
+def target_options(f):
+    f = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (the shape is stable; see README).")(f)
+    f = click.option(
+        "--target", "-t", multiple=True, metavar="ENGINE=PATH",
+        help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, or site-packages. Repeat per engine.",
+    )(f)
+    f = click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")(f)
+    return f
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="patchkit")
+@click.option("--pins", metavar="FILE", help="upstream_pins.toml to use (default: found in . or above).")
+@click.option("--recipes", metavar="DIR", help="Recipes directory (default: recipes/ beside the pins).")
+@click.option("--workspace", metavar="DIR", help="Where `sync` puts the pinned trees (default: .patchkit/ beside the pins).")
+def cli(pins, recipes, workspace):
+    """Declarative, verifiable, revertible patches for SGLang and FlashInfer.
+
+    \b
+    Typical use:
+      patchkit sync                        fetch the pinned upstream trees
+      patchkit diff sm120                  see what the sm120 bundle would change
+      patchkit apply sm120                 apply it (all edits or none)
+      patchkit status                      what is applied, pending, upstream, missing
+      patchkit revert allreduce-fusion     take back exactly one recipe
+      patchkit apply sm120 -t sglang=./sglang -t flashinfer=./flashinfer
+
+    Recipes live in recipes/*.toml; a bundle is every recipe that lists it in `bundles`.
+    """
+
+
+@cli.command()
+@target_options
+@click.option("--dry-run", "-n", is_flag=True, help="Plan and verify every edit, write nothing.")
+@click.option("--ignore-range", is_flag=True, help="Apply recipes even where the target's version is outside their range.")
+@click.option("--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed.")
+@click.pass_context
+def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache):
+    """Apply recipes and bundles (default: none; name them).
+
+    Every edit of the invocation is planned in memory across all files and engines and
+    checked (post-condition holds, a second apply is a no-op, revert restores the bytes,
+    Python still parses) before anything is written; then all files are written
+    atomically, or none.  Applying an applied recipe changes nothing.
+    """
+    from patchkit.commands.apply import apply as run
+
+    if not names:
+        raise PatchkitError("apply needs recipe or bundle names", "e.g. `patchkit apply sm120`; `patchkit list` shows them")
+    sys.exit(run(_opts(ctx, names, target, as_json), dry_run=dry_run, ignore_range=ignore_range, clear_jit=clear_jit_cache))
+
+
+@cli.command()
+@target_options
+@click.option("--dry-run", "-n", is_flag=True, help="Plan and verify, write nothing.")
+@click.option("--force", is_flag=True, help="Revert even if a file changed after patchkit wrote it; forget ops that can no longer be found.")
+@click.option("--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed.")
+@click.pass_context
+def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache):
+    """Take back recipes patchkit applied, leaving the others (and your own edits) alone.
+
+    Refuses, with exit 1, when a file changed after patchkit wrote it, and says which
+    lines; --force reverts anyway.  Code upstream already has is never touched.
+    """
+    from patchkit.commands.apply import revert as run
+
+    if not names:
+        raise PatchkitError("revert needs recipe or bundle names", "e.g. `patchkit revert allreduce-fusion`")
+    sys.exit(run(_opts(ctx, names, target, as_json), dry_run=dry_run, force=force, clear_jit=clear_jit_cache))
+
+
+@cli.command()
+@target_options
+@click.option("--quiet", "-q", is_flag=True, help="Only show ops whose state differs from their recipe's.")
+@click.pass_context
+def status(ctx, names, target, as_json, quiet):
+    """Judge recipes against the code as it is now (default: all recipes).
+
+    \b
+    States: applied (patchkit wrote it), upstream (the code already does it), pending,
+    partial, moved, missing, ambiguous, modified, skipped.  Exit 0 only if every named
+    recipe is applied or upstream.
+    """
+    from patchkit.commands.status import status as run
+
+    sys.exit(run(_opts(ctx, names, target, as_json), verbose=not quiet))
+
+
+@cli.command()
+@click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
+@click.option("--target", "-t", multiple=True, metavar="ENGINE=PATH", help="Work on this tree instead of the workspace.")
+@click.option("--applied", is_flag=True, help="Show what patchkit has applied (the patch to revert), instead of what apply would write.")
+@click.option("--ignore-range", is_flag=True, help="Include recipes outside their version range.")
+@click.pass_context
+def diff(ctx, names, target, applied, ignore_range):
+    """Print a unified diff of what apply would write; touches nothing.
+
+    Paths are relative to each target's root, so the output applies with
+    `git apply` or `patch -p1` there.
+    """
+    from patchkit.commands.apply import diff as run
+
+    sys.exit(run(_opts(ctx, names, target, False), applied=applied, ignore_range=ignore_range))
+
+
+@cli.command("list")
+@click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def list_cmd(ctx, names, as_json):
+    """List recipes and bundles."""
+    from patchkit.commands.catalog import list_
+
+    sys.exit(list_(_opts(ctx, names, (), as_json)))
+
+
+@cli.command()
+@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
+@click.pass_context
+def show(ctx, names):
+    """Show recipes in full: rationale, version ranges, ops and upstream markers."""
+    from patchkit.commands.catalog import show as run
+
+    sys.exit(run(_opts(ctx, names, (), False)))
+
+
+@cli.command()
+@click.argument("engines", nargs=-1, metavar="[ENGINE]...")
+@click.option("--from", "source", type=click.Choice(["index", "git"]), default="index", show_default=True, help="Fetch release wheels from the package index, or clone the pinned git revision.")
+@click.option("--mirror", multiple=True, metavar="ENGINE=PATH", help="With --from git: clone from this local mirror instead of the pinned URL.")
+@click.option("--force", is_flag=True, help="Replace a workspace tree that holds something else (its patches are lost).")
+@click.pass_context
+def sync(ctx, engines, source, mirror, force):
+    """Materialise the pinned upstream trees in the workspace (.patchkit/trees/ENGINE).
+
+    Wheels are downloaded once with pip (no dependencies), checked against the pinned
+    sha256, cached in ~/.cache/patchkit (PATCHKIT_CACHE moves it) and unpacked.  A second
+    sync is instant and works offline.
+    """
+    from patchkit.commands.sync import sync as run
+
+    sys.exit(run(_project(ctx), tuple(engines), source, tuple(mirror), force))
+
+
+def main(argv=None) -> None:
+    try:
+        cli.main(args=argv, prog_name="patchkit", standalone_mode=False)
+    except PatchkitError as e:
+        click.echo(f"patchkit: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("patchkit: aborted", err=True)
+        sys.exit(130)
+    except click.exceptions.ClickException as e:
+        e.show()
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("patchkit: interrupted; files are written all-or-nothing, so none was left half-written", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(1)
+    sys.exit(0)

@@ -1,0 +1,45 @@
+"""`list` and `show`: what recipes and bundles exist.  They read no target."""
+
+from __future__ import annotations
+
+import json
+
+from patchkit.commands import OK, Options, say
+
+
+def list_(opts: Options) -> int:
+    cat = opts.project.catalog()
+    recipes = cat.select(opts.names)
+    if opts.json:
+        say(json.dumps({"recipes": [{"id": r.id, "summary": r.summary, "bundles": list(r.bundles), "engines": {e: str(s) for e, s in r.engines.items()}, "ops": len(r.ops)} for r in recipes], "bundles": cat.bundles}, indent=2))
+        return OK
+    for r in recipes:
+        engines = ", ".join(f"{e}{s}" for e, s in r.engines.items())
+        say(f"{r.id:<24} {engines}")
+        say(f"    {r.summary}")
+    if cat.bundles:
+        say("\nbundles:")
+        for b, ids in cat.bundles.items():
+            say(f"  {b:<10} {' '.join(ids)}")
+    return OK
+
+
+def show(opts: Options) -> int:
+    cat = opts.project.catalog()
+    for r in cat.select(opts.names):
+        say(f"{r.id}  ({r.path})")
+        say(f"  summary:   {r.summary}")
+        say(f"  bundles:   {', '.join(r.bundles) or '-'}")
+        say("  engines:   " + ", ".join(f"{e} {s}" for e, s in r.engines.items()))
+        say(f"  sha256:    {r.sha256}")
+        if r.rationale:
+            say("  rationale:")
+            for line in r.rationale.splitlines():
+                say(f"    {line}")
+        say("  ops:")
+        for op in r.ops:
+            say(f"    #{op.index} {op.kind} on {op.engine}:{op.file}" + (f" in {op.scope}" if op.scope else ""))
+            for m in op.markers:
+                say(f"       upstream marker: {m.file}::{m.scope or '<module>'} contains {list(m.contains)}")
+        say("")
+    return OK

@@ -1,0 +1,473 @@
+"""The engine: judge ops against the code, plan every edit in memory, verify, then write.
+
+Nothing here prints.  ``evaluate`` turns recipes into result values; ``plan_apply`` and
+``plan_revert`` add the new file contents, checked op by op (post-condition holds, a
+second apply changes nothing, revert restores the bytes, the file still parses), and
+``commit`` hands them to fsio.write_all in one go.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import libcst as cst
+
+from patchkit import model as M
+from patchkit import pyscope
+from patchkit.errors import TargetError
+from patchkit.fsio import write_all
+from patchkit.journal import Journal, sha256
+from patchkit.model import OpResult, OpSpec, Recipe, RecipeResult, recipe_state
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located
+from patchkit.ops._cst import code as node_code
+from patchkit.ops._cst import blocks, contains_seq, node_tokens, tokens
+from patchkit.ops.ensure_import import missing_definition
+from patchkit.target import Target
+
+
+def display(path: Path) -> str:
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("../..") else str(path)
+
+
+class SourceFile:
+    """One file of one target, read once per invocation; edits stay in memory until commit."""
+
+    def __init__(self, target: Target, logical: str) -> None:
+        self.target, self.logical = target, logical
+        self.path = target.path(logical)
+        self.exists = self.path.is_file()
+        self.original: bytes = self.path.read_bytes() if self.exists else b""
+        self.text = self.original.decode("utf-8", errors="surrogateescape")
+        self.is_python = logical.endswith(".py")
+        self._module: Optional[cst.Module] = None
+        self.current: Any = None  # str (text) or cst.Module (python) once edited
+
+    @property
+    def module(self) -> cst.Module:
+        if self._module is None:
+            try:
+                self._module = cst.parse_module(self.text)
+            except cst.ParserSyntaxError as e:
+                raise TargetError(f"{display(self.path)}:{e.raw_line}: does not parse as Python ({e.message})", "the target tree is damaged or not Python 3; restore it (e.g. `patchkit sync --force`)") from None
+        return self._module
+
+    def state(self):
+        """The file as edited so far in this invocation."""
+        if self.current is not None:
+            return self.current
+        return self.module if self.is_python else self.text
+
+    def new_bytes(self) -> bytes:
+        cur = self.state()
+        out = cur.code if isinstance(cur, cst.Module) else cur
+        return out.encode("utf-8", errors="surrogateescape")
+
+    def where(self, line: Optional[int] = None) -> str:
+        return f"{display(self.path)}:{line}" if line else display(self.path)
+
+
+class Session:
+    """The targets of one invocation, their journals, and the files read so far."""
+
+    def __init__(self, targets: dict[str, Target]) -> None:
+        self.targets = targets
+        self.journals: dict[Path, Journal] = {}
+        self.files: dict[tuple[str, str], SourceFile] = {}
+
+    def target(self, engine: str, recipe: Recipe) -> Target:
+        if engine not in self.targets:
+            raise TargetError(f"recipe {recipe.id} edits {engine}, but there is no {engine} target", f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace")
+        return self.targets[engine]
+
+    def journal(self, engine: str) -> Journal:
+        root = self.targets[engine].root
+        if root not in self.journals:
+            self.journals[root] = Journal(root)
+        return self.journals[root]
+
+    def file(self, engine: str, logical: str) -> SourceFile:
+        key = (engine, logical)
+        if key not in self.files:
+            self.files[key] = SourceFile(self.targets[engine], logical)
+        return self.files[key]
+
+
+@dataclass
+class OpEval:
+    recipe: Recipe
+    op: OpSpec
+    file: SourceFile
+    located: Located
+    scope: str  # where it was located
+    state: str = ""
+    line: Optional[int] = None
+    message: str = ""
+    lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
+
+    def location(self) -> str:
+        return f"{self.file.logical}::{self.scope or '<module>'}"
+
+    def result(self, state: Optional[str] = None, message: Optional[str] = None) -> OpResult:
+        return OpResult(
+            recipe=self.recipe.id,
+            index=self.op.index,
+            kind=self.op.kind,
+            engine=self.op.engine,
+            file=self.file.logical,
+            state=state or self.state,
+            line=self.line,
+            location=self.location() if self.file.exists else "",
+            message=self.message if message is None else message,
+        )
+
+
+# -- locating ---------------------------------------------------------------------------------
+
+
+def _locate_in(op: OpSpec, f: SourceFile, scope_name: str, state) -> Located:
+    if not f.is_python:
+        return op.impl.locate(state)
+    try:
+        chain = pyscope.resolve(state, scope_name)
+    except pyscope.ScopeError as e:
+        return Located(MISSING, reason=str(e))
+    return op.impl.locate(chain[-1])
+
+
+def _relocate_in_file(op: OpSpec, f: SourceFile) -> tuple[str, Located] | None:
+    """The op's site in another scope of the same file, if exactly one scope has it."""
+    if not f.is_python or not op.impl.SCOPED:
+        return None
+    hits = []
+    for name, chain in pyscope.all_scopes(f.module):
+        if name == op.scope:
+            continue
+        loc = op.impl.locate(chain[-1])
+        if loc.state in (DONE, PENDING):
+            hits.append((name, loc))
+    # A site found in a scope is also found in every scope enclosing it; keep the innermost.
+    inner = [h for h in hits if not any(o[0].startswith(h[0] + ".") or (h[0] == "" and o[0]) for o in hits if o is not h)]
+    return inner[0] if len(inner) == 1 else None
+
+
+def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
+    for m in op.markers:
+        f = session.file(op.engine, m.file)
+        if not f.exists:
+            continue
+        if not f.is_python:
+            if all(frag in f.text for frag in m.contains):
+                return f"upstream marker matched in {m.file}"
+            continue
+        frags = [tokens(c) for c in m.contains]
+        try:
+            scope = pyscope.resolve(f.module, m.scope)[-1]
+        except pyscope.ScopeError:
+            scope = f.module
+        for _, body in blocks(scope):
+            for stmt in body:
+                have = node_tokens(stmt)
+                if all(contains_seq(have, fr) for fr in frags):
+                    line = pyscope.line_numbers(f.module, [stmt]).get(id(stmt))
+                    return f"upstream marker matched at {m.file}:{line}"
+    return None
+
+
+def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
+    session.target(op.engine, recipe)
+    f = session.file(op.engine, op.file)
+    if not f.exists:
+        ev = OpEval(recipe, op, f, Located(MISSING, reason=f"{f.where()} does not exist"), op.scope)
+    else:
+        ev = OpEval(recipe, op, f, _locate_in(op, f, op.scope, f.state()), op.scope)
+        if ev.located.state == PENDING and getattr(op.impl, "defined_in", None):
+            other = session.file(op.engine, op.impl.defined_in)
+            bad = missing_definition(op.impl, other.text if other.exists else None)
+            if bad:
+                ev.located = bad
+    ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+    st = ev.located.state
+    reason = ev.located.reason
+    if st == DONE:
+        ev.state = M.APPLIED if ours else M.UPSTREAM
+    elif st == PENDING:
+        ev.state = M.MODIFIED if ours else M.PENDING
+        if ours:
+            reason = "patchkit applied this op, but the code no longer shows it"
+    else:
+        ev.state = M.MISSING if st == MISSING else M.AMBIGUOUS
+        if st == MISSING and f.exists:
+            moved = _relocate_in_file(op, f)
+            if moved:
+                ev.scope, ev.located = moved
+                ev.state = M.MOVED
+                reason = f"not in {op.scope or '<module>'}; found in {moved[0] or '<module>'}"
+        if ours and ev.state == M.MISSING:
+            reason += " (patchkit had applied it)"
+    if ev.state in (M.PENDING, M.MISSING, M.MOVED) and not ours and op.markers:
+        hit = _marker_hit(session, op)
+        if hit:
+            ev.state, reason = M.UPSTREAM, hit
+    ev.message = reason
+    return ev
+
+
+def _add_lines(evals: list[OpEval]) -> None:
+    """Line numbers for every eval, one codegen pass per Python file."""
+    by_file: dict[int, list[OpEval]] = {}
+    for ev in evals:
+        by_file.setdefault(id(ev.file), []).append(ev)
+    for group in by_file.values():
+        f = group[0].file
+        if f.is_python and f.exists:
+            nodes = [n for ev in group for n in ev.located.nodes]
+            lines = pyscope.line_numbers(f.module, nodes) if nodes else {}
+            for ev in group:
+                ev.lines = tuple(sorted(lines[id(n)] for n in ev.located.nodes if id(n) in lines))
+        else:
+            for ev in group:
+                ev.lines = tuple(n for n in ev.located.nodes if isinstance(n, int))
+        for ev in group:
+            ev.line = ev.lines[0] if ev.lines else None
+            if ev.state == M.AMBIGUOUS and ev.lines:
+                ev.message += f" (candidates at lines {', '.join(map(str, ev.lines))})"
+
+
+def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
+    versions, verdicts = {}, []
+    for eng, spec in recipe.engines.items():
+        t = session.targets.get(eng)
+        v = t.version if t else None
+        versions[eng] = v
+        if v is None:
+            verdicts.append(None)
+        else:
+            verdicts.append(spec.contains(v, prereleases=True))
+    if False in verdicts:
+        return False, versions
+    if None in verdicts:
+        return None, versions
+    return True, versions
+
+
+def evaluate(session: Session, recipes: list[Recipe]) -> list[tuple[Recipe, list[OpEval]]]:
+    out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
+    _add_lines([ev for _, evs in out for ev in evs])
+    return out
+
+
+def results(session: Session, evaluated, overrides: dict | None = None, skipped: set[str] = frozenset()) -> list[RecipeResult]:
+    overrides = overrides or {}
+    res = []
+    for r, evs in evaluated:
+        ops = tuple(overrides.get((r.id, ev.op.index), ev.result()) for ev in evs)
+        rng, versions = in_range(r, session)
+        state = M.SKIPPED if r.id in skipped else recipe_state([o.state for o in ops])
+        msg = ""
+        if r.id in skipped:
+            msg = "out of version range (" + ", ".join(f"{e} {versions[e]} not in {r.engines[e]}" for e in r.engines) + "); pass --ignore-range to apply anyway"
+        res.append(RecipeResult(id=r.id, state=state, in_range=rng, ops=ops, message=msg, versions=versions))
+    return res
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    results: list[RecipeResult]
+    blockers: list[str] = field(default_factory=list)
+    files: list[SourceFile] = field(default_factory=list)  # files with new content
+    marks: list[tuple[str, str, str, str, int]] = field(default_factory=list)  # (action, engine, recipe, sha, op)
+    jit_modules: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> list[tuple[Path, bytes, bytes]]:
+        return [(f.path, f.new_bytes(), f.original) for f in self.files]
+
+
+def _blocker(ev: OpEval, why: str) -> str:
+    return f"{ev.recipe.id} > {ev.op.label} > {ev.file.where(ev.line)}: {why}"
+
+
+def _edit(ev: OpEval, forward: bool) -> Optional[str]:
+    """Apply (or revert) one op on its file's in-memory state, verifying the result.
+    Returns a failure reason, or None."""
+    f, op = ev.file, ev.op
+    state = f.state()
+    do, undo = (op.impl.apply, op.impl.revert) if forward else (op.impl.revert, op.impl.apply)
+    try:
+        if not f.is_python:
+            new = do(state)
+            after = op.impl.locate(new).state
+            if after != (DONE if forward else PENDING):
+                return f"after {'apply' if forward else 'revert'} the op reads {after}, so the edit is not stable"
+            if undo(new) != state:
+                return "the edit does not round-trip byte for byte"
+            f.current = new
+            return None
+        chain = pyscope.resolve(state, ev.scope)
+        scope = chain[-1]
+        new_scope = do(scope)
+        after = op.impl.locate(new_scope).state
+        if after != (DONE if forward else PENDING):
+            return f"after {'apply' if forward else 'revert'} the op reads {after}, so a second run would not be a no-op"
+        if node_code(undo(new_scope)) != node_code(scope):
+            return "the edit does not round-trip byte for byte (is the recipe's upstream text exactly as upstream writes it?)"
+        f.current = pyscope.splice(chain, new_scope)
+    except (ValueError, LookupError, cst.CSTValidationError) as e:
+        return f"cannot {'apply' if forward else 'revert'}: {e}"
+    return None
+
+
+def _finish(plan: Plan, touched: list[SourceFile]) -> None:
+    for f in touched:
+        new = f.new_bytes()
+        if new == f.original:
+            continue
+        if f.is_python:
+            try:
+                ast.parse(new)
+            except SyntaxError as e:
+                plan.blockers.append(f"{f.where(e.lineno)}: the edited file would not parse ({e.msg}); nothing was written")
+                continue
+        plan.files.append(f)
+
+
+def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = False) -> Plan:
+    evaluated = evaluate(session, recipes)
+    plan = Plan(results=[])
+    skipped = set()
+    for r, evs in evaluated:
+        rng, _ = in_range(r, session)
+        if rng is False and not ignore_range:
+            skipped.add(r.id)
+            continue
+        for ev in evs:
+            if ev.state in (M.MISSING, M.AMBIGUOUS, M.MODIFIED, M.MOVED):
+                plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}" + (f" (at {ev.location()})" if ev.state == M.MOVED else "")))
+    overrides = {}
+    if not plan.blockers:
+        touched: list[SourceFile] = []
+        for r, evs in evaluated:
+            if r.id in skipped:
+                continue
+            for ev in evs:
+                if ev.state != M.PENDING:
+                    continue
+                why = _edit(ev, forward=True)
+                if why:
+                    plan.blockers.append(_blocker(ev, why))
+                    continue
+                touched.append(ev.file) if ev.file not in touched else None
+                plan.marks.append(("applied", ev.op.engine, r.id, r.sha256, ev.op.index))
+                plan.jit_modules.update(ev.op.jit_modules)
+                overrides[(r.id, ev.op.index)] = ev.result(M.APPLIED, "applied now")
+        _finish(plan, touched)
+        for r, evs in evaluated:
+            for ev in evs:
+                if ev.state == M.APPLIED and (r.id, ev.op.index) not in overrides:
+                    overrides[(r.id, ev.op.index)] = ev.result(M.APPLIED, "already applied (nothing to do)")
+    if plan.blockers:
+        plan.files, plan.marks, overrides = [], [], {}
+        for f in session.files.values():
+            f.current = None
+    plan.results = results(session, evaluated, overrides, skipped)
+    return plan
+
+
+def _changed_since_write(session: Session, f: SourceFile, engine: str) -> Optional[str]:
+    j = session.journal(engine)
+    entry = j.written(engine, f.logical)
+    if not entry or entry["sha256"] == sha256(f.original):
+        return None
+    before = j.written_bytes(engine, f.logical)
+    if before is None:
+        return "changed since patchkit wrote it"
+    a = before.decode("utf-8", "replace").splitlines()
+    b = f.text.splitlines()
+    spans = [f"{j1 + 1}-{j2}" if j2 - j1 > 1 else f"{j1 + 1}" for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if tag != "equal"]
+    return f"changed since patchkit wrote it (lines {', '.join(spans[:8]) or '?'} differ)"
+
+
+def plan_revert(session: Session, recipes: list[Recipe], force: bool = False) -> Plan:
+    evaluated = evaluate(session, recipes)
+    plan = Plan(results=[])
+    todo: list[OpEval] = []
+    overrides = {}
+    for r, evs in evaluated:
+        for ev in evs:
+            if ev.state == M.APPLIED:
+                todo.append(ev)
+            elif ev.state == M.MODIFIED or (ev.state in (M.MISSING, M.AMBIGUOUS) and ev.op.index in session.journal(ev.op.engine).applied_ops(ev.op.engine, r.id)):
+                if force:
+                    plan.marks.append(("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
+                    overrides[(r.id, ev.op.index)] = ev.result(M.PENDING, f"forgotten (--force): {ev.message}")
+                else:
+                    plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}; revert it by hand, or pass --force to forget it"))
+    if not force:
+        seen = set()
+        for ev in todo:
+            if id(ev.file) in seen:
+                continue
+            seen.add(id(ev.file))
+            why = _changed_since_write(session, ev.file, ev.op.engine)
+            if why:
+                plan.blockers.append(f"{ev.file.where()}: {why}; revert would rewrite a file you edited. Look at it, then pass --force to revert anyway")
+    if not plan.blockers:
+        touched: list[SourceFile] = []
+        for ev in reversed(todo):  # last applied, first reverted
+            why = _edit(ev, forward=False)
+            if why:
+                plan.blockers.append(_blocker(ev, why))
+                continue
+            touched.append(ev.file) if ev.file not in touched else None
+            plan.marks.append(("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+            plan.jit_modules.update(ev.op.jit_modules)
+            overrides[(ev.recipe.id, ev.op.index)] = ev.result(M.PENDING, "reverted now")
+        _finish(plan, touched)
+    if plan.blockers:
+        plan.files, plan.marks, overrides = [], [], {}
+        for f in session.files.values():
+            f.current = None
+    plan.results = results(session, evaluated, overrides)
+    return plan
+
+
+def commit(session: Session, plan: Plan) -> None:
+    """Write the planned files (all or none), then record what patchkit did."""
+    write_all(plan.changes)
+    touched_journals = set()
+    for f in plan.files:
+        j = session.journal(f.target.engine)
+        j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())
+        touched_journals.add(j.root)
+    for action, engine, recipe, sha, op in plan.marks:
+        j = session.journal(engine)
+        (j.mark_applied(engine, recipe, sha, op) if action == "applied" else j.mark_reverted(engine, recipe, op))
+        touched_journals.add(j.root)
+    for root in touched_journals:
+        session.journals[root].save()
+    for f in plan.files:
+        entry = session.journal(f.target.engine).written(f.target.engine, f.logical)
+        if entry and entry["pristine"] == sha256(f.new_bytes()):
+            plan.notes.append(f"{f.where()}: restored byte for byte")
+
+
+def unified_diff(files: list[SourceFile], reverse: bool = False) -> str:
+    """A diff per file, with paths relative to the target root (``git apply`` there)."""
+    out = []
+    for f in files:
+        old, new = f.original.decode("utf-8", "surrogateescape"), f.new_bytes().decode("utf-8", "surrogateescape")
+        if reverse:
+            old, new = new, old
+        rel = f.target.relpath(f.logical)
+        out += difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}")
+    return "".join(out)

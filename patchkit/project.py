@@ -1,0 +1,74 @@
+"""Where things are: the project (upstream_pins.toml + recipes/), the workspace of pinned
+trees (.patchkit/ beside the pins), and the targets of an invocation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from patchkit import pins as pins_mod
+from patchkit.errors import PatchkitError
+from patchkit.recipe import Catalog
+from patchkit.target import ENGINES, Target, open_target, parse_target_arg
+
+
+def find_pins(start: Optional[Path] = None) -> Optional[Path]:
+    env = os.environ.get("PATCHKIT_PINS")
+    if env:
+        return Path(env)
+    d = (start or Path.cwd()).resolve()
+    for p in (d, *d.parents):
+        if (p / pins_mod.PINS_FILE).is_file():
+            return p / pins_mod.PINS_FILE
+    # An editable install run from elsewhere: the checkout holding this package.
+    here = Path(__file__).resolve().parents[1] / pins_mod.PINS_FILE
+    return here if here.is_file() else None
+
+
+@dataclass
+class Project:
+    pins_path: Optional[Path]
+    recipes_dir: Path
+    workspace: Path
+
+    @classmethod
+    def locate(cls, pins: Optional[str] = None, recipes: Optional[str] = None, workspace: Optional[str] = None) -> "Project":
+        pins_path = Path(pins) if pins else find_pins()
+        base = pins_path.parent if pins_path else Path.cwd()
+        return cls(
+            pins_path=pins_path,
+            recipes_dir=Path(recipes) if recipes else base / "recipes",
+            workspace=Path(workspace) if workspace else base / ".patchkit",
+        )
+
+    def catalog(self) -> Catalog:
+        return Catalog.load(self.recipes_dir)
+
+    def pins(self) -> dict:
+        if self.pins_path is None:
+            raise PatchkitError("upstream_pins.toml not found here or above", "run inside the patchkit project, or pass --pins FILE")
+        return pins_mod.load(self.pins_path)
+
+    def tree(self, engine: str) -> Path:
+        return self.workspace / "trees" / engine
+
+    def targets(self, target_args: tuple[str, ...], needed: set[str]) -> dict[str, Target]:
+        """--target ENGINE=PATH for each given; the workspace trees for the rest."""
+        targets: dict[str, Target] = {}
+        for arg in target_args:
+            engine, path = parse_target_arg(arg)
+            if engine in targets:
+                raise PatchkitError(f"--target {engine}= given twice")
+            targets[engine] = open_target(engine, path)
+        for engine in sorted(needed - set(targets)):
+            if engine not in ENGINES:
+                continue
+            tree = self.tree(engine)
+            if not tree.exists():
+                if target_args:
+                    continue  # the session reports which recipe lacks it
+                raise PatchkitError(f"no {engine} tree in the workspace {self.workspace}", f"run `patchkit sync` first, or pass --target {engine}=PATH")
+            targets[engine] = open_target(engine, tree)
+        return targets

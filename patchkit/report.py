@@ -1,0 +1,50 @@
+"""Rendering results: one table for people, one JSON document for machines, from the same values."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+import click
+
+from patchkit.model import RecipeResult
+from patchkit.target import Target
+
+COLORS = {"applied": "green", "upstream": "cyan", "pending": "yellow", "partial": "yellow", "skipped": "bright_black", "moved": "magenta", "missing": "red", "ambiguous": "red", "modified": "red"}
+
+
+def _state(s: str) -> str:
+    return click.style(f"{s:<9}", fg=COLORS.get(s))
+
+
+def _range(v) -> str:
+    return {True: "in range", False: "OUT OF RANGE", None: "range unknown"}[v]
+
+
+def human(results: Iterable[RecipeResult], targets: dict[str, Target], verbose: bool = True) -> str:
+    out = [f"  {t.describe()}" for t in targets.values()]
+    if out:
+        out.append("")
+    for r in results:
+        line = f"{r.id:<24} {_state(r.state)} {_range(r.in_range)}"
+        if r.message:
+            line += f"  ({r.message})"
+        out.append(line)
+        for op in r.ops:
+            if not verbose and op.state == r.state and not op.message:
+                continue
+            where = f"{op.file}:{op.line}" if op.line else op.file
+            msg = f"  {op.message}" if op.message else ""
+            out.append(f"    #{op.index} {op.kind:<14} {_state(op.state)} {where}{msg}")
+    return "\n".join(out)
+
+
+def as_json(command: str, results: Iterable[RecipeResult], ok: bool, targets: dict[str, Target], **extra) -> str:
+    doc = {
+        "command": command,
+        "ok": ok,
+        "targets": {e: {"root": str(t.root), "layout": t.layout, "version": t.version} for e, t in targets.items()},
+        "recipes": [r.to_json() for r in results],
+        **extra,
+    }
+    return json.dumps(doc, indent=2)

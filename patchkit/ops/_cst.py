@@ -132,15 +132,34 @@ def separator(items: Sequence, index: int, opening_ws=None):
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
+def _first_line(comma):
+    ws = getattr(comma, "whitespace_after", None)
+    return ws.first_line if isinstance(ws, cst.ParenthesizedWhitespace) else None
+
+
+def _with_first_line(comma, first_line):
+    ws = getattr(comma, "whitespace_after", None)
+    if first_line is None or not isinstance(ws, cst.ParenthesizedWhitespace):
+        return comma
+    return comma.with_changes(whitespace_after=ws.with_changes(first_line=first_line))
+
+
 def insert_item(items: Sequence, index: int, new, opening_ws=None) -> tuple:
-    """Insert ``new`` at ``index``.  ``remove_item(result, index)`` gives ``items`` back exactly."""
+    """Insert ``new`` at ``index``.  ``remove_item(result, index)`` gives ``items`` back exactly.
+
+    The comma (and the comment lines) after the previous item move to the new one, so
+    comments stay above the item they precede; a comment on the previous item's own
+    line stays with it.
+    """
     items = list(items)
     sep = separator(items, index, opening_ws)
     if index == 0:
         return (new.with_changes(comma=sep), *items)
     prev = items[index - 1]
-    new = new.with_changes(comma=prev.comma)
-    items[index - 1] = prev.with_changes(comma=sep)
+    own = _first_line(prev.comma)
+    clean = cst.TrailingWhitespace(newline=own.newline) if own is not None else None
+    new = new.with_changes(comma=_with_first_line(prev.comma, clean))
+    items[index - 1] = prev.with_changes(comma=_with_first_line(sep, own))
     items.insert(index, new)
     return tuple(items)
 
@@ -149,5 +168,6 @@ def remove_item(items: Sequence, index: int) -> tuple:
     items = list(items)
     gone = items.pop(index)
     if index > 0:
-        items[index - 1] = items[index - 1].with_changes(comma=gone.comma)
+        prev = items[index - 1]
+        items[index - 1] = prev.with_changes(comma=_with_first_line(gone.comma, _first_line(prev.comma)))
     return tuple(items)

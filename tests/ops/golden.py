@@ -1,0 +1,42 @@
+"""Golden-case runner shared by the per-op tests: before, after, and the round trip."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from patchkit import pyscope
+from patchkit.ops import DONE, KINDS, PENDING
+
+
+def check(kind: str, before: str, after: str, scope: str = "", locator: dict | None = None, params: dict | None = None) -> None:
+    """apply(before) == after; is_applied(after); second apply is a no-op; revert(after) == before."""
+    before, after = textwrap.dedent(before), textwrap.dedent(after)
+    op = KINDS[kind](locator or {}, params or {})
+    if op.language == "text":
+        assert op.locate(before).state == PENDING, op.locate(before)
+        got = op.apply(before)
+        assert got == after
+        assert op.is_applied(got)
+        assert op.revert(got) == before
+        return
+    mod = cst.parse_module(before)
+    chain = pyscope.resolve(mod, scope)
+    loc = op.locate(chain[-1])
+    assert loc.state == PENDING, loc
+    new = pyscope.splice(chain, op.apply(chain[-1]))
+    assert new.code == after
+    chain2 = pyscope.resolve(cst.parse_module(new.code), scope)
+    assert op.is_applied(chain2[-1])
+    assert op.locate(chain2[-1]).state == DONE
+    back = pyscope.splice(chain2, op.revert(chain2[-1]))
+    assert back.code == before
+
+
+def state(kind: str, src: str, scope: str = "", locator: dict | None = None, params: dict | None = None):
+    op = KINDS[kind](locator or {}, params or {})
+    src = textwrap.dedent(src)
+    if op.language == "text":
+        return op.locate(src)
+    return op.locate(pyscope.resolve(cst.parse_module(src), scope)[-1])

@@ -1,0 +1,117 @@
+from tests.ops.golden import check, state
+
+AUTOTUNE = '''
+class ModelRunner:
+    def _should_run_flashinfer_autotune(self):
+        if backend_str not in [
+            "flashinfer_trtllm",
+            "flashinfer_mxfp4",
+            # TODO: flashinfer_cutlass will cause some flashinfer compilation errors. To be fixed.
+            # "flashinfer_cutlass",
+        ]:
+            return False
+
+    def lookalike(self):
+        if x in [
+            "flashinfer_mxfp4",
+            # "flashinfer_cutlass",
+        ]:
+            pass
+'''
+
+
+def test_uncomment_last_element_keeps_todo_comment():
+    after = AUTOTUNE.replace('            # "flashinfer_cutlass",\n        ]:\n            return False', '            "flashinfer_cutlass",\n        ]:\n            return False')
+    assert after != AUTOTUNE
+    check("list-element", AUTOTUNE, after, "ModelRunner._should_run_flashinfer_autotune", {"contains": ['"flashinfer_trtllm"']}, {"element": '"flashinfer_cutlass"', "uncomment": True})
+
+
+def test_uncomment_middle_element_with_second_commented_element():
+    before = '''
+    X = [
+        "a",
+        # TODO: later
+        # "b",
+        "c",
+        # "d",
+    ]
+    '''
+    after = '''
+    X = [
+        "a",
+        # TODO: later
+        "b",
+        "c",
+        # "d",
+    ]
+    '''
+    check("list-element", before, after, "", {"contains": ['"a"']}, {"element": '"b"', "uncomment": True})
+
+
+def test_append_single_line_keyword_list():
+    before = '''
+    def gen_trtllm_comm_module():
+        nvcc_flags = ctx.get_nvcc_flags_list(
+            supported_major_versions=[9, 10]
+        )
+
+    def gen_other():
+        nvcc_flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
+    '''
+    after = before.replace("supported_major_versions=[9, 10]\n", "supported_major_versions=[9, 10, 12]\n", 1)
+    check("list-element", before, after, "gen_trtllm_comm_module", {"keyword": "supported_major_versions"}, {"element": "12"})
+
+
+def test_append_multiline_list_puts_element_on_its_own_line():
+    before = '''
+    X = [
+        "a",
+        "b",
+    ]
+    '''
+    after = '''
+    X = [
+        "a",
+        "b",
+        "c",
+    ]
+    '''
+    check("list-element", before, after, "", {"contains": ['"a"']}, {"element": '"c"'})
+
+
+def test_membership_tuple_and_after():
+    before = '''
+    def f(major):
+        return major in (9, 10)
+    '''
+    after = '''
+    def f(major):
+        return major in (9, 10, 12)
+    '''
+    check("list-element", before, after, "f", {"membership": "major"}, {"element": "12"})
+    check("list-element", before, before.replace("(9, 10)", "(9, 12, 10)"), "f", {"membership": "major"}, {"element": "12", "after": "9"})
+
+
+def test_remove_element():
+    before = '''
+    S = {"x", "y", "z"}
+    '''
+    after = '''
+    S = {"x", "z"}
+    '''
+    check("list-element", before, after, "", {"contains": ['"x"', '"z"']}, {"element": '"y"', "action": "remove", "after": '"x"'})
+
+
+def test_lookalike_in_other_scope_is_left_alone_and_ambiguity_is_reported():
+    loc = state("list-element", AUTOTUNE, "", {"contains": ['"flashinfer_mxfp4"']}, {"element": '"flashinfer_cutlass"', "uncomment": True})
+    assert loc.state == "ambiguous" and len(loc.nodes) == 2
+
+
+def test_missing_comment_is_missing_not_success():
+    loc = state("list-element", "X = ['a', 'b']\n", "", {"contains": ["'a'"]}, {"element": "'c'", "uncomment": True})
+    assert loc.state == "missing"
+    assert "not found" in loc.reason
+
+
+def test_no_collection_is_missing():
+    assert state("list-element", "X = 1\n", "", {"contains": ["'a'"]}, {"element": "'c'"}).state == "missing"

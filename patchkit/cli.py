@@ -175,6 +175,32 @@ def sync(ctx, engines, source, mirror, force):
     sys.exit(run(_project(ctx), tuple(engines), source, tuple(mirror), force))
 
 
+@cli.command()
+@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
+@click.option("--from", "sources", multiple=True, required=True, metavar="ENGINE==VERSION", help="Release to patch, e.g. sglang==0.5.9 (ENGINE alone: the pinned version). Repeat per engine; a recipe that edits two engines needs both.")
+@click.option("--label", metavar="LABEL", help="PEP 440 local version label (default: the names given, e.g. sm120 -> 0.5.9+sm120).")
+@click.option("--out", "-o", required=True, metavar="DIR", help="Directory to write the wheels into (created if absent).")
+@click.option("--ignore-range", is_flag=True, help="Patch even where the release is outside a recipe's version range.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document: the wheels, their sha256 and recipes.")
+@click.pass_context
+def wheel(ctx, names, sources, label, out, ignore_range, as_json):
+    """Build patched wheels from the released ones, to pip install across a fleet.
+
+    Fetches each release wheel (cached; hash-checked against the pin), applies the
+    recipes with the same engine as `apply` (every edit verified, or no wheel), and
+    writes NAME-VERSION+LABEL-....whl: dist-info, METADATA and RECORD updated, and
+    .dist-info/patchkit.json naming the recipes and their sha256.  The same inputs
+    give byte-identical wheels (fixed timestamps, or SOURCE_DATE_EPOCH).
+
+    \b
+      patchkit wheel sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 -o dist/
+      pip install --no-deps dist/sglang-0.5.9+sm120-py3-none-any.whl
+    """
+    from patchkit.commands.wheel import wheel as run
+
+    sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
+
+
 def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="patchkit", standalone_mode=False)

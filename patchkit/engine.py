@@ -443,7 +443,10 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False) ->
 
 def commit(session: Session, plan: Plan) -> None:
     """Write the planned files (all or none), then record what patchkit did."""
-    write_all(plan.changes)
+    from patchkit import record
+
+    # An installed package's RECORD follows its files, in the same all-or-nothing batch.
+    write_all(plan.changes + record.plan_updates(session, plan))
     touched_journals = set()
     for f in plan.files:
         j = session.journal(f.target.engine)

@@ -1,0 +1,44 @@
+"""`wheel`: build patched wheels of the released engines, for a fleet to pip install."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from patchkit import wheel as W
+from patchkit.commands import NOT_THERE, OK, say
+from patchkit.errors import PatchkitError
+from patchkit.project import Project
+
+
+def wheel(project: Project, names: tuple[str, ...], sources: tuple[str, ...], label: str | None, out: str, as_json: bool = False, ignore_range: bool = False) -> int:
+    recipes = project.catalog().select(names)
+    try:
+        pins = project.pins()
+    except PatchkitError:
+        pins = {}
+    srcs = [W.parse_from(s, pins) for s in sources]
+    label = label or ".".join(names)
+    log = (lambda s: None) if as_json else (lambda s: say(s, err=True))
+    try:
+        built = W.build(recipes, srcs, label, Path(out), pins=pins, ignore_range=ignore_range, say=log)
+    except W.WheelBlocked as e:
+        src = e.source
+        if as_json:
+            say(json.dumps({"command": "wheel", "ok": False, "wheels": [], "errors": [f"{src.engine}=={src.version}: {r}" for r in e.reasons]}, indent=2))
+        else:
+            for r in e.reasons:
+                say(f"error: {src.engine}=={src.version}: {r}", err=True)
+            say(f"wheel: the recipes do not apply cleanly to {src.engine} {src.version}; no wheel was built (see `patchkit status` on that release).", err=True)
+        return NOT_THERE
+    if as_json:
+        say(json.dumps({"command": "wheel", "ok": True, "label": W.local_label(label), "wheels": [b.to_json() for b in built], "errors": []}, indent=2))
+        return OK
+    for b in built:
+        say(f"built {b.path}  ({b.dist} {b.base_version} -> {b.version}, {b.seconds:.1f}s)")
+        say(f"  sha256 {b.sha256}")
+        for r in b.recipes:
+            how = "already upstream" if r["state"] == "upstream" else f"ops {', '.join(f'#{i}' for i in r['ops'])}"
+            say(f"  {r['id']:<24} {how}  (recipe sha256 {r['sha256'][:12]})")
+    say("\ninstall with: pip install --no-deps " + " ".join(str(b.path) for b in built))
+    return OK

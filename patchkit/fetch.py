@@ -41,8 +41,13 @@ def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], 
     say(f"downloading {dist}=={version} from the package index (pip, no dependencies) ...")
     with tempfile.TemporaryDirectory(dir=d) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--progress-bar", "on", f"{dist}=={version}", "-d", tmp]
-        # pip draws its own progress bar on the terminal; its output goes to our stderr.
-        proc = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr)
+        # pip draws its own progress bar on the terminal; its output goes to our stderr
+        # (never stdout, which may be carrying --json).
+        try:
+            err = sys.stderr.fileno()
+        except (AttributeError, OSError, ValueError):
+            err = subprocess.DEVNULL  # e.g. under a test runner that captured stderr in memory
+        proc = subprocess.run(cmd, stdout=err, stderr=err)
         got = sorted(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not got:
             raise FetchError(f"pip could not download {dist}=={version} (exit {proc.returncode})", "check the version exists (`pip index versions " + dist + "`) and that the package index is reachable")

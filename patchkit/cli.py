@@ -201,6 +201,109 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
 
 
+FORK_TARGET_HELP = "The fork's git repository: a clone of the upstream repo of ENGINE (sglang or flashinfer). Its checkout, index and other branches are never touched."
+
+
+@cli.group()
+def fork():
+    """Keep recipes as a git branch, patchkit/NAME, on an upstream tag.
+
+    \b
+    One commit per recipe that edits the engine, in recipe order, each exactly
+    what `apply` of that recipe alone writes.  Commits have a fixed author and
+    the base's date, so the same base and recipes give the same SHAs.  They are
+    built in a temporary worktree: your checkout, index and other branches are
+    never touched, and the branch moves only when the whole build succeeds.
+
+    \b
+      patchkit fork sync sm120 -t sglang=./sglang          build patchkit/sm120 on the pinned tag
+      patchkit fork status -t sglang=./sglang              carried recipes, stale commits
+      patchkit fork export sm120 -t sglang=./sglang --out patches/
+      patchkit fork upgrade sm120 -t sglang=./sglang --to v0.5.12 --move-pin
+
+    A recipe that spans engines (allreduce-fusion) contributes only its ops for
+    the target's engine; its other ops belong in the other engine's fork.
+    """
+
+
+@fork.command("sync")
+@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
+@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@click.option("--base", metavar="REV", help="Tag or commit to build on (default: the rev pinned for ENGINE in upstream_pins.toml).")
+@click.option("--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def fork_sync(ctx, names, target, base, force, as_json):
+    """Create or rebuild branch patchkit/NAME from recipes.
+
+    Each recipe is judged on the base's pristine tree first: upstream already
+    does it -> no commit (reported); moved -> carried to the one place it was
+    found; missing or ambiguous -> nothing is built and the branch stays as it
+    was (exit 1).  Running it again with nothing changed leaves the branch as is.
+    """
+    from patchkit.commands.fork import sync as run
+
+    sys.exit(run(_project(ctx), tuple(names), target, base=base, force=force, as_json=as_json))
+
+
+@fork.command("upgrade")
+@click.argument("names", nargs=-1, metavar="[NAME]")
+@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@click.option("--to", "to", required=True, metavar="REV", help="The new upstream tag or commit to rebuild the branch on.")
+@click.option("--move-pin", is_flag=True, help="Also set ENGINE's rev (and version) in upstream_pins.toml, editing only those lines.")
+@click.option("--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def fork_upgrade(ctx, names, target, to, move_pin, force, as_json):
+    """Rebuild an existing fork branch on a new upstream revision.
+
+    NAME defaults to the repository's only patchkit/* branch.  Recipes upstream
+    now has are dropped and reported (they can be retired); moved ones are
+    carried where they went; a missing or ambiguous one stops the upgrade with
+    the old branch intact (exit 1).  The pin moves only with --move-pin.
+    """
+    from patchkit.commands.fork import upgrade as run
+
+    sys.exit(run(_project(ctx), tuple(names), target, to, move_pin=move_pin, force=force, as_json=as_json))
+
+
+@fork.command("status")
+@click.argument("names", nargs=-1, metavar="[NAME]")
+@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def fork_status(ctx, names, target, as_json):
+    """Show what fork branches carry and whether they are current (default: every patchkit/* branch).
+
+    Reads each commit's Patchkit-Recipe trailer: a commit is stale when its
+    recipe file changed since (sha256 differs).  Then rebuilds in a temporary
+    worktree on the same base to tell whether `fork sync` would change the
+    branch.  Exit 0 only if every branch is up to date.
+    """
+    from patchkit.commands.fork import status as run
+
+    sys.exit(run(_project(ctx), tuple(names), target, as_json=as_json))
+
+
+@fork.command("export")
+@click.argument("name", metavar="NAME")
+@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@click.option("--out", "-o", required=True, metavar="DIR", help="Directory for the patches and the series file (new or empty).")
+@click.option("--force", is_flag=True, help="Replace a patch series already in DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def fork_export(ctx, name, target, out, force, as_json):
+    """Write patchkit/NAME as numbered patches (git format-patch) plus a quilt series.
+
+    Every patch is parsed back as a unified diff before success is reported.
+    Apply them on the base with `git am DIR/*.patch`, `quilt push -a`, or
+    `patch -p1` in series order.
+    """
+    from patchkit.commands.fork import export as run
+
+    sys.exit(run(_project(ctx), name, target, out, force=force, as_json=as_json))
+
+
 def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="patchkit", standalone_mode=False)

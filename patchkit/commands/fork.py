@@ -1,0 +1,245 @@
+"""`fork sync | upgrade | status | export`: recipes as a git branch on an upstream tag.
+
+The work is done by patchkit.fork, which returns values; this module picks the repository,
+base and recipes, renders the values for people or as one JSON document, and returns the
+exit code: 0 the branch is in the asked-for state, 1 it is not (a recipe is missing or
+ambiguous, a commit is stale), 2 usage or target error (raised as PatchkitError).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from patchkit import fork as F
+from patchkit import pins as pins_mod
+from patchkit.commands import NOT_THERE, OK, say
+from patchkit.errors import PatchkitError
+from patchkit.project import Project
+from patchkit.target import ENGINES, parse_target_arg
+
+_COLORS = {F.COMMITTED: "green", F.DROPPED: "cyan", F.BLOCKED: "red", F.NOT_BUILT: "bright_black"}
+
+
+def open_fork_target(target: str):
+    """--target ENGINE=REPO -> (engine, git.Repo)."""
+    engine, path = parse_target_arg(target)
+    if engine not in ENGINES:
+        raise PatchkitError(f"--target {target!r}: unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
+    return engine, F.open_repo(path)
+
+
+def _short(sha: Optional[str]) -> str:
+    return sha[:12] if sha else "-"
+
+
+def _branch_for(repo, names: tuple[str, ...], command: str) -> str:
+    if names:
+        return F.branch_name(names)
+    have = F.fork_branches(repo)
+    if len(have) == 1:
+        return have[0]
+    if not have:
+        raise PatchkitError(f"no patchkit/* branch in {repo.working_tree_dir}", "build one with `patchkit fork sync NAME -t ENGINE=REPO`")
+    raise PatchkitError(f"{repo.working_tree_dir} has several fork branches ({', '.join(have)})", f"name one: `patchkit fork {command} NAME ...`")
+
+
+def _steps_human(steps: list[F.Step]) -> list[str]:
+    out = []
+    for s in steps:
+        line = f"  {s.recipe:<24} {s.state:<9} {click.style(f'{s.action:<10}', fg=_COLORS.get(s.action))}"
+        if s.commit:
+            line += f" {_short(s.commit)}  {', '.join(s.files)}"
+        elif s.action == F.DROPPED:
+            line += " upstream already does it; no commit"
+        out.append(line)
+        if s.action == F.BLOCKED and s.result:
+            for o in s.result.ops:
+                if o.state not in ("pending", "upstream", "applied"):
+                    where = f"{o.file}:{o.line}" if o.line else o.file
+                    out.append(f"      #{o.index} {o.kind} {o.state} {where}  {o.message}".rstrip())
+        for n in s.notes:
+            out.append(f"      {n}")
+    return out
+
+
+def _rebuild_json(command: str, res: F.Rebuild, repo, **extra) -> dict:
+    b = res.build
+    return {
+        "command": f"fork {command}",
+        "ok": b.ok,
+        "engine": b.engine,
+        "repo": repo.working_tree_dir,
+        "branch": res.branch,
+        "base": {"rev": b.base_rev, "commit": b.base, "version": b.version},
+        "previous": res.previous,
+        "previous_base": res.previous_base,
+        "previous_recipes": [c.recipe for c in res.previous_carried],
+        "head": b.head if b.ok else res.previous,
+        "changed": res.changed,
+        "recipes": [s.to_json() for s in b.steps],
+        "errors": b.blockers,
+        **extra,
+    }
+
+
+def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
+    b = res.build
+    say(f"{b.engine} fork {res.branch} on {b.base_rev} ({_short(b.base)}, {b.engine} {b.version or 'unknown version'}) in {repo.working_tree_dir}")
+    for line in _steps_human(b.steps):
+        say(line)
+    if not b.ok:
+        for e in b.blockers:
+            say(f"error: {e}", err=True)
+        left = f"left at {_short(res.previous)}" if res.previous else "not created"
+        say(f"fork {command}: stopped; {res.branch} {left}. Fix or retire the recipe (`patchkit show ID`), then run it again.", err=True)
+        return
+    n = sum(1 for s in b.steps if s.action == F.COMMITTED)
+    dropped = [s.recipe for s in b.steps if s.action == F.DROPPED]
+    if res.previous is None:
+        say(f"\ncreated {res.branch} at {_short(b.head)}: {n} commit(s) on {b.base_rev}")
+    elif res.changed:
+        say(f"\nmoved {res.branch}: {_short(res.previous)} -> {_short(b.head)} ({n} commit(s) on {b.base_rev}; the old head stays in `git reflog {res.branch}`)")
+    else:
+        say(f"\n{res.branch} unchanged at {_short(b.head)}: the recipes and the base give the same commits")
+    if dropped:
+        say(f"upstream already does {', '.join(dropped)}: not carried; these recipes can be retired for {b.engine} {b.version or b.base_rev}.")
+
+
+def sync(project: Project, names: tuple[str, ...], target: str, base: Optional[str] = None, force: bool = False, as_json: bool = False) -> int:
+    """Create or rebuild patchkit/<name> on ``base`` (default: the pinned rev)."""
+    branch = F.branch_name(names)
+    recipes = project.catalog().select(names)
+    engine, repo = open_fork_target(target)
+    if base is None:
+        pins = project.pins()
+        pin = pins.get(engine)
+        if pin is None or not pin.rev:
+            raise PatchkitError(f"no pinned rev for {engine} in {project.pins_path}", f"pass --base REV (a tag or commit of the upstream repo), or add rev = \"...\" under [{engine}]")
+        base = pin.rev
+    if not F.engine_recipes(recipes, engine):
+        raise PatchkitError(f"{', '.join(names)}: no recipe edits {engine}", "name recipes whose [engines] include the target's engine (`patchkit list`)")
+    res = F.rebuild(repo, engine, branch, recipes, base, "sync", force=force)
+    if as_json:
+        say(json.dumps(_rebuild_json("sync", res, repo), indent=2))
+    else:
+        _rebuild_human("sync", res, repo)
+    return OK if res.build.ok else NOT_THERE
+
+
+def upgrade(project: Project, names: tuple[str, ...], target: str, to: str, move_pin: bool = False, force: bool = False, as_json: bool = False) -> int:
+    """Rebuild an existing fork branch on ``to``; move the pin only when asked."""
+    engine, repo = open_fork_target(target)
+    branch = _branch_for(repo, names, "upgrade")
+    if F.branch_head(repo, branch) is None:
+        raise PatchkitError(f"no branch {branch} in {repo.working_tree_dir}", f"create it first: `patchkit fork sync {branch[len(F.BRANCH_PREFIX):]} -t {target}`")
+    recipes = project.catalog().select(F.names_of(branch))
+    if move_pin:
+        project.pins()  # fail before building if the pins file is missing or broken
+    res = F.rebuild(repo, engine, branch, recipes, to, "upgrade", force=force)
+    pin_moved = {}
+    if res.build.ok and move_pin:
+        pin_moved = _move_pin(project, engine, to, res.build.version)
+    if as_json:
+        say(json.dumps(_rebuild_json("upgrade", res, repo, pin=pin_moved or None), indent=2))
+    else:
+        _rebuild_human("upgrade", res, repo)
+        if res.build.ok:
+            was = {c.recipe for c in res.previous_carried}
+            for s in res.build.steps:
+                if s.action == F.DROPPED and s.recipe in was:
+                    say(f"dropped {s.recipe}: upstream {to} already does it")
+                if any("moved upstream" in n for n in s.notes):
+                    say(f"carried {s.recipe} to where upstream moved its code (see the notes above)")
+            if pin_moved:
+                say(f"moved the {engine} pin in {project.pins_path}: " + ", ".join(f"{k} = {v!r}" for k, v in pin_moved.items()))
+                if "version" in pin_moved:
+                    say("  the wheel's sha256 is recorded by the next `patchkit sync`")
+            else:
+                say(f"the {engine} pin did not move; pass --move-pin to move it (a later `fork sync` without --base builds on the pin)")
+    return OK if res.build.ok else NOT_THERE
+
+
+def _move_pin(project: Project, engine: str, rev: str, version: Optional[str]) -> dict:
+    pin = project.pins().get(engine)
+    if pin is None:
+        raise PatchkitError(f"no [{engine}] section in {project.pins_path}", f"add [{engine}] with version and rev, then run with --move-pin again")
+    changed = {}
+    if pin.rev != rev:
+        pins_mod.set_value(project.pins_path, engine, "rev", rev)
+        changed["rev"] = rev
+    if version and version != pin.version:
+        # The pinned wheel belongs to the old version; `patchkit sync` records the new one.
+        pins_mod.set_value(project.pins_path, engine, "version", version)
+        pins_mod.set_value(project.pins_path, engine, "wheel", "")
+        pins_mod.set_value(project.pins_path, engine, "sha256", "")
+        changed.update(version=version, wheel="", sha256="")
+    return changed
+
+
+def status(project: Project, names: tuple[str, ...], target: str, as_json: bool = False) -> int:
+    """What each fork branch carries, which commits are stale, whether it is up to date."""
+    engine, repo = open_fork_target(target)
+    branches = [F.branch_name(names)] if names else F.fork_branches(repo)
+    if not branches:
+        raise PatchkitError(f"no patchkit/* branch in {repo.working_tree_dir}", "build one with `patchkit fork sync NAME -t ENGINE=REPO`")
+    catalog = project.catalog()
+    all_sha = {r.id: r.sha256 for r in catalog.recipes.values()}
+    found = []
+    for branch in branches:
+        try:
+            recipes = catalog.select(F.names_of(branch))
+        except PatchkitError:
+            recipes = None
+        found.append(F.status(repo, engine, branch, recipes, all_sha))
+    ok = all(st.up_to_date and not st.stale for st in found)
+    if as_json:
+        say(json.dumps({
+            "command": "fork status",
+            "ok": ok,
+            "engine": engine,
+            "repo": repo.working_tree_dir,
+            "branches": [{
+                "branch": st.branch,
+                "head": st.head,
+                "base": st.base,
+                "carried": [c.to_json() for c in st.carried],
+                "stale": [c.recipe for c in st.stale],
+                "up_to_date": st.up_to_date,
+                "expected_head": st.expected.head if st.expected and st.expected.ok else None,
+                "expected": [s.to_json() for s in st.expected.steps] if st.expected else [],
+                "problem": st.problem,
+            } for st in found],
+        }, indent=2))
+        return OK if ok else NOT_THERE
+    for st in found:
+        say(f"{st.branch} at {_short(st.head)} on {_short(st.base)} ({len(st.carried)} patchkit commit(s)) in {repo.working_tree_dir}")
+        for c in st.carried:
+            flag = "gone" if c.current_sha256 is None else ("STALE" if c.stale else "current")
+            why = {"gone": "  the recipe no longer exists", "STALE": "  the recipe file changed since this commit"}.get(flag, "")
+            say(f"  {_short(c.commit)} {c.recipe:<24} {click.style(f'{flag:<8}', fg={'current': 'green'}.get(flag, 'red'))}{why}")
+        if st.up_to_date:
+            say("  up to date: `fork sync` would build exactly these commits")
+        elif st.problem:
+            say(f"  cannot compare with a rebuild: {st.problem}")
+        else:
+            want = [s.recipe for s in st.expected.steps if s.action == F.COMMITTED]
+            say(f"  out of date: a rebuild on the same base gives {_short(st.expected.head)} ({', '.join(want) or 'no commits'}); run `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base {_short(st.base)}`")
+    return OK if ok else NOT_THERE
+
+
+def export(project: Project, name: str, target: str, out: str, force: bool = False, as_json: bool = False) -> int:
+    """Write patchkit/<name> as numbered git format-patch files plus a quilt series."""
+    engine, repo = open_fork_target(target)
+    ex = F.export(repo, F.branch_name((name,)), Path(out), force=force)
+    if as_json:
+        say(json.dumps({"command": "fork export", "ok": True, "engine": engine, "repo": repo.working_tree_dir, "branch": ex.branch, "base": ex.base, "out": str(ex.out), "series": str(ex.series), "patches": [str(p) for p in ex.patches]}, indent=2))
+        return OK
+    say(f"exported {ex.branch} ({len(ex.patches)} patch(es) on {_short(ex.base)}) to {ex.out}:")
+    for p in ex.patches:
+        say(f"  {p.name}")
+    say(f"  series\nevery patch parsed back as a unified diff; apply with `git am {ex.out}/*.patch` on {_short(ex.base)}, or `quilt push -a` / `patch -p1` in series order")
+    return OK

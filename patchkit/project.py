@@ -55,20 +55,19 @@ class Project:
         return self.workspace / "trees" / engine
 
     def targets(self, target_args: tuple[str, ...], needed: set[str]) -> dict[str, Target]:
-        """--target ENGINE=PATH for each given; the workspace trees for the rest."""
+        """The --target ENGINE=PATH trees if any are given (and only those), else the
+        workspace trees of the engines the recipes need."""
         targets: dict[str, Target] = {}
         for arg in target_args:
             engine, path = parse_target_arg(arg)
             if engine in targets:
                 raise PatchkitError(f"--target {engine}= given twice")
             targets[engine] = open_target(engine, path)
-        for engine in sorted(needed - set(targets)):
-            if engine not in ENGINES:
-                continue
+        if target_args:
+            return targets  # never mix a given tree with a workspace one silently
+        for engine in sorted(needed & set(ENGINES)):
             tree = self.tree(engine)
             if not tree.exists():
-                if target_args:
-                    continue  # the session reports which recipe lacks it
                 raise PatchkitError(f"no {engine} tree in the workspace {self.workspace}", f"run `patchkit sync` first, or pass --target {engine}=PATH")
             targets[engine] = open_target(engine, tree)
         return targets

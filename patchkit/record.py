@@ -8,9 +8,9 @@ files themselves: either the files and their RECORD change together, or nothing 
 
 Only the rows that change are rewritten; every other line keeps its bytes, so a revert
 gives back the RECORD pip wrote, byte for byte.  Bytecode caches (``__pycache__/x.*.pyc``)
-of a patched module are recorded with an empty hash, as the wheel spec allows for .pyc
-files: Python recompiles them from the patched source, so no fixed hash would stay true.
-On revert they are hashed again from the disk.
+of a patched module get an empty hash, as the wheel spec allows for .pyc files (pip
+writes them so already): Python recompiles them from the patched source, so no fixed hash
+would stay true.
 """
 
 from __future__ import annotations
@@ -87,15 +87,13 @@ def _pyc_prefix(rel: str) -> Optional[str]:
     return str(p.parent / "__pycache__" / p.stem) + "."
 
 
-def updates(root: Path, changes: list[tuple[Path, bytes]], restored: set[Path] = frozenset()) -> list[tuple[Path, bytes, bytes]]:
+def updates(root: Path, changes: list[tuple[Path, bytes]]) -> list[tuple[Path, bytes, bytes]]:
     """(RECORD path, new bytes, old bytes) for every RECORD under ``root`` that lists a changed file.
 
-    ``changes`` are (absolute path, new bytes) of files about to be written.  Files in
-    ``restored`` are going back to the bytes they were installed with: their .pyc rows are
-    hashed from the disk again instead of being emptied.
+    ``changes`` are (absolute path, new bytes) of files about to be written.
     """
     root = Path(root)
-    by_record: dict[Path, list[tuple[str, bytes, bool]]] = {}
+    by_record: dict[Path, dict[str, bytes]] = {}
     for path, new in changes:
         try:
             rel = Path(path).relative_to(root).as_posix()
@@ -103,30 +101,23 @@ def updates(root: Path, changes: list[tuple[Path, bytes]], restored: set[Path] =
             continue
         rec = owner(root, rel)
         if rec is not None:
-            by_record.setdefault(rec, []).append((rel, new, Path(path) in restored))
+            by_record.setdefault(rec, {})[rel] = new
     out = []
-    for rec, items in sorted(by_record.items()):
+    for rec, files in sorted(by_record.items()):
         old = rec.read_bytes()
         text = old.decode("utf-8")
-        files = {rel: (new, back) for rel, new, back in items}
-        pyc = {pre: back for rel, (_, back) in files.items() if (pre := _pyc_prefix(rel))}
+        pyc = [pre for rel in files if (pre := _pyc_prefix(rel))]
         lines = []
         for line in _split_lines(text):
             body = line.rstrip("\r\n")
             nl = line[len(body) :] or "\n"
             path = _row_path(body) if body else None
             if path in files:
-                new, _ = files[path]
-                line = row_line(path, hash_of(new), str(len(new)), nl)
-            elif path and path.endswith(".pyc") and "/__pycache__/" in "/" + path:
-                pre = next((p for p in pyc if path.startswith(p) and "/" not in path[len(p) :]), None)
-                if pre is not None:
-                    disk = root / path
-                    if pyc[pre] and disk.is_file():
-                        data = disk.read_bytes()
-                        line = row_line(path, hash_of(data), str(len(data)), nl)
-                    else:
-                        line = row_line(path, "", "", nl)
+                line = row_line(path, hash_of(files[path]), str(len(files[path])), nl)
+            elif path and path.endswith(".pyc") and any(path.startswith(p) and "/" not in path[len(p) :] for p in pyc):
+                fields = next(csv.reader([body]))
+                if len(fields) > 1 and fields[1]:
+                    line = row_line(path, "", "", nl)
             lines.append(line)
         new_text = "".join(lines)
         if new_text != text:
@@ -201,10 +192,5 @@ def plan_updates(session, plan) -> list[tuple[Path, bytes, bytes]]:
         if not is_installed_tree(root):
             continue
         guard_writable(root)
-        restored = set()
-        for f in files:
-            entry = session.journal(f.target.engine).written(f.target.engine, f.logical)
-            if entry and entry.get("pristine") == hashlib.sha256(f.new_bytes()).hexdigest():
-                restored.add(Path(f.path))
-        out += updates(root, [(Path(f.path), f.new_bytes()) for f in files], restored)
+        out += updates(root, [(Path(f.path), f.new_bytes()) for f in files])
     return out

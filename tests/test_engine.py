@@ -1,0 +1,177 @@
+"""Safety properties of the engine on real trees: all-or-nothing writes, locking, path
+escapes, the user's own edits, and state read from the code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from patchkit import engine, fsio
+from patchkit.project import Project
+from patchkit.target import open_target
+from tests.conftest import ROOT
+from tests.test_sm120 import FILES, snapshot
+
+
+@pytest.fixture
+def pair(tree):
+    s, f = tree("sglang"), tree("flashinfer")
+    return s, f, ["-t", f"sglang={s}", "-t", f"flashinfer={f}"]
+
+
+def test_failure_between_file_writes_leaves_every_file_as_it_was(pair, monkeypatch):
+    s, f, _ = pair
+    before = snapshot(s), snapshot(f)
+    session = engine.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
+    plan = engine.plan_apply(session, Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"]))
+    assert not plan.blockers and len(plan.files) == 5
+    real_replace, calls = os.replace, []
+
+    def flaky(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device (injected)")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(fsio.os, "replace", flaky)
+    with pytest.raises(OSError, match="injected"):
+        engine.commit(session, plan)
+    monkeypatch.setattr(fsio.os, "replace", real_replace)
+    assert len(calls) >= 3
+    assert (snapshot(s), snapshot(f)) == before
+    leftovers = [p for p in list(s.rglob("*.patchkit-*.tmp")) + list(f.rglob("*.patchkit-*.tmp"))]
+    assert leftovers == []
+
+
+def test_second_invocation_waits_then_fails_clearly(pair, run_cli, monkeypatch):
+    s, f, t = pair
+    monkeypatch.setattr(fsio, "LOCK_TIMEOUT_S", 0.3)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold():
+        with fsio.locked([s]):
+            held.set()
+            release.wait(10)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    held.wait(5)
+    try:
+        # flock is per open file description, so a second open in this process contends too.
+        code, out, err = run_cli("apply", "sm120", *t)
+    finally:
+        release.set()
+        th.join()
+    assert code == 2
+    assert err.strip() == f"patchkit: error: {s}: another patchkit is working on this target (waited 0.3s) (hint: wait for it to finish, then run again; PATCHKIT_LOCK_TIMEOUT sets the wait)"
+    assert snapshot(s) == snapshot(s)  # and nothing was written:
+    assert "1024" not in (s / FILES["sglang"][2]).read_text().split("max_running_requests: Optional[int] = ")[1][:5]
+
+
+def test_two_processes_at_once_apply_exactly_once(pair):
+    s, f, t = pair
+    cmd = [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), "apply", "sm120", *t, "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    written = sorted(len(json.loads(o)["written"]) for o, _ in outs)
+    assert written == [0, 5]
+    assert (s / FILES["sglang"][0]).read_text().count('"flashinfer_cutlass",') == 1
+
+
+def test_symlink_out_of_the_target_is_refused(pair, run_cli, tmp_path):
+    s, f, t = pair
+    outside = tmp_path / "outside.py"
+    victim = s / FILES["sglang"][2]
+    outside.write_bytes(victim.read_bytes())
+    victim.unlink()
+    victim.symlink_to(outside)
+    before = outside.read_bytes()
+    code, out, err = run_cli("apply", "max-running-requests", *t)
+    assert code == 2
+    assert err.strip().startswith(f"patchkit: error: {victim}: leads outside the target {s} (symlink to {outside})")
+    assert outside.read_bytes() == before
+
+
+def test_revert_refuses_to_overwrite_user_edits_then_force_keeps_them(pair, run_cli):
+    s, f, t = pair
+    run_cli("apply", "sm120", *t)
+    sa = s / FILES["sglang"][2]
+    text = sa.read_text()
+    edited = text.replace("class ServerArgs:", "# my own note\nclass ServerArgs:", 1)
+    sa.write_text(edited)
+    code, out, err = run_cli("revert", "max-running-requests", *t)
+    assert code == 1
+    assert "server_args.py: changed since patchkit wrote it (lines" in err
+    assert "pass --force to revert anyway" in err
+    assert sa.read_text() == edited
+    code, out, err = run_cli("revert", "max-running-requests", *t, "--force")
+    assert code == 0, err
+    now = sa.read_text()
+    assert "# my own note\nclass ServerArgs:" in now
+    assert "max_running_requests: Optional[int] = None\n" in now
+    assert 'self.moe_runner_backend = "flashinfer_cutlass"\n            logger.info(' in now  # moe arm still applied
+
+
+def test_state_comes_from_the_code(pair, run_cli):
+    s, f, t = pair
+    run_cli("apply", "max-running-requests", *t)
+    sa = s / FILES["sglang"][2]
+    # The user undoes the edit by hand: patchkit reports it, it does not trust its journal.
+    sa.write_text(sa.read_text().replace("max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"))
+    code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
+    assert code == 1
+    assert json.loads(out)["recipes"][0]["state"] == "modified"
+    # Deleting the journal loses provenance only: the edit present is reported, as upstream code.
+    sa.write_text(sa.read_text().replace("max_running_requests: Optional[int] = None", "max_running_requests: Optional[int] = 1024"))
+    import shutil
+
+    shutil.rmtree(s / ".patchkit")
+    code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
+    assert code == 0 and json.loads(out)["recipes"][0]["state"] == "upstream"
+
+
+def test_partial_state(pair, run_cli):
+    s, f, t = pair
+    run_cli("apply", "allreduce-fusion", "-t", f"sglang={s}", "-t", f"flashinfer={f}")
+    comm = f / FILES["flashinfer"][0]
+    comm.write_text(comm.read_text().replace("supported_major_versions=[9, 10, 12]", "supported_major_versions=[9, 10]"))
+    code, out, _ = run_cli("status", "allreduce-fusion", *t, "--json")
+    r = json.loads(out)["recipes"][0]
+    assert code == 1 and r["state"] == "modified"
+    assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "modified", "applied"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["status", "-t", "sglang=/nonexistent/tree"], "patchkit: error: /nonexistent/tree: target for sglang does not exist (hint: pass --target sglang=DIR with an existing tree, or run `patchkit sync`)"),
+    (["status", "sm12", "-t", "sglang=/tmp"], "patchkit: error: unknown recipe or bundle 'sm12' (hint: did you mean 'sm120'?)"),
+    (["status", "-t", "vllm=/tmp"], "patchkit: error: unknown engine 'vllm' (hint: engines: sglang, flashinfer)"),
+    (["status", "-t", "sglang"], "patchkit: error: --target 'sglang': expected ENGINE=PATH (hint: e.g. --target sglang=./sglang-checkout (engines: sglang, flashinfer))"),
+    (["apply"], "patchkit: error: apply needs recipe or bundle names (hint: e.g. `patchkit apply sm120`; `patchkit list` shows them)"),
+])
+def test_usage_errors_are_one_line_exit_2(run_cli, args, expected):
+    code, out, err = run_cli(*args)
+    assert code == 2
+    assert err.strip() == expected
+    assert "Traceback" not in err
+
+
+def test_target_without_engine_sources(run_cli, tmp_path):
+    code, out, err = run_cli("status", "autotune-cutlass", "-t", f"sglang={tmp_path}")
+    assert code == 2
+    assert err.strip() == f"patchkit: error: {tmp_path}: no sglang sources found (looked for python/sglang/, sglang/) (hint: point --target sglang= at a git checkout of sglang, an unpacked wheel, or site-packages)"
+
+
+def test_recipe_needing_an_absent_engine(tree, run_cli):
+    s = tree("sglang")
+    code, out, err = run_cli("status", "allreduce-fusion", "-t", f"sglang={s}")
+    assert code == 2
+    assert err.strip() == "patchkit: error: recipe allreduce-fusion edits flashinfer, but there is no flashinfer target (hint: pass --target flashinfer=PATH, or run `patchkit sync` to use the pinned workspace)"

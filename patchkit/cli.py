@@ -28,7 +28,18 @@ def _project(ctx: click.Context) -> Project:
 
 
 def _opts(ctx, names, target, as_json) -> Options:
+    python = ctx.meta.get("patchkit.python")
+    if python:  # --python: the copies that interpreter imports become the targets
+        from patchkit.doctor import python_targets
+
+        target = tuple(target) + python_targets(python, _project(ctx), tuple(names), tuple(target))
     return Options(names=tuple(names), targets=tuple(target), json=as_json, project=_project(ctx))
+
+
+def _remember_python(ctx, param, value):
+    if value:
+        ctx.meta["patchkit.python"] = value
+    return value
 
 
 def target_options(f):
@@ -36,6 +47,10 @@ def target_options(f):
     f = click.option(
         "--target", "-t", multiple=True, metavar="ENGINE=PATH",
         help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, or site-packages. Repeat per engine.",
+    )(f)
+    f = click.option(
+        "--python", metavar="PATH", expose_value=False, callback=_remember_python,
+        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); a system Python's site-packages is refused.",
     )(f)
     f = click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")(f)
     return f
@@ -302,6 +317,27 @@ def fork_export(ctx, name, target, out, force, as_json):
     from patchkit.commands.fork import export as run
 
     sys.exit(run(_project(ctx), name, target, out, force=force, as_json=as_json))
+
+
+@cli.command()
+@click.option("--python", metavar="PATH", help="Check this interpreter (default: the one patchkit runs in).")
+@click.option("--facts", "facts_file", metavar="FILE", help="Judge facts recorded earlier with --json (e.g. on another machine) instead of collecting them.")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings and the raw facts as one JSON document.")
+@click.pass_context
+def doctor(ctx, python, facts_file, as_json):
+    """Check the runtime: does the Python that serves run the patched engines, on a GPU they fit?
+
+    \b
+    Reports: the interpreter; where it imports sglang and flashinfer from, their
+    versions against the pins, and which recipes those copies carry (loudly when
+    the workspace tree is patched but the imported copy is not); the GPUs and their
+    compute capability (torch, else nvidia-smi); which bundles fit them (sm120 is for
+    capability 12.x only); FlashInfer's JIT cache and builds older than patchkit's
+    last FlashInfer edit.  Exit 0 if all is well, 1 if something is off.
+    """
+    from patchkit.commands.doctor import doctor as run
+
+    sys.exit(run(_project(ctx), python=python, as_json=as_json, facts_file=facts_file))
 
 
 def main(argv=None) -> None:

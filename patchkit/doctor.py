@@ -1,0 +1,418 @@
+"""`doctor`: does the Python that will serve actually run the patched code, on a GPU it fits?
+
+Two halves, so that the verdict can be tested from a recorded machine:
+
+* ``collect`` gathers *facts* (plain JSON): the interpreter, where it imports sglang and
+  flashinfer from (``find_spec``, in that interpreter, without importing the packages),
+  their versions, the recipe states of those copies and of the workspace trees, the GPUs
+  (torch, else nvidia-smi), FlashInfer's JIT cache and patchkit's last edits to FlashInfer.
+* ``judge`` turns facts into findings (ok / info / warn / error).  It does no I/O.
+
+``python_targets`` serves ``--python`` on apply/revert/status: the copies an interpreter
+imports become the targets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from patchkit import __version__, jit
+from patchkit.errors import PatchkitError, TargetError
+from patchkit.target import ENGINES
+
+OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
+LEVELS = (OK, INFO, WARN, ERROR)
+
+# What the interpreter is asked to find: import name -> distribution names.
+MODULES = {
+    "sglang": ["sglang"],
+    "flashinfer": ["flashinfer-python"],
+    "torch": ["torch"],
+    "flashinfer_jit_cache": ["flashinfer-jit-cache"],
+}
+
+# Runs inside the probed interpreter: standard library only, imports none of the packages.
+PROBE = r"""
+import importlib.util, json, os, sys, sysconfig
+MODULES = json.loads(sys.argv[1])
+try:
+    import importlib.metadata as md
+except ImportError:
+    md = None
+def dist_at(root, names):
+    if md is None:
+        return None, None
+    for d in md.distributions(path=[root]):
+        n = (d.metadata["Name"] or "").lower().replace("_", "-")
+        if n in names:
+            return d.version, str(getattr(d, "_path", "") or "")
+    return None, None
+out = {"executable": sys.executable, "python_version": sys.version.split()[0], "prefix": sys.prefix,
+       "base_prefix": sys.base_prefix, "in_venv": sys.prefix != sys.base_prefix,
+       "purelib": sysconfig.get_path("purelib"), "modules": {}}
+for mod, names in MODULES.items():
+    info = {"found": False}
+    try:
+        spec = importlib.util.find_spec(mod)
+    except Exception as e:
+        spec = None
+        info["error"] = "%s: %s" % (type(e).__name__, e)
+    if spec is not None:
+        locs = list(spec.submodule_search_locations or [])
+        pkg = locs[0] if locs else os.path.dirname(spec.origin or "")
+        root = os.path.dirname(pkg)
+        v, di = dist_at(root, names)
+        info.update(found=True, origin=spec.origin, package_dir=pkg, root=root, version=v, dist_info=di)
+    out["modules"][mod] = info
+print(json.dumps(out))
+"""
+
+TORCH_PROBE = r"""
+import json, torch
+out = {"torch": torch.__version__, "cuda": torch.version.cuda, "available": torch.cuda.is_available(), "devices": []}
+if out["available"]:
+    for i in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(i)
+        out["devices"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": "%d.%d" % (major, minor)})
+print(json.dumps(out))
+"""
+
+
+# -- probing an interpreter ------------------------------------------------------------------
+
+
+def probe_python(python: str, timeout: float = 60) -> dict:
+    """Where ``python`` imports each engine from (and torch), asked of that interpreter."""
+    exe = shutil.which(python) if os.sep not in python else python
+    if not exe or not os.path.exists(exe):
+        raise TargetError(f"--python {python}: no such interpreter", "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python")
+    try:
+        proc = subprocess.run([exe, "-c", PROBE, json.dumps(MODULES)], capture_output=True, text=True, timeout=timeout, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise TargetError(f"--python {python}: could not run it ({e})", "is it a Python 3 interpreter?") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TargetError(f"--python {python}: the probe failed ({last})", "is it a Python 3.8+ interpreter?")
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?") from None
+
+
+def python_targets(python: str, project, names: tuple[str, ...], explicit: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``ENGINE=ROOT`` target arguments for the copies ``python`` imports.
+
+    Every engine the named recipes edit must come from that interpreter (or an explicit
+    --target): quietly falling back to the workspace tree for one of them would patch a
+    copy the server never loads."""
+    facts = probe_python(python)
+    given = {a.split("=", 1)[0].strip() for a in explicit}
+    recipes = project.catalog().select(names)
+    needed = sorted({op.engine for r in recipes for op in r.ops})
+    out = []
+    for engine in needed:
+        if engine in given:
+            continue
+        m = facts["modules"].get(ENGINES[engine].package, {})
+        if not m.get("found"):
+            users = sorted(r.id for r in recipes if any(op.engine == engine for op in r.ops))
+            raise TargetError(
+                f"{facts['executable']} does not import {engine}, which {', '.join(users)} {'edits' if len(users) == 1 else 'edit'}",
+                f"install {ENGINES[engine].dist} into that environment, pass --target {engine}=PATH, or name only recipes of the engines it has",
+            )
+        out.append(f"{engine}={m['root']}")
+    return tuple(out)
+
+
+# -- collecting facts ------------------------------------------------------------------------
+
+
+def _gpus(python_exe: str, has_torch: bool) -> dict:
+    tried = []
+    if has_torch:
+        try:
+            proc = subprocess.run([python_exe, "-c", TORCH_PROBE], capture_output=True, text=True, timeout=300, cwd="/")
+            if proc.returncode == 0:
+                t = json.loads(proc.stdout.strip().splitlines()[-1])
+                if t["devices"]:
+                    return {"source": "torch", "torch": t["torch"], "cuda": t["cuda"], "devices": t["devices"], "tried": tried}
+                tried.append(f"torch {t['torch']}: torch.cuda.is_available() is {t['available']}, {len(t['devices'])} device(s)")
+            else:
+                tried.append("torch: " + ((proc.stderr.strip().splitlines() or ["failed"])[-1]))
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
+            tried.append(f"torch: {e}")
+    else:
+        tried.append("torch: not importable")
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            proc = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+            devs = []
+            for i, line in enumerate(proc.stdout.strip().splitlines()):
+                name, _, cap = line.rpartition(",")
+                if name.strip():
+                    devs.append({"index": i, "name": name.strip(), "capability": cap.strip()})
+            if proc.returncode == 0 and devs:
+                return {"source": "nvidia-smi", "devices": devs, "tried": tried}
+            tried.append(f"nvidia-smi: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            tried.append(f"nvidia-smi: {e}")
+    else:
+        tried.append("nvidia-smi: not on PATH")
+    return {"source": None, "devices": [], "tried": tried}
+
+
+def _journal_edits(root: Path, engine: str) -> list[dict]:
+    """Files patchkit wrote into an engine's tree, with their mtime now, from its journal."""
+    from patchkit.journal import Journal
+    from patchkit.target import open_target
+
+    try:
+        t = open_target(engine, root)
+    except PatchkitError:
+        return []
+    j = Journal(t.root)
+    out = []
+    for logical, entry in sorted(j.engines.get(engine, {}).get("files", {}).items()):
+        p = t.path(logical)
+        if p.is_file():
+            out.append({"file": logical, "path": str(p), "mtime": p.stat().st_mtime, "back_to_pristine": _sha(p) == entry.get("pristine") and _sha(p) != entry.get("sha256")})
+    return out
+
+
+def _sha(p: Path) -> str:
+    from patchkit.fetch import file_sha256
+
+    return file_sha256(p)
+
+
+def _location(engine: str, root: Path, recipes) -> dict:
+    """Recipe states of one copy of an engine, plus wheel provenance and journal health."""
+    from patchkit.engine import Session, evaluate, results
+    from patchkit.target import open_target
+    from patchkit.wheel import recipes_for
+
+    loc: dict = {"root": str(root)}
+    try:
+        t = open_target(engine, root)
+    except PatchkitError as e:
+        loc["error"] = str(e)
+        return loc
+    loc.update(layout=t.layout, version=t.version)
+    mine = recipes_for(recipes, engine)
+    try:
+        s = Session({engine: t})
+        loc["recipes"] = {r.id: r.state for r in results(s, evaluate(s, mine))}
+    except PatchkitError as e:
+        loc["error"] = str(e)
+    norm = ENGINES[engine].dist.replace("-", "_")
+    prov = sorted(t.root.glob(f"{norm}-*.dist-info/patchkit.json"))
+    if prov:
+        try:
+            loc["wheel"] = json.loads(prov[0].read_text())
+        except (OSError, ValueError):
+            loc["wheel"] = {"error": f"{prov[0]}: unreadable"}
+    loc["edits"] = _journal_edits(t.root, engine)
+    return loc
+
+
+def _jit_cache(version: Optional[str]) -> dict:
+    base = jit.cache_base()
+    builds = []
+    if base.is_dir():
+        for d in sorted(base.glob("*/*/cached_ops/*")):
+            if d.is_dir():
+                newest = max((f.stat().st_mtime for f in d.rglob("*") if f.is_file()), default=d.stat().st_mtime)
+                rel = d.relative_to(base).parts
+                builds.append({"path": str(d), "flashinfer_version": rel[0], "archs": rel[1], "module": rel[-1], "mtime": newest})
+    return {"base": str(base), "exists": base.is_dir(), "builds": builds}
+
+
+def collect(project, python: Optional[str] = None) -> dict:
+    """Every fact the judge needs, as plain JSON."""
+    probe = probe_python(python or sys.executable)
+    catalog = project.catalog()
+    recipes = list(catalog.recipes.values())
+    pins = {}
+    try:
+        pins = {e: p.version for e, p in project.pins().items()}
+    except PatchkitError:
+        pass
+    facts: dict = {
+        "patchkit": __version__,
+        "host": platform.node(),
+        "python": {k: probe[k] for k in ("executable", "python_version", "prefix", "base_prefix", "in_venv", "purelib")},
+        "pins": pins,
+        "bundles": {b: sorted(ids) for b, ids in catalog.bundles.items()},
+        "recipe_sha256": {r.id: r.sha256 for r in recipes},
+        "jit_modules": sorted({m for r in recipes for op in r.ops for m in op.jit_modules}),
+        "engines": {},
+        "workspace": {},
+    }
+    for engine, info in ENGINES.items():
+        m = dict(probe["modules"].get(info.package, {"found": False}))
+        if m.get("found"):
+            m["location"] = _location(engine, Path(m["root"]), recipes)
+        facts["engines"][engine] = m
+        tree = project.tree(engine)
+        if tree.exists():
+            facts["workspace"][engine] = _location(engine, tree, recipes)
+    facts["aot_jit_cache"] = probe["modules"].get("flashinfer_jit_cache", {}).get("found", False)
+    torch_m = probe["modules"].get("torch", {})
+    facts["gpus"] = _gpus(probe["executable"], bool(torch_m.get("found")))
+    fi = facts["engines"].get("flashinfer", {})
+    facts["jit"] = _jit_cache((fi.get("location") or {}).get("version") or fi.get("version"))
+    return facts
+
+
+# -- judging ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str
+    topic: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"level": self.level, "topic": self.topic, "message": self.message}
+
+
+def bundle_major(bundle: str) -> Optional[int]:
+    """The compute-capability major a bundle named after an SM is for: sm120 -> 12, sm90 -> 9."""
+    m = re.fullmatch(r"sm_?(\d)(\d)?(\d)?", bundle)
+    if not m:
+        return None
+    digits = "".join(g for g in m.groups() if g)
+    return int(digits[:-1]) if len(digits) > 1 else int(digits)
+
+
+def _carried(loc: dict, rid: str, sha: Optional[str]) -> Optional[str]:
+    """How a copy carries a recipe: 'applied', 'wheel' (built in by `patchkit wheel`), 'upstream', or None."""
+    state = (loc.get("recipes") or {}).get(rid)
+    if state == "applied":
+        return "applied"
+    if state == "upstream":
+        built = {r.get("id"): r for r in (loc.get("wheel") or {}).get("recipes", [])}
+        return "wheel" if rid in built else "upstream"
+    return None
+
+
+def judge(facts: dict) -> list[Finding]:
+    out: list[Finding] = []
+    add = lambda level, topic, msg: out.append(Finding(level, topic, msg))  # noqa: E731
+    py = facts["python"]
+    add(INFO, "python", f"{py['executable']} (Python {py['python_version']}, {'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})")
+
+    gpus = facts.get("gpus", {})
+    devs = gpus.get("devices", [])
+    if devs:
+        for d in devs:
+            add(OK, "gpu", f"GPU {d['index']}: {d['name']}, compute capability {d['capability']} (via {gpus.get('source')})")
+    else:
+        add(WARN, "gpu", "no GPU found (" + "; ".join(gpus.get("tried", [])) + ")")
+    majors = set()
+    for d in devs:
+        try:
+            majors.add(int(str(d["capability"]).split(".")[0]))
+        except ValueError:
+            pass
+    gpu_names = ", ".join(sorted({f"{d['name']} ({d['capability']})" for d in devs}))
+
+    sha = facts.get("recipe_sha256", {})
+    pins = facts.get("pins", {})
+    for engine, m in facts.get("engines", {}).items():
+        if not m.get("found"):
+            add(WARN, engine, f"{engine}: not importable by {py['executable']}" + (f" ({m['error']})" if m.get("error") else ""))
+            continue
+        loc = m.get("location", {})
+        version = m.get("version") or loc.get("version")
+        pin = pins.get(engine)
+        where = m.get("package_dir") or m.get("root")
+        base_version = version.split("+", 1)[0] if version else None
+        if pin and base_version and base_version != pin:
+            add(WARN, engine, f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against another release")
+        else:
+            add(OK, engine, f"{engine} {version or '(unknown version)'} imported from {where}" + (f" (pin {pin})" if pin else ""))
+        if loc.get("error"):
+            add(WARN, engine, f"{engine}: cannot judge the recipes there: {loc['error']}")
+            continue
+        wheel = loc.get("wheel") or {}
+        if wheel.get("recipes"):
+            add(INFO, engine, f"{engine}: installed from a patchkit wheel {wheel.get('version')} (label {wheel.get('label')}): " + ", ".join(r["id"] for r in wheel["recipes"]))
+            for r in wheel["recipes"]:
+                if r["id"] in sha and r.get("sha256") != sha[r["id"]]:
+                    add(WARN, engine, f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 {r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it")
+        stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
+        journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == "modified"}
+        if stale and journal_says:
+            add(WARN, engine, f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?). Remove {loc['root']}/.patchkit, then apply again")
+        # The loud one: the workspace tree carries recipes that the imported copy does not.
+        ws = facts.get("workspace", {}).get(engine)
+        if ws and Path(ws.get("root", "")).resolve() != Path(loc.get("root", "/nonexistent")).resolve():
+            patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == "applied")
+            lacking = [rid for rid in patched_ws if _carried(loc, rid, sha.get(rid)) is None]
+            if lacking:
+                add(ERROR, engine, f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but {py['executable']} imports {engine} from {where}, which is NOT: the server runs unpatched code. Fix: `patchkit apply {' '.join(lacking)} --python {py['executable']}`, or install a wheel from `patchkit wheel`")
+        states = loc.get("recipes") or {}
+        carried = sorted(rid for rid in states if _carried(loc, rid, sha.get(rid)))
+        if carried:
+            add(INFO, engine, f"{engine}: carries " + ", ".join(f"{rid} ({_carried(loc, rid, sha.get(rid))})" for rid in carried))
+
+    for engine, ws in sorted(facts.get("workspace", {}).items()):
+        applied = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == "applied")
+        add(INFO, "workspace", f"workspace {engine} tree {ws.get('root')}: " + (f"patched with {', '.join(applied)}" if applied else "no recipe applied"))
+
+    # Bundles against the GPUs.
+    for bundle, ids in sorted(facts.get("bundles", {}).items()):
+        major = bundle_major(bundle)
+        if major is None:
+            continue
+        carried_here = sorted({rid for engine, m in facts.get("engines", {}).items() if m.get("found") for rid in ids if _carried(m.get("location", {}), rid, sha.get(rid)) in ("applied", "wheel")})
+        pending_here = sorted({rid for engine, m in facts.get("engines", {}).items() if m.get("found") for rid, st in (m.get("location", {}).get("recipes") or {}).items() if rid in ids and st in ("pending", "partial")})
+        want = f"compute capability {major}.x"
+        if not devs:
+            add(INFO, "bundle", f"{bundle}: for GPUs of {want} only; no GPU here to check it against")
+        elif majors == {major}:
+            add(OK, "bundle", f"{bundle}: fits this machine ({gpu_names})")
+            if pending_here:
+                add(WARN, "bundle", f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit apply {bundle} --python {py['executable']}`")
+        else:
+            add(INFO, "bundle", f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 Blackwell). Do not apply it here")
+            if carried_here:
+                add(ERROR, "bundle", f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}; revert them: `patchkit revert {bundle} --python {py['executable']}`")
+
+    # FlashInfer JIT cache vs patchkit's last edit to FlashInfer sources.
+    j = facts.get("jit", {})
+    edits = [e for src in (facts.get("engines", {}).get("flashinfer", {}).get("location", {}), facts.get("workspace", {}).get("flashinfer", {})) for e in (src or {}).get("edits", [])]
+    add(INFO, "jit", f"FlashInfer JIT cache: {j.get('base')}" + ("" if j.get("exists") else " (absent: nothing compiled yet)"))
+    if facts.get("aot_jit_cache"):
+        add(WARN if edits else INFO, "jit", "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so patched FlashInfer C++ has no effect" if edits else "flashinfer-jit-cache (prebuilt kernels) is installed")
+    if edits:
+        last = max(edits, key=lambda e: e["mtime"])
+        relevant = set(facts.get("jit_modules", []))
+        old = [b for b in j.get("builds", []) if b["mtime"] < last["mtime"] and (not relevant or b["module"] in relevant)]
+        if old:
+            paths = " ".join(b["path"] for b in old)
+            add(WARN, "jit", f"{len(old)} cached FlashInfer build(s) predate patchkit's last FlashInfer edit ({last['file']}); FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}")
+        else:
+            add(OK, "jit", f"no cached build predates patchkit's last FlashInfer edit ({last['file']})")
+    return out
+
+
+def exit_code(findings: list[Finding]) -> int:
+    return 1 if any(f.level in (WARN, ERROR) for f in findings) else 0
+
+
+def render(findings: list[Finding]) -> str:
+    tag = {OK: "  ok  ", INFO: "  --  ", WARN: " WARN ", ERROR: "ERROR "}
+    return "\n".join(f"[{tag[f.level]}] {f.message}" for f in findings)

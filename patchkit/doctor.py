@@ -222,6 +222,14 @@ def _location(engine: str, root: Path, recipes) -> dict:
         except (OSError, ValueError):
             loc["wheel"] = {"error": f"{prov[0]}: unreadable"}
     loc["edits"] = _journal_edits(t.root, engine)
+    # Sources FlashInfer compiles at run time, as they are on disk now (a wheel install sets their mtime).
+    loc["jit_sources"] = []
+    for r in mine:
+        for op in r.ops:
+            if op.jit_modules:
+                p = t.path(op.file)
+                if p.is_file():
+                    loc["jit_sources"].append({"recipe": r.id, "file": op.file, "path": str(p), "mtime": p.stat().st_mtime, "modules": list(op.jit_modules)})
     return loc
 
 
@@ -380,6 +388,14 @@ def judge(facts: dict) -> list[Finding]:
         carried_here = sorted({rid for engine, m in facts.get("engines", {}).items() if m.get("found") for rid in ids if _carried(m.get("location", {}), rid, sha.get(rid)) in ("applied", "wheel")})
         pending_here = sorted({rid for engine, m in facts.get("engines", {}).items() if m.get("found") for rid, st in (m.get("location", {}).get("recipes") or {}).items() if rid in ids and st in ("pending", "partial")})
         want = f"compute capability {major}.x"
+        by_patchkit, by_wheel = False, []
+        for engine, m in sorted(facts.get("engines", {}).items()):
+            loc = m.get("location", {}) if m.get("found") else {}
+            how = {_carried(loc, rid, sha.get(rid)) for rid in ids}
+            by_patchkit |= "applied" in how
+            if "wheel" in how:
+                base = ((loc.get("wheel") or {}).get("base") or {})
+                by_wheel.append(f"{base.get('dist', ENGINES[engine].dist)}=={base.get('version', '?')}")
         if not devs:
             add(INFO, "bundle", f"{bundle}: for GPUs of {want} only; no GPU here to check it against")
         elif majors == {major}:
@@ -389,11 +405,20 @@ def judge(facts: dict) -> list[Finding]:
         else:
             add(INFO, "bundle", f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 Blackwell). Do not apply it here")
             if carried_here:
-                add(ERROR, "bundle", f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}; revert them: `patchkit revert {bundle} --python {py['executable']}`")
+                fix = []
+                if by_patchkit:
+                    fix.append(f"`patchkit revert {bundle} --python {py['executable']}`")
+                if by_wheel:
+                    fix.append("reinstall the released wheels: pip install --force-reinstall --no-deps " + " ".join(by_wheel))
+                add(ERROR, "bundle", f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. Undo them: " + "; ".join(fix))
 
     # FlashInfer JIT cache vs patchkit's last edit to FlashInfer sources.
     j = facts.get("jit", {})
-    edits = [e for src in (facts.get("engines", {}).get("flashinfer", {}).get("location", {}), facts.get("workspace", {}).get("flashinfer", {})) for e in (src or {}).get("edits", [])]
+    # FlashInfer compiles the copy Python imports: patchkit's writes there (journal), and the
+    # kernel sources of recipes that copy carries (a patched wheel's install time counts too).
+    fi_loc = facts.get("engines", {}).get("flashinfer", {}).get("location") or {}
+    edits = list(fi_loc.get("edits", []))
+    edits += [s for s in fi_loc.get("jit_sources", []) if _carried(fi_loc, s["recipe"], sha.get(s["recipe"]))]
     add(INFO, "jit", f"FlashInfer JIT cache: {j.get('base')}" + ("" if j.get("exists") else " (absent: nothing compiled yet)"))
     if facts.get("aot_jit_cache"):
         add(WARN if edits else INFO, "jit", "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so patched FlashInfer C++ has no effect" if edits else "flashinfer-jit-cache (prebuilt kernels) is installed")
@@ -403,9 +428,9 @@ def judge(facts: dict) -> list[Finding]:
         old = [b for b in j.get("builds", []) if b["mtime"] < last["mtime"] and (not relevant or b["module"] in relevant)]
         if old:
             paths = " ".join(b["path"] for b in old)
-            add(WARN, "jit", f"{len(old)} cached FlashInfer build(s) predate patchkit's last FlashInfer edit ({last['file']}); FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}")
+            add(WARN, "jit", f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}")
         else:
-            add(OK, "jit", f"no cached build predates patchkit's last FlashInfer edit ({last['file']})")
+            add(OK, "jit", f"no cached FlashInfer build predates the patched sources ({last['file']})")
     return out
 
 

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import libcst as cst
 
 from patchkit import model as M
-from patchkit import pyscope
+from patchkit import pyscope, relocate
 from patchkit.errors import TargetError
 from patchkit.fsio import write_all
 from patchkit.journal import Journal, sha256
@@ -119,7 +119,7 @@ class OpEval:
             index=self.op.index,
             kind=self.op.kind,
             engine=self.op.engine,
-            file=self.file.logical,
+            file=self.op.file,
             state=state or self.state,
             line=self.line,
             location=self.location() if self.file.exists else "",
@@ -138,22 +138,6 @@ def _locate_in(op: OpSpec, f: SourceFile, scope_name: str, state) -> Located:
     except pyscope.ScopeError as e:
         return Located(MISSING, reason=str(e))
     return op.impl.locate(chain[-1])
-
-
-def _relocate_in_file(op: OpSpec, f: SourceFile) -> tuple[str, Located] | None:
-    """The op's site in another scope of the same file, if exactly one scope has it."""
-    if not f.is_python or not op.impl.SCOPED:
-        return None
-    hits = []
-    for name, chain in pyscope.all_scopes(f.module):
-        if name == op.scope:
-            continue
-        loc = op.impl.locate(chain[-1])
-        if loc.state in (DONE, PENDING):
-            hits.append((name, loc))
-    # A site found in a scope is also found in every scope enclosing it; keep the innermost.
-    inner = [h for h in hits if not any(o[0].startswith(h[0] + ".") or (h[0] == "" and o[0]) for o in hits if o is not h)]
-    return inner[0] if len(inner) == 1 else None
 
 
 def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
@@ -179,6 +163,22 @@ def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
     return None
 
 
+def _relocate(session: Session, op: OpSpec, named: SourceFile) -> tuple[str, Optional[SourceFile], str, Located]:
+    """Where the op's site went: (state, file, scope, Located); state is "" when nowhere."""
+    hits = []
+    if named.exists:
+        hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named, skip_scope=op.scope)]
+    if not hits:
+        hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)]
+    if len(hits) == 1:
+        f, sc, loc = hits[0]
+        return M.MOVED, f, sc, loc
+    if len(hits) > 1:
+        where = ", ".join(f"{f.logical}::{sc or '<module>'}" for f, sc, _ in hits[:8])
+        return M.AMBIGUOUS, None, "", Located(AMBIGUOUS, reason=f"not in {op.scope or '<module>'}; found in {len(hits)} places: {where}")
+    return "", None, "", Located(MISSING)
+
+
 def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
     session.target(op.engine, recipe)
     f = session.file(op.engine, op.file)
@@ -186,28 +186,30 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
         ev = OpEval(recipe, op, f, Located(MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:
         ev = OpEval(recipe, op, f, _locate_in(op, f, op.scope, f.state()), op.scope)
-        if ev.located.state == PENDING and getattr(op.impl, "defined_in", None):
-            other = session.file(op.engine, op.impl.defined_in)
-            bad = missing_definition(op.impl, other.text if other.exists else None)
-            if bad:
-                ev.located = bad
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+    if ev.located.state == MISSING and not ours:
+        found, mf, mscope, mloc = _relocate(session, op, f)
+        if found == M.MOVED:
+            old = op.file + ("::" + op.scope if op.scope else "")
+            ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, f"moved from {old}")
+        elif found == M.AMBIGUOUS:
+            ev.located = mloc
+    if ev.located.state == PENDING and getattr(op.impl, "defined_in", None):
+        other = session.file(op.engine, op.impl.defined_in)
+        bad = missing_definition(op.impl, other.text if other.exists else None)
+        if bad:
+            ev.located = bad
     st = ev.located.state
     reason = ev.located.reason
+    moved = ev.file is not f or ev.scope != op.scope
     if st == DONE:
         ev.state = M.APPLIED if ours else M.UPSTREAM
     elif st == PENDING:
-        ev.state = M.MODIFIED if ours else M.PENDING
+        ev.state = M.MODIFIED if ours else (M.MOVED if moved else M.PENDING)
         if ours:
             reason = "patchkit applied this op, but the code no longer shows it"
     else:
         ev.state = M.MISSING if st == MISSING else M.AMBIGUOUS
-        if st == MISSING and f.exists:
-            moved = _relocate_in_file(op, f)
-            if moved:
-                ev.scope, ev.located = moved
-                ev.state = M.MOVED
-                reason = f"not in {op.scope or '<module>'}; found in {moved[0] or '<module>'}"
         if ours and ev.state == M.MISSING:
             reason += " (patchkit had applied it)"
     if ev.state in (M.PENDING, M.MISSING, M.MOVED) and not ours and op.markers:
@@ -341,7 +343,8 @@ def _finish(plan: Plan, touched: list[SourceFile]) -> None:
         plan.files.append(f)
 
 
-def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = False) -> Plan:
+def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = False, follow_moves: bool = False) -> Plan:
+    """Plan (and verify) every edit; ``follow_moves`` edits moved sites where they are now."""
     evaluated = evaluate(session, recipes)
     plan = Plan(results=[])
     skipped = set()
@@ -360,7 +363,7 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             if r.id in skipped:
                 continue
             for ev in evs:
-                if ev.state != M.PENDING:
+                if ev.state != M.PENDING and not (follow_moves and ev.state == M.MOVED):
                     continue
                 why = _edit(ev, forward=True)
                 if why:

@@ -137,7 +137,9 @@ def test_diff_touches_nothing_and_git_applies_to_the_same_bytes(pair, run_cli, t
     other = tree("sglang", name="by-git-apply")
     subprocess.run(["git", "apply", "-p1", "-"], input=out, text=True, cwd=other, check=True)
     run_cli("apply", "autotune-cutlass", "max-running-requests", *t)
-    assert snapshot(other) == snapshot(s)
+    # apply also rehashes the wheel's RECORD, which the source diff leaves out.
+    strip = lambda snap: {k: v for k, v in snap.items() if not k.endswith(".dist-info/RECORD")}
+    assert strip(snapshot(other)) == strip(snapshot(s))
 
 
 def test_git_checkout_layout(release_dir, tmp_path, run_cli):

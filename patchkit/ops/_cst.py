@@ -81,13 +81,23 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(n.children))
 
 
+_SCOPES = (cst.FunctionDef, cst.ClassDef)
+
+
 def blocks(scope: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, tuple]]:
-    """Every statement list inside ``scope``: (owner, statements), outermost first."""
-    for n in walk(scope):
-        if isinstance(n, cst.Module):
+    """Every statement list of ``scope`` itself: its body and the bodies of its if/for/
+    while/with/try statements, outermost first, but not the bodies of nested defs and
+    classes (those are scopes of their own)."""
+    stack = [scope]
+    while stack:
+        n = stack.pop(0)
+        if isinstance(n, _SCOPES) and n is not scope:
+            continue
+        if isinstance(n, (cst.Module, cst.IndentedBlock)):
             yield n, tuple(n.body)
-        elif isinstance(n, cst.IndentedBlock):
-            yield n, tuple(n.body)
+        if isinstance(n, (cst.BaseExpression, cst.SimpleStatementLine)):
+            continue  # no statement lists inside
+        stack.extend(n.children)
 
 
 def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:

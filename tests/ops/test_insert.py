@@ -52,7 +52,11 @@ def test_insert_at_end_of_function():
 
 def test_anchor_missing_and_ambiguous():
     assert state("insert", MOE, "ServerArgs._handle_moe_kernel_config", {"anchor": "if nothing:"}, {"code": "x = 1"}).state == "missing"
-    assert state("insert", MOE, "ServerArgs", {"anchor": 'if self.moe_runner_backend == "flashinfer_cutlass":'}, {"code": "x = 1"}).state == "ambiguous"
+    twice = "if a:\n    y = 1\nelse:\n    y = 1\n"
+    loc = state("insert", twice, "", {"anchor": "y = 1"}, {"code": "x = 1"})
+    assert loc.state == "ambiguous" and len(loc.nodes) == 2
+    # A scope's statements do not include those of the defs nested in it.
+    assert state("insert", MOE, "ServerArgs", {"anchor": 'if self.moe_runner_backend == "flashinfer_cutlass":'}, {"code": "x = 1"}).state == "missing"
 
 
 def test_anchor_is_token_exact_not_prefix_of_a_name():

@@ -37,7 +37,7 @@ from patchkit import model as M
 from patchkit.engine import Session, commit as write_plan, evaluate, plan_apply, results
 from patchkit.errors import PatchkitError, TargetError
 from patchkit.model import Recipe, RecipeResult
-from patchkit.target import ENGINES, open_target
+from patchkit.target import ENGINES, Target, open_target
 
 BRANCH_PREFIX = "patchkit/"
 TRAILER = "Patchkit-Recipe"
@@ -205,23 +205,40 @@ def _identity(repo: git.Repo, base: str) -> dict:
 
 
 class _Worktree:
-    """A temporary detached worktree of ``repo`` at ``rev``, removed on exit."""
+    """A temporary detached worktree of ``repo`` at ``rev``, removed on exit.
+
+    Its index holds the whole tree of ``rev``, but only the files asked for are written to
+    disk (``materialize``): a real SGLang checkout has tens of thousands of files and a fork
+    build reads a handful.  Commits are written from the index, so they hold the whole tree.
+    """
 
     def __init__(self, repo: git.Repo, rev: str) -> None:
         self.repo, self.rev = repo, rev
         self.path: Optional[Path] = None
+        self.wt: Optional[git.Repo] = None
 
-    def __enter__(self) -> git.Repo:
+    def __enter__(self) -> "_Worktree":
         tmp = Path(tempfile.mkdtemp(prefix="patchkit-fork-"))
         self.path = tmp / "tree"
         try:
-            self.repo.git.worktree("add", "--detach", "--quiet", str(self.path), self.rev)
+            self.repo.git.worktree("add", "--detach", "--no-checkout", "--quiet", str(self.path), self.rev)
+            self.wt = git.Repo(self.path)
+            self.wt.git.read_tree("HEAD")
         except git.GitCommandError as e:
-            shutil.rmtree(tmp, ignore_errors=True)
+            self.__exit__()
             raise TargetError(f"git could not check out {self.rev} into a temporary worktree: {_git_err(e)}", "check free space in $TMPDIR and that the repository is healthy (`git worktree prune`)") from None
-        return git.Repo(self.path)
+        return self
+
+    def materialize(self, paths: list[str]) -> None:
+        """Write these files, and every file under these directories, as ``rev`` has them."""
+        files = self.wt.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *sorted(set(paths))).split("\0") if paths else []
+        files = [f for f in files if f]
+        for i in range(0, len(files), 500):
+            self.wt.git.checkout_index("-f", "--", *files[i : i + 500])
 
     def __exit__(self, *exc) -> None:
+        if self.path is None:
+            return
         try:
             self.repo.git.worktree("remove", "--force", str(self.path))
         except git.GitCommandError:
@@ -233,18 +250,40 @@ class _Worktree:
             pass
 
 
+def _needed(engine: str, recipes: list[Recipe]) -> list[str]:
+    """Repository paths a build reads when every op is found where its recipe says: the
+    files the ops edit, their upstream markers and defined_in files, and what tells the
+    layout and version apart."""
+    info = ENGINES[engine]
+    t = Target(engine=engine, root=Path("/"), layout="git", version=None)
+    pkg = info.layouts["git"][0][1]
+    paths = {info.git_marker, pkg + "__init__.py", "version.txt", *(pkg + v for v in ("_version.py", "version.py", "_build_meta.py"))}
+    for r in recipes:
+        for op in r.ops:
+            logical = [op.file, *(m.file for m in op.markers)]
+            if getattr(op.impl, "defined_in", None):
+                logical.append(op.impl.defined_in)
+            paths.update(t.relpath(lf) for lf in logical)
+    return sorted(paths)
+
+
+def _layout_dirs(engine: str) -> list[str]:
+    """Everything the engine may search when an op is not where its recipe says."""
+    return sorted({pp for _, pp in ENGINES[engine].layouts["git"]})
+
+
 def _git_err(e: git.GitCommandError) -> str:
     lines = (e.stderr or "").strip().splitlines()
     return lines[-1].strip().removeprefix("stderr: ").strip("' ") if lines else str(e)
 
 
 def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
-    """The recipe with every moved op pointed at the one scope where it was found."""
+    """The recipe with every moved op pointed at the one file and scope where it was found."""
     ops, notes = list(recipe.ops), []
     for ev in evals:
         if ev.state == M.MOVED:
-            ops[ops.index(ev.op)] = dataclasses.replace(ev.op, scope=ev.scope)
-            notes.append(f"op #{ev.op.index} ({ev.op.kind}) moved upstream: {ev.message}; carried there.")
+            ops[ops.index(ev.op)] = dataclasses.replace(ev.op, file=ev.file.logical, scope=ev.scope)
+            notes.append(f"op #{ev.op.index} ({ev.op.kind}) moved upstream ({ev.message}); carried to {ev.file.logical}::{ev.scope or '<module>'}.")
     return dataclasses.replace(recipe, ops=tuple(ops)), tuple(notes)
 
 
@@ -261,16 +300,28 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
     base = resolve(repo, base_rev)
     subs = engine_recipes(recipes, engine)
     env = _identity(repo, base)
-    with _Worktree(repo, base) as wt:
+    with _Worktree(repo, base) as tmp:
+        wt = tmp.wt
         root = Path(wt.working_tree_dir)
+        tmp.materialize(_needed(engine, subs))
         try:
             target = open_target(engine, root)
-        except TargetError as e:
-            raise TargetError(f"{repo.working_tree_dir} at {base_rev}: {e.message}", f"is this a clone of {engine}? fork commands need the upstream repository layout") from None
+            if target.layout != "git":
+                raise TargetError("not the upstream layout")
+        except TargetError:
+            info = ENGINES[engine]
+            looked = ", ".join(sorted({info.git_marker, info.layouts["git"][0][1] + "__init__.py"}))
+            raise TargetError(f"{repo.working_tree_dir} at {base_rev}: no {engine} sources (looked for {looked})", f"is it a clone of {engine}? fork commands need the upstream repository layout") from None
         out = Build(engine=engine, base_rev=base_rev, base=base, head=base, version=target.version)
-        pristine = Session({engine: target})
-        judged = evaluate(pristine, subs)
-        verdicts = results(pristine, judged)
+        session = Session({engine: target})
+        judged = evaluate(session, subs)
+        if any(ev.state not in (M.PENDING, M.UPSTREAM, M.APPLIED) for _, evs in judged for ev in evs):
+            # Not where the recipe says: the engine searches the whole package for it, so
+            # write the package out and judge again.
+            tmp.materialize(_layout_dirs(engine))
+            session = Session({engine: target})
+            judged = evaluate(session, subs)
+        verdicts = results(session, judged)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
         for (r, evals), res in zip(judged, verdicts):
             split = _split_note(next(x for x in recipes if x.id == r.id), engine)

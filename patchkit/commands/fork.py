@@ -149,9 +149,10 @@ def upgrade(project: Project, names: tuple[str, ...], target: str, to: str, move
         _rebuild_human("upgrade", res, repo)
         if res.build.ok:
             was = {c.recipe for c in res.previous_carried}
+            gone = [s.recipe for s in res.build.steps if s.action == F.DROPPED and s.recipe in was]
+            if gone:
+                say(f"dropped from {res.branch}: {', '.join(gone)} (upstream {to} already does {'it' if len(gone) == 1 else 'them'})")
             for s in res.build.steps:
-                if s.action == F.DROPPED and s.recipe in was:
-                    say(f"dropped {s.recipe}: upstream {to} already does it")
                 if any("moved upstream" in n for n in s.notes):
                     say(f"carried {s.recipe} to where upstream moved its code (see the notes above)")
             if pin_moved:
@@ -220,7 +221,8 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
         for c in st.carried:
             flag = "gone" if c.current_sha256 is None else ("STALE" if c.stale else "current")
             why = {"gone": "  the recipe no longer exists", "STALE": "  the recipe file changed since this commit"}.get(flag, "")
-            say(f"  {_short(c.commit)} {c.recipe:<24} {click.style(f'{flag:<8}', fg={'current': 'green'}.get(flag, 'red'))}{why}")
+            label = click.style(flag, fg={"current": "green"}.get(flag, "red"))
+            say(f"  {_short(c.commit)} {c.recipe:<24} {label}" + (f"{' ' * (8 - len(flag))}{why}" if why else ""))
         if st.up_to_date:
             say("  up to date: `fork sync` would build exactly these commits")
         elif st.problem:

@@ -283,7 +283,9 @@ def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
     for ev in evals:
         if ev.state == M.MOVED:
             ops[ops.index(ev.op)] = dataclasses.replace(ev.op, file=ev.file.logical, scope=ev.scope)
-            notes.append(f"op #{ev.op.index} ({ev.op.kind}) moved upstream ({ev.message}); carried to {ev.file.logical}::{ev.scope or '<module>'}.")
+            # Only names go into the note: it is part of the commit, whose SHA must not
+            # change with the wording of an engine message.
+            notes.append(f"op #{ev.op.index} ({ev.op.kind}) moved upstream from {ev.op.file}::{ev.op.scope or '<module>'}; carried to {ev.file.logical}::{ev.scope or '<module>'}.")
     return dataclasses.replace(recipe, ops=tuple(ops)), tuple(notes)
 
 
@@ -498,6 +500,17 @@ class Status:
     @property
     def up_to_date(self) -> bool:
         return self.expected is not None and self.expected.ok and self.expected.head == self.head
+
+    def drift(self) -> list[str]:
+        """How a rebuild on the same base would differ, recipe by recipe."""
+        if self.expected is None or not self.expected.ok or self.up_to_date:
+            return []
+        have = {c.recipe: c for c in self.carried}
+        want = {s.recipe: s for s in self.expected.steps if s.action == COMMITTED}
+        out = [f"{r}: would be added" for r in want if r not in have]
+        out += [f"{r}: would be dropped" for r in have if r not in want]
+        out += [f"{r}: would be rebuilt ({'the recipe changed' if have[r].stale else 'its edit or an earlier commit differs'})" for r in want if r in have and have[r].commit != want[r].commit]
+        return out or ["the commits differ (order or content)"]
 
 
 def status(repo: git.Repo, engine: str, branch: str, recipes: Optional[list[Recipe]], all_sha: dict[str, str]) -> Status:

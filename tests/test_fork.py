@@ -290,7 +290,7 @@ def test_upgrade_carries_a_recipe_whose_code_moved(sglang_upstream, run_cli, tmp
     assert code == 0, err
     (step,) = doc["recipes"]
     assert (step["id"], step["state"], step["action"]) == ("autotune-cutlass", "moved", "committed")
-    assert step["notes"][0].endswith("carried to sglang/srt/model_executor/model_runner.py::ModelRunner._should_autotune_flashinfer.")
+    assert step["notes"] == ["op #1 (list-element) moved upstream from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune; carried to sglang/srt/model_executor/model_runner.py::ModelRunner._should_autotune_flashinfer."]
     (c,) = commits(repo, "v-renamed..patchkit/autotune-cutlass")
     assert c == step["commit"] and step["notes"][0] in git(repo, "log", "-1", "--format=%b", c)
     patch = git(repo, "show", "--format=", c)
@@ -363,6 +363,8 @@ def test_status_reports_stale_commits_and_drift(synced, synced_copy, run_cli, re
     assert re.search(r"^  [0-9a-f]{12} max-running-requests +STALE +the recipe file changed since this commit$", out, re.M)
     assert re.search(r"^  [0-9a-f]{12} autotune-cutlass +current$", out, re.M)
     assert "out of date: a rebuild on the same base gives" in out
+    assert "    max-running-requests: would be rebuilt (the recipe changed)\n" in out
+    assert "    moe-backend-sm120: would be rebuilt (its edit or an earlier commit differs)\n" in out
     code, doc, err = run_json(run_cli, "--recipes", str(edited), "fork", "status", "-t", f"sglang={synced_copy}")
     assert doc["branches"][0]["stale"] == ["max-running-requests"] and not doc["branches"][0]["up_to_date"]
 

@@ -50,12 +50,12 @@ def _branch_for(repo, names: tuple[str, ...], command: str) -> str:
 def _steps_human(steps: list[F.Step]) -> list[str]:
     out = []
     for s in steps:
-        line = f"  {s.recipe:<24} {s.state:<9} {click.style(f'{s.action:<10}', fg=_COLORS.get(s.action))}"
+        line = f"  {s.recipe:<24} {s.state:<9} {click.style(s.action, fg=_COLORS.get(s.action))}{' ' * (10 - len(s.action))}"
         if s.commit:
             line += f" {_short(s.commit)}  {', '.join(s.files)}"
         elif s.action == F.DROPPED:
             line += " upstream already does it; no commit"
-        out.append(line)
+        out.append(line.rstrip())
         if s.action == F.BLOCKED and s.result:
             for o in s.result.ops:
                 if o.state not in ("pending", "upstream", "applied"):
@@ -212,6 +212,7 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
                 "up_to_date": st.up_to_date,
                 "expected_head": st.expected.head if st.expected and st.expected.ok else None,
                 "expected": [s.to_json() for s in st.expected.steps] if st.expected else [],
+                "drift": st.drift(),
                 "problem": st.problem,
             } for st in found],
         }, indent=2))
@@ -228,8 +229,10 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
         elif st.problem:
             say(f"  cannot compare with a rebuild: {st.problem}")
         else:
-            want = [s.recipe for s in st.expected.steps if s.action == F.COMMITTED]
-            say(f"  out of date: a rebuild on the same base gives {_short(st.expected.head)} ({', '.join(want) or 'no commits'}); run `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base {_short(st.base)}`")
+            say(f"  out of date: a rebuild on the same base gives {_short(st.expected.head)}:")
+            for d in st.drift():
+                say(f"    {d}")
+            say(f"  rebuild it with `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base {_short(st.base)}`")
     return OK if ok else NOT_THERE
 
 
@@ -240,8 +243,12 @@ def export(project: Project, name: str, target: str, out: str, force: bool = Fal
     if as_json:
         say(json.dumps({"command": "fork export", "ok": True, "engine": engine, "repo": repo.working_tree_dir, "branch": ex.branch, "base": ex.base, "out": str(ex.out), "series": str(ex.series), "patches": [str(p) for p in ex.patches]}, indent=2))
         return OK
+    if not ex.patches:
+        say(f"{ex.branch} carries no commit on {_short(ex.base)} (upstream has every recipe); wrote an empty {ex.series}")
+        return OK
     say(f"exported {ex.branch} ({len(ex.patches)} patch(es) on {_short(ex.base)}) to {ex.out}:")
     for p in ex.patches:
         say(f"  {p.name}")
-    say(f"  series\nevery patch parsed back as a unified diff; apply with `git am {ex.out}/*.patch` on {_short(ex.base)}, or `quilt push -a` / `patch -p1` in series order")
+    say("  series")
+    say(f"every patch parsed back as a unified diff; apply them on {_short(ex.base)} with `git am {ex.out}/*.patch`, `quilt push -a`, or `patch -p1` in series order")
     return OK

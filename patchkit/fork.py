@@ -89,6 +89,7 @@ class Build:
     steps: list[Step] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
     version: Optional[str] = None  # the engine version of the base tree
+    elsewhere: list[str] = field(default_factory=list)  # recipes with no op for this engine
 
     @property
     def ok(self) -> bool:
@@ -314,7 +315,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
             info = ENGINES[engine]
             looked = ", ".join(sorted({info.git_marker, info.layouts["git"][0][1] + "__init__.py"}))
             raise TargetError(f"{repo.working_tree_dir} at {base_rev}: no {engine} sources (looked for {looked})", f"is it a clone of {engine}? fork commands need the upstream repository layout") from None
-        out = Build(engine=engine, base_rev=base_rev, base=base, head=base, version=target.version)
+        out = Build(engine=engine, base_rev=base_rev, base=base, head=base, version=target.version, elsewhere=[r.id for r in recipes if not r.ops_for(engine)])
         session = Session({engine: target})
         judged = evaluate(session, subs)
         if any(ev.state not in (M.PENDING, M.UPSTREAM, M.APPLIED) for _, evs in judged for ev in evs):
@@ -467,9 +468,8 @@ class Rebuild:
 def rebuild(repo: git.Repo, engine: str, branch: str, recipes: list[Recipe], base_rev: str, command: str, force: bool = False) -> Rebuild:
     """Build ``branch`` afresh on ``base_rev`` and move it there if the build succeeds."""
     old = branch_head(repo, branch)
-    res = Rebuild(branch=branch, build=None, previous=old)  # type: ignore[arg-type]
+    previous_base, previous_carried = carried(repo, old, {r.id: r.sha256 for r in recipes}) if old else (None, [])
     if old:
-        res.previous_base, res.previous_carried = carried(repo, old, {r.id: r.sha256 for r in recipes})
         lost = foreign_tip(repo, branch, old)
         if lost and not force:
             c = repo.commit(lost)
@@ -478,7 +478,7 @@ def rebuild(repo: git.Repo, engine: str, branch: str, recipes: list[Recipe], bas
                 f"move it to a branch of its own (`git branch keep {c.hexsha[:12]}`), or pass --force to rebuild anyway",
             )
         check_checkouts(repo, branch)
-    res.build = build(repo, engine, base_rev, recipes)
+    res = Rebuild(branch, build(repo, engine, base_rev, recipes), old, previous_base, previous_carried)
     if res.changed:
         move_branch(repo, branch, res.build.head, old, f"patchkit fork {command}: {len(res.build.steps)} recipe(s) on {base_rev}")
     return res

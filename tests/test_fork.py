@@ -237,6 +237,13 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     assert code == 0, err
     assert "dropped from patchkit/sm120: autotune-cutlass, moe-backend-sm120 (upstream v0.5.13 already does them)" in out
     assert "upstream marker matched at sglang/srt/server_args.py:" in out
+    states = dict(re.findall(r"^  ([a-z0-9-]+) +([a-z]+ +[a-z-]+)", out, re.M))
+    assert {k: v.split() for k, v in states.items()} == {
+        "allreduce-fusion": ["pending", "committed"],
+        "autotune-cutlass": ["upstream", "dropped"],
+        "max-running-requests": ["pending", "committed"],
+        "moe-backend-sm120": ["upstream", "dropped"],
+    }
     carried = commits(repo, "v0.5.13..patchkit/sm120")
     # What the engine reports on 0.5.13: upstream merged autotune-cutlass (a real list element
     # now) and an equivalent of moe-backend-sm120 (found by its marker); the other two are
@@ -254,8 +261,10 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     assert sa.read_bytes().endswith(b"# my local experiment\n")
 
 
-def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run_cli):
+def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run_cli, recipes_dir, tmp_path):
     repo = synced_copy
+    pins = tmp_path / "upstream_pins.toml"
+    shutil.copy(ROOT / "upstream_pins.toml", pins)
     # An "upstream" release where communicator.py lost the line allreduce-fusion inserts after.
     git(repo, "checkout", "-q", "-b", "next", "v0.5.9")
     f = repo / "python/sglang/srt/layers/communicator.py"
@@ -265,8 +274,9 @@ def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run
     git(repo, "checkout", "-q", "main")
     before = git(repo, "rev-parse", "patchkit/sm120").strip()
 
-    code, doc, err = run_json(run_cli, "fork", "upgrade", "sm120", "-t", f"sglang={repo}", "--to", "v-next")
+    code, doc, err = run_json(run_cli, "--pins", str(pins), "--recipes", str(recipes_dir), "fork", "upgrade", "sm120", "-t", f"sglang={repo}", "--to", "v-next", "--move-pin")
     assert code == 1
+    assert pins.read_bytes() == (ROOT / "upstream_pins.toml").read_bytes() and doc["pin"] is None
     assert not doc["ok"] and not doc["changed"] and doc["head"] == before
     assert doc["errors"] and doc["errors"][0].startswith("allreduce-fusion: missing on v-next: op #2 (insert)")
     assert [(s["id"], s["action"]) for s in doc["recipes"]] == [("allreduce-fusion", "blocked"), *[(r, "not-built") for r in RECIPES[1:]]]
@@ -319,8 +329,17 @@ def test_a_checked_out_fork_with_local_changes_is_left_alone(synced_copy, run_cl
     )
     assert git(repo, "rev-parse", "HEAD").strip() == head and f.read_bytes() == mine
 
+    # Clean, it is rebuilt, and the checkout follows the branch (files, index and HEAD).
+    git(repo, "checkout", "-q", "--", ".")
+    code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={repo}", "--base", "v0.5.12")
+    assert code == 0, err
+    assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/patchkit/sm120"
+    assert git(repo, "rev-parse", "HEAD").strip() != head
+    assert git(repo, "rev-parse", "HEAD~4").strip() == git(repo, "rev-parse", "v0.5.12").strip()
+    assert git(repo, "status", "--porcelain") == ""
+    assert b"max_running_requests: Optional[int] = 1024" in f.read_bytes()
+
     # A commit of the user's own on the branch is not thrown away either.
-    f.write_bytes(mine[: -len(b"# wip\n")])
     git(repo, "commit", "-q", "--allow-empty", "-m", "my own work")
     mine_head = git(repo, "rev-parse", "HEAD").strip()
     code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={repo}")
@@ -379,6 +398,7 @@ def test_flashinfer_fork_carries_only_the_flashinfer_ops(flashinfer_upstream, tr
     assert doc["base"] == {"rev": "v0.6.3", "commit": git(repo, "rev-parse", "v0.6.3").strip(), "version": "0.6.3"}
     # Only allreduce-fusion of sm120 edits FlashInfer.
     assert [(s["id"], s["action"]) for s in doc["recipes"]] == [("allreduce-fusion", "committed")]
+    assert doc["other_engines"] == ["autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
     (c,) = commits(repo, "v0.6.3..patchkit/sm120")
     assert trailer(repo, c) == ("allreduce-fusion", sha(recipes_dir / "allreduce-fusion.toml"))
     assert changed_files(repo, c) == {"flashinfer/jit/comm.py", "include/flashinfer/comm/trtllm_allreduce.cuh"}

@@ -81,6 +81,7 @@ def _rebuild_json(command: str, res: F.Rebuild, repo, **extra) -> dict:
         "head": b.head if b.ok else res.previous,
         "changed": res.changed,
         "recipes": [s.to_json() for s in b.steps],
+        "other_engines": b.elsewhere,
         "errors": b.blockers,
         **extra,
     }
@@ -91,6 +92,8 @@ def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
     say(f"{b.engine} fork {res.branch} on {b.base_rev} ({_short(b.base)}, {b.engine} {b.version or 'unknown version'}) in {repo.working_tree_dir}")
     for line in _steps_human(b.steps):
         say(line)
+    if b.elsewhere:
+        say(f"  ({', '.join(b.elsewhere)}: no {b.engine} edits; not part of this fork)")
     if not b.ok:
         for e in b.blockers:
             say(f"error: {e}", err=True)

@@ -216,7 +216,7 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
 
 
-FORK_TARGET_HELP = "The fork's git repository: a clone of the upstream repo of ENGINE (sglang or flashinfer). Its checkout, index and other branches are never touched."
+FORK_TARGET_HELP = "The fork's git repository: a clone of the upstream repo of ENGINE (sglang or flashinfer). Its checkout, index and other branches are never touched; only a clean checkout of the fork branch itself follows it."
 
 
 @cli.group()
@@ -262,32 +262,32 @@ def fork_sync(ctx, names, target, base, force, as_json):
 
 
 @fork.command("upgrade")
-@click.argument("names", nargs=-1, metavar="[NAME]")
+@click.argument("name", required=False, metavar="[NAME]")
 @click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
 @click.option("--to", "to", required=True, metavar="REV", help="The new upstream tag or commit to rebuild the branch on.")
 @click.option("--move-pin", is_flag=True, help="Also set ENGINE's rev (and version) in upstream_pins.toml, editing only those lines.")
 @click.option("--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def fork_upgrade(ctx, names, target, to, move_pin, force, as_json):
+def fork_upgrade(ctx, name, target, to, move_pin, force, as_json):
     """Rebuild an existing fork branch on a new upstream revision.
 
-    NAME defaults to the repository's only patchkit/* branch.  Recipes upstream
+    NAME (patchkit/NAME) defaults to the repository's only fork branch.  Recipes upstream
     now has are dropped and reported (they can be retired); moved ones are
     carried where they went; a missing or ambiguous one stops the upgrade with
     the old branch intact (exit 1).  The pin moves only with --move-pin.
     """
     from patchkit.commands.fork import upgrade as run
 
-    sys.exit(run(_project(ctx), tuple(names), target, to, move_pin=move_pin, force=force, as_json=as_json))
+    sys.exit(run(_project(ctx), (name,) if name else (), target, to, move_pin=move_pin, force=force, as_json=as_json))
 
 
 @fork.command("status")
-@click.argument("names", nargs=-1, metavar="[NAME]")
+@click.argument("name", required=False, metavar="[NAME]")
 @click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def fork_status(ctx, names, target, as_json):
+def fork_status(ctx, name, target, as_json):
     """Show what fork branches carry and whether they are current (default: every patchkit/* branch).
 
     Reads each commit's Patchkit-Recipe trailer: a commit is stale when its
@@ -297,7 +297,7 @@ def fork_status(ctx, names, target, as_json):
     """
     from patchkit.commands.fork import status as run
 
-    sys.exit(run(_project(ctx), tuple(names), target, as_json=as_json))
+    sys.exit(run(_project(ctx), (name,) if name else (), target, as_json=as_json))
 
 
 @fork.command("export")

@@ -337,7 +337,8 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
                 steps.append(Step(r.id, res.state, DROPPED, notes=tuple(o.message for o in res.ops if o.message), result=res))
             else:
                 moved, notes = _relocated(r, evals)
-                steps.append((moved, res, notes + ((split,) if split else ())))
+                done = tuple(f"op #{o.index} ({o.kind}): upstream already does it; not in this commit." for o in res.ops if o.state == M.UPSTREAM)
+                steps.append((moved, res, notes + done + ((split,) if split else ())))
         if out.blockers:
             out.steps = [s if isinstance(s, Step) else Step(s[0].id, s[1].state, NOT_BUILT, notes=s[2], result=s[1]) for s in steps]
             return out

@@ -6,6 +6,7 @@ bad flag) becomes one line on stderr and exit 2, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -18,7 +19,7 @@ from patchkit.project import Project
 EPILOG = """\b
 Exit codes: 0 the tree is in the asked-for state; 1 it is not (a recipe is
 pending, missing, ambiguous, modified, or an edit could not be made); 2 usage,
-recipe or target error.
+recipe or target error; 3 a bug in patchkit.
 """
 
 
@@ -340,6 +341,46 @@ def doctor(ctx, python, facts_file, as_json):
     sys.exit(run(_project(ctx), python=python, as_json=as_json, facts_file=facts_file))
 
 
+@cli.command()
+@click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
+@click.option("--to", "to", multiple=True, metavar="ENGINE==VERSION|ENGINE=PATH", help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named use their pin.")
+@click.option("--across", metavar="ENGINE==A..B", help="Judge every release from A to B that the index lists, and print a matrix.")
+@click.option("--bisect", is_flag=True, help="With --across: find where each recipe changes state, evaluating O(log n) releases per change.")
+@click.option("--jobs", "-j", type=int, default=2, show_default=True, help="Releases judged in parallel.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of `status --json`; a matrix with --across).")
+@click.pass_context
+def drift(ctx, names, to, across, bisect, jobs, as_json):
+    """Before an upgrade: which recipes still apply, which did upstream merge, which moved.
+
+    \b
+    Every op is judged on the PRISTINE release: pending (still applies), upstream (the
+    release already does it; retire the recipe), moved (found elsewhere: see location),
+    missing, ambiguous.  Exit 0 when nothing is missing, ambiguous or moved.
+
+    \b
+      patchkit drift --to sglang==0.5.13
+      patchkit drift sm120 --across sglang==0.5.9..0.5.23 --bisect
+    """
+    from patchkit.commands.drift import drift as run
+
+    sys.exit(run(_project(ctx), tuple(names), tuple(to), across, bisect, as_json, jobs))
+
+
+@cli.command()
+@click.argument("engine")
+@click.argument("version")
+@click.option("--force", is_flag=True, help="Move the pin even if a recipe would be missing, ambiguous or moved.")
+@click.pass_context
+def pin(ctx, engine, version, force):
+    """Move ENGINE's pin in upstream_pins.toml to VERSION, after a drift preflight.
+
+    Only the version, wheel, sha256 and rev lines change; comments and layout survive.
+    """
+    from patchkit.commands.drift import pin as run
+
+    sys.exit(run(_project(ctx), engine, version, force))
+
+
 def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="patchkit", standalone_mode=False)
@@ -357,4 +398,9 @@ def main(argv=None) -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(1)
+    except Exception as e:  # a bug in patchkit, not in the user's input
+        if os.environ.get("PATCHKIT_DEBUG"):
+            raise
+        click.echo(f"patchkit: internal error: {type(e).__name__}: {e} (this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback and report it)", err=True)
+        sys.exit(3)
     sys.exit(0)

@@ -141,35 +141,74 @@ def _locate_in(op: OpSpec, f: SourceFile, scope_name: str, state) -> Located:
 
 
 def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
+    """Does upstream's own version of this edit stand anywhere?  The marker's file is
+    searched first, then (by content) every file of the engine that holds its words."""
     for m in op.markers:
         f = session.file(op.engine, m.file)
-        if not f.exists:
-            continue
         if not f.is_python:
-            if all(frag in f.text for frag in m.contains):
+            if f.exists and all(frag in f.text for frag in m.contains):
                 return f"upstream marker matched in {m.file}"
             continue
         frags = [tokens(c) for c in m.contains]
-        try:
-            scope = pyscope.resolve(f.module, m.scope)[-1]
-        except pyscope.ScopeError:
-            scope = f.module
-        for _, body in blocks(scope):
-            for stmt in body:
-                have = node_tokens(stmt)
-                if all(contains_seq(have, fr) for fr in frags):
-                    line = pyscope.line_numbers(f.module, [stmt]).get(id(stmt))
-                    return f"upstream marker matched at {m.file}:{line}"
+        words = tuple(w for c in m.contains for w in relocate._words(c))
+        files = [(m.file, f.path)] if f.exists else []
+        files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
+        for logical, path in files:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if all(w in data for w in words):
+                line = _marker_in(data.decode("utf-8", "replace"), frags, words)
+                if line:
+                    return f"upstream marker matched at {logical}:{line}"
     return None
 
 
+def _marker_in(text: str, frags, words) -> Optional[int]:
+    """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
+    (C speed) for statement boundaries; only statements holding all words are tokenized."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    lines = text.splitlines(keepends=True)
+    best = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        span = node.end_lineno - node.lineno
+        if best is not None and span >= best[0]:
+            continue
+        seg = "".join(lines[node.lineno - 1 : node.end_lineno])
+        if not all(w.decode() in seg for w in words):
+            continue
+        have = tokens(seg)
+        if all(contains_seq(have, fr) for fr in frags):
+            best = (span, node.lineno)
+    return best[1] if best else None
+
+
+def _leaf(scope: str) -> str:
+    return scope.rsplit(".", 1)[-1].lstrip("_")
+
+
 def _relocate(session: Session, op: OpSpec, named: SourceFile) -> tuple[str, Optional[SourceFile], str, Located]:
-    """Where the op's site went: (state, file, scope, Located); state is "" when nowhere."""
+    """Where the op's site went: (state, file, scope, Located); state is "" when nowhere.
+
+    Sites are found by content.  When several scopes hold one, a scope that kept the
+    named scope's name (``_should_run_x`` -> ``Base._should_run_x`` or ``should_run_x``)
+    wins; otherwise the answer is ambiguous, with the candidates listed.
+    """
     hits = []
     if named.exists:
         hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named, skip_scope=op.scope)]
     if not hits:
         hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)]
+    if len(hits) > 1 and op.scope:
+        same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]
+        if len(same_name) == 1:
+            hits = same_name
     if len(hits) == 1:
         f, sc, loc = hits[0]
         return M.MOVED, f, sc, loc

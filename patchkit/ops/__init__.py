@@ -62,8 +62,12 @@ class Op:
         raise NotImplementedError
 
     def literals(self) -> tuple[str, ...]:
-        """Literal strings that any file holding this op's site must contain (prefilter)."""
+        """Code fragments whose words any file holding this op's site contains (prefilter)."""
         return ()
+
+    def prefilter(self, text: str) -> bool:
+        """A cheap test on a file's text: False means the site cannot be in this file."""
+        return True
 
 
 KINDS: dict[str, type[Op]] = {}

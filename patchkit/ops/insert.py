@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
-from patchkit.ops._cst import blocks, node_tokens, parse_stmts, replace_node, tokens
+from patchkit.ops._cst import blocks, node_tokens, parse_stmts, replace_node, token_regex, tokens
 
 
 def _body(owner) -> tuple:
@@ -54,6 +54,11 @@ class Insert(Op):
 
     def literals(self) -> tuple[str, ...]:
         return (self.anchor_src,) if self.anchor_src else ()
+
+    def prefilter(self, text: str) -> bool:
+        # The anchor, or the inserted code, with any layout.
+        seqs = [self.anchor] if self.anchor else []
+        return any(token_regex(seq).search(text) for seq in [*seqs, self.stmt_tokens[0]])
 
     def _existing(self, scope) -> list:
         """(owner, index) of every place the snippet already stands, consecutively."""

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
@@ -44,6 +46,13 @@ class SetDefault(Op):
 
     def literals(self) -> tuple[str, ...]:
         return self._literals
+
+    def prefilter(self, text: str) -> bool:
+        if self.form == "field":
+            return re.search(rf"^[ \t]*{re.escape(self.name)}[ \t]*[:=]", text, re.M) is not None
+        if self.form == "param":
+            return re.search(rf"\b{re.escape(self.name)}\s*(:[^=,)]*)?=", text) is not None
+        return True
 
     def _holders(self, scope) -> list:
         """Nodes carrying the default: AnnAssign/Assign, Param or Arg."""

@@ -1,0 +1,177 @@
+"""Upgrade preflight: judge recipes on pristine upstream releases.
+
+Releases come from the package index through the same cache as `sync`, unpacked once
+under ``<cache>/trees/<engine>-<version>`` and never written to afterwards, so every
+judgement is made on pristine code.  ``across`` evaluates a range of releases on both
+cores and caches each verdict; ``bisect`` evaluates only the releases needed to find where
+each recipe's state changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable, Optional
+
+from packaging.version import InvalidVersion, Version
+
+from patchkit import __version__, fetch
+from patchkit.engine import Session, evaluate, results
+from patchkit.errors import PatchkitError
+from patchkit.model import AMBIGUOUS, MISSING, MOVED, RecipeResult
+from patchkit.recipe import Catalog
+from patchkit.target import ENGINES, open_target
+
+BAD = (MISSING, AMBIGUOUS, MOVED)
+
+
+def parse_spec(value: str) -> tuple[str, str, str]:
+    """ENGINE==VERSION -> ("release", engine, version); ENGINE=PATH -> ("path", engine, path)."""
+    if "==" in value:
+        engine, version = value.split("==", 1)
+        kind = "release"
+    elif "=" in value:
+        engine, version = value.split("=", 1)
+        kind = "path"
+    else:
+        raise PatchkitError(f"--to {value!r}: expected ENGINE==VERSION or ENGINE=PATH", "e.g. --to sglang==0.5.13")
+    engine = engine.strip()
+    if engine not in ENGINES:
+        raise PatchkitError(f"--to {value!r}: unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
+    if kind == "release":
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise PatchkitError(f"--to {value!r}: {version!r} is not a version", "e.g. --to sglang==0.5.13") from None
+    return kind, engine, version.strip()
+
+
+def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
+    """A pristine unpacked release, from the cache or the index."""
+    dest = fetch.cache_dir() / "trees" / f"{engine}-{version}"
+    src = fetch.tree_source(dest)
+    if src and src.get("version") == version:
+        return dest
+    whl = fetch.fetch_wheel(ENGINES[engine].dist, version, say=say)
+    fetch.unpack(whl, dest, {"engine": engine, "source": "index", "version": version, "wheel": whl.name})
+    return dest
+
+
+def judge_release(catalog: Catalog, names: tuple[str, ...], trees: dict[str, Path]) -> list[RecipeResult]:
+    recipes = [r for r in catalog.select(names) if set(r.engines) <= set(trees)]
+    session = Session({e: open_target(e, p) for e, p in trees.items()})
+    return results(session, evaluate(session, recipes))
+
+
+def ok(res: list[RecipeResult]) -> bool:
+    return not any(r.state in BAD for r in res)
+
+
+# -- across releases --------------------------------------------------------------------------
+
+
+def index_versions(dist: str) -> list[str]:
+    """Every release the index lists for ``dist`` (newest last)."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"], capture_output=True, text=True)
+    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
+    if proc.returncode != 0 or not m:
+        cached = fetch.cache_dir() / "wheels" / dist
+        if cached.is_dir():
+            return sorted((p.name for p in cached.iterdir()), key=Version)
+        raise PatchkitError(f"cannot list the releases of {dist} (pip index versions failed)", "check that the package index is reachable")
+    return sorted((v.strip() for v in m.group(1).split(",")), key=Version)
+
+
+def parse_range(value: str) -> tuple[str, str, str]:
+    m = re.match(r"^([a-z_-]+)==([^.][^ ]*?)\.\.([^ ]+)$", value)
+    if not m or m.group(1) not in ENGINES:
+        raise PatchkitError(f"--across {value!r}: expected ENGINE==A..B", "e.g. --across sglang==0.5.9..0.5.23")
+    return m.group(1), m.group(2), m.group(3)
+
+
+def versions_between(engine: str, a: str, b: str) -> list[str]:
+    lo, hi = Version(a), Version(b)
+    allv = [v for v in index_versions(ENGINES[engine].dist) if lo <= Version(v) <= hi]
+    allv = [v for v in allv if not Version(v).is_prerelease or v in (a, b)]
+    if not allv:
+        raise PatchkitError(f"no {engine} release between {a} and {b} on the index")
+    return allv
+
+
+def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[str, str]) -> str:
+    h = hashlib.sha256(json.dumps([__version__, sorted((r.id, r.sha256) for r in catalog.select(names)), engine, version, sorted(others.items())]).encode())
+    return h.hexdigest()[:24]
+
+
+def _worker(args) -> tuple[str, list[dict]]:
+    recipes_dir, names, engine, version, others = args
+    catalog = Catalog.load(Path(recipes_dir))
+    trees = {e: release_tree(e, v) for e, v in others.items()}
+    trees[engine] = release_tree(engine, version)
+    return version, [r.to_json() for r in judge_release(catalog, names, trees)]
+
+
+def across(catalog: Catalog, recipes_dir: Path, names: tuple[str, ...], engine: str, versions: list[str], others: dict[str, str], jobs: int = 2, say: Callable[[str], None] = lambda s: None) -> dict[str, list[dict]]:
+    """{version: recipe results as JSON} for each version, cached, on ``jobs`` processes."""
+    out: dict[str, list[dict]] = {}
+    todo = []
+    cdir = fetch.cache_dir() / "drift"
+    cdir.mkdir(parents=True, exist_ok=True)
+    for v in versions:
+        p = cdir / f"{_cache_key(catalog, names, engine, v, others)}.json"
+        if p.is_file():
+            out[v] = json.loads(p.read_text())
+        else:
+            todo.append(v)
+    # Download in this process (one progress line each), judge in parallel.
+    for e, v in others.items():
+        release_tree(e, v, say=say)
+    for v in todo:
+        release_tree(engine, v, say=say)
+    args = [(str(recipes_dir), names, engine, v, others) for v in todo]
+    if len(args) > 1 and jobs > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
+            done = list(pool.map(_worker, args))
+    else:
+        done = [_worker(a) for a in args]
+    for v, res in done:
+        out[v] = res
+        (cdir / f"{_cache_key(catalog, names, engine, v, others)}.json").write_text(json.dumps(res))
+    return {v: out[v] for v in versions}
+
+
+def bisect(evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: list[str]) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str]]]:
+    """Find each change of state between consecutive releases, evaluating O(log n) releases
+    per change.  Returns (the evaluated releases, [(recipe, from_version, to_version, old, new)])."""
+    seen: dict[str, list[dict]] = {}
+
+    def at(idxs: list[int]) -> None:
+        need = [versions[i] for i in idxs if versions[i] not in seen]
+        if need:
+            seen.update(evaluate_at(need))
+
+    def sig(i: int) -> tuple:
+        return tuple((r["id"], r["state"]) for r in seen[versions[i]])
+
+    changes = []
+    at([0, len(versions) - 1])
+    stack = [(0, len(versions) - 1)]
+    while stack:
+        lo, hi = stack.pop()
+        if sig(lo) == sig(hi):
+            continue  # assume no change in between (the bisect premise)
+        if hi - lo == 1:
+            a, b = dict(sig(lo)), dict(sig(hi))
+            changes += [(rid, versions[lo], versions[hi], a.get(rid, "-"), b.get(rid, "-")) for rid in a if a.get(rid) != b.get(rid)]
+            continue
+        mid = (lo + hi) // 2
+        at([mid])
+        stack += [(mid, hi), (lo, mid)]
+    changes.sort(key=lambda c: (c[0], Version(c[2])))
+    return seen, changes

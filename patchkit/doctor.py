@@ -338,7 +338,8 @@ def judge(facts: dict) -> list[Finding]:
 
     sha = facts.get("recipe_sha256", {})
     pins = facts.get("pins", {})
-    for engine, m in facts.get("engines", {}).items():
+    engines = facts.get("engines", {})
+    for engine, m in sorted(engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])):
         if not m.get("found"):
             add(WARN, engine, f"{engine}: not importable by {py['executable']}" + (f" ({m['error']})" if m.get("error") else ""))
             continue

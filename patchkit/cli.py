@@ -51,7 +51,7 @@ def target_options(f):
     )(f)
     f = click.option(
         "--python", metavar="PATH", expose_value=False, callback=_remember_python,
-        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); a system Python's site-packages is refused.",
+        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD is kept true, a system Python's site-packages is refused, and patchkit's journal stays in SITE/.patchkit (pip uninstall leaves it; delete it after).",
     )(f)
     f = click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")(f)
     return f
@@ -207,6 +207,8 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     writes NAME-VERSION+LABEL-....whl: dist-info, METADATA and RECORD updated, and
     .dist-info/patchkit.json naming the recipes and their sha256.  The same inputs
     give byte-identical wheels (fixed timestamps, or SOURCE_DATE_EPOCH).
+    Once installed, `status` reads its edits as upstream (patchkit did not write
+    them there) and `doctor` names the wheel and its recipes.
 
     \b
       patchkit wheel sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 -o dist/

@@ -341,7 +341,7 @@ def judge(facts: dict) -> list[Finding]:
     engines = facts.get("engines", {})
     for engine, m in sorted(engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])):
         if not m.get("found"):
-            add(WARN, engine, f"{engine}: not importable by {py['executable']}" + (f" ({m['error']})" if m.get("error") else ""))
+            add(WARN, engine, f"{engine}: not importable by {py['executable']}" + (f" ({m['error']})" if m.get("error") else "") + "; if another interpreter serves, run `patchkit doctor --python PATH`")
             continue
         loc = m.get("location", {})
         version = m.get("version") or loc.get("version")

@@ -215,6 +215,13 @@ def _location(engine: str, root: Path, recipes) -> dict:
     except PatchkitError as e:
         loc["error"] = str(e)
     norm = ENGINES[engine].dist.replace("-", "_")
+    if t.layout == "package":
+        from patchkit import record
+
+        for di in sorted(t.root.glob(f"{norm}-*.dist-info")):
+            if (di / "RECORD").is_file():
+                # .pyc rows are caches Python rewrites; only sources and data must match.
+                loc["record"] = {"dist_info": di.name, "problems": [p for p in record.verify(di) if not p.split(":", 1)[0].endswith(".pyc")][:20]}
     prov = sorted(t.root.glob(f"{norm}-*.dist-info/patchkit.json"))
     if prov:
         try:
@@ -361,6 +368,9 @@ def judge(facts: dict) -> list[Finding]:
             for r in wheel["recipes"]:
                 if r["id"] in sha and r.get("sha256") != sha[r["id"]]:
                     add(WARN, engine, f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 {r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it")
+        rec = loc.get("record") or {}
+        if rec.get("problems"):
+            add(WARN, engine, f"{engine}: {rec['dist_info']}/RECORD does not match the installed files ({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside pip and patchkit?")
         stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
         journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == "modified"}
         if stale and journal_says:

@@ -66,16 +66,17 @@ def _row_path(line: str) -> Optional[str]:
     return fields[0] if fields else None
 
 
-def owner(root: Path, rel: str) -> Optional[Path]:
+def owner(root: Path, rel: str, _cache: Optional[dict] = None) -> Optional[Path]:
     """The RECORD under ``root`` that lists ``rel`` (a posix path relative to root), if any."""
-    for rec in sorted(root.glob("*.dist-info/RECORD")):
-        try:
-            data = rec.read_bytes()
-        except OSError:
-            continue
-        if rel.encode() not in data:
-            continue
-        if any(p == rel for p, _, _ in parse(data)):
+    cache = {} if _cache is None else _cache
+    if not cache:
+        for rec in sorted(root.glob("*.dist-info/RECORD")):
+            try:
+                cache[rec] = rec.read_bytes()
+            except OSError:
+                continue
+    for rec, data in cache.items():
+        if rel.encode() in data and any(p == rel for p, _, _ in parse(data)):
             return rec
     return None
 
@@ -94,12 +95,13 @@ def updates(root: Path, changes: list[tuple[Path, bytes]]) -> list[tuple[Path, b
     """
     root = Path(root)
     by_record: dict[Path, dict[str, bytes]] = {}
+    records: dict[Path, bytes] = {}  # each RECORD of site-packages read once per call
     for path, new in changes:
         try:
             rel = Path(path).relative_to(root).as_posix()
         except ValueError:
             continue
-        rec = owner(root, rel)
+        rec = owner(root, rel, records)
         if rec is not None:
             by_record.setdefault(rec, {})[rel] = new
     out = []

@@ -133,6 +133,11 @@ def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated
     assert str(imported / "sglang" / "srt" / "server_args.py") in out
     code, out, err = run_cli("--workspace", str(ws), "doctor")
     assert "[ERROR ]" not in out
+    assert "RECORD does not match" not in out  # patchkit kept the RECORD true
+    with open(imported / "sglang" / "srt" / "utils" / "common.py", "a") as f:
+        f.write("# a hand edit\n")
+    code, out, err = run_cli("--workspace", str(ws), "doctor")
+    assert "[ WARN ] sglang: sglang-0.5.9.dist-info/RECORD does not match the installed files (sglang/srt/utils/common.py: hash or size differs from RECORD): edited outside pip and patchkit?" in out
     assert "[  --  ] sglang: carries autotune-cutlass (applied), max-running-requests (applied)" in out
 
 

@@ -146,6 +146,14 @@ def across(catalog: Catalog, recipes_dir: Path, names: tuple[str, ...], engine: 
     return {v: out[v] for v in versions}
 
 
+def cell(r: dict) -> str:
+    """A recipe's state for a matrix cell; ``pending+2up`` when some ops are upstream already."""
+    up = sum(1 for o in r["ops"] if o["state"] == "upstream")
+    if r["state"] != "upstream" and up:
+        return f"{r['state']}+{up}up"
+    return r["state"]
+
+
 def bisect(evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: list[str]) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str]]]:
     """Find each change of state between consecutive releases, evaluating O(log n) releases
     per change.  Returns (the evaluated releases, [(recipe, from_version, to_version, old, new)])."""
@@ -156,8 +164,8 @@ def bisect(evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: 
         if need:
             seen.update(evaluate_at(need))
 
-    def sig(i: int) -> tuple:
-        return tuple((r["id"], r["state"]) for r in seen[versions[i]])
+    def sig(i: int) -> dict:
+        return {r["id"]: cell(r) for r in seen[versions[i]]}
 
     changes = []
     at([0, len(versions) - 1])
@@ -167,7 +175,7 @@ def bisect(evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: 
         if sig(lo) == sig(hi):
             continue  # assume no change in between (the bisect premise)
         if hi - lo == 1:
-            a, b = dict(sig(lo)), dict(sig(hi))
+            a, b = sig(lo), sig(hi)
             changes += [(rid, versions[lo], versions[hi], a.get(rid, "-"), b.get(rid, "-")) for rid in a if a.get(rid) != b.get(rid)]
             continue
         mid = (lo + hi) // 2

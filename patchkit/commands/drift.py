@@ -92,9 +92,13 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
     for rid in ids:
         cells = []
         for v in shown:
-            st = next((r["state"] for r in matrix[v] if r["id"] == rid), "-")
-            cells.append(click.style(f"{ABBR.get(st, st):<{width}}", fg=COLORS.get(st)))
+            r = next((r for r in matrix[v] if r["id"] == rid), None)
+            st = D.cell(r) if r else "-"
+            base = st.split("+")[0]
+            cells.append(click.style(f"{ABBR.get(base, base) + st[len(base):]:<{width}}", fg=COLORS.get(base)))
         say(f"{rid:<24}" + " ".join(cells))
+    if any("+" in D.cell(r) for v in shown for r in matrix[v]):
+        say("(+Nup: N of the recipe's ops are already upstream in that release)")
     if changes is not None:
         say("")
         for rid, v0, v1, s0, s1 in changes:

@@ -1,0 +1,122 @@
+"""Upgrade preflight on real releases from the package index: exact states per recipe and op."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def drift_json(run_cli, *args):
+    code, out, err = run_cli("drift", *args, "--json")
+    assert out.strip().startswith("{"), err
+    return code, json.loads(out)
+
+
+def states(doc):
+    return {r["id"]: (r["state"], r["in_range"]) for r in doc["recipes"]}
+
+
+def ops(doc, rid):
+    return [(o["engine"], o["state"], o["location"]) for o in next(r for r in doc["recipes"] if r["id"] == rid)["ops"]]
+
+
+def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
+    code, doc = drift_json(run_cli, "--to", "sglang==0.5.13")
+    assert code == 0
+    assert states(doc) == {
+        "allreduce-fusion": ("pending", False),
+        "autotune-cutlass": ("upstream", False),
+        "max-running-requests": ("pending", False),
+        "moe-backend-sm120": ("upstream", False),
+    }
+    assert doc["retire"] == ["autotune-cutlass", "moe-backend-sm120"]
+    assert ops(doc, "autotune-cutlass") == [("sglang", "upstream", "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune")]
+    moe = next(r for r in doc["recipes"] if r["id"] == "moe-backend-sm120")["ops"][0]
+    assert moe["message"] == "upstream marker matched at sglang/srt/server_args.py:3351"
+    assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
+
+
+def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
+    """0.5.15 moved ModelRunner._should_run_flashinfer_autotune to a module function
+    should_run_flashinfer_autotune in runner/flashinfer_autotune.py, and the SM120 MoE arm
+    to arg_groups/overrides.py: both are found by content, and both are upstream there."""
+    code, doc = drift_json(run_cli, "--to", "sglang==0.5.15")
+    assert code == 0
+    assert states(doc) == {
+        "allreduce-fusion": ("pending", False),
+        "autotune-cutlass": ("upstream", False),
+        "max-running-requests": ("pending", False),
+        "moe-backend-sm120": ("upstream", False),
+    }
+    at = next(r for r in doc["recipes"] if r["id"] == "autotune-cutlass")["ops"][0]
+    assert at["location"] == "sglang/srt/model_executor/runner/flashinfer_autotune.py::should_run_flashinfer_autotune"
+    assert at["file"] == "sglang/srt/model_executor/model_runner.py"
+    assert at["message"] == "moved from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune"
+    moe = next(r for r in doc["recipes"] if r["id"] == "moe-backend-sm120")["ops"][0]
+    assert moe["message"].startswith("upstream marker matched at sglang/srt/arg_groups/overrides.py:")
+
+
+def test_sglang_0_5_20_drift_that_needs_work(run_cli):
+    """0.5.20 moved ServerArgs' fields into arg_groups and rewrote communicator.py's gates."""
+    code, doc = drift_json(run_cli, "--to", "sglang==0.5.20")
+    assert code == 1
+    assert states(doc) == {
+        "allreduce-fusion": ("missing", False),
+        "autotune-cutlass": ("upstream", False),
+        "max-running-requests": ("ambiguous", False),
+        "moe-backend-sm120": ("upstream", False),
+    }
+    mrr = next(r for r in doc["recipes"] if r["id"] == "max-running-requests")["ops"][0]
+    assert mrr["message"] == "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
+    ar = next(r for r in doc["recipes"] if r["id"] == "allreduce-fusion")["ops"]
+    assert [o["state"] for o in ar] == ["pending", "missing", "pending", "pending", "pending"]
+
+
+def test_flashinfer_0_6_17_has_the_flashinfer_half_upstream(run_cli):
+    code, doc = drift_json(run_cli, "allreduce-fusion", "--to", "flashinfer==0.6.17")
+    assert code == 0
+    assert states(doc) == {"allreduce-fusion": ("pending", False)}
+    assert [(e, s) for e, s, _ in ops(doc, "allreduce-fusion")] == [
+        ("sglang", "pending"), ("sglang", "pending"), ("sglang", "pending"), ("flashinfer", "upstream"), ("flashinfer", "upstream")]
+
+
+def test_status_on_a_pristine_newer_tree_answers_like_drift(run_cli, tree):
+    s, f = tree("sglang", "0.5.15"), tree("flashinfer", "0.6.3")
+    code, out, _ = run_cli("status", "-t", f"sglang={s}", "-t", f"flashinfer={f}", "--json")
+    st = json.loads(out)
+    _, dr = drift_json(run_cli, "--to", "sglang==0.5.15")
+    strip = lambda doc: [(r["id"], r["state"], [(o["state"], o["location"], o["message"]) for o in r["ops"]]) for r in doc["recipes"]]
+    assert strip(st) == strip(dr)
+
+
+def test_bisect_finds_where_states_change_with_few_evaluations(run_cli):
+    code, out, err = run_cli("drift", "--across", "sglang==0.5.11..0.5.15", "--bisect", "--json")
+    doc = json.loads(out)
+    assert doc["of"] == 7  # 0.5.11, 0.5.12, 0.5.12.post1, 0.5.13, 0.5.13.post1, 0.5.14, 0.5.15
+    assert doc["evaluated"] < doc["of"]
+    changes = {(c["recipe"], c["from"], c["to"], c["old"], c["new"]) for c in doc["changes"]}
+    assert ("autotune-cutlass", "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
+    assert ("moe-backend-sm120", "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
+
+
+def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
+    pins = tmp_path / "upstream_pins.toml"
+    shutil.copy(ROOT / "upstream_pins.toml", pins)
+    original = pins.read_text()
+    code, out, err = run_cli("--pins", str(pins), "--recipes", str(ROOT / "recipes"), "pin", "sglang", "0.5.12.post1")
+    assert code == 0, out + err
+    new = pins.read_text()
+    changed = [(a, b) for a, b in zip(original.splitlines(), new.splitlines()) if a != b]
+    assert len(original.splitlines()) == len(new.splitlines())
+    assert [a.split("=")[0].strip() for a, _ in changed] == ["version", "wheel", "sha256", "rev"]
+    assert 'version = "0.5.12.post1"' in new and 'rev = "v0.5.12.post1"                        # tag matching the release' in new
+    assert "# tag matching the release" in new  # comments survive
+    # A release where a recipe goes missing is refused, and the file is left alone.
+    code, out, err = run_cli("--pins", str(pins), "--recipes", str(ROOT / "recipes"), "pin", "sglang", "0.5.20")
+    assert code == 1
+    assert "pin not moved" in err
+    assert pins.read_text() == new

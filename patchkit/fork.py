@@ -37,7 +37,7 @@ from patchkit import model as M
 from patchkit.engine import Session, commit as write_plan, evaluate, plan_apply, results
 from patchkit.errors import PatchkitError, TargetError
 from patchkit.model import Recipe, RecipeResult
-from patchkit.target import ENGINES, Target, open_target
+from patchkit.target import ENGINES, open_target
 
 BRANCH_PREFIX = "patchkit/"
 TRAILER = "Patchkit-Recipe"
@@ -208,9 +208,10 @@ def _identity(repo: git.Repo, base: str) -> dict:
 class _Worktree:
     """A temporary detached worktree of ``repo`` at ``rev``, removed on exit.
 
-    Its index holds the whole tree of ``rev``, but only the files asked for are written to
-    disk (``materialize``): a real SGLang checkout has tens of thousands of files and a fork
-    build reads a handful.  Commits are written from the index, so they hold the whole tree.
+    Its index holds the whole tree of ``rev``, but only the paths asked for are written to
+    disk (``materialize``): the engine reads only its package directories, and an upstream
+    checkout also holds tests, docs, kernels and benchmarks.  Commits are written from the
+    index, so they hold the whole tree.
     """
 
     def __init__(self, repo: git.Repo, rev: str) -> None:
@@ -251,26 +252,11 @@ class _Worktree:
             pass
 
 
-def _needed(engine: str, recipes: list[Recipe]) -> list[str]:
-    """Repository paths a build reads when every op is found where its recipe says: the
-    files the ops edit, their upstream markers and defined_in files, and what tells the
-    layout and version apart."""
-    info = ENGINES[engine]
-    t = Target(engine=engine, root=Path("/"), layout="git", version=None)
-    pkg = info.layouts["git"][0][1]
-    paths = {info.git_marker, pkg + "__init__.py", "version.txt", *(pkg + v for v in ("_version.py", "version.py", "_build_meta.py"))}
-    for r in recipes:
-        for op in r.ops:
-            logical = [op.file, *(m.file for m in op.markers)]
-            if getattr(op.impl, "defined_in", None):
-                logical.append(op.impl.defined_in)
-            paths.update(t.relpath(lf) for lf in logical)
-    return sorted(paths)
-
-
-def _layout_dirs(engine: str) -> list[str]:
-    """Everything the engine may search when an op is not where its recipe says."""
-    return sorted({pp for _, pp in ENGINES[engine].layouts["git"]})
+def _visible(engine: str) -> list[str]:
+    """Every path the engine can read through a Target of the upstream layout: the package
+    directories (the engine searches them by content for moved sites and upstream
+    markers) and the root files that tell the version."""
+    return sorted({pp for _, pp in ENGINES[engine].layouts["git"]} | {"version.txt"})
 
 
 def _git_err(e: git.GitCommandError) -> str:
@@ -306,7 +292,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
     with _Worktree(repo, base) as tmp:
         wt = tmp.wt
         root = Path(wt.working_tree_dir)
-        tmp.materialize(_needed(engine, subs))
+        tmp.materialize(_visible(engine))
         try:
             target = open_target(engine, root)
             if target.layout != "git":
@@ -318,12 +304,6 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
         out = Build(engine=engine, base_rev=base_rev, base=base, head=base, version=target.version, elsewhere=[r.id for r in recipes if not r.ops_for(engine)])
         session = Session({engine: target})
         judged = evaluate(session, subs)
-        if any(ev.state not in (M.PENDING, M.UPSTREAM, M.APPLIED) for _, evs in judged for ev in evs):
-            # Not where the recipe says: the engine searches the whole package for it, so
-            # write the package out and judge again.
-            tmp.materialize(_layout_dirs(engine))
-            session = Session({engine: target})
-            judged = evaluate(session, subs)
         verdicts = results(session, judged)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
         for (r, evals), res in zip(judged, verdicts):

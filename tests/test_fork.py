@@ -70,6 +70,9 @@ def sglang_upstream(release_dir, tmp_path_factory) -> Path:
     for v in SGLANG_RELEASES:
         shutil.rmtree(repo / "python", ignore_errors=True)
         git_layout("sglang", release_dir("sglang", v), repo)
+        # Something outside the package, as a real checkout has (docs, tests, kernels):
+        # fork commits must carry it along untouched.
+        (repo / "README.md").write_text(f"SGLang {v}\n")
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", f"sglang {v}")
         git(repo, "tag", f"v{v}")
@@ -81,6 +84,7 @@ def sglang_upstream(release_dir, tmp_path_factory) -> Path:
 def flashinfer_upstream(release_dir, tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("upstream") / "flashinfer"
     git_layout("flashinfer", release_dir("flashinfer", "0.6.3"), repo)
+    (repo / "README.md").write_text("FlashInfer 0.6.3\n")
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "flashinfer 0.6.3")
@@ -135,6 +139,7 @@ def test_sync_makes_one_commit_per_recipe_on_the_pinned_tag(synced, recipes_dir)
     assert "its flashinfer ops #4, #5 belong in the flashinfer fork" in git(repo, "log", "-1", "--format=%b", carried[0])
     assert changed_files(repo, carried[1]) == {"python/sglang/srt/model_executor/model_runner.py"}
     assert changed_files(repo, carried[2]) == changed_files(repo, carried[3]) == {"python/sglang/srt/server_args.py"}
+    assert git(repo, "show", "patchkit/sm120:README.md") == "SGLang 0.5.9\n"
     # The user's checkout was not touched: still main, clean, and no worktree left behind.
     assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
     assert git(repo, "status", "--porcelain") == ""

@@ -104,8 +104,16 @@ def versions_between(engine: str, a: str, b: str) -> list[str]:
     return allv
 
 
+def _code_hash() -> str:
+    """patchkit's own source: a verdict cached by another build of patchkit is not reused."""
+    h = hashlib.sha256(__version__.encode())
+    for p in sorted(Path(__file__).parent.rglob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
 def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[str, str]) -> str:
-    h = hashlib.sha256(json.dumps([__version__, sorted((r.id, r.sha256) for r in catalog.select(names)), engine, version, sorted(others.items())]).encode())
+    h = hashlib.sha256(json.dumps([_code_hash(), sorted((r.id, r.sha256) for r in catalog.select(names)), engine, version, sorted(others.items())]).encode())
     return h.hexdigest()[:24]
 
 

@@ -25,7 +25,7 @@ from patchkit.journal import Journal, sha256
 from patchkit.model import OpResult, OpSpec, Recipe, RecipeResult, recipe_state
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located
 from patchkit.ops._cst import code as node_code
-from patchkit.ops._cst import blocks, contains_seq, node_tokens, tokens
+from patchkit.ops._cst import blocks, contains_seq, node_tokens, same_code, tokens
 from patchkit.ops.ensure_import import missing_definition
 from patchkit.target import Target
 
@@ -47,6 +47,7 @@ class SourceFile:
         self.is_python = logical.endswith(".py")
         self._module: Optional[cst.Module] = None
         self.current: Any = None  # str (text) or cst.Module (python) once edited
+        self._printed: Optional[tuple] = None  # (state, bytes): printing a module is costly
 
     @property
     def module(self) -> cst.Module:
@@ -65,8 +66,10 @@ class SourceFile:
 
     def new_bytes(self) -> bytes:
         cur = self.state()
-        out = cur.code if isinstance(cur, cst.Module) else cur
-        return out.encode("utf-8", errors="surrogateescape")
+        if self._printed is None or self._printed[0] is not cur:
+            out = cur.code if isinstance(cur, cst.Module) else cur
+            self._printed = (cur, out.encode("utf-8", errors="surrogateescape"))
+        return self._printed[1]
 
     def where(self, line: Optional[int] = None) -> str:
         return f"{display(self.path)}:{line}" if line else display(self.path)
@@ -140,9 +143,9 @@ def _locate_in(op: OpSpec, f: SourceFile, scope_name: str, state) -> Located:
     return op.impl.locate(chain[-1])
 
 
-def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
-    """Does upstream's own version of this edit stand anywhere?  The marker's file is
-    searched first, then (by content) every file of the engine that holds its words."""
+def _marker_hit(session: Session, op: OpSpec, anywhere: bool) -> Optional[str]:
+    """Does upstream's own version of this edit stand in the marker's file, or (with
+    ``anywhere``, for ops whose own site is gone) in any file of the engine holding its words?"""
     for m in op.markers:
         f = session.file(op.engine, m.file)
         if not f.is_python:
@@ -152,7 +155,8 @@ def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
         frags = [tokens(c) for c in m.contains]
         words = tuple(w for c in m.contains for w in relocate._words(c))
         files = [(m.file, f.path)] if f.exists else []
-        files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
+        if anywhere:
+            files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
         for logical, path in files:
             try:
                 data = path.read_bytes()
@@ -165,9 +169,14 @@ def _marker_hit(session: Session, op: OpSpec) -> Optional[str]:
     return None
 
 
+MARKER_SPAN = 60  # lines: a marker recognises one local piece of code, not a whole module
+
+
 def _marker_in(text: str, frags, words) -> Optional[int]:
     """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
-    (C speed) for statement boundaries; only statements holding all words are tokenized."""
+    (C speed) for statement boundaries; only statements holding all words are tokenized.
+    Defs, classes and statements longer than MARKER_SPAN lines do not count: fragments
+    scattered over a whole class are not upstream's version of an edit."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -177,7 +186,11 @@ def _marker_in(text: str, frags, words) -> Optional[int]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt) or node.end_lineno is None:
             continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
         span = node.end_lineno - node.lineno
+        if span > MARKER_SPAN:
+            continue
         if best is not None and span >= best[0]:
             continue
         seg = "".join(lines[node.lineno - 1 : node.end_lineno])
@@ -252,7 +265,7 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
         if ours and ev.state == M.MISSING:
             reason += " (patchkit had applied it)"
     if ev.state in (M.PENDING, M.MISSING, M.MOVED) and not ours and op.markers:
-        hit = _marker_hit(session, op)
+        hit = _marker_hit(session, op, anywhere=ev.state != M.PENDING)
         if hit:
             ev.state, reason = M.UPSTREAM, hit
     ev.message = reason
@@ -360,7 +373,7 @@ def _edit(ev: OpEval, forward: bool) -> Optional[str]:
         after = op.impl.locate(new_scope).state
         if after != (DONE if forward else PENDING):
             return f"after {'apply' if forward else 'revert'} the op reads {after}, so a second run would not be a no-op"
-        if node_code(undo(new_scope)) != node_code(scope):
+        if not same_code(undo(new_scope), scope):
             return "the edit does not round-trip byte for byte (is the recipe's upstream text exactly as upstream writes it?)"
         f.current = pyscope.splice(chain, new_scope)
     except (ValueError, LookupError, cst.CSTValidationError) as e:

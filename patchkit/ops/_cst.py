@@ -107,10 +107,61 @@ def blocks(scope: cst.CSTNode) -> Iterator[tuple[cst.CSTNode, tuple]]:
         stack.extend(n.children)
 
 
+def _stmts(node):
+    if isinstance(node, cst.Module):
+        return node.body
+    body = getattr(node, "body", None)
+    return body.body if isinstance(body, cst.IndentedBlock) else None
+
+
+def _with_stmts(node, stmts):
+    if isinstance(node, cst.Module):
+        return node.with_changes(body=stmts)
+    return node.with_changes(body=node.body.with_changes(body=stmts))
+
+
 def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+    """``scope`` with ``old`` replaced by ``new``.  Direct children of the scope's body are
+    swapped in place; only deeper nodes pay for libcst's whole-subtree deep_replace."""
     if old is scope:
         return new
+    if getattr(scope, "body", None) is old:
+        return scope.with_changes(body=new)
+    stmts = _stmts(scope)
+    if stmts is not None:
+        for i, s in enumerate(stmts):
+            if s is old:
+                return _with_stmts(scope, (*stmts[:i], new, *stmts[i + 1 :]))
+            if isinstance(s, cst.SimpleStatementLine) and any(small is old for small in s.body):
+                line = s.with_changes(body=[new if small is old else small for small in s.body])
+                return _with_stmts(scope, (*stmts[:i], line, *stmts[i + 1 :]))
+        # Descend only into the one statement that holds ``old``.
+        for i, s in enumerate(stmts):
+            if _holds(s, old):
+                return _with_stmts(scope, (*stmts[:i], s.deep_replace(old, new), *stmts[i + 1 :]))
     return scope.deep_replace(old, new)
+
+
+def _holds(node, target) -> bool:
+    return any(n is target for n in walk(node))
+
+
+def same_code(a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Would ``a`` and ``b`` print the same?  libcst shares unchanged subtrees, so only
+    the statements that are not the very same objects are printed and compared."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    sa, sb = _stmts(a), _stmts(b)
+    if sa is None or sb is None or len(sa) != len(sb):
+        return code(a) == code(b)
+    stub = (cst.SimpleStatementLine(body=[cst.Pass()]),)
+    if not isinstance(a, cst.Module) and code(_with_stmts(a, stub)) != code(_with_stmts(b, stub)):
+        return False
+    if isinstance(a, cst.Module) and (code(a.with_changes(body=())) != code(b.with_changes(body=()))):
+        return False
+    return all(same_code(x, y) for x, y in zip(sa, sb))
 
 
 # --- comma-separated sequences (list/tuple/set elements, import aliases) -----------------

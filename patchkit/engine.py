@@ -281,7 +281,7 @@ def _add_lines(evals: list[OpEval]) -> None:
         f = group[0].file
         if f.is_python and f.exists:
             nodes = [n for ev in group for n in ev.located.nodes]
-            lines = pyscope.line_numbers(f.module, nodes) if nodes else {}
+            lines = pyscope.line_numbers(f.module, nodes, f.text) if nodes else {}
             for ev in group:
                 ev.lines = tuple(sorted(lines[id(n)] for n in ev.located.nodes if id(n) in lines))
         else:

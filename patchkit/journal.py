@@ -33,13 +33,16 @@ class Journal:
             except (OSError, ValueError):
                 data = {}  # a corrupt journal loses provenance only, never a patch
         self.engines: dict = data.get("engines", {}) if data.get("format") == FORMAT else {}
+        self.wheels = _wheel_provenance(root)
 
     def _eng(self, engine: str) -> dict:
         return self.engines.setdefault(engine, {"applied": {}, "files": {}})
 
     # provenance ---------------------------------------------------------------------------
     def applied_ops(self, engine: str, recipe: str) -> set[int]:
-        return set(self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("ops", []))
+        """Ops patchkit wrote: by an apply here, or into the patched wheel installed here."""
+        mine = set(self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("ops", []))
+        return mine | self.wheels.get((engine, recipe), set())
 
     def recipe_sha(self, engine: str, recipe: str) -> str | None:
         return self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("sha256")
@@ -94,3 +97,16 @@ class Journal:
                 if b.name not in keep:
                     b.unlink()
         atomic_write(self.path, (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode())
+
+
+def _wheel_provenance(root: Path) -> dict[tuple[str, str], set[int]]:
+    """What `patchkit wheel` recorded in ``*.dist-info/patchkit.json`` of wheels installed here."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for p in root.glob("*.dist-info/patchkit.json"):
+        try:
+            doc = json.loads(p.read_text())
+            for r in doc.get("recipes", []):
+                out.setdefault((doc["engine"], r["id"]), set()).update(r.get("ops", []))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # provenance only; a damaged file never hides code
+    return out

@@ -87,10 +87,22 @@ class _LineState(CodegenState):
         return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
 
 
-def line_numbers(module: cst.Module, nodes) -> dict[int, int]:
+def line_numbers(module: cst.Module, nodes, source: str | None = None) -> dict[int, int]:
+    """Line where each node starts.  A node whose code occurs exactly once in ``source``
+    (the module's text) is found by a text search; the rest by one codegen pass."""
     nodes = [n for n in nodes if isinstance(n, cst.CSTNode)]
-    if not nodes:
-        return {}
-    state = _LineState({id(n) for n in nodes}, default_indent=module.default_indent, default_newline=module.default_newline)
-    module._codegen(state)
-    return state.lines
+    lines: dict[int, int] = {}
+    rest = []
+    for n in nodes:
+        text = module.code_for_node(n).strip() if source is not None and not isinstance(n, cst.Module) else ""
+        first = text.split("\n", 1)[0]
+        i = source.find(text) if text and len(first) >= 8 else -1
+        if i != -1 and source.find(text, i + 1) == -1:
+            lines[id(n)] = source.count("\n", 0, i) + 1
+        else:
+            rest.append(n)
+    if rest:
+        state = _LineState({id(n) for n in rest}, default_indent=module.default_indent, default_newline=module.default_newline)
+        module._codegen(state)
+        lines.update(state.lines)
+    return lines

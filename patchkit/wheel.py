@@ -282,6 +282,7 @@ def build_one(src: Source, recipes: list[Recipe], label: str, out_dir: Path, pin
         if not_done:
             raise WheelBlocked(src, [f"{r.id}: reads {r.state} after patching" for r in not_done])
         states = _states(plan.results)
+        written = {r.id: [o.index for o in r.ops if o.state == APPLIED] for r in plan.results}
         # Relabel: dist-info name, METADATA, file name.
         stem = old_di.name[: -len(".dist-info")].rsplit("-", 1)[0]
         new_di = tree / f"{stem}-{new_version}.dist-info"
@@ -295,7 +296,8 @@ def build_one(src: Source, recipes: list[Recipe], label: str, out_dir: Path, pin
             "engine": src.engine,
             "base": {"dist": info.dist, "version": src.version, "wheel": whl.name, "sha256": src_sha},
             "version": new_version,
-            "recipes": [{"id": r.id, "sha256": r.sha256, "ops": [op.index for op in r.ops], "state": states[r.id]} for r in mine],
+            # "ops": the ops patchkit wrote (not those the release already had); status reads this.
+            "recipes": [{"id": r.id, "sha256": r.sha256, "ops": written[r.id], "state": states[r.id]} for r in mine],
         }
         (new_di / "patchkit.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
         executables = {n.replace(f"{old_di.name}/", f"{new_di.name}/", 1) for n in executables}

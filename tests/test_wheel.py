@@ -143,7 +143,7 @@ def test_wheel_is_relabelled_hashed_and_names_its_recipes(sm120_wheels):
         assert ids == (list(SM120) if engine == "sglang" else ["allreduce-fusion"])
         for r in prov["recipes"]:
             assert r["sha256"] == catalog.recipes[r["id"]].sha256
-            assert r["state"] in ("applied", "upstream")  # upstream: the release already does it
+            assert r["state"] == "applied"  # 0.5.9/0.6.3 have none of it upstream
             want = [op.index for op in catalog.recipes[r["id"]].ops if op.engine == engine]
             assert r["ops"] == want  # each wheel carries only its own engine's ops
 
@@ -202,14 +202,13 @@ def test_installed_wheels_carry_the_recipes(sm120_wheels, tmp_path, run_cli):
     assert "Version: 0.5.9+sm120" in shown
     for di in ("sglang-0.5.9+sm120.dist-info", "flashinfer_python-0.6.3+sm120.dist-info"):
         assert verify_installed(site, site / di) == []
-    # The code as installed does what the recipes say.  The installed copy has no patchkit
-    # journal, so its ops read "upstream" (present, not written by patchkit here); the
-    # dist-info's patchkit.json says who put them there (doctor reports "wheel").
+    # The code as installed does what the recipes say, and the dist-info's patchkit.json
+    # says patchkit put it there, so every op reads "applied" (not "upstream").
     code, out, err = run_cli("status", "sm120", "-t", f"sglang={site}", "-t", f"flashinfer={site}", "--json")
     assert code == 0, out + err
     states = ops_states(json.loads(out))
     assert set(states) == set(SM120)
-    assert all(s <= {"applied", "upstream"} for s in states.values()), states
+    assert all(s == {"applied"} for s in states.values()), states
     # Same through the interpreter: --python finds the copies it imports.
     code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
     assert code == 0, out + err

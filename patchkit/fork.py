@@ -244,12 +244,14 @@ class _Worktree:
         try:
             self.repo.git.worktree("remove", "--force", str(self.path))
         except git.GitCommandError:
-            pass
+            # Never registered, or half-made: delete it, then let git forget it (prune only
+            # drops entries whose directory is gone).
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+            try:
+                self.repo.git.worktree("prune")
+            except git.GitCommandError:
+                pass
         shutil.rmtree(self.path.parent, ignore_errors=True)
-        try:
-            self.repo.git.worktree("prune")
-        except git.GitCommandError:
-            pass
 
 
 def _visible(engine: str) -> list[str]:

@@ -225,6 +225,7 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     (repo / "notes.txt").write_text("untracked\n")
     dirty = git(repo, "status", "--porcelain")
     old_head = git(repo, "rev-parse", "patchkit/sm120").strip()
+    others = [r for r in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines() if "patchkit/" not in r]
     common = ("--pins", str(pins), "--recipes", str(recipes_dir), "fork", "upgrade", "-t", f"sglang={repo}")
 
     code, out, err = run_cli(*common, "--to", "v0.5.12", "--json")
@@ -260,7 +261,8 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     assert 'version = "0.5.13"' in text and 'sha256 = ""' in text
     assert len(text.splitlines()) == len(pins_before.decode().splitlines())
     assert "[flashinfer]" in text and 'rev = "v0.6.3"' in text
-    # The user's checkout: same branch, same edits, same untracked file.
+    # The user's checkout: same branch, same edits, same untracked file; other refs as they were.
+    assert [r for r in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines() if "patchkit/" not in r] == others
     assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
     assert git(repo, "status", "--porcelain") == dirty
     assert sa.read_bytes().endswith(b"# my local experiment\n")

@@ -4,6 +4,17 @@ The work is done by patchkit.fork, which returns values; this module picks the r
 base and recipes, renders the values for people or as one JSON document, and returns the
 exit code: 0 the branch is in the asked-for state, 1 it is not (a recipe is missing or
 ambiguous, a commit is stale), 2 usage or target error (raised as PatchkitError).
+
+``--json`` documents (one per invocation):
+
+* sync / upgrade: ``{command, ok, engine, repo, branch, base: {rev, commit, version},
+  previous, previous_base, previous_recipes, head, changed, recipes: [{id, state, action,
+  commit, files, notes, ops}], other_engines, errors}`` (+ ``pin`` for upgrade), where
+  action is committed | dropped | blocked | not-built;
+* status: ``{command, ok, engine, repo, branches: [{branch, head, base, carried: [{commit,
+  recipe, sha256, current_sha256, stale, subject}], stale, up_to_date, expected_head,
+  expected, drift, problem}]}``;
+* export: ``{command, ok, engine, repo, branch, base, out, series, patches}``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,190 @@
+"""`make bench`: patchkit's speed against its baselines, measured in the same run.
+
+Each figure is the median of several runs, each run a fresh process (wall time via
+time.perf_counter around os.wait4, peak RSS from that child's rusage), taken right after
+its baseline so that both see the same machine.  Results go to BENCHMARKS.md.  No timing
+is ever asserted in the test suite; this script is where speed is looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from patchkit import drift  # noqa: E402
+
+PY = sys.executable
+PK = [PY, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), "--pins", str(ROOT / "upstream_pins.toml")]
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+SG_FILES = ["sglang/srt/model_executor/model_runner.py", "sglang/srt/layers/communicator.py", "sglang/srt/server_args.py"]
+FI_PY, FI_CUH = "flashinfer/jit/comm.py", "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"
+
+
+def measure(cmd: list[str], cwd: Path | None = None, setup=None, runs: int = RUNS) -> dict:
+    """Median and min wall seconds and max peak RSS (MiB) of ``cmd`` over ``runs`` fresh processes."""
+    walls, rss = [], []
+    for _ in range(runs):
+        if setup:
+            setup()
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(p.pid, 0)
+        walls.append(time.perf_counter() - t)
+        rss.append(usage.ru_maxrss / 1024)
+        if os.waitstatus_to_exitcode(status) not in (0, 1):
+            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}")
+    return {"median": statistics.median(walls), "min": min(walls), "rss": max(rss), "runs": runs}
+
+
+def fresh_pair(base: Path) -> tuple[Path, Path]:
+    sg, fi = drift.release_tree("sglang", "0.5.9"), drift.release_tree("flashinfer", "0.6.3")
+    for d in ("sg", "fi"):
+        shutil.rmtree(base / d, ignore_errors=True)
+    shutil.copytree(sg, base / "sg", symlinks=True, ignore=shutil.ignore_patterns(".patchkit"))
+    shutil.copytree(fi, base / "fi", symlinks=True, ignore=shutil.ignore_patterns(".patchkit"))
+    return base / "sg", base / "fi"
+
+
+SED = r"""
+set -e
+cd "$1"
+sed -i 's|            # "flashinfer_cutlass",|            "flashinfer_cutlass",|' sglang/srt/model_executor/model_runner.py
+sed -i 's|^    is_sm100_supported,$|    is_sm100_supported,\n    is_sm120_supported,|' sglang/srt/layers/communicator.py
+sed -i '/^_is_sm100_supported = _is_cuda and is_sm100_supported()$/a _is_sm120_supported = _is_cuda and is_sm120_supported()' sglang/srt/layers/communicator.py
+sed -i 's|(_is_sm90_supported or _is_sm100_supported)|(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)|' sglang/srt/layers/communicator.py
+sed -i 's|    max_running_requests: Optional\[int\] = None|    max_running_requests: Optional[int] = 1024|' sglang/srt/server_args.py
+sed -i '0,/^        if self.moe_runner_backend == "flashinfer_cutlass":$/s//        if (\n            self.moe_runner_backend == "auto"\n            and self.quantization == "modelopt_fp4"\n            and is_sm120_supported()\n        ):\n            self.moe_runner_backend = "flashinfer_cutlass"\n\n        if self.moe_runner_backend == "flashinfer_cutlass":/' sglang/srt/server_args.py
+cd "$2"
+sed -i 's|supported_major_versions=\[9, 10\]|supported_major_versions=[9, 10, 12]|' flashinfer/jit/comm.py
+sed -i 's| \&\& (__CUDA_ARCH__ < 1200))|)|' flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh
+"""
+
+
+def bench_apply(work: Path) -> dict:
+    out = {}
+    sg, fi = fresh_pair(work)
+    floor_code = (
+        "import libcst\n"
+        + "".join(f"libcst.parse_module(open({str(sg / f)!r}).read())\n" for f in SG_FILES)
+        + f"libcst.parse_module(open({str(fi / FI_PY)!r}).read())\nopen({str(fi / FI_CUH)!r}).read()\n"
+    )
+    # The equivalent diff, for git apply.
+    d = subprocess.run([*PK, "diff", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True, text=True, check=True).stdout
+    parts = d.split("# flashinfer: ")[0], "# flashinfer: " + d.split("# flashinfer: ")[1] if "# flashinfer: " in d else ""
+    (work / "sg.diff").write_text(parts[0] if parts[0].startswith("# sglang") else parts[1])
+    (work / "fi.diff").write_text(parts[1] if parts[0].startswith("# sglang") else parts[0])
+    (work / "sed.sh").write_text(SED)
+    setup = lambda: fresh_pair(work)
+    out["apply"] = measure([*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], setup=setup)
+    out["floor"] = measure([PY, "-c", floor_code])
+    out["git apply"] = measure(["bash", "-c", f"cd {sg} && git apply -p1 {work / 'sg.diff'} && cd {fi} && git apply -p1 {work / 'fi.diff'}"], setup=setup)
+    out["sed"] = measure(["bash", str(work / "sed.sh"), str(sg), str(fi)], setup=setup)
+    # status on an applied, unchanged tree vs an interpreter that imports click.
+    fresh_pair(work)
+    subprocess.run([*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True, check=True)
+    out["status"] = measure([*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"])
+    out["click"] = measure([PY, "-c", "import click"])
+    return out
+
+
+def bench_relocate(work: Path) -> dict:
+    out = {}
+    tree = drift.release_tree("sglang", "0.5.23")
+    n_py = sum(1 for _ in (tree / "sglang").rglob("*.py"))
+    code = (
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from patchkit.project import Project\nfrom patchkit.engine import Session\nfrom patchkit.target import open_target\nfrom patchkit import relocate\n"
+        f"cat = Project.locate(pins={str(ROOT / 'upstream_pins.toml')!r}).catalog()\n"
+        "op = cat.recipes['autotune-cutlass'].ops[0]\n"
+        f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}})\n"
+        "t = time.perf_counter(); hits = relocate.search(s, op, skip=op.file); dt = time.perf_counter() - t\n"
+        "print(dt, [(h[0], h[1], h[2].state) for h in hits])\n"
+    )
+    times, found = [], None
+    for _ in range(RUNS):
+        r = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True)
+        dt, found = r.stdout.split(" ", 1)
+        times.append(float(dt))
+    out["relocate (in process)"] = {"median": statistics.median(times), "min": min(times), "rss": None, "runs": RUNS, "found": found.strip()}
+    out["drift autotune-cutlass --to <0.5.23 tree>"] = measure([*PK, "drift", "autotune-cutlass", "--to", f"sglang={tree}"])
+    sg = shutil.which("ast-grep") or shutil.which("sg", path=str(Path(PY).parent))
+    agrep = Path(PY).parent / "ast-grep"
+    if agrep.exists():
+        out["ast-grep scan"] = measure([str(agrep), "run", "--lang", "python", "--pattern", '[$$$A, "flashinfer_trtllm", $$$B]', str(tree / "sglang")])
+    out["_files"] = n_py
+    return out
+
+
+def bench_drift() -> dict:
+    out = {}
+    versions = drift.versions_between("sglang", "0.5.9", "0.5.23")
+    for v in versions:
+        drift.release_tree("sglang", v)
+    cache = drift.fetch.cache_dir() / "drift"
+    shutil.rmtree(cache, ignore_errors=True)
+    out["drift --across (trees cached, verdicts cold)"] = measure([*PK, "drift", "--across", "sglang==0.5.9..0.5.23"], runs=1)
+    out["drift --across (fully warm)"] = measure([*PK, "drift", "--across", "sglang==0.5.9..0.5.23"])
+    out["_versions"] = len(versions)
+    return out
+
+
+def fmt(x: dict | None) -> str:
+    return "n/a" if x is None else f"{x['median']:.3f} s (min {x['min']:.3f}, n={x['runs']})"
+
+
+def main() -> None:
+    subprocess.run([PY, "-m", "pip", "install", "-q", "--disable-pip-version-check", "ast-grep-cli"], check=False)
+    work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
+    try:
+        a = bench_apply(work)
+        r = bench_relocate(work)
+        d = bench_drift()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = lambda x, y: f"{x['median'] / y['median']:.2f}x"
+    rss = lambda x: "" if x.get("rss") is None else f"{x['rss']:.0f} MiB"
+    rows = [
+        ("apply sm120 (pinned trees)", fmt(a["apply"]), rss(a["apply"]), f"{ratio(a['apply'], a['floor'])} the libcst parse floor", "<= 1.3x floor"),
+        ("  floor: import libcst + parse the 4 touched .py + read the .cuh", fmt(a["floor"]), rss(a["floor"]), "", ""),
+        ("  git apply of the equivalent diff", fmt(a["git apply"]), rss(a["git apply"]), f"apply is {ratio(a['apply'], a['git apply'])} git apply", "perspective"),
+        ("  sed -i, the equivalent commands", fmt(a["sed"]), rss(a["sed"]), f"apply is {ratio(a['apply'], a['sed'])} sed", "perspective"),
+        ("status sm120 (applied, unchanged)", fmt(a["status"]), rss(a["status"]), f"{ratio(a['status'], a['click'])} bare `python -c 'import click'`", "<= 1.5x"),
+        ("  python -c 'import click'", fmt(a["click"]), rss(a["click"]), "", ""),
+        (f"relocate an anchor, SGLang 0.5.23 ({r['_files']} .py files), in process", fmt(r["relocate (in process)"]), "", "", "< 0.5 s"),
+        ("  same, whole `drift` CLI process", fmt(r["drift autotune-cutlass --to <0.5.23 tree>"]), rss(r["drift autotune-cutlass --to <0.5.23 tree>"]), "", ""),
+        ("  ast-grep whole-tree scan, same pattern", fmt(r.get("ast-grep scan")), rss(r["ast-grep scan"]) if r.get("ast-grep scan") else "", f"relocation is {r['ast-grep scan']['median'] / r['relocate (in process)']['median']:.1f}x faster" if r.get("ast-grep scan") else "", ">= 10x faster"),
+        (f"drift --across sglang==0.5.9..0.5.23 ({d['_versions']} releases), verdicts cold", fmt(d["drift --across (trees cached, verdicts cold)"]), rss(d["drift --across (trees cached, verdicts cold)"]), "", "< 20 s (warm)"),
+        ("  same, fully warm (verdict cache)", fmt(d["drift --across (fully warm)"]), rss(d["drift --across (fully warm)"]), "", "< 20 s"),
+    ]
+    md = [
+        "# Benchmarks",
+        "",
+        f"Produced by `make bench` (bench/run.py) on {time.strftime('%Y-%m-%d')}: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
+        "Each figure is the median of fresh processes, measured in the same run as its baseline. Peak RSS is the child's max resident set.",
+        "",
+        "| what | time | peak RSS | ratio | target |",
+        "|---|---|---|---|---|",
+        *[f"| {a_} | {b} | {c} | {d_} | {e} |" for a_, b, c, d_, e in rows],
+        "",
+        f"Relocation found: `{r['relocate (in process)']['found']}`",
+        "",
+    ]
+    (ROOT / "BENCHMARKS.md").write_text("\n".join(md))
+    print("\n".join(md))
+    print(json.dumps({"apply": a, "relocate": r, "drift": d}, default=str, indent=1), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,8 @@ import ast
 import io
 import keyword
 import os
+import shutil
+import subprocess
 import tokenize
 from functools import lru_cache
 from pathlib import Path
@@ -71,6 +73,26 @@ def tree_files(target: Target, suffix: str) -> list[tuple[str, Path]]:
     return out
 
 
+def candidates(target: Target, suffix: str, words: tuple[bytes, ...]) -> list[tuple[str, Path]]:
+    """Files that may hold a site: with words, those ``grep -F`` finds the first word in
+    (C speed over thousands of files); the caller checks the other words."""
+    files = tree_files(target, suffix)
+    grep = shutil.which("grep")
+    if not words or not grep:
+        return files
+    bases = sorted({str(p.parent) for _, p in files})
+    if not bases:
+        return []
+    try:
+        proc = subprocess.run([grep, "-rlF", f"--include=*{suffix}", "-e", words[0].decode(), "--", str(target.root)], capture_output=True)
+    except OSError:
+        return files
+    if proc.returncode not in (0, 1):
+        return files
+    found = {os.fsdecode(line) for line in proc.stdout.splitlines()}
+    return [(lf, p) for lf, p in files if str(p) in found]
+
+
 def _nested(target: Target) -> list[tuple[str, str]]:
     """Other path prefixes nested under the first one (flashinfer/data/include in a wheel)."""
     lay = ENGINES[target.engine].layouts[target.layout]
@@ -85,7 +107,7 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
     suffix = ".py" if op.impl.language == "python" else os.path.splitext(op.file)[1]
     words = needles(op)
     hits = []
-    for logical, path in tree_files(target, suffix):
+    for logical, path in candidates(target, suffix, words):
         if logical == skip:
             continue
         try:

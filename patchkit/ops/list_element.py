@@ -13,6 +13,8 @@ comment comes back byte for byte.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
@@ -90,10 +92,29 @@ class ListElement(Op):
             raise OpParamError("params.comment", f"must be a comment line starting with '#': {comment!r}")
         self.comment = comment
         self.after = tokens(params["after"]) if "after" in params else None
-        self._literals = tuple(s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", "")) if s)
+        # Words every file holding the site contains, applied or not: with a comment, the
+        # element's words are there in both states.
+        both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
+        self._literals = tuple(s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", ""), *both) if s)
+        self._contains_src = tuple(locator.get("contains", ()))
 
     def literals(self) -> tuple[str, ...]:
         return self._literals
+
+    def prefilter(self, text: str) -> bool:
+        """With ``contains``: some literal collection in the file (read with ``ast``, which is
+        far cheaper than libcst) holds every element named."""
+        if self.form != "contains":
+            return True
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return True  # let the real parser say so
+        want = {ast.unparse(ast.parse(c, mode="eval").body) for c in self._contains_src}
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and want <= {ast.unparse(e) for e in n.elts}:
+                return True
+        return False
 
     # -- locate ------------------------------------------------------------------------
     def _candidates(self, scope) -> list:

@@ -82,6 +82,7 @@ class Session:
         self.targets = targets
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], SourceFile] = {}
+        self.searched_tree = False  # a verdict that looked beyond the files read is not cacheable
 
     def target(self, engine: str, recipe: Recipe) -> Target:
         if engine not in self.targets:
@@ -156,6 +157,7 @@ def _marker_hit(session: Session, op: OpSpec, anywhere: bool) -> Optional[str]:
         words = tuple(w for c in m.contains for w in relocate._words(c))
         files = [(m.file, f.path)] if f.exists else []
         if anywhere:
+            session.searched_tree = True
             files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
         for logical, path in files:
             try:
@@ -217,6 +219,7 @@ def _relocate(session: Session, op: OpSpec, named: SourceFile) -> tuple[str, Opt
     if named.exists:
         hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named, skip_scope=op.scope)]
     if not hits:
+        session.searched_tree = True
         hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)]
     if len(hits) > 1 and op.scope:
         same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]

@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from patchkit.errors import FetchError
+from patchkit.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
 
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("PATCHKIT_CACHE", Path.home() / ".cache" / "patchkit"))
 
 
 def file_sha256(path: Path) -> str:

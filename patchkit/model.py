@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from packaging.specifiers import SpecifierSet
+if TYPE_CHECKING:  # packaging is imported where ranges are parsed (recipe.py), not at start-up
+    from packaging.specifiers import SpecifierSet
 
 # Op and recipe states, as they appear in `status --json`.
 APPLIED = "applied"  # post-condition holds and patchkit wrote it

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from patchkit import pins as pins_mod
 from patchkit.errors import PatchkitError
-from patchkit.recipe import Catalog
+
+PINS_FILE = "upstream_pins.toml"
 from patchkit.target import ENGINES, Target, open_target, parse_target_arg
 
 
@@ -20,10 +20,10 @@ def find_pins(start: Optional[Path] = None) -> Optional[Path]:
         return Path(env)
     d = (start or Path.cwd()).resolve()
     for p in (d, *d.parents):
-        if (p / pins_mod.PINS_FILE).is_file():
-            return p / pins_mod.PINS_FILE
+        if (p / PINS_FILE).is_file():
+            return p / PINS_FILE
     # An editable install run from elsewhere: the checkout holding this package.
-    here = Path(__file__).resolve().parents[1] / pins_mod.PINS_FILE
+    here = Path(__file__).resolve().parents[1] / PINS_FILE
     return here if here.is_file() else None
 
 
@@ -43,12 +43,16 @@ class Project:
             workspace=Path(workspace) if workspace else base / ".patchkit",
         )
 
-    def catalog(self) -> Catalog:
+    def catalog(self):
+        from patchkit.recipe import Catalog  # validating recipes needs libcst; load it only then
+
         return Catalog.load(self.recipes_dir)
 
     def pins(self) -> dict:
         if self.pins_path is None:
             raise PatchkitError("upstream_pins.toml not found here or above", "run inside the patchkit project, or pass --pins FILE")
+        from patchkit import pins as pins_mod
+
         return pins_mod.load(self.pins_path)
 
     def tree(self, engine: str) -> Path:

@@ -175,3 +175,23 @@ def test_recipe_needing_an_absent_engine(tree, run_cli):
     code, out, err = run_cli("status", "allreduce-fusion", "-t", f"sglang={s}")
     assert code == 2
     assert err.strip() == "patchkit: error: recipe allreduce-fusion edits flashinfer, but there is no flashinfer target (hint: pass --target flashinfer=PATH, or run `patchkit sync` to use the pinned workspace)"
+
+
+def test_status_verdict_cache_never_changes_the_answer(pair, run_cli):
+    from patchkit import verdicts
+    from patchkit.project import Project
+
+    s, f, t = pair
+    run_cli("apply", "sm120", *t)
+    cold = run_cli("status", "sm120", *t, "--json")
+    targets = Project.locate().targets(tuple(t[1::2]), set())
+    k = verdicts.key(Project.locate().recipes_dir, ("sm120",), targets)
+    assert verdicts.load(k, targets) is not None, "an unchanged tree's verdict is cached"
+    assert run_cli("status", "sm120", *t, "--json") == cold
+    # Any byte of a file it read changes the key's inputs: the verdict is recomputed.
+    sa = s / FILES["sglang"][2]
+    sa.write_text(sa.read_text().replace("max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"))
+    assert verdicts.load(k, targets) is None
+    code, out, _ = run_cli("status", "sm120", *t, "--json")
+    assert code == 1
+    assert {r["id"]: r["state"] for r in json.loads(out)["recipes"]}["max-running-requests"] == "modified"

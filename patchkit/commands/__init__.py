@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 
 import click
 
-from patchkit.engine import Session
-from patchkit.model import Recipe
 from patchkit.project import Project
 
 OK, NOT_THERE, USAGE = 0, 1, 2
@@ -24,8 +22,11 @@ class Options:
     project: Project = field(default_factory=Project.locate)
 
 
-def open_session(opts: Options) -> tuple[list[Recipe], Session]:
-    """Recipes validated first (a bad recipe fails before any target is read), then targets."""
+def open_session(opts: Options):
+    """(recipes, Session): recipes validated first (a bad recipe fails before any target
+    is read), then targets.  The engine (and libcst) is imported here, not at start-up."""
+    from patchkit.engine import Session
+
     catalog = opts.project.catalog()
     recipes = catalog.select(opts.names)
     needed = {e for r in recipes for e in r.engines}

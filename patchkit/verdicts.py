@@ -1,0 +1,101 @@
+"""Verdict cache: `status` on an unchanged tree without importing libcst or parsing a file.
+
+A verdict is reused only when every input that produced it is byte-identical: patchkit's
+own code, every recipe file, the targets (root, layout, version), each file the evaluation
+read (by sha256), and the provenance it used (journal, installed wheels' patchkit.json).
+Evaluations that searched the whole tree (relocation, an upstream marker found elsewhere)
+depend on files nobody listed, so they are never cached.  The cache can only make `status`
+faster, never different; deleting it (~/.cache/patchkit/verdicts) changes nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from patchkit.model import OpResult, RecipeResult
+
+_CODE: Optional[str] = None
+
+
+def _sha(path: Path) -> Optional[str]:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def code_hash() -> str:
+    global _CODE
+    if _CODE is None:
+        h = hashlib.sha256()
+        for p in sorted(Path(__file__).parent.rglob("*.py")):
+            h.update(p.name.encode() + p.read_bytes())
+        _CODE = h.hexdigest()
+    return _CODE
+
+
+def _dir() -> Path:
+    from patchkit.paths import cache_dir
+
+    return cache_dir() / "verdicts"
+
+
+def key(recipes_dir: Path, names: tuple[str, ...], targets: dict) -> str:
+    h = hashlib.sha256(code_hash().encode())
+    h.update(json.dumps(sorted(names)).encode())
+    for p in sorted(recipes_dir.glob("*.toml")):
+        h.update(p.name.encode() + (_sha(p) or "").encode())
+    for engine, t in sorted(targets.items()):
+        h.update(f"{engine}|{t.root}|{t.layout}|{t.version}".encode())
+    return h.hexdigest()
+
+
+def _provenance(targets: dict) -> dict[str, Optional[str]]:
+    files = {}
+    for root in sorted({t.root for t in targets.values()}):
+        files[str(root / ".patchkit" / "journal.json")] = _sha(root / ".patchkit" / "journal.json")
+        for p in sorted(root.glob("*.dist-info/patchkit.json")):
+            files[str(p)] = _sha(p)
+        files[f"{root}/*.dist-info/patchkit.json"] = ",".join(sorted(str(p) for p in root.glob("*.dist-info/patchkit.json")))
+    return files
+
+
+def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
+    p = _dir() / f"{k}.json"
+    try:
+        entry = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    if entry.get("provenance") != _provenance(targets):
+        return None
+    for path, sha in entry["files"].items():
+        if _sha(Path(path)) != sha:
+            return None
+    return [_recipe(r) for r in entry["results"]]
+
+
+def save(k: str, session, res: list[RecipeResult]) -> None:
+    if session.searched_tree:
+        return
+    entry = {
+        "files": {str(f.path): (hashlib.sha256(f.original).hexdigest() if f.exists else None) for f in session.files.values()},
+        "provenance": _provenance(session.targets),
+        "results": [r.to_json() for r in res],
+    }
+    d = _dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{k}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, d / f"{k}.json")
+    except OSError:
+        pass  # a cache that cannot be written only costs speed
+
+
+def _recipe(d: dict) -> RecipeResult:
+    ops = tuple(OpResult(recipe=d["id"], index=o["index"], kind=o["kind"], engine=o["engine"], file=o["file"], state=o["state"], line=o["line"], location=o["location"], message=o["message"]) for o in d["ops"])
+    return RecipeResult(id=d["id"], state=d["state"], in_range=d["in_range"], ops=ops, message=d["message"], versions=d["versions"])

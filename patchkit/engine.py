@@ -9,6 +9,7 @@ second apply changes nothing, revert restores the bytes, the file still parses),
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -184,6 +185,8 @@ def _marker_in(text: str, frags, words) -> Optional[int]:
     except SyntaxError:
         return None
     lines = text.splitlines(keepends=True)
+    first = words[0].decode() if words else ""
+    hot = [i for i, ln in enumerate(lines, 1) if first in ln]  # a statement must hold a line with the first word
     best = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt) or node.end_lineno is None:
@@ -192,6 +195,9 @@ def _marker_in(text: str, frags, words) -> Optional[int]:
             continue
         span = node.end_lineno - node.lineno
         if span > MARKER_SPAN:
+            continue
+        k = bisect.bisect_left(hot, node.lineno)
+        if k == len(hot) or hot[k] > node.end_lineno:
             continue
         if best is not None and span >= best[0]:
             continue

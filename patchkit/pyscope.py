@@ -3,6 +3,7 @@ back, list every scope (for relocation), and find line numbers cheaply."""
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -87,18 +88,26 @@ class _LineState(CodegenState):
         return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
 
 
+_GAP = r"(?:\s|\\\n|#[^\n]*)*"  # whitespace, line continuations and comments between tokens
+
+
 def line_numbers(module: cst.Module, nodes, source: str | None = None) -> dict[int, int]:
-    """Line where each node starts.  A node whose code occurs exactly once in ``source``
-    (the module's text) is found by a text search; the rest by one codegen pass."""
+    """Line where each node starts.  A node whose leading tokens occur exactly once in
+    ``source`` (the module's text, any layout or comments between them) is found by a
+    regex search; the rest by one codegen pass over the module."""
+    from patchkit.ops._cst import node_tokens
+
     nodes = [n for n in nodes if isinstance(n, cst.CSTNode)]
     lines: dict[int, int] = {}
     rest = []
     for n in nodes:
-        text = module.code_for_node(n).strip() if source is not None and not isinstance(n, cst.Module) else ""
-        first = text.split("\n", 1)[0]
-        i = source.find(text) if text and len(first) >= 8 else -1
-        if i != -1 and source.find(text, i + 1) == -1:
-            lines[id(n)] = source.count("\n", 0, i) + 1
+        toks = node_tokens(n)[:16] if source is not None and not isinstance(n, cst.Module) else ()
+        hits = []
+        if len(toks) >= 3:
+            rx = re.compile(_GAP.join(re.escape(t) for t in toks))
+            hits = [m.start() for m in rx.finditer(source)][:2]
+        if len(hits) == 1:
+            lines[id(n)] = source.count("\n", 0, hits[0]) + 1
         else:
             rest.append(n)
     if rest:

@@ -35,8 +35,20 @@ def tokens(src: str) -> tuple[str, ...]:
         return tuple(src.split())
 
 
+_NODE_TOKENS: dict[int, tuple] = {}
+
+
 def node_tokens(node: cst.CSTNode) -> tuple[str, ...]:
-    return tokens(code(node))
+    """tokens(code(node)), remembered per node: libcst trees are immutable and an edit
+    shares every untouched subtree, so a statement is printed once per invocation."""
+    hit = _NODE_TOKENS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if len(_NODE_TOKENS) > 200_000:
+        _NODE_TOKENS.clear()
+    toks = tokens(code(node))
+    _NODE_TOKENS[id(node)] = (node, toks)  # holding the node keeps its id from being reused
+    return toks
 
 
 def token_regex(seq: Sequence[str]):

@@ -226,7 +226,10 @@ def _relocate(session: Session, op: OpSpec, named: SourceFile) -> tuple[str, Opt
         hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named, skip_scope=op.scope)]
     if not hits:
         session.searched_tree = True
-        hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)]
+        try:
+            hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)]
+        except relocate.TooCommon as e:
+            return "", None, "", Located(MISSING, reason=f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went")
     if len(hits) > 1 and op.scope:
         same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]
         if len(same_name) == 1:
@@ -255,6 +258,8 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
             ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, f"moved from {old}")
         elif found == M.AMBIGUOUS:
             ev.located = mloc
+        elif mloc.reason:
+            ev.located = Located(MISSING, ev.located.nodes, f"{ev.located.reason}; {mloc.reason}")
     if ev.located.state == PENDING and getattr(op.impl, "defined_in", None):
         other = session.file(op.engine, op.impl.defined_in)
         bad = missing_definition(op.impl, other.text if other.exists else None)

@@ -100,13 +100,27 @@ def _nested(target: Target) -> list[tuple[str, str]]:
     return [(lp, pp[len(first):]) for lp, pp in lay[1:] if pp.startswith(first)]
 
 
+MAX_CANDIDATES = 64  # more files than this hold the anchor's words: it is not distinctive
+
+
+class TooCommon(Exception):
+    """The anchor's words are in too many files to say where the site went."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.n = n
+
+
 def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
     """(logical file, scope, Located) for every scope in the engine's tree where the op's
     site is found (DONE or PENDING), innermost scope per site, skipping file ``skip``."""
+    if not op.impl.RELOCATABLE:
+        return []
     target = session.targets[op.engine]
     suffix = ".py" if op.impl.language == "python" else os.path.splitext(op.file)[1]
     words = needles(op)
     hits = []
+    chosen = []
     for logical, path in candidates(target, suffix, words):
         if logical == skip:
             continue
@@ -114,8 +128,11 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
             data = path.read_bytes()
         except OSError:
             continue
-        if not all(w in data for w in words) or not op.impl.prefilter(data.decode("utf-8", "replace")):
-            continue
+        if all(w in data for w in words) and op.impl.prefilter(data.decode("utf-8", "replace")):
+            chosen.append(logical)
+    if len(chosen) > MAX_CANDIDATES:
+        raise TooCommon(len(chosen))
+    for logical in chosen:
         try:
             hits += [(logical, name, loc) for name, loc in scan_file(op, session.file(op.engine, logical))]
         except Exception:  # a candidate that does not parse is not a site

@@ -48,6 +48,7 @@ class Op:
     PARAMS: ClassVar[dict[str, str]] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = ()  # required keys, as "locator.x" / "params.y"
     SCOPED: ClassVar[bool] = True  # False: scope must be module level
+    RELOCATABLE: ClassVar[bool] = True  # False: the edit only means something in its own file
 
     def locate(self, scope: Any) -> Located:  # pragma: no cover - interface
         raise NotImplementedError

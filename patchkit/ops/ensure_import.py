@@ -48,6 +48,7 @@ class EnsureImport(Op):
     PARAMS = {"name": "str", "after": "str", "defined_in": "str"}
     REQUIRED = ("locator.module", "params.name")
     SCOPED = False
+    RELOCATABLE = False  # importing a name into some other module is not the same edit
 
     def __init__(self, locator: dict, params: dict) -> None:
         self.module = locator["module"]

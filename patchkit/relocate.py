@@ -73,24 +73,44 @@ def tree_files(target: Target, suffix: str) -> list[tuple[str, Path]]:
     return out
 
 
+def logical_of(target: Target, path: Path) -> str | None:
+    """The logical name of a file inside the target, or None (outside any package prefix,
+    or in patchkit's own state)."""
+    try:
+        rel = path.relative_to(target.root).as_posix()
+    except ValueError:
+        return None
+    if any(part.startswith(".") for part in rel.split("/")):
+        return None
+    for lp, pp in sorted(ENGINES[target.engine].layouts[target.layout], key=lambda x: -len(x[1])):
+        if rel.startswith(pp):
+            return lp + rel[len(pp):]
+    return None
+
+
 def candidates(target: Target, suffix: str, words: tuple[bytes, ...]) -> list[tuple[str, Path]]:
     """Files that may hold a site: with words, those ``grep -F`` finds the first word in
-    (C speed over thousands of files); the caller checks the other words."""
-    files = tree_files(target, suffix)
+    (C speed over thousands of files, and no Python walk of the tree); the caller checks
+    the other words."""
     grep = shutil.which("grep")
     if not words or not grep:
-        return files
-    bases = sorted({str(p.parent) for _, p in files})
-    if not bases:
+        return tree_files(target, suffix)
+    roots = sorted({str(target.root / pp) for _, pp in ENGINES[target.engine].layouts[target.layout] if (target.root / pp).is_dir()})
+    if not roots:
         return []
     try:
-        proc = subprocess.run([grep, "-rlF", f"--include=*{suffix}", "-e", words[0].decode(), "--", str(target.root)], capture_output=True)
+        proc = subprocess.run([grep, "-rlF", f"--include=*{suffix}", "-e", words[0].decode(), "--", *roots], capture_output=True)
     except OSError:
-        return files
+        return tree_files(target, suffix)
     if proc.returncode not in (0, 1):
-        return files
-    found = {os.fsdecode(line) for line in proc.stdout.splitlines()}
-    return [(lf, p) for lf, p in files if str(p) in found]
+        return tree_files(target, suffix)
+    out = {}
+    for line in proc.stdout.splitlines():
+        p = Path(os.fsdecode(line))
+        lf = logical_of(target, p)
+        if lf is not None:
+            out[lf] = p
+    return sorted(out.items())
 
 
 def _nested(target: Target) -> list[tuple[str, str]]:

@@ -185,8 +185,9 @@ def _marker_in(text: str, frags, words) -> Optional[int]:
     except SyntaxError:
         return None
     lines = text.splitlines(keepends=True)
-    first = words[0].decode() if words else ""
-    hot = [i for i, ln in enumerate(lines, 1) if first in ln]  # a statement must hold a line with the first word
+    # A statement must hold a line with the rarest word; only those are looked at closely.
+    first = min((w.decode() for w in words), key=text.count) if words else ""
+    hot = [i for i, ln in enumerate(lines, 1) if first in ln]
     best = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt) or node.end_lineno is None:

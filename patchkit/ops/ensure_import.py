@@ -15,6 +15,7 @@ last top-level import.
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
@@ -24,6 +25,9 @@ from patchkit.ops._cst import code, insert_item, remove_item
 
 def defines(source: str, name: str) -> bool:
     """Does this module bind ``name`` at top level (def, class, assignment, import)?"""
+    n = re.escape(name)
+    if re.search(rf"^(?:(?:async\s+)?def|class)\s+{n}\b|^{n}\s*(?::[^=\n]*)?=(?!=)", source, re.M):
+        return True  # the common case, at column 0, without parsing the module
     for node in ast.parse(source).body:
         stmts = [node]
         if isinstance(node, (ast.If, ast.Try)):

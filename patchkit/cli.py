@@ -207,8 +207,8 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     writes NAME-VERSION+LABEL-....whl: dist-info, METADATA and RECORD updated, and
     .dist-info/patchkit.json naming the recipes and their sha256.  The same inputs
     give byte-identical wheels (fixed timestamps, or SOURCE_DATE_EPOCH).
-    Once installed, `status` reads its edits as upstream (patchkit did not write
-    them there) and `doctor` names the wheel and its recipes.
+    Once installed, `status` reads its edits as applied (from patchkit.json) and
+    `doctor` names the wheel and its recipes.
 
     \b
       patchkit wheel sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 -o dist/

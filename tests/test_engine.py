@@ -195,3 +195,19 @@ def test_status_verdict_cache_never_changes_the_answer(pair, run_cli):
     code, out, _ = run_cli("status", "sm120", *t, "--json")
     assert code == 1
     assert {r["id"]: r["state"] for r in json.loads(out)["recipes"]}["max-running-requests"] == "modified"
+
+
+def test_dry_run_plans_everything_and_writes_nothing(pair, run_cli):
+    s, f, t = pair
+    before = snapshot(s), snapshot(f)
+    code, out, err = run_cli("apply", "sm120", *t, "--dry-run", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["written"] == [] and len(doc["would_write"]) == 5
+    assert {o["message"] for r in doc["recipes"] for o in r["ops"]} == {"would be applied"}
+    assert {r["state"] for r in doc["recipes"]} == {"pending"}
+    assert (snapshot(s), snapshot(f)) == before
+    run_cli("apply", "sm120", *t)
+    code, out, err = run_cli("revert", "autotune-cutlass", *t, "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["recipes"][0]["ops"][0]["message"] == "would be reverted"
+    assert run_cli("status", "autotune-cutlass", *t)[0] == 0  # still applied

@@ -1,13 +1,30 @@
+"""`apply`, `revert` and `diff`: the commands that plan edits."""
+
 from __future__ import annotations
+
+from dataclasses import replace
 
 from patchkit import jit, report
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
 from patchkit.engine import commit, plan_apply, plan_revert, unified_diff
 from patchkit.fsio import locked
-from patchkit.model import APPLIED, UPSTREAM
+from patchkit.model import APPLIED, PENDING, UPSTREAM, recipe_state
+
+
+def _as_planned(results, command: str):
+    """Dry-run results: what would be written reads as still to do, not as done."""
+    now, then = ("applied now", "would be applied") if command == "apply" else ("reverted now", "would be reverted")
+    state = PENDING if command == "apply" else APPLIED
+    out = []
+    for r in results:
+        ops = tuple(replace(o, state=state, message=then) if o.message == now else o for o in r.ops)
+        out.append(replace(r, ops=ops, state=recipe_state([o.state for o in ops]) if ops != r.ops else r.state))
+    return out
 
 
 def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool) -> int:
+    if dry_run:
+        plan.results = _as_planned(plan.results, command)
     notes = list(plan.notes)
     if plan.files and not dry_run and plan.jit_modules:
         fi = session.targets.get("flashinfer")
@@ -32,13 +49,19 @@ def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool,
     return OK if ok else NOT_THERE
 
 
+def _locked_plan(session, make_plan, dry_run: bool):
+    """Plan under the targets' locks and, unless dry-running, write it before letting go."""
+    with locked([t.root for t in session.targets.values()]):
+        plan = make_plan()
+        if not plan.blockers and not dry_run:
+            commit(session, plan)
+    return plan
+
+
 def apply(opts: Options, dry_run: bool = False, ignore_range: bool = False, clear_jit: bool = False) -> int:
     """Apply recipes to their targets: all edits or none."""
     recipes, session = open_session(opts)
-    with locked([t.root for t in session.targets.values()]):
-        plan = plan_apply(session, recipes, ignore_range=ignore_range)
-        if not plan.blockers and not dry_run:
-            commit(session, plan)
+    plan = _locked_plan(session, lambda: plan_apply(session, recipes, ignore_range=ignore_range), dry_run)
     ok = not plan.blockers and all(r.state in (APPLIED, UPSTREAM) for r in plan.results)
     return _finish(opts, "apply", plan, session, ok, dry_run, clear_jit)
 
@@ -46,10 +69,7 @@ def apply(opts: Options, dry_run: bool = False, ignore_range: bool = False, clea
 def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit: bool = False) -> int:
     """Take back what patchkit applied for these recipes, leaving everything else alone."""
     recipes, session = open_session(opts)
-    with locked([t.root for t in session.targets.values()]):
-        plan = plan_revert(session, recipes, force=force)
-        if not plan.blockers and not dry_run:
-            commit(session, plan)
+    plan = _locked_plan(session, lambda: plan_revert(session, recipes, force=force), dry_run)
     ok = not plan.blockers and all(o.state != APPLIED for r in plan.results for o in r.ops)
     return _finish(opts, "revert", plan, session, ok, dry_run, clear_jit)
 

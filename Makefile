@@ -27,7 +27,8 @@ bench: setup
 	$(BIN)/python bench/run.py
 
 lint: setup
-	$(BIN)/python -m compileall -q patchkit tests
+	$(BIN)/pip install --quiet --disable-pip-version-check pyflakes
+	$(BIN)/python -m pyflakes patchkit tests bench
 
 clean:
 	rm -rf $(VENV) .patchkit

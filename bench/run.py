@@ -120,7 +120,6 @@ def bench_relocate(work: Path) -> dict:
         times.append(float(dt))
     out["relocate (in process)"] = {"median": statistics.median(times), "min": min(times), "rss": None, "runs": RUNS, "found": found.strip()}
     out["drift autotune-cutlass --to <0.5.23 tree>"] = measure([*PK, "drift", "autotune-cutlass", "--to", f"sglang={tree}"])
-    sg = shutil.which("ast-grep") or shutil.which("sg", path=str(Path(PY).parent))
     agrep = Path(PY).parent / "ast-grep"
     if agrep.exists():
         out["ast-grep scan"] = measure([str(agrep), "run", "--lang", "python", "--pattern", '[$$$A, "flashinfer_trtllm", $$$B]', str(tree / "sglang")])

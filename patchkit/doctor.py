@@ -199,7 +199,7 @@ def _location(engine: str, root: Path, recipes) -> dict:
     """Recipe states of one copy of an engine, plus wheel provenance and journal health."""
     from patchkit.engine import Session, evaluate, results
     from patchkit.target import open_target
-    from patchkit.wheel import recipes_for
+    from patchkit.model import per_engine
 
     loc: dict = {"root": str(root)}
     try:
@@ -208,7 +208,7 @@ def _location(engine: str, root: Path, recipes) -> dict:
         loc["error"] = str(e)
         return loc
     loc.update(layout=t.layout, version=t.version)
-    mine = recipes_for(recipes, engine)
+    mine = per_engine(recipes, engine)
     try:
         s = Session({engine: t})
         loc["recipes"] = {r.id: r.state for r in results(s, evaluate(s, mine))}

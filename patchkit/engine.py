@@ -25,8 +25,7 @@ from patchkit.fsio import write_all
 from patchkit.journal import Journal, sha256
 from patchkit.model import OpResult, OpSpec, Recipe, RecipeResult, recipe_state
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located
-from patchkit.ops._cst import code as node_code
-from patchkit.ops._cst import blocks, contains_seq, node_tokens, same_code, tokens
+from patchkit.ops._cst import contains_seq, same_code, tokens
 from patchkit.ops.ensure_import import missing_definition
 from patchkit.target import Target
 

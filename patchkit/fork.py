@@ -36,7 +36,7 @@ import git
 from patchkit import model as M
 from patchkit.engine import Session, commit as write_plan, evaluate, plan_apply, results
 from patchkit.errors import PatchkitError, TargetError
-from patchkit.model import Recipe, RecipeResult
+from patchkit.model import Recipe, RecipeResult, per_engine
 from patchkit.target import ENGINES, open_target
 
 BRANCH_PREFIX = "patchkit/"
@@ -160,16 +160,6 @@ def fork_branches(repo: git.Repo) -> list[str]:
     return [b for b in out.splitlines() if b]
 
 
-def engine_recipes(recipes: list[Recipe], engine: str) -> list[Recipe]:
-    """Each recipe cut down to its ops for ``engine`` (recipes without any are left out)."""
-    out = []
-    for r in recipes:
-        ops = r.ops_for(engine)
-        if ops:
-            out.append(dataclasses.replace(r, ops=ops, engines={engine: r.engines[engine]}))
-    return out
-
-
 def message(recipe: Recipe, engine: str, notes: tuple[str, ...] = ()) -> str:
     """The commit message of a recipe: subject, summary, rationale, notes, trailer."""
     parts = [f"patchkit: {recipe.id}", recipe.summary]
@@ -289,7 +279,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
     if engine not in ENGINES:
         raise TargetError(f"unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
     base = resolve(repo, base_rev)
-    subs = engine_recipes(recipes, engine)
+    subs = per_engine(recipes, engine)
     env = _identity(repo, base)
     with _Worktree(repo, base) as tmp:
         wt = tmp.wt

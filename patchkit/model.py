@@ -6,6 +6,7 @@ Recipes are frozen once loaded (see recipe.py); results are frozen once computed
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -67,6 +68,19 @@ class Recipe:
 
     def ops_for(self, engine: str) -> tuple[OpSpec, ...]:
         return tuple(op for op in self.ops if op.engine == engine)
+
+    def only(self, engine: str) -> Optional["Recipe"]:
+        """This recipe cut down to its ops on ``engine`` (a fork or a wheel holds one
+        engine's code), or None if it does not touch that engine."""
+        ops = self.ops_for(engine)
+        if not ops:
+            return None
+        return dataclasses.replace(self, ops=ops, engines={engine: self.engines[engine]})
+
+
+def per_engine(recipes: list[Recipe], engine: str) -> list[Recipe]:
+    """The recipes that touch ``engine``, each cut down to its ops there."""
+    return [c for c in (r.only(engine) for r in recipes) if c is not None]
 
 
 @dataclass(frozen=True)

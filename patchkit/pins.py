@@ -16,7 +16,6 @@ from patchkit.errors import PatchkitError
 from patchkit.fsio import atomic_write
 from patchkit.target import ENGINES
 
-from patchkit.project import PINS_FILE  # noqa: E402,F401  (one definition)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ patchkit's own state (``.patchkit/``) never goes into the wheel.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -34,7 +33,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchkit import __version__, fetch, record
 from patchkit.errors import PatchkitError
-from patchkit.model import APPLIED, UPSTREAM, Recipe, RecipeResult
+from patchkit.model import APPLIED, UPSTREAM, Recipe, RecipeResult, per_engine
 from patchkit.target import ENGINES, open_target
 
 EPOCH_1980 = (1980, 1, 1, 0, 0, 0)
@@ -113,16 +112,6 @@ def local_label(label: str) -> str:
 def labelled(version: str, label: str) -> str:
     v = Version(version)
     return str(Version(f"{v}.{label}" if v.local else f"{v}+{label}"))
-
-
-def recipes_for(recipes: list[Recipe], engine: str) -> list[Recipe]:
-    """Each recipe cut down to its ops on ``engine`` (recipes that do not touch it are left out)."""
-    out = []
-    for r in recipes:
-        ops = r.ops_for(engine)
-        if ops:
-            out.append(dataclasses.replace(r, ops=ops, engines={engine: r.engines[engine]} if engine in r.engines else {}))
-    return out
 
 
 def check_engines(recipes: list[Recipe], sources: list[Source]) -> None:
@@ -251,7 +240,7 @@ def build_one(src: Source, recipes: list[Recipe], label: str, out_dir: Path, pin
     wheel_name_parts = whl.name[: -len(".whl")].split("-")
     if len(wheel_name_parts) not in (5, 6):
         raise PatchkitError(f"{whl.name}: not a wheel file name (name-version-[build-]python-abi-platform.whl)")
-    mine = recipes_for(recipes, src.engine)
+    mine = per_engine(recipes, src.engine)
     new_version = labelled(src.version, label)
     with tempfile.TemporaryDirectory(prefix=f"patchkit-wheel-{src.engine}-") as tmp:
         tree = Path(tmp) / "tree"

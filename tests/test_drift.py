@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 
-import pytest
-
 from tests.conftest import ROOT
 
 

@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from pathlib import Path
 
 import pytest
 

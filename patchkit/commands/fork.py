@@ -29,6 +29,7 @@ from patchkit import fork as F
 from patchkit import pins as pins_mod
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
+from patchkit.model import per_engine
 from patchkit.project import Project
 from patchkit.target import ENGINES, parse_target_arg
 
@@ -134,7 +135,7 @@ def sync(project: Project, names: tuple[str, ...], target: str, base: Optional[s
         if pin is None or not pin.rev:
             raise PatchkitError(f"no pinned rev for {engine} in {project.pins_path}", f"pass --base REV (a tag or commit of the upstream repo), or add rev = \"...\" under [{engine}]")
         base = pin.rev
-    if not F.engine_recipes(recipes, engine):
+    if not per_engine(recipes, engine):
         raise PatchkitError(f"{', '.join(names)}: no recipe edits {engine}", "name recipes whose [engines] include the target's engine (`patchkit list`)")
     res = F.rebuild(repo, engine, branch, recipes, base, "sync", force=force)
     if as_json:

@@ -85,15 +85,10 @@ def register(kind: str) -> Callable[[type[Op]], type[Op]]:
 
 def _load_all() -> None:
     # Importing the modules runs their @register decorators.
-    from patchkit.ops import (  # noqa: F401
-        ensure_import,
-        insert,
-        list_element,
-        or_operand,
-        replace_expr,
-        set_default,
-        text_replace,
-    )
+    import importlib
+
+    for name in ("ensure_import", "insert", "list_element", "or_operand", "replace_expr", "set_default", "text_replace"):
+        importlib.import_module(f"patchkit.ops.{name}")
 
 
 _load_all()

@@ -21,6 +21,23 @@ from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParam
 from patchkit.ops._cst import insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens, walk
 
 _COLLECTIONS = (cst.List, cst.Tuple, cst.Set)
+PROXIMITY = 200  # lines: elements of one literal collection stand at most this far apart
+
+
+def _bare(src: str) -> str:
+    """What a literal element certainly contains in source: a string's contents, else its code."""
+    try:
+        v = ast.literal_eval(src)
+    except (ValueError, SyntaxError):
+        return src
+    return v if isinstance(v, str) and v else src
+
+
+def _find_all(text: str, needle: str):
+    i = text.find(needle)
+    while i != -1:
+        yield i
+        i = text.find(needle, i + 1)
 
 
 def _opening(coll):
@@ -102,10 +119,15 @@ class ListElement(Op):
         return self._literals
 
     def prefilter(self, text: str) -> bool:
-        """With ``contains``: some literal collection in the file (read with ``ast``, which is
-        far cheaper than libcst) holds every element named."""
+        """With ``contains``: the named elements stand near one another somewhere in the file
+        (within PROXIMITY lines; a text test), and some literal collection holds them all."""
         if self.form != "contains":
             return True
+        needles = [_bare(c) for c in self._contains_src]
+        lines = [[text.count("\n", 0, m) for m in _find_all(text, n)] for n in needles]
+        if not all(lines) or not any(all(any(abs(a - b) <= PROXIMITY for b in other) for other in lines[1:]) for a in lines[0]):
+            return False
+        # Then ``ast`` (far cheaper than libcst): some literal collection holds them all.
         try:
             tree = ast.parse(text)
         except SyntaxError:

@@ -435,7 +435,8 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
                 if why:
                     plan.blockers.append(_blocker(ev, why))
                     continue
-                touched.append(ev.file) if ev.file not in touched else None
+                if ev.file not in touched:
+                    touched.append(ev.file)
                 plan.marks.append(("applied", ev.op.engine, r.id, r.sha256, ev.op.index))
                 plan.jit_modules.update(ev.op.jit_modules)
                 overrides[(r.id, ev.op.index)] = ev.result(M.APPLIED, "applied now")
@@ -497,7 +498,8 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False) ->
             if why:
                 plan.blockers.append(_blocker(ev, why))
                 continue
-            touched.append(ev.file) if ev.file not in touched else None
+            if ev.file not in touched:
+                touched.append(ev.file)
             plan.marks.append(("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
             plan.jit_modules.update(ev.op.jit_modules)
             overrides[(ev.recipe.id, ev.op.index)] = ev.result(M.PENDING, "reverted now")
@@ -523,7 +525,10 @@ def commit(session: Session, plan: Plan) -> None:
         touched_journals.add(j.root)
     for action, engine, recipe, sha, op in plan.marks:
         j = session.journal(engine)
-        (j.mark_applied(engine, recipe, sha, op) if action == "applied" else j.mark_reverted(engine, recipe, op))
+        if action == "applied":
+            j.mark_applied(engine, recipe, sha, op)
+        else:
+            j.mark_reverted(engine, recipe, op)
         touched_journals.add(j.root)
     for root in touched_journals:
         session.journals[root].save()

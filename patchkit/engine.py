@@ -409,6 +409,31 @@ def _finish(plan: Plan, touched: list[SourceFile]) -> None:
         plan.files.append(f)
 
 
+def _edit_all(plan: Plan, todo: list[OpEval], overrides: dict, forward: bool) -> None:
+    """Make each op's edit (or its inverse) in memory, in order; record what was done."""
+    action, state, said = ("applied", M.APPLIED, "applied now") if forward else ("reverted", M.PENDING, "reverted now")
+    touched: list[SourceFile] = []
+    for ev in todo:
+        why = _edit(ev, forward=forward)
+        if why:
+            plan.blockers.append(_blocker(ev, why))
+            continue
+        if ev.file not in touched:
+            touched.append(ev.file)
+        plan.marks.append((action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+        plan.jit_modules.update(ev.op.jit_modules)
+        overrides[(ev.recipe.id, ev.op.index)] = ev.result(state, said)
+    _finish(plan, touched)
+
+
+def _discard(plan: Plan, session: Session) -> dict:
+    """A blocked plan writes nothing: forget every in-memory edit.  Returns no overrides."""
+    plan.files, plan.marks = [], []
+    for f in session.files.values():
+        f.current = None
+    return {}
+
+
 def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = False, follow_moves: bool = False) -> Plan:
     """Plan (and verify) every edit; ``follow_moves`` edits moved sites where they are now."""
     evaluated = evaluate(session, recipes)
@@ -424,31 +449,14 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
                 plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}" + (f" (at {ev.location()})" if ev.state == M.MOVED else "")))
     overrides = {}
     if not plan.blockers:
-        touched: list[SourceFile] = []
-        for r, evs in evaluated:
-            if r.id in skipped:
-                continue
-            for ev in evs:
-                if ev.state != M.PENDING and not (follow_moves and ev.state == M.MOVED):
-                    continue
-                why = _edit(ev, forward=True)
-                if why:
-                    plan.blockers.append(_blocker(ev, why))
-                    continue
-                if ev.file not in touched:
-                    touched.append(ev.file)
-                plan.marks.append(("applied", ev.op.engine, r.id, r.sha256, ev.op.index))
-                plan.jit_modules.update(ev.op.jit_modules)
-                overrides[(r.id, ev.op.index)] = ev.result(M.APPLIED, "applied now")
-        _finish(plan, touched)
+        todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == M.PENDING or (follow_moves and ev.state == M.MOVED)]
+        _edit_all(plan, todo, overrides, forward=True)
         for r, evs in evaluated:
             for ev in evs:
                 if ev.state == M.APPLIED and (r.id, ev.op.index) not in overrides:
                     overrides[(r.id, ev.op.index)] = ev.result(M.APPLIED, "already applied (nothing to do)")
     if plan.blockers:
-        plan.files, plan.marks, overrides = [], [], {}
-        for f in session.files.values():
-            f.current = None
+        overrides = _discard(plan, session)
     plan.results = results(session, evaluated, overrides, skipped)
     return plan
 
@@ -492,22 +500,9 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False) ->
             if why:
                 plan.blockers.append(f"{ev.file.where()}: {why}; revert would rewrite a file you edited. Look at it, then pass --force to revert anyway")
     if not plan.blockers:
-        touched: list[SourceFile] = []
-        for ev in reversed(todo):  # last applied, first reverted
-            why = _edit(ev, forward=False)
-            if why:
-                plan.blockers.append(_blocker(ev, why))
-                continue
-            if ev.file not in touched:
-                touched.append(ev.file)
-            plan.marks.append(("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
-            plan.jit_modules.update(ev.op.jit_modules)
-            overrides[(ev.recipe.id, ev.op.index)] = ev.result(M.PENDING, "reverted now")
-        _finish(plan, touched)
+        _edit_all(plan, list(reversed(todo)), overrides, forward=False)  # last applied, first reverted
     if plan.blockers:
-        plan.files, plan.marks, overrides = [], [], {}
-        for f in session.files.values():
-            f.current = None
+        overrides = _discard(plan, session)
     plan.results = results(session, evaluated, overrides)
     return plan
 

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import libcst as cst
 
 from patchkit import model as M
-from patchkit import pyscope, relocate
+from patchkit import pyscope, relocate, view
 from patchkit.errors import TargetError
 from patchkit.fsio import write_all
 from patchkit.journal import Journal, sha256
@@ -46,17 +46,57 @@ class SourceFile:
         self.text = self.original.decode("utf-8", errors="surrogateescape")
         self.is_python = logical.endswith(".py")
         self._module: Optional[cst.Module] = None
+        # What the ops of this invocation read ({scope: [pattern]}); None: the whole file.
+        self._wants: Optional[dict[str, list]] = {}
+        self.view: Optional[view.View] = None  # set when the module is a view of the file
+        self._tree: Any = None
         self.current: Any = None  # str (text) or cst.Module (python) once edited
         self._printed: Optional[tuple] = None  # (state, bytes): printing a module is costly
+
+    def want(self, scope: str, reads, statements: bool) -> None:
+        """Note what an op will read here, before the module is first used (patchkit/view.py)."""
+        if self._wants is None:
+            return
+        pats = [(None, statements)] if reads is None else [(p, statements) for p in reads]
+        if self._module is not None and not all(p in self._wants.get(scope, ()) for p in pats):
+            self.whole()  # already parsed for other ops: this one reads the whole file
+            return
+        self._wants.setdefault(scope, []).extend(p for p in pats if p not in self._wants.get(scope, ()))
+
+    def whole(self) -> None:
+        """From now on, parse and edit the whole file rather than a view of it."""
+        self._wants = None
+        if self.view is not None:
+            if self.current is not None:
+                raise RuntimeError(f"internal: {self.logical} was edited in a view before the whole file was needed")
+            self.view, self._module = None, None
 
     @property
     def module(self) -> cst.Module:
         if self._module is None:
+            self.view = view.build(self.text, self._wants, self.tree) if self._wants and self.tree else None
+            if self.view is not None:
+                self._module = self.view.module
+                return self._module
             try:
                 self._module = cst.parse_module(self.text)
             except cst.ParserSyntaxError as e:
                 raise TargetError(f"{display(self.path)}:{e.raw_line}: does not parse as Python ({e.message})", "the target tree is damaged or not Python 3; restore it (e.g. `patchkit sync --force`)") from None
         return self._module
+
+    @property
+    def tree(self) -> Optional[ast.Module]:
+        """The original text's ``ast`` (None when it does not parse), parsed once."""
+        if self._tree is None:
+            try:
+                self._tree = ast.parse(self.text)
+            except (SyntaxError, ValueError):
+                self._tree = False
+        return self._tree or None
+
+    def whole_module(self) -> cst.Module:
+        self.whole()
+        return self.module
 
     def state(self):
         """The file as edited so far in this invocation."""
@@ -68,6 +108,8 @@ class SourceFile:
         cur = self.state()
         if self._printed is None or self._printed[0] is not cur:
             out = cur.code if isinstance(cur, cst.Module) else cur
+            if self.view is not None and isinstance(cur, cst.Module):
+                out = self.view.expand(out)
             self._printed = (cur, out.encode("utf-8", errors="surrogateescape"))
         return self._printed[1]
 
@@ -113,6 +155,7 @@ class OpEval:
     line: Optional[int] = None
     message: str = ""
     lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
+    root: Any = None  # (module, view) the nodes were found in, for their line numbers
 
     def location(self) -> str:
         return f"{self.file.logical}::{self.scope or '<module>'}"
@@ -165,7 +208,7 @@ def _marker_hit(session: Session, op: OpSpec, anywhere: bool) -> Optional[str]:
             except OSError:
                 continue
             if all(w in data for w in words):
-                line = _marker_in(data.decode("utf-8", "replace"), frags, words)
+                line = _marker_in(data.decode("utf-8", "replace"), frags, words, f.tree if logical == m.file else None)
                 if line:
                     return f"upstream marker matched at {logical}:{line}"
     return None
@@ -174,34 +217,40 @@ def _marker_hit(session: Session, op: OpSpec, anywhere: bool) -> Optional[str]:
 MARKER_SPAN = 60  # lines: a marker recognises one local piece of code, not a whole module
 
 
-def _marker_in(text: str, frags, words) -> Optional[int]:
+def _marker_in(text: str, frags, words, tree: Optional[ast.Module] = None) -> Optional[int]:
     """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
-    (C speed) for statement boundaries; only statements holding all words are tokenized.
-    Defs, classes and statements longer than MARKER_SPAN lines do not count: fragments
-    scattered over a whole class are not upstream's version of an edit."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return None
+    (C speed) for statement boundaries, and visits only statements around a line holding
+    the rarest word; only statements holding all words are tokenized.  Defs, classes and
+    statements longer than MARKER_SPAN lines do not count: fragments scattered over a
+    whole class are not upstream's version of an edit."""
     lines = text.splitlines(keepends=True)
-    # A statement must hold a line with the rarest word; only those are looked at closely.
     first = min((w.decode() for w in words), key=text.count) if words else ""
     hot = [i for i, ln in enumerate(lines, 1) if first in ln]
+    if not hot:
+        return None
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return None
     best = None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt) or node.end_lineno is None:
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        span = node.end_lineno - node.lineno
-        if span > MARKER_SPAN:
-            continue
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        end = node.end_lineno or node.lineno
         k = bisect.bisect_left(hot, node.lineno)
-        if k == len(hot) or hot[k] > node.end_lineno:
+        if k == len(hot) or hot[k] > end:
+            continue  # holds no line with the rarest word
+        for name in ("body", "orelse", "finalbody"):
+            todo += [s for s in getattr(node, name, ()) if isinstance(s, ast.stmt)]
+        for sub in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+            todo += sub.body
+        span = end - node.lineno
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or span > MARKER_SPAN:
             continue
-        if best is not None and span >= best[0]:
+        if best is not None and (span, node.lineno) >= best:
             continue
-        seg = "".join(lines[node.lineno - 1 : node.end_lineno])
+        seg = "".join(lines[node.lineno - 1 : end])
         if not all(w.decode() in seg for w in words):
             continue
         have = tokens(seg)
@@ -250,6 +299,10 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
         ev = OpEval(recipe, op, f, Located(MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:
         ev = OpEval(recipe, op, f, _locate_in(op, f, op.scope, f.state()), op.scope)
+        if f.view is not None and ev.located.state not in (DONE, PENDING):
+            # A view answers done or pending exactly; anything else is judged on the whole file.
+            f.whole()
+            ev.located = _locate_in(op, f, op.scope, f.state())
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
     if ev.located.state == MISSING and not ours:
         found, mf, mscope, mloc = _relocate(session, op, f)
@@ -283,19 +336,21 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> OpEval:
         if hit:
             ev.state, reason = M.UPSTREAM, hit
     ev.message = reason
+    if ev.file.is_python and ev.file.exists and ev.located.nodes:
+        ev.root = (ev.file.module, ev.file.view)
     return ev
 
 
 def _add_lines(evals: list[OpEval]) -> None:
-    """Line numbers for every eval, one codegen pass per Python file."""
-    by_file: dict[int, list[OpEval]] = {}
+    """Line numbers for every eval, one codegen pass per Python module read."""
+    by_file: dict[tuple, list[OpEval]] = {}
     for ev in evals:
-        by_file.setdefault(id(ev.file), []).append(ev)
+        by_file.setdefault((id(ev.file), id(ev.root[0]) if ev.root else 0), []).append(ev)
     for group in by_file.values():
         f = group[0].file
-        if f.is_python and f.exists:
+        if group[0].root:
             nodes = [n for ev in group for n in ev.located.nodes]
-            lines = pyscope.line_numbers(f.module, nodes, f.text) if nodes else {}
+            lines = pyscope.line_numbers(*group[0].root, nodes, f.text)
             for ev in group:
                 ev.lines = tuple(sorted(lines[id(n)] for n in ev.located.nodes if id(n) in lines))
         else:
@@ -325,6 +380,10 @@ def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
 
 
 def evaluate(session: Session, recipes: list[Recipe]) -> list[tuple[Recipe, list[OpEval]]]:
+    for r in recipes:  # what each Python file will be read for, before any is parsed
+        for op in r.ops:
+            if op.engine in session.targets and op.impl.language == "python":
+                session.file(op.engine, op.file).want(op.scope, op.impl.reads(), op.impl.STATEMENTS)
     out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
     _add_lines([ev for _, evs in out for ev in evs])
     return out
@@ -401,10 +460,14 @@ def _finish(plan: Plan, touched: list[SourceFile]) -> None:
         if new == f.original:
             continue
         if f.is_python:
+            # A view's code stands for the whole file: the statements left out are unchanged
+            # and stand in the same blocks, so the file parses when the edited view does.
+            edited = f.state().code if f.view is not None else new
             try:
-                ast.parse(new)
+                ast.parse(edited)
             except SyntaxError as e:
-                plan.blockers.append(f"{f.where(e.lineno)}: the edited file would not parse ({e.msg}); nothing was written")
+                line = f.view.file_line(e.lineno) if f.view is not None and e.lineno else e.lineno
+                plan.blockers.append(f"{f.where(line)}: the edited file would not parse ({e.msg}); nothing was written")
                 continue
         plan.files.append(f)
 

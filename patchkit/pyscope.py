@@ -91,10 +91,11 @@ class _LineState(CodegenState):
 _GAP = r"(?:\s|\\\n|#[^\n]*)*"  # whitespace, line continuations and comments between tokens
 
 
-def line_numbers(module: cst.Module, nodes, source: str | None = None) -> dict[int, int]:
+def line_numbers(module: cst.Module, view, nodes, source: str | None = None) -> dict[int, int]:
     """Line where each node starts.  A node whose leading tokens occur exactly once in
-    ``source`` (the module's text, any layout or comments between them) is found by a
-    regex search; the rest by one codegen pass over the module."""
+    ``source`` (the file's text, any layout or comments between them) is found by a
+    regex search; the rest by one codegen pass over the module (mapped back to the file's
+    lines when the module is a ``view``)."""
     from patchkit.ops._cst import node_tokens
 
     nodes = [n for n in nodes if isinstance(n, cst.CSTNode)]
@@ -113,5 +114,5 @@ def line_numbers(module: cst.Module, nodes, source: str | None = None) -> dict[i
     if rest:
         state = _LineState({id(n) for n in rest}, default_indent=module.default_indent, default_newline=module.default_newline)
         module._codegen(state)
-        lines.update(state.lines)
+        lines.update({k: view.file_line(v) if view else v for k, v in state.lines.items()})
     return lines

@@ -9,39 +9,21 @@ string contents of the op's locator), read as bytes; only the few candidates are
 from __future__ import annotations
 
 import ast
-import io
-import keyword
 import os
 import shutil
 import subprocess
-import tokenize
-from functools import lru_cache
 from pathlib import Path
 
 from patchkit import pyscope
 from patchkit.model import OpSpec
 from patchkit.ops import DONE, PENDING, Located
+from patchkit.ops._cst import words
 from patchkit.target import ENGINES, Target
 
 
-@lru_cache(maxsize=512)
 def _words(src: str) -> tuple[bytes, ...]:
     """Identifiers and string contents of a code fragment, as bytes to search for."""
-    out: list[str] = []
-    try:
-        for t in tokenize.generate_tokens(io.StringIO(src).readline):
-            if t.type == tokenize.NAME and not keyword.iskeyword(t.string):
-                out.append(t.string)
-            elif t.type == tokenize.STRING:
-                try:
-                    v = ast.literal_eval(t.string)
-                except (ValueError, SyntaxError):
-                    continue
-                if isinstance(v, str) and v:
-                    out.append(v)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        out = [src]
-    return tuple(dict.fromkeys(w.encode() for w in out))
+    return tuple(w.encode() for w in words(src))
 
 
 def needles(op: OpSpec) -> tuple[bytes, ...]:
@@ -202,14 +184,14 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
         if name == skip_scope:
             continue
         try:
-            chain = pyscope.resolve(f.module, name)
+            chain = pyscope.resolve(f.whole_module(), name)
         except pyscope.ScopeError:
             continue  # e.g. a def nested in an if: not addressable as a scope
         loc = op.impl.locate(chain[-1])
         if loc.state in (DONE, PENDING):
             found.append((name, loc))
     if not found and op.impl.SCOPED and "" not in names and skip_scope != "":
-        loc = op.impl.locate(f.module)
+        loc = op.impl.locate(f.whole_module())
         if loc.state in (DONE, PENDING):
             found.append(("", loc))
     return found

@@ -49,6 +49,9 @@ class Op:
     REQUIRED: ClassVar[tuple[str, ...]] = ()  # required keys, as "locator.x" / "params.y"
     SCOPED: ClassVar[bool] = True  # False: scope must be module level
     RELOCATABLE: ClassVar[bool] = True  # False: the edit only means something in its own file
+    # True when the op compares whole statements (a def or class may be one); views then
+    # keep a def or class holding one of its patterns whole instead of reading inside it.
+    STATEMENTS: ClassVar[bool] = False
 
     def locate(self, scope: Any) -> Located:  # pragma: no cover - interface
         raise NotImplementedError
@@ -69,6 +72,13 @@ class Op:
     def prefilter(self, text: str) -> bool:
         """A cheap test on a file's text: False means the site cannot be in this file."""
         return True
+
+    def reads(self) -> tuple[tuple[str, ...], ...] | None:
+        """What this op looks at in its scope, for views (patchkit/view.py): patterns, each a
+        tuple of code fragments.  A statement holding no pattern's every word is never
+        looked at, in either state, whether it would be a site or only a candidate that makes
+        the site ambiguous.  None: every statement of the scope."""
+        return None
 
 
 KINDS: dict[str, type[Op]] = {}

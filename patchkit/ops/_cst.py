@@ -3,8 +3,10 @@ and inserting into / removing from comma-separated sequences without losing byte
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import io
+import keyword
 import textwrap
 import tokenize
 from functools import lru_cache
@@ -33,6 +35,27 @@ def tokens(src: str) -> tuple[str, ...]:
         return tuple(t.string for t in toks if t.type not in _SKIP)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return tuple(src.split())
+
+
+@lru_cache(maxsize=1024)
+def words(src: str) -> tuple[str, ...]:
+    """Identifiers and string contents of a code fragment: text that any code holding
+    the fragment contains, whatever its layout (prefilters for relocation and views)."""
+    out: list[str] = []
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(src).readline):
+            if t.type == tokenize.NAME and not keyword.iskeyword(t.string):
+                out.append(t.string)
+            elif t.type == tokenize.STRING:
+                try:
+                    v = ast.literal_eval(t.string)
+                except (ValueError, SyntaxError):
+                    continue
+                if isinstance(v, str) and v:
+                    out.append(v)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        out = [src]
+    return tuple(dict.fromkeys(out))
 
 
 _NODE_TOKENS: dict[int, tuple] = {}

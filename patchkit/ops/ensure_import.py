@@ -67,6 +67,9 @@ class EnsureImport(Op):
     def literals(self) -> tuple[str, ...]:
         return (self.module,)
 
+    def reads(self):
+        return ()  # only the module's top-level imports, which every view keeps
+
     def _imports(self, module: cst.Module) -> list:
         out = []
         for stmt in module.body:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
-from patchkit.ops._cst import blocks, node_tokens, parse_stmts, replace_node, token_regex, tokens
+from patchkit.ops._cst import blocks, code, node_tokens, parse_stmts, replace_node, token_regex, tokens
 
 
 def _body(owner) -> tuple:
@@ -33,6 +33,7 @@ class Insert(Op):
     LOCATOR = {"anchor": "str", "position": "str", "at": "str"}
     PARAMS = {"code": "str"}
     REQUIRED = ("params.code",)
+    STATEMENTS = True  # anchors and the snippet are whole statements
 
     def __init__(self, locator: dict, params: dict) -> None:
         if ("anchor" in locator) == ("at" in locator):
@@ -54,6 +55,12 @@ class Insert(Op):
 
     def literals(self) -> tuple[str, ...]:
         return (self.anchor_src,) if self.anchor_src else ()
+
+    def reads(self):
+        if self.at is not None:
+            return None  # the first or last statement of the scope, whatever it is
+        # The anchor, and each inserted statement (the snippet is found statement by statement).
+        return ((self.anchor_src,), *((code(s),) for s in self.stmts))
 
     def prefilter(self, text: str) -> bool:
         # The anchor, or the inserted code, with any layout.

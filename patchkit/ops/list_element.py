@@ -114,9 +114,14 @@ class ListElement(Op):
         both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
         self._literals = tuple(s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", ""), *both) if s)
         self._contains_src = tuple(locator.get("contains", ()))
+        self._membership_src = locator.get("membership", "")
 
     def literals(self) -> tuple[str, ...]:
         return self._literals
+
+    def reads(self):
+        # Candidates hold the locator (not necessarily the element), applied or not.
+        return ((*self._contains_src, self.keyword or "", self._membership_src),)
 
     def prefilter(self, text: str) -> bool:
         """With ``contains``: the named elements stand near one another somewhere in the file

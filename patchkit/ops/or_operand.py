@@ -75,6 +75,9 @@ class OrOperand(Op):
     def literals(self) -> tuple[str, ...]:
         return self._literals
 
+    def reads(self):
+        return (self._literals,)  # every candidate chain holds the named operands
+
     def _find(self, scope):
         cands = []
         for ch in chains(scope):

@@ -38,6 +38,9 @@ class ReplaceExpr(Op):
     def literals(self) -> tuple[str, ...]:
         return (self.match_src,)
 
+    def reads(self):
+        return ((self.match_src,), (self.with_src,))  # pending or done occurrences
+
     def _find(self, scope, want: tuple) -> list:
         out = []
         for n in walk(scope):

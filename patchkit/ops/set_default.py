@@ -47,6 +47,9 @@ class SetDefault(Op):
     def literals(self) -> tuple[str, ...]:
         return self._literals
 
+    def reads(self):
+        return (self._literals,)  # every holder names the field, param or keyword
+
     def prefilter(self, text: str) -> bool:
         if self.form == "field":
             return re.search(rf"^[ \t]*{re.escape(self.name)}[ \t]*[:=]", text, re.M) is not None

@@ -53,11 +53,10 @@ class SourceFile:
         self.current: Any = None  # str (text) or cst.Module (python) once edited
         self._printed: Optional[tuple] = None  # (state, bytes): printing a module is costly
 
-    def want(self, scope: str, reads, statements: bool) -> None:
-        """Note what an op will read here, before the module is first used (patchkit/view.py)."""
+    def want(self, scope: str, pats: list) -> None:
+        """Note what an op will read here (view.patterns), before the module is first used."""
         if self._wants is None:
             return
-        pats = [(None, statements)] if reads is None else [(p, statements) for p in reads]
         if self._module is not None and not all(p in self._wants.get(scope, ()) for p in pats):
             self.whole()  # already parsed for other ops: this one reads the whole file
             return
@@ -383,7 +382,7 @@ def evaluate(session: Session, recipes: list[Recipe]) -> list[tuple[Recipe, list
     for r in recipes:  # what each Python file will be read for, before any is parsed
         for op in r.ops:
             if op.engine in session.targets and op.impl.language == "python":
-                session.file(op.engine, op.file).want(op.scope, op.impl.reads(), op.impl.STATEMENTS)
+                session.file(op.engine, op.file).want(op.scope, view.patterns(op.impl))
     out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
     _add_lines([ev for _, evs in out for ev in evs])
     return out

@@ -88,7 +88,7 @@ class _LineState(CodegenState):
         return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
 
 
-_GAP = r"(?:\s|\\\n|#[^\n]*)*"  # whitespace, line continuations and comments between tokens
+_GAP = r"(?:\s|\\\n|#[^\n]*(?![^\n]))*"  # whitespace, line continuations, whole comments: one way to match each, so no backtracking blow-up
 
 
 def line_numbers(module: cst.Module, view, nodes, source: str | None = None) -> dict[int, int]:

@@ -51,7 +51,7 @@ class _Scope:
 class View:
     module: cst.Module
     gaps: list[tuple[str, str]]  # (placeholder line, the text it stands for), in order
-    keeps: list[tuple[int, int]]  # (first view line, first file line) of each kept run
+    marks: list[tuple[int, int, int]]  # (view line, file line, 1) per kept run; (.., .., 0) per placeholder
     lines: int  # lines in the view
 
     def expand(self, code: str) -> str:
@@ -67,12 +67,19 @@ class View:
         return "".join(out)
 
     def file_line(self, line: int) -> int:
-        """The file line of a line of the view's (unedited) code."""
-        k = bisect.bisect_right(self.keeps, (line, float("inf"))) - 1
+        """The file line of a line of the view's (unedited) code; a placeholder's is the
+        first line of the first statement it stands for."""
+        k = bisect.bisect_right(self.marks, (line, float("inf"), 0)) - 1
         if k < 0:
             return line
-        vline, fline = self.keeps[k]
-        return fline + (line - vline)
+        vline, fline, step = self.marks[k]
+        return fline + (line - vline) * step
+
+
+def patterns(op) -> list:
+    """What ``op`` (an Op) reads, as ``build`` takes it for the op's scope."""
+    reads = op.reads()
+    return [(None, op.STATEMENTS)] if reads is None else [(p, op.STATEMENTS) for p in reads]
 
 
 def _first_line(s: ast.stmt) -> int:
@@ -136,12 +143,12 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
         else:
             pieces.append(("keep", a, b))
 
-    def gap(a: int, b: int, indent: str) -> None:
+    def gap(a: int, b: int, indent: str, first: int) -> None:
         last = pieces[-1] if pieces else None
         if last and last[0] == "gap" and last[2] + 1 == a and last[3] == indent:
-            pieces[-1] = ("gap", last[1], b, indent)
+            pieces[-1] = ("gap", last[1], b, indent, last[4])
         else:
-            pieces.append(("gap", a, b, indent))
+            pieces.append(("gap", a, b, indent, first))
 
     def block(stmts: list, start: int, scope: _Scope, top: bool) -> bool:
         names = [s.name for s in stmts if isinstance(s, _DEFS)]
@@ -167,35 +174,44 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
                 if not block(d.body, body, inner, False):
                     return False
             else:
-                gap(a, b, _WS.match(lines[_first_line(ss[0]) - 1]).group())
+                first = _first_line(ss[0])
+                gap(a, b, _WS.match(lines[first - 1]).group(), first)
         return True
 
     if not block(tree.body, 1, root, True):
         return None
-    keep(pieces[-1][2] + 1 if pieces else 1, len(lines))  # comments after the last statement
+    # Comments after the last statement go with it.
+    if pieces[-1][0] == "gap" and pieces[-1][3] == "":
+        pieces[-1] = ("gap", pieces[-1][1], len(lines), "", pieces[-1][4])
+    else:
+        keep(pieces[-1][2] + 1, len(lines))
     if not any(p[0] == "gap" for p in pieces):
         return None  # the view would be the whole file
 
     nonce = secrets.token_hex(6)
-    parts, gaps, keeps, vline = [], [], [], 1
+    parts, gaps, marks, vline = [], [], [], 1
     for p in pieces:
         chunk = "".join(lines[p[1] - 1 : p[2]])
         if p[0] == "keep":
-            keeps.append((vline, p[1]))
+            marks.append((vline, p[1], 1))
             vline += p[2] - p[1] + 1
             parts.append(chunk)
         else:
+            marks.append((vline, p[4], 0))
             nl = re.search(r"\r\n|\r|\n", chunk)
             ph = f"{p[3]}pass  # patchkit-gap-{nonce}-{len(gaps)}{nl.group() if nl else chr(10)}"
             gaps.append((ph, chunk))
             parts.append(ph)
             vline += 1
+    src = "".join(parts)
     try:
-        module = cst.parse_module("".join(parts))
+        module = cst.parse_module(src)
     except (cst.ParserSyntaxError, RecursionError):
         return None
+    if module.code != src:
+        return None  # libcst does not give this text back byte for byte: trust only the whole file
     # New nodes print with the module's default indent and newline: they must be the file's.
     nl = re.search(r"\r\n|\r|\n", text)
     if module.default_indent != first_indent(text) or module.default_newline != (nl.group() if nl else "\n"):
         return None
-    return View(module, gaps, keeps, vline - 1)
+    return View(module, gaps, marks, vline - 1)

@@ -20,12 +20,13 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit import __version__, fetch
+from patchkit import fetch
 from patchkit.engine import Session, evaluate, results
 from patchkit.errors import PatchkitError
-from patchkit.model import AMBIGUOUS, MISSING, MOVED, RecipeResult
 from patchkit.recipe import Catalog
+from patchkit.results import AMBIGUOUS, MISSING, MOVED, RecipeResult
 from patchkit.target import ENGINES, open_target
+from patchkit.verdicts import code_hash
 
 BAD = (MISSING, AMBIGUOUS, MOVED)
 
@@ -103,16 +104,8 @@ def versions_between(engine: str, a: str, b: str) -> list[str]:
     return allv
 
 
-def _code_hash() -> str:
-    """patchkit's own source: a verdict cached by another build of patchkit is not reused."""
-    h = hashlib.sha256(__version__.encode())
-    for p in sorted(Path(__file__).parent.rglob("*.py")):
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
 def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[str, str]) -> str:
-    h = hashlib.sha256(json.dumps([_code_hash(), sorted((r.id, r.sha256) for r in catalog.select(names)), engine, version, sorted(others.items())]).encode())
+    h = hashlib.sha256(json.dumps([code_hash(), sorted((r.id, r.sha256) for r in catalog.select(names)), engine, version, sorted(others.items())]).encode())
     return h.hexdigest()[:24]
 
 

@@ -18,12 +18,13 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit import model as M
+from patchkit import results as M
 from patchkit import pyscope, relocate, view
 from patchkit.errors import TargetError
 from patchkit.fsio import write_all
 from patchkit.journal import Journal, sha256
-from patchkit.model import OpResult, OpSpec, Recipe, RecipeResult, recipe_state
+from patchkit.model import OpSpec, Recipe
+from patchkit.results import OpResult, RecipeResult, recipe_state
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located
 from patchkit.ops._cst import contains_seq, same_code, tokens
 from patchkit.ops.ensure_import import missing_definition

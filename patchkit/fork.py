@@ -33,10 +33,11 @@ from typing import Optional
 
 import git
 
-from patchkit import model as M
+from patchkit import results as M
 from patchkit.engine import Session, commit as write_plan, evaluate, plan_apply, results
 from patchkit.errors import PatchkitError, TargetError
-from patchkit.model import Recipe, RecipeResult, per_engine
+from patchkit.model import Recipe, per_engine
+from patchkit.results import RecipeResult
 from patchkit.target import ENGINES, open_target
 
 BRANCH_PREFIX = "patchkit/"
@@ -59,7 +60,7 @@ class Step:
     """One recipe of a fork build."""
 
     recipe: str
-    state: str  # the recipe's state on the tree it was judged on (model.STATES)
+    state: str  # the recipe's state on the tree it was judged on (results.STATES)
     action: str  # COMMITTED | DROPPED | BLOCKED | NOT_BUILT
     commit: Optional[str] = None
     files: tuple[str, ...] = ()  # paths relative to the repository root

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Iterable
 
 import click
 
-from patchkit.model import RecipeResult
+from patchkit.results import RecipeResult
 from patchkit.target import Target
 
 COLORS = {"applied": "green", "upstream": "cyan", "pending": "yellow", "partial": "yellow", "skipped": "bright_black", "moved": "magenta", "missing": "red", "ambiguous": "red", "modified": "red"}
@@ -47,4 +46,6 @@ def as_json(command: str, results: Iterable[RecipeResult], ok: bool, targets: di
         "recipes": [r.to_json() for r in results],
         **extra,
     }
+    import json  # only --json pays for it
+
     return json.dumps(doc, indent=2)

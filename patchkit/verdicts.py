@@ -1,7 +1,7 @@
 """Verdict cache: `status` on an unchanged tree without importing libcst or parsing a file.
 
-A verdict is reused only when every input that produced it is byte-identical: patchkit's
-own code, every recipe file, the targets (root, layout, version), each file the evaluation
+A verdict is reused only when every input that produced it is byte-identical (BLAKE2b-256
+digests): patchkit's own code and the Python running it, every recipe file, the targets (root, layout, version), each file the evaluation
 read (by sha256), and the provenance it used (journal, installed wheels' patchkit.json).
 Evaluations that searched the whole tree (relocation, an upstream marker found elsewhere)
 depend on files nobody listed, so they are never cached.  The cache can only make `status`
@@ -10,30 +10,45 @@ faster, never different; deleting it (~/.cache/patchkit/verdicts) changes nothin
 
 from __future__ import annotations
 
-import hashlib
-import json
+import marshal
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
-from patchkit.model import OpResult, RecipeResult
+from patchkit.results import OpResult, RecipeResult
+
+try:  # BLAKE2 without hashlib: importing hashlib loads OpenSSL, a tenth of `status`'s budget
+    from _blake2 import blake2b as _hash
+except ImportError:  # pragma: no cover - other Pythons
+    from hashlib import blake2b as _hash
 
 _CODE: Optional[str] = None
 
 
+def _digest(data: bytes) -> str:
+    return _hash(data, digest_size=32).hexdigest()
+
+
 def _sha(path: Path) -> Optional[str]:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return _digest(path.read_bytes())
     except OSError:
         return None
 
 
 def code_hash() -> str:
+    """patchkit's own code, by each module's path, size and mtime (as Python's .pyc files
+    are checked), and the Python running it (marshal's format is per version)."""
     global _CODE
     if _CODE is None:
-        h = hashlib.sha256()
-        for p in sorted(Path(__file__).parent.rglob("*.py")):
-            h.update(p.name.encode() + p.read_bytes())
+        h = _hash(sys.version.encode(), digest_size=32)
+        for dirpath, dirnames, filenames in sorted(os.walk(os.path.dirname(__file__))):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.endswith(".py"):
+                    st = os.stat(os.path.join(dirpath, fn))
+                    h.update(f"{dirpath}/{fn}|{st.st_size}|{st.st_mtime_ns};".encode())
         _CODE = h.hexdigest()
     return _CODE
 
@@ -45,8 +60,8 @@ def _dir() -> Path:
 
 
 def key(recipes_dir: Path, names: tuple[str, ...], targets: dict) -> str:
-    h = hashlib.sha256(code_hash().encode())
-    h.update(json.dumps(sorted(names)).encode())
+    h = _hash(code_hash().encode(), digest_size=32)
+    h.update(repr(sorted(names)).encode())
     for p in sorted(recipes_dir.glob("*.toml")):
         h.update(p.name.encode() + (_sha(p) or "").encode())
     for engine, t in sorted(targets.items()):
@@ -65,10 +80,10 @@ def _provenance(targets: dict) -> dict[str, Optional[str]]:
 
 
 def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
-    p = _dir() / f"{k}.json"
+    p = _dir() / f"{k}.marshal"
     try:
-        entry = json.loads(p.read_text())
-    except (OSError, ValueError):
+        entry = marshal.loads(p.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
         return None
     if entry.get("provenance") != _provenance(targets):
         return None
@@ -82,7 +97,7 @@ def save(k: str, session, res: list[RecipeResult]) -> None:
     if session.searched_tree:
         return
     entry = {
-        "files": {str(f.path): (hashlib.sha256(f.original).hexdigest() if f.exists else None) for f in session.files.values()},
+        "files": {str(f.path): (_digest(f.original) if f.exists else None) for f in session.files.values()},
         "provenance": _provenance(session.targets),
         "results": [r.to_json() for r in res],
     }
@@ -90,8 +105,8 @@ def save(k: str, session, res: list[RecipeResult]) -> None:
     try:
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{k}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(entry))
-        os.replace(tmp, d / f"{k}.json")
+        tmp.write_bytes(marshal.dumps(entry))
+        os.replace(tmp, d / f"{k}.marshal")
     except OSError:
         pass  # a cache that cannot be written only costs speed
 

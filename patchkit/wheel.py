@@ -33,7 +33,8 @@ from packaging.version import InvalidVersion, Version
 
 from patchkit import __version__, fetch, record
 from patchkit.errors import PatchkitError
-from patchkit.model import APPLIED, UPSTREAM, Recipe, RecipeResult, per_engine
+from patchkit.model import Recipe, per_engine
+from patchkit.results import APPLIED, UPSTREAM, RecipeResult
 from patchkit.target import ENGINES, open_target
 
 EPOCH_1980 = (1980, 1, 1, 0, 0, 0)

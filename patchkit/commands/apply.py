@@ -8,7 +8,7 @@ from patchkit import jit, report
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
 from patchkit.engine import commit, plan_apply, plan_revert, unified_diff
 from patchkit.fsio import locked
-from patchkit.model import APPLIED, PENDING, UPSTREAM, recipe_state
+from patchkit.results import APPLIED, PENDING, UPSTREAM, recipe_state
 
 
 def _as_planned(results, command: str):

@@ -10,7 +10,7 @@ from patchkit import drift as D
 from patchkit import fetch, pins as pins_mod
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
-from patchkit.model import UPSTREAM
+from patchkit.results import UPSTREAM
 from patchkit.project import Project
 from patchkit.report import COLORS, human
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from patchkit import report, verdicts
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
-from patchkit.model import APPLIED, UPSTREAM
+from patchkit.results import APPLIED, UPSTREAM
 
 
 def _fast(opts: Options):

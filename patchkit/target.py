@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from patchkit.errors import TargetError
 
 
-@dataclass(frozen=True)
-class EngineInfo:
+class EngineInfo(NamedTuple):  # NamedTuples: `status` imports this module at start-up
     name: str  # as recipes and --target say it
     dist: str  # package-index name
     package: str  # import name
@@ -56,8 +54,7 @@ def logical_prefixes(engine: str) -> tuple[str, ...]:
     return tuple(lp for lp, _ in ENGINES[engine].layouts["package"])
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     engine: str
     root: Path  # resolved
     layout: str  # "git" | "package"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from patchkit import jit, report
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
@@ -17,8 +16,8 @@ def _as_planned(results, command: str):
     state = PENDING if command == "apply" else APPLIED
     out = []
     for r in results:
-        ops = tuple(replace(o, state=state, message=then) if o.message == now else o for o in r.ops)
-        out.append(replace(r, ops=ops, state=recipe_state([o.state for o in ops]) if ops != r.ops else r.state))
+        ops = tuple(o._replace(state=state, message=then) if o.message == now else o for o in r.ops)
+        out.append(r._replace(ops=ops, state=recipe_state([o.state for o in ops]) if ops != r.ops else r.state))
     return out
 
 

@@ -209,3 +209,30 @@ def test_dry_run_plans_everything_and_writes_nothing(pair, run_cli):
     code, out, err = run_cli("revert", "autotune-cutlass", *t, "--dry-run", "--json")
     assert code == 0 and json.loads(out)["recipes"][0]["ops"][0]["message"] == "would be reverted"
     assert run_cli("status", "autotune-cutlass", *t)[0] == 0  # still applied
+
+
+def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
+    """libcst 1.9 drops an indented comment line after a last, unindented statement; a file
+    it cannot print back byte for byte is refused, on the whole-file path and in views."""
+    s, f, _ = pair
+    comm = s / "sglang/srt/layers/communicator.py"
+    comm.write_text(comm.read_text() + "\nUNRELATED = 1\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n")
+    before = snapshot(s), snapshot(f)
+    recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["allreduce-fusion"])
+    targets = {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}
+
+    monkeypatch.setattr(engine.view, "build", lambda *a, **k: None)  # the whole-file path
+    plan = engine.plan_apply(engine.Session(targets), recipes)
+    assert plan.files == [] and plan.blockers
+    assert all("communicator.py" in b and "byte for byte" in b for b in plan.blockers), plan.blockers
+    monkeypatch.undo()
+
+    # A view leaves the unprintable tail out as a gap (restored verbatim), so apply goes ahead.
+    session = engine.Session(targets)
+    plan = engine.plan_apply(session, recipes)
+    assert not plan.blockers
+    engine.commit(session, plan)
+    text = comm.read_text()
+    assert text.endswith("\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n")
+    assert "_is_sm120_supported = _is_cuda and is_sm120_supported()" in text
+    assert (snapshot(s), snapshot(f)) != before

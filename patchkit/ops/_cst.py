@@ -58,6 +58,34 @@ def words(src: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def ast_near(tree: ast.Module, lines: Sequence[int]) -> Iterator[ast.AST]:
+    """The ``ast`` nodes of the statements spanning one of ``lines`` (1-based, sorted).
+    Other statements are skipped whole, so a few hits do not cost a walk of the file."""
+    import bisect
+
+    def exprs(value):
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, ast.AST):
+                yield from ast.walk(v)
+
+    todo: list = list(tree.body)
+    while todo:
+        node = todo.pop()
+        k = bisect.bisect_left(lines, node.lineno)
+        if k == len(lines) or lines[k] > (node.end_lineno or node.lineno):
+            continue
+        yield node
+        for name, value in ast.iter_fields(node):
+            if name in ("body", "orelse", "finalbody"):
+                todo += value
+            elif name in ("handlers", "cases"):
+                for h in value:
+                    yield from exprs([getattr(h, f, None) for f in ("type", "pattern", "guard")])
+                    todo += h.body
+            else:
+                yield from exprs(value)
+
+
 _NODE_TOKENS: dict[int, tuple] = {}
 
 

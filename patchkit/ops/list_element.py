@@ -18,7 +18,7 @@ import ast
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
-from patchkit.ops._cst import insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens, walk
+from patchkit.ops._cst import ast_near, insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens, walk
 
 _COLLECTIONS = (cst.List, cst.Tuple, cst.Set)
 PROXIMITY = 200  # lines: elements of one literal collection stand at most this far apart
@@ -138,7 +138,7 @@ class ListElement(Op):
         except SyntaxError:
             return True  # let the real parser say so
         want = {ast.unparse(ast.parse(c, mode="eval").body) for c in self._contains_src}
-        for n in ast.walk(tree):
+        for n in ast_near(tree, [ln + 1 for ln in lines[0]]):  # a holder spans a line with the first
             if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and want <= {ast.unparse(e) for e in n.elts}:
                 return True
         return False

@@ -9,7 +9,6 @@ second apply changes nothing, revert restores the bytes, the file still parses),
 from __future__ import annotations
 
 import ast
-import bisect
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from patchkit.journal import Journal, sha256
 from patchkit.model import OpSpec, Recipe
 from patchkit.results import OpResult, RecipeResult, recipe_state
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located
-from patchkit.ops._cst import contains_seq, same_code, tokens
+from patchkit.ops._cst import ast_near, contains_seq, same_code, tokens
 from patchkit.ops.ensure_import import missing_definition
 from patchkit.target import Target
 
@@ -223,7 +222,7 @@ def _marker_in(text: str, frags, words, tree: Optional[ast.Module] = None) -> Op
     the rarest word; only statements holding all words are tokenized.  Defs, classes and
     statements longer than MARKER_SPAN lines do not count: fragments scattered over a
     whole class are not upstream's version of an edit."""
-    lines = text.splitlines(keepends=True)
+    lines = view.split_lines(text)
     first = min((w.decode() for w in words), key=text.count) if words else ""
     hot = [i for i, ln in enumerate(lines, 1) if first in ln]
     if not hot:
@@ -234,21 +233,12 @@ def _marker_in(text: str, frags, words, tree: Optional[ast.Module] = None) -> Op
         except (SyntaxError, ValueError):
             return None
     best = None
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
-        end = node.end_lineno or node.lineno
-        k = bisect.bisect_left(hot, node.lineno)
-        if k == len(hot) or hot[k] > end:
-            continue  # holds no line with the rarest word
-        for name in ("body", "orelse", "finalbody"):
-            todo += [s for s in getattr(node, name, ()) if isinstance(s, ast.stmt)]
-        for sub in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
-            todo += sub.body
-        span = end - node.lineno
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or span > MARKER_SPAN:
+    for node in ast_near(tree, hot):
+        if not isinstance(node, ast.stmt) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        if best is not None and (span, node.lineno) >= best:
+        end = node.end_lineno or node.lineno
+        span = end - node.lineno
+        if span > MARKER_SPAN or (best is not None and (span, node.lineno) >= best):
             continue
         seg = "".join(lines[node.lineno - 1 : end])
         if not all(w.decode() in seg for w in words):

@@ -76,6 +76,11 @@ class View:
         return fline + (line - vline) * step
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as ``ast`` numbers them (str.splitlines also splits at \\f, \\x1c, \\u2028...)."""
+    return _LINE.findall(text)
+
+
 def patterns(op) -> list:
     """What ``op`` (an Op) reads, as ``build`` takes it for the op's scope."""
     reads = op.reads()
@@ -132,7 +137,7 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
         for p, whole in pats:
             node.patterns.append(() if p is None else tuple(w for frag in p for w in words(frag)))
             node.whole = node.whole or whole
-    lines = _LINE.findall(text)
+    lines = split_lines(text)
     pieces: list = []  # ("keep", a, b) or ("gap", a, b, indent): 1-based, inclusive
 
     def keep(a: int, b: int) -> None:

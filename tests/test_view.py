@@ -236,3 +236,25 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
                 assert src[v.file_line(i) - 1] == line, (path, i)
         checked += 1
     assert checked > 50
+
+
+def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree, monkeypatch):
+    from patchkit import engine
+    from patchkit.project import Project
+    from patchkit.target import open_target
+    from tests.conftest import ROOT
+
+    s, f = tree("sglang"), tree("flashinfer")
+    recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"])
+
+    def planned():
+        session = engine.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
+        plan = engine.plan_apply(session, recipes)
+        assert not plan.blockers
+        viewed = {sf.logical: sf.view is not None for sf in plan.files if sf.is_python}
+        return {str(p): new for p, new, _ in plan.changes}, [(r.id, [(o.state, o.line) for o in r.ops]) for r in plan.results], viewed
+
+    changes, results, viewed = planned()
+    assert len(changes) == 5 and len(viewed) == 4 and all(viewed.values()), viewed  # each .py edited through a view
+    monkeypatch.setattr(view, "build", lambda *a, **k: None)
+    assert planned()[:2] == (changes, results)

@@ -103,14 +103,18 @@ class SourceFile:
             return self.current
         return self.module if self.is_python else self.text
 
-    def new_bytes(self) -> bytes:
+    def printed(self) -> tuple[str, bytes]:
+        """(the current state's own code, the file's new bytes), printed once per state;
+        for a view the code is the view's, the bytes are the whole file's."""
         cur = self.state()
         if self._printed is None or self._printed[0] is not cur:
-            out = cur.code if isinstance(cur, cst.Module) else cur
-            if self.view is not None and isinstance(cur, cst.Module):
-                out = self.view.expand(out)
-            self._printed = (cur, out.encode("utf-8", errors="surrogateescape"))
-        return self._printed[1]
+            code = cur.code if isinstance(cur, cst.Module) else cur
+            out = self.view.expand(code) if self.view is not None and isinstance(cur, cst.Module) else code
+            self._printed = (cur, code, out.encode("utf-8", errors="surrogateescape"))
+        return self._printed[1], self._printed[2]
+
+    def new_bytes(self) -> bytes:
+        return self.printed()[1]
 
     def where(self, line: Optional[int] = None) -> str:
         return f"{display(self.path)}:{line}" if line else display(self.path)
@@ -196,7 +200,7 @@ def _marker_hit(session: Session, op: OpSpec, anywhere: bool) -> Optional[str]:
                 return f"upstream marker matched in {m.file}"
             continue
         frags = [tokens(c) for c in m.contains]
-        words = tuple(w for c in m.contains for w in relocate._words(c))
+        words = tuple(w for c in m.contains for w in relocate.word_bytes(c))
         files = [(m.file, f.path)] if f.exists else []
         if anywhere:
             session.searched_tree = True
@@ -449,13 +453,13 @@ def _edit(ev: OpEval, forward: bool) -> Optional[str]:
 
 def _finish(plan: Plan, touched: list[SourceFile]) -> None:
     for f in touched:
-        new = f.new_bytes()
+        code, new = f.printed()
         if new == f.original:
             continue
         if f.is_python:
             # A view's code stands for the whole file: the statements left out are unchanged
             # and stand in the same blocks, so the file parses when the edited view does.
-            edited = f.state().code if f.view is not None else new
+            edited = code if f.view is not None else new
             try:
                 ast.parse(edited)
             except SyntaxError as e:

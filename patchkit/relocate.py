@@ -21,7 +21,7 @@ from patchkit.ops._cst import words
 from patchkit.target import ENGINES, Target
 
 
-def _words(src: str) -> tuple[bytes, ...]:
+def word_bytes(src: str) -> tuple[bytes, ...]:
     """Identifiers and string contents of a code fragment, as bytes to search for."""
     return tuple(w.encode() for w in words(src))
 
@@ -30,7 +30,7 @@ def needles(op: OpSpec) -> tuple[bytes, ...]:
     """Bytes that every file holding the op's site contains, applied or not."""
     if op.impl.language == "text":
         return ()  # the site holds either `find` or `replace`; candidates are checked by locate
-    return tuple(w for lit in op.impl.literals() for w in _words(lit))
+    return tuple(w for lit in op.impl.literals() for w in word_bytes(lit))
 
 
 def tree_files(target: Target, suffix: str) -> list[tuple[str, Path]]:

@@ -30,7 +30,7 @@ def _digest(data: bytes) -> str:
     return _hash(data, digest_size=32).hexdigest()
 
 
-def _sha(path: Path) -> Optional[str]:
+def _file_digest(path: Path) -> Optional[str]:
     try:
         return _digest(path.read_bytes())
     except OSError:
@@ -63,7 +63,7 @@ def key(recipes_dir: Path, names: tuple[str, ...], targets: dict) -> str:
     h = _hash(code_hash().encode(), digest_size=32)
     h.update(repr(sorted(names)).encode())
     for p in sorted(recipes_dir.glob("*.toml")):
-        h.update(p.name.encode() + (_sha(p) or "").encode())
+        h.update(p.name.encode() + (_file_digest(p) or "").encode())
     for engine, t in sorted(targets.items()):
         h.update(f"{engine}|{t.root}|{t.layout}|{t.version}".encode())
     return h.hexdigest()
@@ -72,9 +72,9 @@ def key(recipes_dir: Path, names: tuple[str, ...], targets: dict) -> str:
 def _provenance(targets: dict) -> dict[str, Optional[str]]:
     files = {}
     for root in sorted({t.root for t in targets.values()}):
-        files[str(root / ".patchkit" / "journal.json")] = _sha(root / ".patchkit" / "journal.json")
+        files[str(root / ".patchkit" / "journal.json")] = _file_digest(root / ".patchkit" / "journal.json")
         for p in sorted(root.glob("*.dist-info/patchkit.json")):
-            files[str(p)] = _sha(p)
+            files[str(p)] = _file_digest(p)
         files[f"{root}/*.dist-info/patchkit.json"] = ",".join(sorted(str(p) for p in root.glob("*.dist-info/patchkit.json")))
     return files
 
@@ -88,7 +88,7 @@ def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
     if entry.get("provenance") != _provenance(targets):
         return None
     for path, sha in entry["files"].items():
-        if _sha(Path(path)) != sha:
+        if _file_digest(Path(path)) != sha:
             return None
     return [_recipe(r) for r in entry["results"]]
 

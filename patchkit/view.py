@@ -52,7 +52,6 @@ class View:
     module: cst.Module
     gaps: list[tuple[str, str]]  # (placeholder line, the text it stands for), in order
     marks: list[tuple[int, int, int]]  # (view line, file line, 1) per kept run; (.., .., 0) per placeholder
-    lines: int  # lines in the view
 
     def expand(self, code: str) -> str:
         """The whole file's text for the view's (edited) code."""
@@ -219,4 +218,4 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
     nl = re.search(r"\r\n|\r|\n", text)
     if module.default_indent != first_indent(text) or module.default_newline != (nl.group() if nl else "\n"):
         return None
-    return View(module, gaps, marks, vline - 1)
+    return View(module, gaps, marks)

@@ -18,8 +18,12 @@ def states(doc):
     return {r["id"]: (r["state"], r["in_range"]) for r in doc["recipes"]}
 
 
+def recipe(doc, rid):
+    return next(r for r in doc["recipes"] if r["id"] == rid)
+
+
 def ops(doc, rid):
-    return [(o["engine"], o["state"], o["location"]) for o in next(r for r in doc["recipes"] if r["id"] == rid)["ops"]]
+    return [(o["engine"], o["state"], o["location"]) for o in recipe(doc, rid)["ops"]]
 
 
 def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
@@ -33,7 +37,7 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
     }
     assert doc["retire"] == ["autotune-cutlass", "moe-backend-sm120"]
     assert ops(doc, "autotune-cutlass") == [("sglang", "upstream", "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune")]
-    moe = next(r for r in doc["recipes"] if r["id"] == "moe-backend-sm120")["ops"][0]
+    moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"] == "upstream marker matched at sglang/srt/server_args.py:3351"
     assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
 
@@ -50,11 +54,11 @@ def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
         "max-running-requests": ("pending", False),
         "moe-backend-sm120": ("upstream", False),
     }
-    at = next(r for r in doc["recipes"] if r["id"] == "autotune-cutlass")["ops"][0]
+    at = recipe(doc, "autotune-cutlass")["ops"][0]
     assert at["location"] == "sglang/srt/model_executor/runner/flashinfer_autotune.py::should_run_flashinfer_autotune"
     assert at["file"] == "sglang/srt/model_executor/model_runner.py"
     assert at["message"] == "moved from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune"
-    moe = next(r for r in doc["recipes"] if r["id"] == "moe-backend-sm120")["ops"][0]
+    moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"].startswith("upstream marker matched at sglang/srt/arg_groups/overrides.py:")
 
 
@@ -68,9 +72,9 @@ def test_sglang_0_5_20_drift_that_needs_work(run_cli):
         "max-running-requests": ("ambiguous", False),
         "moe-backend-sm120": ("upstream", False),
     }
-    mrr = next(r for r in doc["recipes"] if r["id"] == "max-running-requests")["ops"][0]
+    mrr = recipe(doc, "max-running-requests")["ops"][0]
     assert mrr["message"] == "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
-    ar = next(r for r in doc["recipes"] if r["id"] == "allreduce-fusion")["ops"]
+    ar = recipe(doc, "allreduce-fusion")["ops"]
     assert [o["state"] for o in ar] == ["pending", "missing", "pending", "pending", "pending"]
 
 

@@ -268,17 +268,22 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     assert sa.read_bytes().endswith(b"# my local experiment\n")
 
 
+def upstream_edit(repo, tag, message, path, old, new):
+    """A made-up upstream release ``tag``: v0.5.9 with ``old`` replaced by ``new`` in ``path``."""
+    git(repo, "checkout", "-q", "-b", "next", "v0.5.9")
+    f = repo / path
+    f.write_text(f.read_text().replace(old, new))
+    git(repo, "commit", "-q", "-am", message)
+    git(repo, "tag", tag)
+    git(repo, "checkout", "-q", "main")
+
+
 def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run_cli, recipes_dir, tmp_path):
     repo = synced_copy
     pins = tmp_path / "upstream_pins.toml"
     shutil.copy(ROOT / "upstream_pins.toml", pins)
     # An "upstream" release where communicator.py lost the line allreduce-fusion inserts after.
-    git(repo, "checkout", "-q", "-b", "next", "v0.5.9")
-    f = repo / "python/sglang/srt/layers/communicator.py"
-    f.write_text(f.read_text().replace("_is_sm100_supported = _is_cuda and is_sm100_supported()\n", ""))
-    git(repo, "commit", "-q", "-am", "refactor communicator")
-    git(repo, "tag", "v-next")
-    git(repo, "checkout", "-q", "main")
+    upstream_edit(repo, "v-next", "refactor communicator", "python/sglang/srt/layers/communicator.py", "_is_sm100_supported = _is_cuda and is_sm100_supported()\n", "")
     before = git(repo, "rev-parse", "patchkit/sm120").strip()
 
     code, doc, err = run_json(run_cli, "--pins", str(pins), "--recipes", str(recipes_dir), "fork", "upgrade", "sm120", "-t", f"sglang={repo}", "--to", "v-next", "--move-pin")
@@ -294,12 +299,7 @@ def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run
 def test_upgrade_carries_a_recipe_whose_code_moved(sglang_upstream, run_cli, tmp_path):
     repo = clone(sglang_upstream, tmp_path / "sglang")
     # An "upstream" release that renamed the method holding the autotune list.
-    git(repo, "checkout", "-q", "-b", "next", "v0.5.9")
-    f = repo / "python/sglang/srt/model_executor/model_runner.py"
-    f.write_text(f.read_text().replace("_should_run_flashinfer_autotune", "_should_autotune_flashinfer"))
-    git(repo, "commit", "-q", "-am", "rename the autotune check")
-    git(repo, "tag", "v-renamed")
-    git(repo, "checkout", "-q", "main")
+    upstream_edit(repo, "v-renamed", "rename the autotune check", "python/sglang/srt/model_executor/model_runner.py", "_should_run_flashinfer_autotune", "_should_autotune_flashinfer")
     code, doc, err = run_json(run_cli, "fork", "sync", "autotune-cutlass", "-t", f"sglang={repo}")
     assert code == 0, err
 

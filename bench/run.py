@@ -27,7 +27,11 @@ from patchkit import drift  # noqa: E402
 PY = sys.executable  # replaced in main() by a venv holding patchkit installed as users install it
 PK: list[str] = []
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
-SG_FILES = ["sglang/srt/model_executor/model_runner.py", "sglang/srt/layers/communicator.py", "sglang/srt/server_args.py"]
+SG_FILES = [
+    "sglang/srt/model_executor/model_runner.py",
+    "sglang/srt/layers/communicator.py",
+    "sglang/srt/server_args.py",
+]
 FI_PY, FI_CUH = "flashinfer/jit/comm.py", "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"
 
 
@@ -53,7 +57,14 @@ def interleaved(cmds: list[list[str]], runs: int) -> list[dict]:
     out = []
     for k in range(len(cmds)):
         walls = [r[k]["median"] for r in rounds]
-        out.append({"median": statistics.median(walls), "min": min(walls), "rss": max(r[k]["rss"] for r in rounds), "runs": runs})
+        out.append(
+            {
+                "median": statistics.median(walls),
+                "min": min(walls),
+                "rss": max(r[k]["rss"] for r in rounds),
+                "runs": runs,
+            }
+        )
     return out
 
 
@@ -90,22 +101,40 @@ def bench_apply(work: Path) -> dict:
         + f"libcst.parse_module(open({str(fi / FI_PY)!r}).read())\nopen({str(fi / FI_CUH)!r}).read()\n"
     )
     # The equivalent diff, for git apply.
-    d = subprocess.run([*PK, "diff", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True, text=True, check=True).stdout
-    parts = d.split("# flashinfer: ")[0], "# flashinfer: " + d.split("# flashinfer: ")[1] if "# flashinfer: " in d else ""
+    d = subprocess.run(
+        [*PK, "diff", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    parts = (
+        d.split("# flashinfer: ")[0],
+        "# flashinfer: " + d.split("# flashinfer: ")[1] if "# flashinfer: " in d else "",
+    )
     (work / "sg.diff").write_text(parts[0] if parts[0].startswith("# sglang") else parts[1])
     (work / "fi.diff").write_text(parts[1] if parts[0].startswith("# sglang") else parts[0])
     (work / "sed.sh").write_text(SED)
     setup = lambda: fresh_pair(work)
     out["apply"] = measure([*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], setup=setup)
     out["floor"] = measure([PY, "-c", floor_code])
-    out["git apply"] = measure(["bash", "-c", f"cd {sg} && git apply -p1 {work / 'sg.diff'} && cd {fi} && git apply -p1 {work / 'fi.diff'}"], setup=setup)
+    out["git apply"] = measure(
+        ["bash", "-c", f"cd {sg} && git apply -p1 {work / 'sg.diff'} && cd {fi} && git apply -p1 {work / 'fi.diff'}"],
+        setup=setup,
+    )
     out["sed"] = measure(["bash", str(work / "sed.sh"), str(sg), str(fi)], setup=setup)
     # status on an applied, unchanged tree vs an interpreter that imports click.
     fresh_pair(work)
-    subprocess.run([*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True, check=True)
-    subprocess.run([*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True)  # first look computes the verdicts
+    subprocess.run(
+        [*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True, check=True
+    )
+    subprocess.run(
+        [*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], capture_output=True
+    )  # first look computes the verdicts
     # Start-up figures are short and noisy: more runs, interleaved so both see the same machine.
-    out["status"], out["click"] = interleaved([[*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], [PY, "-c", "import click"]], runs=max(RUNS, 21))
+    out["status"], out["click"] = interleaved(
+        [[*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], [PY, "-c", "import click"]],
+        runs=max(RUNS, 21),
+    )
     return out
 
 
@@ -128,11 +157,29 @@ def bench_relocate(work: Path) -> dict:
         r = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True)
         dt, found = r.stdout.split(" ", 1)
         times.append(float(dt))
-    out["relocate (in process)"] = {"median": statistics.median(times), "min": min(times), "rss": None, "runs": RUNS, "found": found.strip()}
-    out["drift autotune-cutlass --to <0.5.23 tree>"] = measure([*PK, "drift", "autotune-cutlass", "--to", f"sglang={tree}"])
+    out["relocate (in process)"] = {
+        "median": statistics.median(times),
+        "min": min(times),
+        "rss": None,
+        "runs": RUNS,
+        "found": found.strip(),
+    }
+    out["drift autotune-cutlass --to <0.5.23 tree>"] = measure(
+        [*PK, "drift", "autotune-cutlass", "--to", f"sglang={tree}"]
+    )
     agrep = Path(PY).parent / "ast-grep"
     if agrep.exists():
-        out["ast-grep scan"] = measure([str(agrep), "run", "--lang", "python", "--pattern", '[$$$A, "flashinfer_trtllm", $$$B]', str(tree / "sglang")])
+        out["ast-grep scan"] = measure(
+            [
+                str(agrep),
+                "run",
+                "--lang",
+                "python",
+                "--pattern",
+                '[$$$A, "flashinfer_trtllm", $$$B]',
+                str(tree / "sglang"),
+            ]
+        )
     out["_files"] = n_py
     return out
 
@@ -144,7 +191,9 @@ def bench_drift() -> dict:
         drift.release_tree("sglang", v)
     cache = drift.fetch.cache_dir() / "drift"
     shutil.rmtree(cache, ignore_errors=True)
-    out["drift --across (trees cached, verdicts cold)"] = measure([*PK, "drift", "--across", "sglang==0.5.9..0.5.23"], runs=1)
+    out["drift --across (trees cached, verdicts cold)"] = measure(
+        [*PK, "drift", "--across", "sglang==0.5.9..0.5.23"], runs=1
+    )
     out["drift --across (fully warm)"] = measure([*PK, "drift", "--across", "sglang==0.5.9..0.5.23"])
     out["_versions"] = len(versions)
     return out
@@ -160,7 +209,9 @@ def bench_venv(work: Path) -> str:
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT), "ast-grep-cli"], check=True)
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT), "ast-grep-cli"], check=True
+    )
     return py
 
 
@@ -168,7 +219,13 @@ def main() -> None:
     global PY, PK
     work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
     PY = bench_venv(work)
-    PK = [str(Path(PY).parent / "patchkit"), "--recipes", str(ROOT / "recipes"), "--pins", str(ROOT / "upstream_pins.toml")]
+    PK = [
+        str(Path(PY).parent / "patchkit"),
+        "--recipes",
+        str(ROOT / "recipes"),
+        "--pins",
+        str(ROOT / "upstream_pins.toml"),
+    ]
     try:
         a = bench_apply(work)
         r = bench_relocate(work)
@@ -178,17 +235,73 @@ def main() -> None:
     ratio = lambda x, y: f"{x['median'] / y['median']:.2f}x"
     rss = lambda x: "" if x.get("rss") is None else f"{x['rss']:.0f} MiB"
     rows = [
-        ("apply sm120 (pinned trees)", fmt(a["apply"]), rss(a["apply"]), f"{ratio(a['apply'], a['floor'])} the libcst parse floor", "<= 1.3x floor"),
+        (
+            "apply sm120 (pinned trees)",
+            fmt(a["apply"]),
+            rss(a["apply"]),
+            f"{ratio(a['apply'], a['floor'])} the libcst parse floor",
+            "<= 1.3x floor",
+        ),
         ("  floor: import libcst + parse the 4 touched .py + read the .cuh", fmt(a["floor"]), rss(a["floor"]), "", ""),
-        ("  git apply of the equivalent diff", fmt(a["git apply"]), rss(a["git apply"]), f"apply is {ratio(a['apply'], a['git apply'])} git apply", "perspective"),
-        ("  sed -i, the equivalent commands", fmt(a["sed"]), rss(a["sed"]), f"apply is {ratio(a['apply'], a['sed'])} sed", "perspective"),
-        ("status sm120 (applied, unchanged)", fmt(a["status"]), rss(a["status"]), f"{ratio(a['status'], a['click'])} bare `python -c 'import click'`", "<= 1.5x"),
+        (
+            "  git apply of the equivalent diff",
+            fmt(a["git apply"]),
+            rss(a["git apply"]),
+            f"apply is {ratio(a['apply'], a['git apply'])} git apply",
+            "perspective",
+        ),
+        (
+            "  sed -i, the equivalent commands",
+            fmt(a["sed"]),
+            rss(a["sed"]),
+            f"apply is {ratio(a['apply'], a['sed'])} sed",
+            "perspective",
+        ),
+        (
+            "status sm120 (applied, unchanged)",
+            fmt(a["status"]),
+            rss(a["status"]),
+            f"{ratio(a['status'], a['click'])} bare `python -c 'import click'`",
+            "<= 1.5x",
+        ),
         ("  python -c 'import click'", fmt(a["click"]), rss(a["click"]), "", ""),
-        (f"relocate an anchor, SGLang 0.5.23 ({r['_files']} .py files), in process", fmt(r["relocate (in process)"]), "", "", "< 0.5 s"),
-        ("  same, whole `drift` CLI process", fmt(r["drift autotune-cutlass --to <0.5.23 tree>"]), rss(r["drift autotune-cutlass --to <0.5.23 tree>"]), "", ""),
-        ("  ast-grep whole-tree scan, same pattern", fmt(r.get("ast-grep scan")), rss(r["ast-grep scan"]) if r.get("ast-grep scan") else "", f"relocation is {r['ast-grep scan']['median'] / r['relocate (in process)']['median']:.1f}x faster" if r.get("ast-grep scan") else "", ">= 10x faster"),
-        (f"drift --across sglang==0.5.9..0.5.23 ({d['_versions']} releases), verdicts cold", fmt(d["drift --across (trees cached, verdicts cold)"]), rss(d["drift --across (trees cached, verdicts cold)"]), "", "< 20 s (warm)"),
-        ("  same, fully warm (verdict cache)", fmt(d["drift --across (fully warm)"]), rss(d["drift --across (fully warm)"]), "", "< 20 s"),
+        (
+            f"relocate an anchor, SGLang 0.5.23 ({r['_files']} .py files), in process",
+            fmt(r["relocate (in process)"]),
+            "",
+            "",
+            "< 0.5 s",
+        ),
+        (
+            "  same, whole `drift` CLI process",
+            fmt(r["drift autotune-cutlass --to <0.5.23 tree>"]),
+            rss(r["drift autotune-cutlass --to <0.5.23 tree>"]),
+            "",
+            "",
+        ),
+        (
+            "  ast-grep whole-tree scan, same pattern",
+            fmt(r.get("ast-grep scan")),
+            rss(r["ast-grep scan"]) if r.get("ast-grep scan") else "",
+            f"relocation is {r['ast-grep scan']['median'] / r['relocate (in process)']['median']:.1f}x faster"
+            if r.get("ast-grep scan")
+            else "",
+            ">= 10x faster",
+        ),
+        (
+            f"drift --across sglang==0.5.9..0.5.23 ({d['_versions']} releases), verdicts cold",
+            fmt(d["drift --across (trees cached, verdicts cold)"]),
+            rss(d["drift --across (trees cached, verdicts cold)"]),
+            "",
+            "< 20 s (warm)",
+        ),
+        (
+            "  same, fully warm (verdict cache)",
+            fmt(d["drift --across (fully warm)"]),
+            rss(d["drift --across (fully warm)"]),
+            "",
+            "< 20 s",
+        ),
     ]
     md = [
         "# Benchmarks",

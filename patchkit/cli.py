@@ -44,13 +44,21 @@ def _remember_python(ctx, param, value):
 
 
 def target_options(f):
-    f = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (the shape is stable; see README).")(f)
     f = click.option(
-        "--target", "-t", multiple=True, metavar="ENGINE=PATH",
+        "--json", "as_json", is_flag=True, help="Print one JSON document (the shape is stable; see README)."
+    )(f)
+    f = click.option(
+        "--target",
+        "-t",
+        multiple=True,
+        metavar="ENGINE=PATH",
         help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, or site-packages. Repeat per engine.",
     )(f)
     f = click.option(
-        "--python", metavar="PATH", expose_value=False, callback=_remember_python,
+        "--python",
+        metavar="PATH",
+        expose_value=False,
+        callback=_remember_python,
         help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD is kept true, a system Python's site-packages is refused, and patchkit's journal stays in SITE/.patchkit (pip uninstall leaves it; delete it after).",
     )(f)
     f = click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")(f)
@@ -61,7 +69,9 @@ def target_options(f):
 @click.version_option(__version__, prog_name="patchkit")
 @click.option("--pins", metavar="FILE", help="upstream_pins.toml to use (default: found in . or above).")
 @click.option("--recipes", metavar="DIR", help="Recipes directory (default: recipes/ beside the pins).")
-@click.option("--workspace", metavar="DIR", help="Where `sync` puts the pinned trees (default: .patchkit/ beside the pins).")
+@click.option(
+    "--workspace", metavar="DIR", help="Where `sync` puts the pinned trees (default: .patchkit/ beside the pins)."
+)
 def cli(pins, recipes, workspace):
     """Declarative, verifiable, revertible patches for SGLang and FlashInfer.
 
@@ -81,8 +91,12 @@ def cli(pins, recipes, workspace):
 @cli.command()
 @target_options
 @click.option("--dry-run", "-n", is_flag=True, help="Plan and verify every edit, write nothing.")
-@click.option("--ignore-range", is_flag=True, help="Apply recipes even where the target's version is outside their range.")
-@click.option("--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed.")
+@click.option(
+    "--ignore-range", is_flag=True, help="Apply recipes even where the target's version is outside their range."
+)
+@click.option(
+    "--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed."
+)
 @click.pass_context
 def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache):
     """Apply recipes and bundles (default: none; name them).
@@ -95,15 +109,25 @@ def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache):
     from patchkit.commands.apply import apply as run
 
     if not names:
-        raise PatchkitError("apply needs recipe or bundle names", "e.g. `patchkit apply sm120`; `patchkit list` shows them")
-    sys.exit(run(_opts(ctx, names, target, as_json), dry_run=dry_run, ignore_range=ignore_range, clear_jit=clear_jit_cache))
+        raise PatchkitError(
+            "apply needs recipe or bundle names", "e.g. `patchkit apply sm120`; `patchkit list` shows them"
+        )
+    sys.exit(
+        run(_opts(ctx, names, target, as_json), dry_run=dry_run, ignore_range=ignore_range, clear_jit=clear_jit_cache)
+    )
 
 
 @cli.command()
 @target_options
 @click.option("--dry-run", "-n", is_flag=True, help="Plan and verify, write nothing.")
-@click.option("--force", is_flag=True, help="Revert even if a file changed after patchkit wrote it; forget ops that can no longer be found.")
-@click.option("--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Revert even if a file changed after patchkit wrote it; forget ops that can no longer be found.",
+)
+@click.option(
+    "--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed."
+)
 @click.pass_context
 def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache):
     """Take back recipes patchkit applied, leaving the others (and your own edits) alone.
@@ -137,8 +161,14 @@ def status(ctx, names, target, as_json, quiet):
 
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
-@click.option("--target", "-t", multiple=True, metavar="ENGINE=PATH", help="Work on this tree instead of the workspace.")
-@click.option("--applied", is_flag=True, help="Show what patchkit has applied (the patch to revert), instead of what apply would write.")
+@click.option(
+    "--target", "-t", multiple=True, metavar="ENGINE=PATH", help="Work on this tree instead of the workspace."
+)
+@click.option(
+    "--applied",
+    is_flag=True,
+    help="Show what patchkit has applied (the patch to revert), instead of what apply would write.",
+)
 @click.option("--ignore-range", is_flag=True, help="Include recipes outside their version range.")
 @click.pass_context
 def diff(ctx, names, target, applied, ignore_range):
@@ -175,9 +205,23 @@ def show(ctx, names):
 
 @cli.command()
 @click.argument("engines", nargs=-1, metavar="[ENGINE]...")
-@click.option("--from", "source", type=click.Choice(["index", "git"]), default="index", show_default=True, help="Fetch release wheels from the package index, or clone the pinned git revision.")
-@click.option("--mirror", multiple=True, metavar="ENGINE=PATH", help="With --from git: clone from this local mirror instead of the pinned URL.")
-@click.option("--force", is_flag=True, help="Replace a workspace tree that holds something else (its patches are lost).")
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(["index", "git"]),
+    default="index",
+    show_default=True,
+    help="Fetch release wheels from the package index, or clone the pinned git revision.",
+)
+@click.option(
+    "--mirror",
+    multiple=True,
+    metavar="ENGINE=PATH",
+    help="With --from git: clone from this local mirror instead of the pinned URL.",
+)
+@click.option(
+    "--force", is_flag=True, help="Replace a workspace tree that holds something else (its patches are lost)."
+)
 @click.pass_context
 def sync(ctx, engines, source, mirror, force):
     """Materialise the pinned upstream trees in the workspace (.patchkit/trees/ENGINE).
@@ -193,9 +237,22 @@ def sync(ctx, engines, source, mirror, force):
 
 @cli.command()
 @click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
-@click.option("--from", "sources", multiple=True, required=True, metavar="ENGINE==VERSION", help="Release to patch, e.g. sglang==0.5.9 (ENGINE alone: the pinned version). Repeat per engine; a recipe that edits two engines needs both.")
-@click.option("--label", metavar="LABEL", help="PEP 440 local version label (default: the names given, e.g. sm120 -> 0.5.9+sm120).")
-@click.option("--out", "-o", required=True, metavar="DIR", help="Directory to write the wheels into (created if absent).")
+@click.option(
+    "--from",
+    "sources",
+    multiple=True,
+    required=True,
+    metavar="ENGINE==VERSION",
+    help="Release to patch, e.g. sglang==0.5.9 (ENGINE alone: the pinned version). Repeat per engine; a recipe that edits two engines needs both.",
+)
+@click.option(
+    "--label",
+    metavar="LABEL",
+    help="PEP 440 local version label (default: the names given, e.g. sm120 -> 0.5.9+sm120).",
+)
+@click.option(
+    "--out", "-o", required=True, metavar="DIR", help="Directory to write the wheels into (created if absent)."
+)
 @click.option("--ignore-range", is_flag=True, help="Patch even where the release is outside a recipe's version range.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document: the wheels, their sha256 and recipes.")
 @click.pass_context
@@ -247,8 +304,14 @@ def fork():
 @fork.command("sync")
 @click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
 @click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
-@click.option("--base", metavar="REV", help="Tag or commit to build on (default: the rev pinned for ENGINE in upstream_pins.toml).")
-@click.option("--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds.")
+@click.option(
+    "--base",
+    metavar="REV",
+    help="Tag or commit to build on (default: the rev pinned for ENGINE in upstream_pins.toml).",
+)
+@click.option(
+    "--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
 def fork_sync(ctx, names, target, base, force, as_json):
@@ -267,9 +330,17 @@ def fork_sync(ctx, names, target, base, force, as_json):
 @fork.command("upgrade")
 @click.argument("name", required=False, metavar="[NAME]")
 @click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
-@click.option("--to", "to", required=True, metavar="REV", help="The new upstream tag or commit to rebuild the branch on.")
-@click.option("--move-pin", is_flag=True, help="Also set ENGINE's rev (and version) in upstream_pins.toml, editing only those lines.")
-@click.option("--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds.")
+@click.option(
+    "--to", "to", required=True, metavar="REV", help="The new upstream tag or commit to rebuild the branch on."
+)
+@click.option(
+    "--move-pin",
+    is_flag=True,
+    help="Also set ENGINE's rev (and version) in upstream_pins.toml, editing only those lines.",
+)
+@click.option(
+    "--force", is_flag=True, help="Rebuild even if the branch has commits patchkit did not make and no other ref holds."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
 def fork_upgrade(ctx, name, target, to, move_pin, force, as_json):
@@ -306,7 +377,9 @@ def fork_status(ctx, name, target, as_json):
 @fork.command("export")
 @click.argument("name", metavar="NAME")
 @click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
-@click.option("--out", "-o", required=True, metavar="DIR", help="Directory for the patches and the series file (new or empty).")
+@click.option(
+    "--out", "-o", required=True, metavar="DIR", help="Directory for the patches and the series file (new or empty)."
+)
 @click.option("--force", is_flag=True, help="Replace a patch series already in DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
@@ -324,7 +397,12 @@ def fork_export(ctx, name, target, out, force, as_json):
 
 @cli.command()
 @click.option("--python", metavar="PATH", help="Check this interpreter (default: the one patchkit runs in).")
-@click.option("--facts", "facts_file", metavar="FILE", help="Judge facts recorded earlier with --json (e.g. on another machine) instead of collecting them.")
+@click.option(
+    "--facts",
+    "facts_file",
+    metavar="FILE",
+    help="Judge facts recorded earlier with --json (e.g. on another machine) instead of collecting them.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the findings and the raw facts as one JSON document.")
 @click.pass_context
 def doctor(ctx, python, facts_file, as_json):
@@ -345,11 +423,25 @@ def doctor(ctx, python, facts_file, as_json):
 
 @cli.command()
 @click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
-@click.option("--to", "to", multiple=True, metavar="ENGINE==VERSION|ENGINE=PATH", help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named use their pin.")
-@click.option("--across", metavar="ENGINE==A..B", help="Judge every release from A to B that the index lists, and print a matrix.")
-@click.option("--bisect", is_flag=True, help="With --across: find where each recipe changes state, evaluating O(log n) releases per change.")
+@click.option(
+    "--to",
+    "to",
+    multiple=True,
+    metavar="ENGINE==VERSION|ENGINE=PATH",
+    help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named use their pin.",
+)
+@click.option(
+    "--across", metavar="ENGINE==A..B", help="Judge every release from A to B that the index lists, and print a matrix."
+)
+@click.option(
+    "--bisect",
+    is_flag=True,
+    help="With --across: find where each recipe changes state, evaluating O(log n) releases per change.",
+)
 @click.option("--jobs", "-j", type=int, default=2, show_default=True, help="Releases judged in parallel.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (the shape of `status --json`; a matrix with --across).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (the shape of `status --json`; a matrix with --across)."
+)
 @click.pass_context
 def drift(ctx, names, to, across, bisect, jobs, as_json):
     """Before an upgrade: which recipes still apply, which did upstream merge, which moved.
@@ -403,6 +495,9 @@ def main(argv=None) -> None:
     except Exception as e:  # a bug in patchkit, not in the user's input
         if os.environ.get("PATCHKIT_DEBUG"):
             raise
-        click.echo(f"patchkit: internal error: {type(e).__name__}: {e} (this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback and report it)", err=True)
+        click.echo(
+            f"patchkit: internal error: {type(e).__name__}: {e} (this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback and report it)",
+            err=True,
+        )
         sys.exit(3)
     sys.exit(0)

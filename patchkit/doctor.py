@@ -94,9 +94,14 @@ def probe_python(python: str, timeout: float = 60) -> dict:
     """Where ``python`` imports each engine from (and torch), asked of that interpreter."""
     exe = shutil.which(python) if os.sep not in python else python
     if not exe or not os.path.exists(exe):
-        raise TargetError(f"--python {python}: no such interpreter", "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python")
+        raise TargetError(
+            f"--python {python}: no such interpreter",
+            "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python",
+        )
     try:
-        proc = subprocess.run([exe, "-c", PROBE, json.dumps(MODULES)], capture_output=True, text=True, timeout=timeout, cwd="/")
+        proc = subprocess.run(
+            [exe, "-c", PROBE, json.dumps(MODULES)], capture_output=True, text=True, timeout=timeout, cwd="/"
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise TargetError(f"--python {python}: could not run it ({e})", "is it a Python 3 interpreter?") from None
     if proc.returncode != 0:
@@ -144,8 +149,16 @@ def _gpus(python_exe: str, has_torch: bool) -> dict:
             if proc.returncode == 0:
                 t = json.loads(proc.stdout.strip().splitlines()[-1])
                 if t["devices"]:
-                    return {"source": "torch", "torch": t["torch"], "cuda": t["cuda"], "devices": t["devices"], "tried": tried}
-                tried.append(f"torch {t['torch']}: torch.cuda.is_available() is {t['available']}, {len(t['devices'])} device(s)")
+                    return {
+                        "source": "torch",
+                        "torch": t["torch"],
+                        "cuda": t["cuda"],
+                        "devices": t["devices"],
+                        "tried": tried,
+                    }
+                tried.append(
+                    f"torch {t['torch']}: torch.cuda.is_available() is {t['available']}, {len(t['devices'])} device(s)"
+                )
             else:
                 tried.append("torch: " + ((proc.stderr.strip().splitlines() or ["failed"])[-1]))
         except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
@@ -155,7 +168,12 @@ def _gpus(python_exe: str, has_torch: bool) -> dict:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            proc = subprocess.run([smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(
+                [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             devs = []
             for i, line in enumerate(proc.stdout.strip().splitlines()):
                 name, _, cap = line.rpartition(",")
@@ -185,7 +203,14 @@ def _journal_edits(root: Path, engine: str) -> list[dict]:
     for logical, entry in sorted(j.engines.get(engine, {}).get("files", {}).items()):
         p = t.path(logical)
         if p.is_file():
-            out.append({"file": logical, "path": str(p), "mtime": p.stat().st_mtime, "back_to_pristine": _sha(p) == entry.get("pristine") and _sha(p) != entry.get("sha256")})
+            out.append(
+                {
+                    "file": logical,
+                    "path": str(p),
+                    "mtime": p.stat().st_mtime,
+                    "back_to_pristine": _sha(p) == entry.get("pristine") and _sha(p) != entry.get("sha256"),
+                }
+            )
     return out
 
 
@@ -198,8 +223,8 @@ def _sha(p: Path) -> str:
 def _location(engine: str, root: Path, recipes) -> dict:
     """Recipe states of one copy of an engine, plus wheel provenance and journal health."""
     from patchkit.engine import Session, evaluate, results
-    from patchkit.target import open_target
     from patchkit.model import per_engine
+    from patchkit.target import open_target
 
     loc: dict = {"root": str(root)}
     try:
@@ -221,7 +246,10 @@ def _location(engine: str, root: Path, recipes) -> dict:
         for di in sorted(t.root.glob(f"{norm}-*.dist-info")):
             if (di / "RECORD").is_file():
                 # .pyc rows are caches Python rewrites; only sources and data must match.
-                loc["record"] = {"dist_info": di.name, "problems": [p for p in record.verify(di) if not p.split(":", 1)[0].endswith(".pyc")][:20]}
+                loc["record"] = {
+                    "dist_info": di.name,
+                    "problems": [p for p in record.verify(di) if not p.split(":", 1)[0].endswith(".pyc")][:20],
+                }
     prov = sorted(t.root.glob(f"{norm}-*.dist-info/patchkit.json"))
     if prov:
         try:
@@ -236,7 +264,15 @@ def _location(engine: str, root: Path, recipes) -> dict:
             if op.jit_modules:
                 p = t.path(op.file)
                 if p.is_file():
-                    loc["jit_sources"].append({"recipe": r.id, "file": op.file, "path": str(p), "mtime": p.stat().st_mtime, "modules": list(op.jit_modules)})
+                    loc["jit_sources"].append(
+                        {
+                            "recipe": r.id,
+                            "file": op.file,
+                            "path": str(p),
+                            "mtime": p.stat().st_mtime,
+                            "modules": list(op.jit_modules),
+                        }
+                    )
     return loc
 
 
@@ -248,7 +284,9 @@ def _jit_cache(version: Optional[str]) -> dict:
             if d.is_dir():
                 newest = max((f.stat().st_mtime for f in d.rglob("*") if f.is_file()), default=d.stat().st_mtime)
                 rel = d.relative_to(base).parts
-                builds.append({"path": str(d), "flashinfer_version": rel[0], "archs": rel[1], "module": rel[-1], "mtime": newest})
+                builds.append(
+                    {"path": str(d), "flashinfer_version": rel[0], "archs": rel[1], "module": rel[-1], "mtime": newest}
+                )
     return {"base": str(base), "exists": base.is_dir(), "builds": builds}
 
 
@@ -265,7 +303,9 @@ def collect(project, python: Optional[str] = None) -> dict:
     facts: dict = {
         "patchkit": __version__,
         "host": platform.node(),
-        "python": {k: probe[k] for k in ("executable", "python_version", "prefix", "base_prefix", "in_venv", "purelib")},
+        "python": {
+            k: probe[k] for k in ("executable", "python_version", "prefix", "base_prefix", "in_venv", "purelib")
+        },
         "pins": pins,
         "bundles": {b: sorted(ids) for b, ids in catalog.bundles.items()},
         "recipe_sha256": {r.id: r.sha256 for r in recipes},
@@ -326,13 +366,21 @@ def judge(facts: dict) -> list[Finding]:
     out: list[Finding] = []
     add = lambda level, topic, msg: out.append(Finding(level, topic, msg))  # noqa: E731
     py = facts["python"]
-    add(INFO, "python", f"{py['executable']} (Python {py['python_version']}, {'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})")
+    add(
+        INFO,
+        "python",
+        f"{py['executable']} (Python {py['python_version']}, {'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})",
+    )
 
     gpus = facts.get("gpus", {})
     devs = gpus.get("devices", [])
     if devs:
         for d in devs:
-            add(OK, "gpu", f"GPU {d['index']}: {d['name']}, compute capability {d['capability']} (via {gpus.get('source')})")
+            add(
+                OK,
+                "gpu",
+                f"GPU {d['index']}: {d['name']}, compute capability {d['capability']} (via {gpus.get('source')})",
+            )
     else:
         add(WARN, "gpu", "no GPU found (" + "; ".join(gpus.get("tried", [])) + ")")
     majors = set()
@@ -346,9 +394,17 @@ def judge(facts: dict) -> list[Finding]:
     sha = facts.get("recipe_sha256", {})
     pins = facts.get("pins", {})
     engines = facts.get("engines", {})
-    for engine, m in sorted(engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])):
+    for engine, m in sorted(
+        engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])
+    ):
         if not m.get("found"):
-            add(WARN, engine, f"{engine}: not importable by {py['executable']}" + (f" ({m['error']})" if m.get("error") else "") + "; if another interpreter serves, run `patchkit doctor --python PATH`")
+            add(
+                WARN,
+                engine,
+                f"{engine}: not importable by {py['executable']}"
+                + (f" ({m['error']})" if m.get("error") else "")
+                + "; if another interpreter serves, run `patchkit doctor --python PATH`",
+            )
             continue
         loc = m.get("location", {})
         version = m.get("version") or loc.get("version")
@@ -356,48 +412,102 @@ def judge(facts: dict) -> list[Finding]:
         where = m.get("package_dir") or m.get("root")
         base_version = version.split("+", 1)[0] if version else None
         if pin and base_version and base_version != pin:
-            add(WARN, engine, f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against another release")
+            add(
+                WARN,
+                engine,
+                f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against another release",
+            )
         else:
-            add(OK, engine, f"{engine} {version or '(unknown version)'} imported from {where}" + (f" (pin {pin})" if pin else ""))
+            add(
+                OK,
+                engine,
+                f"{engine} {version or '(unknown version)'} imported from {where}" + (f" (pin {pin})" if pin else ""),
+            )
         if loc.get("error"):
             add(WARN, engine, f"{engine}: cannot judge the recipes there: {loc['error']}")
             continue
         wheel = loc.get("wheel") or {}
         if wheel.get("recipes"):
-            add(INFO, engine, f"{engine}: installed from a patchkit wheel {wheel.get('version')} (label {wheel.get('label')}): " + ", ".join(r["id"] for r in wheel["recipes"]))
+            add(
+                INFO,
+                engine,
+                f"{engine}: installed from a patchkit wheel {wheel.get('version')} (label {wheel.get('label')}): "
+                + ", ".join(r["id"] for r in wheel["recipes"]),
+            )
             for r in wheel["recipes"]:
                 if r["id"] in sha and r.get("sha256") != sha[r["id"]]:
-                    add(WARN, engine, f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 {r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it")
+                    add(
+                        WARN,
+                        engine,
+                        f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 {r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it",
+                    )
         rec = loc.get("record") or {}
         if rec.get("problems"):
-            add(WARN, engine, f"{engine}: {rec['dist_info']}/RECORD does not match the installed files ({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside pip and patchkit?")
+            add(
+                WARN,
+                engine,
+                f"{engine}: {rec['dist_info']}/RECORD does not match the installed files ({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside pip and patchkit?",
+            )
         stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
         journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == "modified"}
         if stale and journal_says:
-            add(WARN, engine, f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?). Remove {loc['root']}/.patchkit, then apply again")
+            add(
+                WARN,
+                engine,
+                f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?). Remove {loc['root']}/.patchkit, then apply again",
+            )
         # The loud one: the workspace tree carries recipes that the imported copy does not.
         ws = facts.get("workspace", {}).get(engine)
         if ws and Path(ws.get("root", "")).resolve() != Path(loc.get("root", "/nonexistent")).resolve():
             patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == "applied")
             lacking = [rid for rid in patched_ws if _carried(loc, rid, sha.get(rid)) is None]
             if lacking:
-                add(ERROR, engine, f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but {py['executable']} imports {engine} from {where}, which is NOT: the server runs unpatched code. Fix: `patchkit apply {' '.join(lacking)} --python {py['executable']}`, or install a wheel from `patchkit wheel`")
+                add(
+                    ERROR,
+                    engine,
+                    f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but {py['executable']} imports {engine} from {where}, which is NOT: the server runs unpatched code. Fix: `patchkit apply {' '.join(lacking)} --python {py['executable']}`, or install a wheel from `patchkit wheel`",
+                )
         states = loc.get("recipes") or {}
         carried = sorted(rid for rid in states if _carried(loc, rid, sha.get(rid)))
         if carried:
-            add(INFO, engine, f"{engine}: carries " + ", ".join(f"{rid} ({_carried(loc, rid, sha.get(rid))})" for rid in carried))
+            add(
+                INFO,
+                engine,
+                f"{engine}: carries " + ", ".join(f"{rid} ({_carried(loc, rid, sha.get(rid))})" for rid in carried),
+            )
 
     for engine, ws in sorted(facts.get("workspace", {}).items()):
         applied = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == "applied")
-        add(INFO, "workspace", f"workspace {engine} tree {ws.get('root')}: " + (f"patched with {', '.join(applied)}" if applied else "no recipe applied"))
+        add(
+            INFO,
+            "workspace",
+            f"workspace {engine} tree {ws.get('root')}: "
+            + (f"patched with {', '.join(applied)}" if applied else "no recipe applied"),
+        )
 
     # Bundles against the GPUs.
     for bundle, ids in sorted(facts.get("bundles", {}).items()):
         major = bundle_major(bundle)
         if major is None:
             continue
-        carried_here = sorted({rid for engine, m in facts.get("engines", {}).items() if m.get("found") for rid in ids if _carried(m.get("location", {}), rid, sha.get(rid)) in ("applied", "wheel")})
-        pending_here = sorted({rid for engine, m in facts.get("engines", {}).items() if m.get("found") for rid, st in (m.get("location", {}).get("recipes") or {}).items() if rid in ids and st in ("pending", "partial")})
+        carried_here = sorted(
+            {
+                rid
+                for engine, m in facts.get("engines", {}).items()
+                if m.get("found")
+                for rid in ids
+                if _carried(m.get("location", {}), rid, sha.get(rid)) in ("applied", "wheel")
+            }
+        )
+        pending_here = sorted(
+            {
+                rid
+                for engine, m in facts.get("engines", {}).items()
+                if m.get("found")
+                for rid, st in (m.get("location", {}).get("recipes") or {}).items()
+                if rid in ids and st in ("pending", "partial")
+            }
+        )
         want = f"compute capability {major}.x"
         by_patchkit, by_wheel = False, []
         for engine, m in sorted(facts.get("engines", {}).items()):
@@ -405,23 +515,38 @@ def judge(facts: dict) -> list[Finding]:
             how = {_carried(loc, rid, sha.get(rid)) for rid in ids}
             by_patchkit |= "applied" in how
             if "wheel" in how:
-                base = ((loc.get("wheel") or {}).get("base") or {})
+                base = (loc.get("wheel") or {}).get("base") or {}
                 by_wheel.append(f"{base.get('dist', ENGINES[engine].dist)}=={base.get('version', '?')}")
         if not devs:
             add(INFO, "bundle", f"{bundle}: for GPUs of {want} only; no GPU here to check it against")
         elif majors == {major}:
             add(OK, "bundle", f"{bundle}: fits this machine ({gpu_names})")
             if pending_here:
-                add(WARN, "bundle", f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit apply {bundle} --python {py['executable']}`")
+                add(
+                    WARN,
+                    "bundle",
+                    f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit apply {bundle} --python {py['executable']}`",
+                )
         else:
-            add(INFO, "bundle", f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 Blackwell). Do not apply it here")
+            add(
+                INFO,
+                "bundle",
+                f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 Blackwell). Do not apply it here",
+            )
             if carried_here:
                 fix = []
                 if by_patchkit:
                     fix.append(f"`patchkit revert {bundle} --python {py['executable']}`")
                 if by_wheel:
-                    fix.append("reinstall the released wheels: pip install --force-reinstall --no-deps " + " ".join(by_wheel))
-                add(ERROR, "bundle", f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. Undo them: " + "; ".join(fix))
+                    fix.append(
+                        "reinstall the released wheels: pip install --force-reinstall --no-deps " + " ".join(by_wheel)
+                    )
+                add(
+                    ERROR,
+                    "bundle",
+                    f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. Undo them: "
+                    + "; ".join(fix),
+                )
 
     # FlashInfer JIT cache vs patchkit's last edit to FlashInfer sources.
     j = facts.get("jit", {})
@@ -430,16 +555,32 @@ def judge(facts: dict) -> list[Finding]:
     fi_loc = facts.get("engines", {}).get("flashinfer", {}).get("location") or {}
     edits = list(fi_loc.get("edits", []))
     edits += [s for s in fi_loc.get("jit_sources", []) if _carried(fi_loc, s["recipe"], sha.get(s["recipe"]))]
-    add(INFO, "jit", f"FlashInfer JIT cache: {j.get('base')}" + ("" if j.get("exists") else " (absent: nothing compiled yet)"))
+    add(
+        INFO,
+        "jit",
+        f"FlashInfer JIT cache: {j.get('base')}" + ("" if j.get("exists") else " (absent: nothing compiled yet)"),
+    )
     if facts.get("aot_jit_cache"):
-        add(WARN if edits else INFO, "jit", "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so patched FlashInfer C++ has no effect" if edits else "flashinfer-jit-cache (prebuilt kernels) is installed")
+        add(
+            WARN if edits else INFO,
+            "jit",
+            "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so patched FlashInfer C++ has no effect"
+            if edits
+            else "flashinfer-jit-cache (prebuilt kernels) is installed",
+        )
     if edits:
         last = max(edits, key=lambda e: e["mtime"])
         relevant = set(facts.get("jit_modules", []))
-        old = [b for b in j.get("builds", []) if b["mtime"] < last["mtime"] and (not relevant or b["module"] in relevant)]
+        old = [
+            b for b in j.get("builds", []) if b["mtime"] < last["mtime"] and (not relevant or b["module"] in relevant)
+        ]
         if old:
             paths = " ".join(b["path"] for b in old)
-            add(WARN, "jit", f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}")
+            add(
+                WARN,
+                "jit",
+                f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}",
+            )
         else:
             add(OK, "jit", f"no cached FlashInfer build predates the patched sources ({last['file']})")
     return out

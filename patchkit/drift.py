@@ -78,13 +78,20 @@ def ok(res: list[RecipeResult]) -> bool:
 
 def index_versions(dist: str) -> list[str]:
     """Every release the index lists for ``dist`` (newest last)."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+    )
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
         cached = fetch.cache_dir() / "wheels" / dist
         if cached.is_dir():
             return sorted((p.name for p in cached.iterdir()), key=Version)
-        raise PatchkitError(f"cannot list the releases of {dist} (pip index versions failed)", "check that the package index is reachable")
+        raise PatchkitError(
+            f"cannot list the releases of {dist} (pip index versions failed)",
+            "check that the package index is reachable",
+        )
     return sorted((v.strip() for v in m.group(1).split(",")), key=Version)
 
 
@@ -105,7 +112,17 @@ def versions_between(engine: str, a: str, b: str) -> list[str]:
 
 
 def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[str, str]) -> str:
-    h = hashlib.sha256(json.dumps([code_hash(), sorted((r.id, r.sha256) for r in catalog.select(names)), engine, version, sorted(others.items())]).encode())
+    h = hashlib.sha256(
+        json.dumps(
+            [
+                code_hash(),
+                sorted((r.id, r.sha256) for r in catalog.select(names)),
+                engine,
+                version,
+                sorted(others.items()),
+            ]
+        ).encode()
+    )
     return h.hexdigest()[:24]
 
 
@@ -117,7 +134,16 @@ def _worker(args) -> tuple[str, list[dict]]:
     return version, [r.to_json() for r in judge_release(catalog, names, trees)]
 
 
-def across(catalog: Catalog, recipes_dir: Path, names: tuple[str, ...], engine: str, versions: list[str], others: dict[str, str], jobs: int = 2, say: Callable[[str], None] = lambda s: None) -> dict[str, list[dict]]:
+def across(
+    catalog: Catalog,
+    recipes_dir: Path,
+    names: tuple[str, ...],
+    engine: str,
+    versions: list[str],
+    others: dict[str, str],
+    jobs: int = 2,
+    say: Callable[[str], None] = lambda s: None,
+) -> dict[str, list[dict]]:
     """{version: recipe results as JSON} for each version, cached, on ``jobs`` processes."""
     out: dict[str, list[dict]] = {}
     todo = []
@@ -154,7 +180,9 @@ def cell(r: dict) -> str:
     return r["state"]
 
 
-def bisect(evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: list[str]) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str]]]:
+def bisect(
+    evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: list[str]
+) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str]]]:
     """Find each change of state between consecutive releases, evaluating O(log n) releases
     per change.  Returns (the evaluated releases, [(recipe, from_version, to_version, old, new)])."""
     seen: dict[str, list[dict]] = {}
@@ -176,7 +204,11 @@ def bisect(evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: 
             continue  # assume no change in between (the bisect premise)
         if hi - lo == 1:
             a, b = sig(lo), sig(hi)
-            changes += [(rid, versions[lo], versions[hi], a.get(rid, "-"), b.get(rid, "-")) for rid in a if a.get(rid) != b.get(rid)]
+            changes += [
+                (rid, versions[lo], versions[hi], a.get(rid, "-"), b.get(rid, "-"))
+                for rid in a
+                if a.get(rid) != b.get(rid)
+            ]
             continue
         mid = (lo + hi) // 2
         at([mid])

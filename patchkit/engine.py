@@ -17,16 +17,16 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit import results as M
 from patchkit import pyscope, relocate, view
+from patchkit import results as M
 from patchkit.errors import TargetError
 from patchkit.fsio import write_all
 from patchkit.journal import Journal, sha256
 from patchkit.model import OpSpec, Recipe
-from patchkit.results import OpResult, RecipeResult, recipe_state
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located
 from patchkit.ops._cst import ast_near, contains_seq, same_code, tokens
 from patchkit.ops.ensure_import import missing_definition
+from patchkit.results import OpResult, RecipeResult, recipe_state
 from patchkit.target import Target
 
 
@@ -80,7 +80,10 @@ class SourceFile:
             try:
                 self._module = cst.parse_module(self.text)
             except cst.ParserSyntaxError as e:
-                raise TargetError(f"{display(self.path)}:{e.raw_line}: does not parse as Python ({e.message})", "the target tree is damaged or not Python 3; restore it (e.g. `patchkit sync --force`)") from None
+                raise TargetError(
+                    f"{display(self.path)}:{e.raw_line}: does not parse as Python ({e.message})",
+                    "the target tree is damaged or not Python 3; restore it (e.g. `patchkit sync --force`)",
+                ) from None
         return self._module
 
     @property
@@ -131,7 +134,10 @@ class Session:
 
     def target(self, engine: str, recipe: Recipe) -> Target:
         if engine not in self.targets:
-            raise TargetError(f"recipe {recipe.id} edits {engine}, but there is no {engine} target", f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace")
+            raise TargetError(
+                f"recipe {recipe.id} edits {engine}, but there is no {engine} target",
+                f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace",
+            )
         return self.targets[engine]
 
     def journal(self, engine: str) -> Journal:
@@ -270,9 +276,19 @@ def _relocate(session: Session, op: OpSpec, named: SourceFile) -> tuple[str, Opt
     if not hits:
         session.searched_tree = True
         try:
-            hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)]
+            hits = [
+                (session.file(op.engine, lf), sc, loc) for lf, sc, loc in relocate.search(session, op, skip=op.file)
+            ]
         except relocate.TooCommon as e:
-            return "", None, "", Located(MISSING, reason=f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went")
+            return (
+                "",
+                None,
+                "",
+                Located(
+                    MISSING,
+                    reason=f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went",
+                ),
+            )
     if len(hits) > 1 and op.scope:
         same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]
         if len(same_name) == 1:
@@ -282,7 +298,12 @@ def _relocate(session: Session, op: OpSpec, named: SourceFile) -> tuple[str, Opt
         return M.MOVED, f, sc, loc
     if len(hits) > 1:
         where = ", ".join(f"{f.logical}::{sc or '<module>'}" for f, sc, _ in hits[:8])
-        return M.AMBIGUOUS, None, "", Located(AMBIGUOUS, reason=f"not in {op.scope or '<module>'}; found in {len(hits)} places: {where}")
+        return (
+            M.AMBIGUOUS,
+            None,
+            "",
+            Located(AMBIGUOUS, reason=f"not in {op.scope or '<module>'}; found in {len(hits)} places: {where}"),
+        )
     return "", None, "", Located(MISSING)
 
 
@@ -383,7 +404,9 @@ def evaluate(session: Session, recipes: list[Recipe]) -> list[tuple[Recipe, list
     return out
 
 
-def results(session: Session, evaluated, overrides: dict | None = None, skipped: set[str] = frozenset()) -> list[RecipeResult]:
+def results(
+    session: Session, evaluated, overrides: dict | None = None, skipped: set[str] = frozenset()
+) -> list[RecipeResult]:
     overrides = overrides or {}
     res = []
     for r, evs in evaluated:
@@ -392,7 +415,11 @@ def results(session: Session, evaluated, overrides: dict | None = None, skipped:
         state = M.SKIPPED if r.id in skipped else recipe_state([o.state for o in ops])
         msg = ""
         if r.id in skipped:
-            msg = "out of version range (" + ", ".join(f"{e} {versions[e]} not in {r.engines[e]}" for e in r.engines) + "); pass --ignore-range to apply anyway"
+            msg = (
+                "out of version range ("
+                + ", ".join(f"{e} {versions[e]} not in {r.engines[e]}" for e in r.engines)
+                + "); pass --ignore-range to apply anyway"
+            )
         res.append(RecipeResult(id=r.id, state=state, in_range=rng, ops=ops, message=msg, versions=versions))
     return res
 
@@ -442,7 +469,9 @@ def _edit(ev: OpEval, forward: bool) -> Optional[str]:
         new_scope = do(scope)
         after = op.impl.locate(new_scope).state
         if after != (DONE if forward else PENDING):
-            return f"after {'apply' if forward else 'revert'} the op reads {after}, so a second run would not be a no-op"
+            return (
+                f"after {'apply' if forward else 'revert'} the op reads {after}, so a second run would not be a no-op"
+            )
         if not same_code(undo(new_scope), scope):
             return "the edit does not round-trip byte for byte (is the recipe's upstream text exactly as upstream writes it?)"
         f.current = pyscope.splice(chain, new_scope)
@@ -506,10 +535,20 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             continue
         for ev in evs:
             if ev.state in (M.MISSING, M.AMBIGUOUS, M.MODIFIED, M.MOVED):
-                plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}" + (f" (at {ev.location()})" if ev.state == M.MOVED else "")))
+                plan.blockers.append(
+                    _blocker(
+                        ev, f"{ev.state}: {ev.message}" + (f" (at {ev.location()})" if ev.state == M.MOVED else "")
+                    )
+                )
     overrides = {}
     if not plan.blockers:
-        todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == M.PENDING or (follow_moves and ev.state == M.MOVED)]
+        todo = [
+            ev
+            for r, evs in evaluated
+            if r.id not in skipped
+            for ev in evs
+            if ev.state == M.PENDING or (follow_moves and ev.state == M.MOVED)
+        ]
         _edit_all(plan, todo, overrides, forward=True)
         for r, evs in evaluated:
             for ev in evs:
@@ -531,7 +570,11 @@ def _changed_since_write(session: Session, f: SourceFile, engine: str) -> Option
         return "changed since patchkit wrote it"
     a = before.decode("utf-8", "replace").splitlines()
     b = f.text.splitlines()
-    spans = [f"{j1 + 1}-{j2}" if j2 - j1 > 1 else f"{j1 + 1}" for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if tag != "equal"]
+    spans = [
+        f"{j1 + 1}-{j2}" if j2 - j1 > 1 else f"{j1 + 1}"
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if tag != "equal"
+    ]
     return f"changed since patchkit wrote it (lines {', '.join(spans[:8]) or '?'} differ)"
 
 
@@ -544,12 +587,17 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False) ->
         for ev in evs:
             if ev.state == M.APPLIED:
                 todo.append(ev)
-            elif ev.state == M.MODIFIED or (ev.state in (M.MISSING, M.AMBIGUOUS) and ev.op.index in session.journal(ev.op.engine).applied_ops(ev.op.engine, r.id)):
+            elif ev.state == M.MODIFIED or (
+                ev.state in (M.MISSING, M.AMBIGUOUS)
+                and ev.op.index in session.journal(ev.op.engine).applied_ops(ev.op.engine, r.id)
+            ):
                 if force:
                     plan.marks.append(("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
                     overrides[(r.id, ev.op.index)] = ev.result(M.PENDING, f"forgotten (--force): {ev.message}")
                 else:
-                    plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}; revert it by hand, or pass --force to forget it"))
+                    plan.blockers.append(
+                        _blocker(ev, f"{ev.state}: {ev.message}; revert it by hand, or pass --force to forget it")
+                    )
     if not force:
         seen = set()
         for ev in todo:
@@ -558,7 +606,9 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False) ->
             seen.add(id(ev.file))
             why = _changed_since_write(session, ev.file, ev.op.engine)
             if why:
-                plan.blockers.append(f"{ev.file.where()}: {why}; revert would rewrite a file you edited. Look at it, then pass --force to revert anyway")
+                plan.blockers.append(
+                    f"{ev.file.where()}: {why}; revert would rewrite a file you edited. Look at it, then pass --force to revert anyway"
+                )
     if not plan.blockers:
         _edit_all(plan, list(reversed(todo)), overrides, forward=False)  # last applied, first reverted
     if plan.blockers:

@@ -19,7 +19,6 @@ from patchkit.errors import FetchError
 from patchkit.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
 
 
-
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -38,7 +37,20 @@ def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], 
     d.mkdir(parents=True, exist_ok=True)
     say(f"downloading {dist}=={version} from the package index (pip, no dependencies) ...")
     with tempfile.TemporaryDirectory(dir=d) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--progress-bar", "on", f"{dist}=={version}", "-d", tmp]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "on",
+            f"{dist}=={version}",
+            "-d",
+            tmp,
+        ]
         # pip draws its own progress bar on the terminal; its output goes to our stderr
         # (never stdout, which may be carrying --json).
         try:
@@ -48,11 +60,17 @@ def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], 
         proc = subprocess.run(cmd, stdout=err, stderr=err)
         got = sorted(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not got:
-            raise FetchError(f"pip could not download {dist}=={version} (exit {proc.returncode})", "check the version exists (`pip index versions " + dist + "`) and that the package index is reachable")
+            raise FetchError(
+                f"pip could not download {dist}=={version} (exit {proc.returncode})",
+                "check the version exists (`pip index versions " + dist + "`) and that the package index is reachable",
+            )
         whl = got[0]
         actual = file_sha256(whl)
         if sha256 and actual != sha256:
-            raise FetchError(f"{whl.name}: sha256 mismatch: pinned {sha256}, downloaded {actual}; refusing to use it", "the index served a different artifact than the pin records; investigate before updating the pin")
+            raise FetchError(
+                f"{whl.name}: sha256 mismatch: pinned {sha256}, downloaded {actual}; refusing to use it",
+                "the index served a different artifact than the pin records; investigate before updating the pin",
+            )
         dest = d / whl.name
         os.replace(whl, dest)
     say(f"cached {dest}")

@@ -34,7 +34,8 @@ from typing import Optional
 import git
 
 from patchkit import results as M
-from patchkit.engine import Session, commit as write_plan, evaluate, plan_apply, results
+from patchkit.engine import Session, evaluate, plan_apply, results
+from patchkit.engine import commit as write_plan
 from patchkit.errors import PatchkitError, TargetError
 from patchkit.model import Recipe, per_engine
 from patchkit.results import RecipeResult
@@ -112,7 +113,14 @@ class Carried:
         return self.current_sha256 != self.sha256
 
     def to_json(self) -> dict:
-        return {"commit": self.commit, "recipe": self.recipe, "sha256": self.sha256, "current_sha256": self.current_sha256, "stale": self.stale, "subject": self.subject}
+        return {
+            "commit": self.commit,
+            "recipe": self.recipe,
+            "sha256": self.sha256,
+            "current_sha256": self.current_sha256,
+            "stale": self.stale,
+            "subject": self.subject,
+        }
 
 
 # -- repositories and revisions ---------------------------------------------------------------
@@ -121,7 +129,10 @@ class Carried:
 def branch_name(names: tuple[str, ...] | list[str]) -> str:
     """``patchkit/<name>``: the bundle or recipe named; several names are joined with '+'."""
     if not names:
-        raise PatchkitError("name the recipes or bundle of the fork", "e.g. `patchkit fork sync sm120 -t sglang=./sglang` builds branch patchkit/sm120")
+        raise PatchkitError(
+            "name the recipes or bundle of the fork",
+            "e.g. `patchkit fork sync sm120 -t sglang=./sglang` builds branch patchkit/sm120",
+        )
     return BRANCH_PREFIX + "+".join(names)
 
 
@@ -132,11 +143,17 @@ def names_of(branch: str) -> tuple[str, ...]:
 def open_repo(path: str | Path) -> git.Repo:
     p = Path(path).expanduser()
     if not p.is_dir():
-        raise TargetError(f"{p}: fork repository does not exist", "pass --target ENGINE=DIR with a git clone of the upstream repository")
+        raise TargetError(
+            f"{p}: fork repository does not exist",
+            "pass --target ENGINE=DIR with a git clone of the upstream repository",
+        )
     try:
         repo = git.Repo(p)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise TargetError(f"{p}: not a git repository", "fork commands work on a git clone of upstream (e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees") from None
+        raise TargetError(
+            f"{p}: not a git repository",
+            "fork commands work on a git clone of upstream (e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees",
+        ) from None
     if repo.bare:
         raise TargetError(f"{p}: a bare repository", "point --target at a clone with a work tree")
     return repo
@@ -146,7 +163,10 @@ def resolve(repo: git.Repo, rev: str) -> str:
     try:
         return repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
     except git.GitCommandError:
-        raise TargetError(f"{rev}: no such revision in {repo.working_tree_dir}", "fetch it first (`git fetch --tags`), or pass another --base/--to") from None
+        raise TargetError(
+            f"{rev}: no such revision in {repo.working_tree_dir}",
+            "fetch it first (`git fetch --tags`), or pass another --base/--to",
+        ) from None
 
 
 def branch_head(repo: git.Repo, branch: str) -> Optional[str]:
@@ -219,12 +239,19 @@ class _Worktree:
             self.wt.git.read_tree("HEAD")
         except git.GitCommandError as e:
             self.__exit__()
-            raise TargetError(f"git could not check out {self.rev} into a temporary worktree: {_git_err(e)}", "check free space in $TMPDIR and that the repository is healthy (`git worktree prune`)") from None
+            raise TargetError(
+                f"git could not check out {self.rev} into a temporary worktree: {_git_err(e)}",
+                "check free space in $TMPDIR and that the repository is healthy (`git worktree prune`)",
+            ) from None
         return self
 
     def materialize(self, paths: list[str]) -> None:
         """Write these files, and every file under these directories, as ``rev`` has them."""
-        files = self.wt.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *sorted(set(paths))).split("\0") if paths else []
+        files = (
+            self.wt.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *sorted(set(paths))).split("\0")
+            if paths
+            else []
+        )
         files = [f for f in files if f]
         for i in range(0, len(files), 500):
             self.wt.git.checkout_index("-f", "--", *files[i : i + 500])
@@ -265,7 +292,9 @@ def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
             ops[ops.index(ev.op)] = dataclasses.replace(ev.op, file=ev.file.logical, scope=ev.scope)
             # Only names go into the note: it is part of the commit, whose SHA must not
             # change with the wording of an engine message.
-            notes.append(f"op #{ev.op.index} ({ev.op.kind}) moved upstream from {ev.op.file}::{ev.op.scope or '<module>'}; carried to {ev.file.logical}::{ev.scope or '<module>'}.")
+            notes.append(
+                f"op #{ev.op.index} ({ev.op.kind}) moved upstream from {ev.op.file}::{ev.op.scope or '<module>'}; carried to {ev.file.logical}::{ev.scope or '<module>'}."
+            )
     return dataclasses.replace(recipe, ops=tuple(ops)), tuple(notes)
 
 
@@ -293,8 +322,18 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
         except TargetError:
             info = ENGINES[engine]
             looked = ", ".join(sorted({info.git_marker, info.layouts["git"][0][1] + "__init__.py"}))
-            raise TargetError(f"{repo.working_tree_dir} at {base_rev}: no {engine} sources (looked for {looked})", f"is it a clone of {engine}? fork commands need the upstream repository layout") from None
-        out = Build(engine=engine, base_rev=base_rev, base=base, head=base, version=target.version, elsewhere=[r.id for r in recipes if not r.ops_for(engine)])
+            raise TargetError(
+                f"{repo.working_tree_dir} at {base_rev}: no {engine} sources (looked for {looked})",
+                f"is it a clone of {engine}? fork commands need the upstream repository layout",
+            ) from None
+        out = Build(
+            engine=engine,
+            base_rev=base_rev,
+            base=base,
+            head=base,
+            version=target.version,
+            elsewhere=[r.id for r in recipes if not r.ops_for(engine)],
+        )
         session = Session({engine: target})
         judged = evaluate(session, subs)
         verdicts = results(session, judged)
@@ -303,17 +342,29 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
             split = _split_note(next(x for x in recipes if x.id == r.id), engine)
             if res.state in (M.MISSING, M.AMBIGUOUS, M.MODIFIED):
                 bad = [o for o in res.ops if o.state == res.state]
-                why = "; ".join(f"op #{o.index} ({o.kind}) at {o.file}{':' + str(o.line) if o.line else ''}: {o.message or o.state}" for o in bad)
+                why = "; ".join(
+                    f"op #{o.index} ({o.kind}) at {o.file}{':' + str(o.line) if o.line else ''}: {o.message or o.state}"
+                    for o in bad
+                )
                 out.blockers.append(f"{r.id}: {res.state} on {base_rev}: {why}")
                 steps.append(Step(r.id, res.state, BLOCKED, result=res))
             elif res.state == M.UPSTREAM:
-                steps.append(Step(r.id, res.state, DROPPED, notes=tuple(o.message for o in res.ops if o.message), result=res))
+                steps.append(
+                    Step(r.id, res.state, DROPPED, notes=tuple(o.message for o in res.ops if o.message), result=res)
+                )
             else:
                 moved, notes = _relocated(r, evals)
-                done = tuple(f"op #{o.index} ({o.kind}): upstream already does it; not in this commit." for o in res.ops if o.state == M.UPSTREAM)
+                done = tuple(
+                    f"op #{o.index} ({o.kind}): upstream already does it; not in this commit."
+                    for o in res.ops
+                    if o.state == M.UPSTREAM
+                )
                 steps.append((moved, res, notes + done + ((split,) if split else ())))
         if out.blockers:
-            out.steps = [s if isinstance(s, Step) else Step(s[0].id, s[1].state, NOT_BUILT, notes=s[2], result=s[1]) for s in steps]
+            out.steps = [
+                s if isinstance(s, Step) else Step(s[0].id, s[1].state, NOT_BUILT, notes=s[2], result=s[1])
+                for s in steps
+            ]
             return out
         parent = base
         for item in steps:
@@ -362,7 +413,15 @@ def carried(repo: git.Repo, head: str, catalog_sha: dict[str, str]) -> tuple[str
     c = repo.commit(head)
     while _is_ours(c):
         m = _TRAILER_RE.search(c.message)
-        out.append(Carried(commit=c.hexsha, recipe=m.group(1), sha256=m.group(2), subject=c.summary, current_sha256=catalog_sha.get(m.group(1))))
+        out.append(
+            Carried(
+                commit=c.hexsha,
+                recipe=m.group(1),
+                sha256=m.group(2),
+                subject=c.summary,
+                current_sha256=catalog_sha.get(m.group(1)),
+            )
+        )
         if not c.parents:
             break
         c = c.parents[0]
@@ -373,7 +432,11 @@ def foreign_tip(repo: git.Repo, branch: str, head: str) -> Optional[str]:
     """A commit on the branch that patchkit did not make and that no other ref holds (it
     would be lost by a rebuild), or None."""
     base, _ = carried(repo, head, {})
-    holders = [r for r in repo.git.for_each_ref("--format=%(refname)", f"--contains={base}").splitlines() if r and r != f"refs/heads/{branch}"]
+    holders = [
+        r
+        for r in repo.git.for_each_ref("--format=%(refname)", f"--contains={base}").splitlines()
+        if r and r != f"refs/heads/{branch}"
+    ]
     return None if holders else base
 
 
@@ -412,13 +475,19 @@ def move_branch(repo: git.Repo, branch: str, new: str, old: Optional[str], reaso
         try:
             git.Repo(wt_path).git.read_tree("-m", "-u", old, new)
         except git.GitCommandError as e:
-            raise PatchkitError(f"could not update {branch} checked out in {wt_path}: {_git_err(e)}", "check out another branch there and run the command again") from None
+            raise PatchkitError(
+                f"could not update {branch} checked out in {wt_path}: {_git_err(e)}",
+                "check out another branch there and run the command again",
+            ) from None
     try:
         repo.git.update_ref("-m", reason, f"refs/heads/{branch}", new, old or "0" * 40)
     except git.GitCommandError as e:
         for wt_path in holders:  # put the files back where HEAD still is
             git.Repo(wt_path).git.read_tree("-m", "-u", new, old)
-        raise PatchkitError(f"could not move {branch}: {_git_err(e)}", "another process changed the branch meanwhile; run the command again") from None
+        raise PatchkitError(
+            f"could not move {branch}: {_git_err(e)}",
+            "another process changed the branch meanwhile; run the command again",
+        ) from None
 
 
 # -- the operations -----------------------------------------------------------------------------
@@ -439,7 +508,9 @@ class Rebuild:
         return self.build.ok and self.build.head != self.previous
 
 
-def rebuild(repo: git.Repo, engine: str, branch: str, recipes: list[Recipe], base_rev: str, command: str, force: bool = False) -> Rebuild:
+def rebuild(
+    repo: git.Repo, engine: str, branch: str, recipes: list[Recipe], base_rev: str, command: str, force: bool = False
+) -> Rebuild:
     """Build ``branch`` afresh on ``base_rev`` and move it there if the build succeeds."""
     old = branch_head(repo, branch)
     previous_base, previous_carried = carried(repo, old, {r.id: r.sha256 for r in recipes}) if old else (None, [])
@@ -454,7 +525,13 @@ def rebuild(repo: git.Repo, engine: str, branch: str, recipes: list[Recipe], bas
         check_checkouts(repo, branch)
     res = Rebuild(branch, build(repo, engine, base_rev, recipes), old, previous_base, previous_carried)
     if res.changed:
-        move_branch(repo, branch, res.build.head, old, f"patchkit fork {command}: {len(res.build.steps)} recipe(s) on {base_rev}")
+        move_branch(
+            repo,
+            branch,
+            res.build.head,
+            old,
+            f"patchkit fork {command}: {len(res.build.steps)} recipe(s) on {base_rev}",
+        )
     return res
 
 
@@ -483,17 +560,28 @@ class Status:
         want = {s.recipe: s for s in self.expected.steps if s.action == COMMITTED}
         out = [f"{r}: would be added" for r in want if r not in have]
         out += [f"{r}: would be dropped" for r in have if r not in want]
-        out += [f"{r}: would be rebuilt ({'the recipe changed' if have[r].stale else 'its edit or an earlier commit differs'})" for r in want if r in have and have[r].commit != want[r].commit]
+        out += [
+            f"{r}: would be rebuilt ({'the recipe changed' if have[r].stale else 'its edit or an earlier commit differs'})"
+            for r in want
+            if r in have and have[r].commit != want[r].commit
+        ]
         return out or ["the commits differ (order or content)"]
 
 
-def status(repo: git.Repo, engine: str, branch: str, recipes: Optional[list[Recipe]], all_sha: dict[str, str]) -> Status:
+def status(
+    repo: git.Repo, engine: str, branch: str, recipes: Optional[list[Recipe]], all_sha: dict[str, str]
+) -> Status:
     """What ``branch`` carries, which commits are stale, and whether a rebuild on the same
     base would give the same head (``recipes`` None: its names no longer select recipes)."""
     head = branch_head(repo, branch)
     if head is None:
         have = fork_branches(repo)
-        raise PatchkitError(f"no branch {branch} in {repo.working_tree_dir}", f"fork branches there: {', '.join(have)}" if have else "build it with `patchkit fork sync NAME -t ENGINE=REPO`")
+        raise PatchkitError(
+            f"no branch {branch} in {repo.working_tree_dir}",
+            f"fork branches there: {', '.join(have)}"
+            if have
+            else "build it with `patchkit fork sync NAME -t ENGINE=REPO`",
+        )
     base, items = carried(repo, head, all_sha)
     st = Status(branch=branch, head=head, base=base, carried=items)
     if recipes is None:
@@ -522,7 +610,10 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
     head = branch_head(repo, branch)
     if head is None:
         have = fork_branches(repo)
-        raise PatchkitError(f"no branch {branch} in {repo.working_tree_dir}", f"fork branches there: {', '.join(have)}" if have else "build it first with `patchkit fork sync`")
+        raise PatchkitError(
+            f"no branch {branch} in {repo.working_tree_dir}",
+            f"fork branches there: {', '.join(have)}" if have else "build it first with `patchkit fork sync`",
+        )
     base, items = carried(repo, head, {})
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
@@ -530,9 +621,14 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
     ours = sorted(out.glob("*.patch")) + ([out / "series"] if (out / "series").exists() else []) if out.is_dir() else []
     others = [p for p in out.iterdir() if p not in ours] if out.is_dir() else []
     if others:
-        raise PatchkitError(f"{out}: holds other files ({others[0].name}{' ...' if len(others) > 1 else ''}); refusing to write the series there", "pass --out with a new or empty directory")
+        raise PatchkitError(
+            f"{out}: holds other files ({others[0].name}{' ...' if len(others) > 1 else ''}); refusing to write the series there",
+            "pass --out with a new or empty directory",
+        )
     if ours and not force:
-        raise PatchkitError(f"{out}: already holds a patch series ({len(ours)} file(s))", "pass --force to replace it, or another --out")
+        raise PatchkitError(
+            f"{out}: already holds a patch series ({len(ours)} file(s))", "pass --force to replace it, or another --out"
+        )
     for p in ours:
         p.unlink()
     out.mkdir(parents=True, exist_ok=True)
@@ -542,7 +638,10 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
         names = [Path(line.strip()) for line in listed.splitlines() if line.strip()]
     patches = [p if p.is_absolute() else Path(repo.working_tree_dir) / p for p in names]
     if len(patches) != len(items):
-        raise PatchkitError(f"git format-patch wrote {len(patches)} patch(es) for {len(items)} commit(s) of {branch}", "is one of them a merge or empty? rebuild the branch with `patchkit fork sync`")
+        raise PatchkitError(
+            f"git format-patch wrote {len(patches)} patch(es) for {len(items)} commit(s) of {branch}",
+            "is one of them a merge or empty? rebuild the branch with `patchkit fork sync`",
+        )
     for p, c in zip(patches, items):
         expect = set(repo.git.diff_tree("--no-commit-id", "--name-only", "-r", c.commit).splitlines())
         try:
@@ -551,7 +650,10 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
             raise PatchkitError(f"{p}: not a valid unified diff ({e})", "report this as a patchkit bug") from None
         got = {f.path for f in ps}
         if got != expect or any(not len(f) for f in ps):
-            raise PatchkitError(f"{p}: the patch touches {sorted(got)}, but commit {c.commit[:12]} changes {sorted(expect)}", "report this as a patchkit bug")
+            raise PatchkitError(
+                f"{p}: the patch touches {sorted(got)}, but commit {c.commit[:12]} changes {sorted(expect)}",
+                "report this as a patchkit bug",
+            )
     series = out / "series"
     series.write_text("".join(f"{p.name}\n" for p in patches))
     return Export(branch=branch, base=base, out=out, patches=patches, series=series)

@@ -47,7 +47,10 @@ def _write_temp(path: Path, data: bytes) -> Path:
         with contextlib.suppress(OSError):
             tmp.unlink()
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise TargetError(f"{path}: cannot write here ({e.strerror})", "the location is read-only or belongs to another user; patch a copy, or a venv you own") from None
+            raise TargetError(
+                f"{path}: cannot write here ({e.strerror})",
+                "the location is read-only or belongs to another user; patch a copy, or a venv you own",
+            ) from None
         raise
     return tmp
 
@@ -92,7 +95,10 @@ def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
                 ensure_ignored(d)
                 f = open(d / "lock", "a+")
             except OSError as e:
-                raise TargetError(f"{root}: cannot lock the target ({e.strerror})", "the location is read-only or belongs to another user; patch a copy, or a venv you own") from None
+                raise TargetError(
+                    f"{root}: cannot lock the target ({e.strerror})",
+                    "the location is read-only or belongs to another user; patch a copy, or a venv you own",
+                ) from None
             deadline = time.monotonic() + timeout
             while True:
                 try:
@@ -101,7 +107,10 @@ def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
                         f.close()
-                        raise TargetError(f"{root}: another patchkit is working on this target (waited {timeout:g}s)", "wait for it to finish, then run again; PATCHKIT_LOCK_TIMEOUT sets the wait") from None
+                        raise TargetError(
+                            f"{root}: another patchkit is working on this target (waited {timeout:g}s)",
+                            "wait for it to finish, then run again; PATCHKIT_LOCK_TIMEOUT sets the wait",
+                        ) from None
                     time.sleep(0.05)
             handles.append(f)
         yield

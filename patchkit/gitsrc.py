@@ -31,7 +31,10 @@ def clone(url: str, rev: str, dest: Path, source: dict, say: Callable[[str], Non
         repo = git.Repo.clone_from(url, dest, progress=_Progress(say), no_checkout=True)
         repo.git.checkout(rev)
     except git.GitCommandError as e:
-        raise FetchError(f"git could not clone {url} at {rev}: {e.stderr.strip().splitlines()[-1] if e.stderr.strip() else e}", "check the URL and revision, or pass --mirror ENGINE=PATH to a local mirror") from None
+        raise FetchError(
+            f"git could not clone {url} at {rev}: {e.stderr.strip().splitlines()[-1] if e.stderr.strip() else e}",
+            "check the URL and revision, or pass --mirror ENGINE=PATH to a local mirror",
+        ) from None
     state = dest / ".patchkit"
     state.mkdir(exist_ok=True)
     (state / ".gitignore").write_text("*\n")

@@ -33,7 +33,9 @@ def note(version: str | None, modules: set[str], clear: bool) -> list[str]:
         if clear:
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
-            lines.append(f"FlashInfer JIT: removed {len(dirs)} cached build(s) of {m} ({pattern}); it is rebuilt on first use.")
+            lines.append(
+                f"FlashInfer JIT: removed {len(dirs)} cached build(s) of {m} ({pattern}); it is rebuilt on first use."
+            )
         elif dirs:
             lines.append(
                 f"FlashInfer JIT: {len(dirs)} cached build(s) of {m} are stale ({pattern}). ninja would rebuild the objects "
@@ -41,7 +43,11 @@ def note(version: str | None, modules: set[str], clear: bool) -> list[str]:
                 f"rm -rf {pattern}  (or rerun with --clear-jit-cache)."
             )
         else:
-            lines.append(f"FlashInfer JIT: no cached build of {m} under {cache_base()}; it will be compiled from the edited sources on first use.")
+            lines.append(
+                f"FlashInfer JIT: no cached build of {m} under {cache_base()}; it will be compiled from the edited sources on first use."
+            )
     if lines:
-        lines.append("FlashInfer JIT: if flashinfer-jit-cache (prebuilt AOT kernels) is installed, it is used instead and these source edits have no effect.")
+        lines.append(
+            "FlashInfer JIT: if flashinfer-jit-cache (prebuilt AOT kernels) is installed, it is used instead and these source edits have no effect."
+        )
     return lines

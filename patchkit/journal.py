@@ -96,7 +96,10 @@ class Journal:
             for b in blobs.iterdir():
                 if b.name not in keep:
                     b.unlink()
-        atomic_write(self.path, (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode())
+        atomic_write(
+            self.path,
+            (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode(),
+        )
 
 
 def _wheel_provenance(root: Path) -> dict[tuple[str, str], set[int]]:

@@ -17,7 +17,6 @@ from patchkit.fsio import atomic_write
 from patchkit.target import ENGINES
 
 
-
 @dataclass(frozen=True)
 class Pin:
     engine: str
@@ -41,8 +40,16 @@ def load(path: Path) -> dict[str, Pin]:
         if engine not in ENGINES:
             raise PatchkitError(f"{path}: [{engine}]: unknown engine", f"engines: {', '.join(ENGINES)}")
         if not isinstance(t, dict) or "version" not in t:
-            raise PatchkitError(f"{path}: [{engine}]: needs at least version = \"...\"")
-        pins[engine] = Pin(engine, t.get("index", ENGINES[engine].dist), t["version"], t.get("wheel", ""), t.get("sha256", ""), t.get("repo", ""), t.get("rev", ""))
+            raise PatchkitError(f'{path}: [{engine}]: needs at least version = "..."')
+        pins[engine] = Pin(
+            engine,
+            t.get("index", ENGINES[engine].dist),
+            t["version"],
+            t.get("wheel", ""),
+            t.get("sha256", ""),
+            t.get("repo", ""),
+            t.get("rev", ""),
+        )
     return pins
 
 

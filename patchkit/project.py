@@ -34,7 +34,9 @@ class Project:
     workspace: Path
 
     @classmethod
-    def locate(cls, pins: Optional[str] = None, recipes: Optional[str] = None, workspace: Optional[str] = None) -> "Project":
+    def locate(
+        cls, pins: Optional[str] = None, recipes: Optional[str] = None, workspace: Optional[str] = None
+    ) -> "Project":
         pins_path = Path(pins) if pins else find_pins()
         base = pins_path.parent if pins_path else Path.cwd()
         return cls(
@@ -50,7 +52,9 @@ class Project:
 
     def pins(self) -> dict:
         if self.pins_path is None:
-            raise PatchkitError("upstream_pins.toml not found here or above", "run inside the patchkit project, or pass --pins FILE")
+            raise PatchkitError(
+                "upstream_pins.toml not found here or above", "run inside the patchkit project, or pass --pins FILE"
+            )
         from patchkit import pins as pins_mod
 
         return pins_mod.load(self.pins_path)
@@ -72,6 +76,9 @@ class Project:
         for engine in sorted(needed & set(ENGINES)):
             tree = self.tree(engine)
             if not tree.exists():
-                raise PatchkitError(f"no {engine} tree in the workspace {self.workspace}", f"run `patchkit sync` first, or pass --target {engine}=PATH")
+                raise PatchkitError(
+                    f"no {engine} tree in the workspace {self.workspace}",
+                    f"run `patchkit sync` first, or pass --target {engine}=PATH",
+                )
             targets[engine] = open_target(engine, tree)
         return targets

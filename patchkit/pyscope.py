@@ -17,7 +17,13 @@ class ScopeError(LookupError):
 
 
 def _children_defs(node) -> list:
-    body = node.body if isinstance(node, cst.Module) else node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+    body = (
+        node.body
+        if isinstance(node, cst.Module)
+        else node.body.body
+        if isinstance(node.body, cst.IndentedBlock)
+        else ()
+    )
     return [s for s in body if isinstance(s, _DEFS)]
 
 
@@ -112,7 +118,9 @@ def line_numbers(module: cst.Module, view, nodes, source: str | None = None) -> 
         else:
             rest.append(n)
     if rest:
-        state = _LineState({id(n) for n in rest}, default_indent=module.default_indent, default_newline=module.default_newline)
+        state = _LineState(
+            {id(n) for n in rest}, default_indent=module.default_indent, default_newline=module.default_newline
+        )
         module._codegen(state)
         lines.update({k: view.file_line(v) if view else v for k, v in state.lines.items()})
     return lines

@@ -24,8 +24,24 @@ from patchkit.model import Marker, OpSpec, Recipe
 from patchkit.ops import KINDS, OpParamError
 from patchkit.target import ENGINES, logical_prefixes
 
-TOP_KEYS = {"id": "str", "summary": "str", "rationale": "str", "bundles": "list[str]", "engines": "table", "ops": "list[table]"}
-OP_KEYS = {"kind": "str", "engine": "str", "file": "str", "scope": "str", "locator": "table", "params": "table", "markers": "list[table]", "jit_modules": "list[str]"}
+TOP_KEYS = {
+    "id": "str",
+    "summary": "str",
+    "rationale": "str",
+    "bundles": "list[str]",
+    "engines": "table",
+    "ops": "list[table]",
+}
+OP_KEYS = {
+    "kind": "str",
+    "engine": "str",
+    "file": "str",
+    "scope": "str",
+    "locator": "table",
+    "params": "table",
+    "markers": "list[table]",
+    "jit_modules": "list[str]",
+}
 MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -43,10 +59,19 @@ def _type_ok(value: Any, t: str) -> bool:
 
 
 def _tname(value: Any) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "table"}.get(type(value), type(value).__name__)
+    return {bool: "bool", int: "int", float: "float", str: "string", list: "list", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
 
 
-_TYPE_WORDS = {"str": "a string", "int": "an integer", "bool": "true or false", "table": "a table", "list[str]": "a list of strings", "list[table]": "an array of tables"}
+_TYPE_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "bool": "true or false",
+    "table": "a table",
+    "list[str]": "a list of strings",
+    "list[table]": "an array of tables",
+}
 
 
 class _Lines:
@@ -111,7 +136,9 @@ class _Ctx:
                 hint = f"did you mean {close[0]!r}?" if close else f"{what} keys are: {', '.join(allowed)}"
                 raise self.fail((*where, key), [*crumbs, key], f"unknown key {key!r}", hint)
             if not _type_ok(value, allowed[key]):
-                raise self.fail((*where, key), [*crumbs, key], f"must be {_TYPE_WORDS[allowed[key]]}, not {_tname(value)} {value!r}")
+                raise self.fail(
+                    (*where, key), [*crumbs, key], f"must be {_TYPE_WORDS[allowed[key]]}, not {_tname(value)} {value!r}"
+                )
 
 
 def load_recipe(path: Path) -> Recipe:
@@ -123,28 +150,58 @@ def load_recipe(path: Path) -> Recipe:
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         loc = f"{_display(path)}:{m.group(1)}" if m else _display(path)
-        raise RecipeError(f"{loc}: invalid TOML: {str(e).split(' (at')[0]}", "check quoting; code snippets are easiest in '''literal strings'''") from None
+        raise RecipeError(
+            f"{loc}: invalid TOML: {str(e).split(' (at')[0]}",
+            "check quoting; code snippets are easiest in '''literal strings'''",
+        ) from None
     ctx.check_keys(data, TOP_KEYS, (), [], "recipe")
     for key in ("id", "summary", "engines", "ops"):
         if key not in data:
-            raise ctx.fail((), [], f"missing required key {key!r}", "a recipe needs id, summary, rationale, bundles, [engines] and [[ops]]")
+            raise ctx.fail(
+                (),
+                [],
+                f"missing required key {key!r}",
+                "a recipe needs id, summary, rationale, bundles, [engines] and [[ops]]",
+            )
     rid = data["id"]
     if not ID_RE.match(rid):
-        raise ctx.fail(("id",), ["id"], f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'")
+        raise ctx.fail(
+            ("id",),
+            ["id"],
+            f"{rid!r} is not a valid recipe id",
+            "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'",
+        )
     if rid != path.stem:
-        raise ctx.fail(("id",), ["id"], f"{rid!r} does not match the file name {path.name!r}", f"rename the file to {rid}.toml or set id = {path.stem!r}")
+        raise ctx.fail(
+            ("id",),
+            ["id"],
+            f"{rid!r} does not match the file name {path.name!r}",
+            f"rename the file to {rid}.toml or set id = {path.stem!r}",
+        )
     if not data["summary"].strip():
         raise ctx.fail(("summary",), ["summary"], "is empty", "say in one line what the recipe does")
     engines: dict[str, SpecifierSet] = {}
     for eng, spec in data["engines"].items():
         if eng not in ENGINES:
-            raise ctx.fail(("engines", eng), ["engines", eng], f"unknown engine {eng!r}", f"engines: {', '.join(ENGINES)}")
+            raise ctx.fail(
+                ("engines", eng), ["engines", eng], f"unknown engine {eng!r}", f"engines: {', '.join(ENGINES)}"
+            )
         if not isinstance(spec, str):
-            raise ctx.fail(("engines", eng), ["engines", eng], f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}", 'e.g. sglang = ">=0.5.9,<0.5.13"')
+            raise ctx.fail(
+                ("engines", eng),
+                ["engines", eng],
+                f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}",
+                'e.g. sglang = ">=0.5.9,<0.5.13"',
+            )
         try:
             engines[eng] = SpecifierSet(spec)
         except InvalidSpecifier:
-            raise ctx.fail(("engines", eng), ["engines", eng], f"{spec!r} is not a valid version specifier", 'use PEP 440, e.g. ">=0.5.9,<0.5.13"') from None
+            raise ctx.fail(
+                ("engines", eng),
+                ["engines", eng],
+                f"{spec!r} is not a valid version specifier",
+                'use PEP 440, e.g. ">=0.5.9,<0.5.13"',
+            ) from None
     if not engines:
         raise ctx.fail(("engines",), ["engines"], "names no engine", 'e.g. [engines] sglang = ">=0.5.9"')
     if not data["ops"]:
@@ -164,11 +221,23 @@ def load_recipe(path: Path) -> Recipe:
 
 def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: str) -> None:
     if file.startswith("/") or re.match(r"^[A-Za-z]:", file) or "\\" in file:
-        raise ctx.fail(where, crumbs, f"{file!r} is an absolute path", "name the file relative to the package, e.g. 'sglang/srt/server_args.py'")
+        raise ctx.fail(
+            where,
+            crumbs,
+            f"{file!r} is an absolute path",
+            "name the file relative to the package, e.g. 'sglang/srt/server_args.py'",
+        )
     if ".." in Path(file).parts:
-        raise ctx.fail(where, crumbs, f"{file!r} climbs out of the target with '..'", "name the file relative to the package")
+        raise ctx.fail(
+            where, crumbs, f"{file!r} climbs out of the target with '..'", "name the file relative to the package"
+        )
     if not file.startswith(logical_prefixes(engine)):
-        raise ctx.fail(where, crumbs, f"{file!r} is not a {engine} file", f"{engine} files start with {', '.join(logical_prefixes(engine))}")
+        raise ctx.fail(
+            where,
+            crumbs,
+            f"{file!r} is not a {engine} file",
+            f"{engine} files start with {', '.join(logical_prefixes(engine))}",
+        )
 
 
 def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
@@ -176,24 +245,53 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
     ctx.check_keys(raw, OP_KEYS, where, crumbs, "op")
     for key in ("kind", "engine", "file"):
         if key not in raw:
-            raise ctx.fail(where, crumbs, f"missing required key {key!r}", "an op needs kind, engine, file, and usually scope, locator and params")
+            raise ctx.fail(
+                where,
+                crumbs,
+                f"missing required key {key!r}",
+                "an op needs kind, engine, file, and usually scope, locator and params",
+            )
     kind = raw["kind"]
     if kind not in KINDS:
         close = difflib.get_close_matches(kind, KINDS, n=1)
-        raise ctx.fail((*where, "kind"), [*crumbs, "kind"], f"unknown op kind {kind!r}", f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(sorted(KINDS))}")
+        raise ctx.fail(
+            (*where, "kind"),
+            [*crumbs, "kind"],
+            f"unknown op kind {kind!r}",
+            f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(sorted(KINDS))}",
+        )
     cls = KINDS[kind]
     engine = raw["engine"]
     if engine not in engines:
-        raise ctx.fail((*where, "engine"), [*crumbs, "engine"], f"engine {engine!r} is not in the recipe's [engines]", f"add {engine} = \"<versions>\" under [engines]")
+        raise ctx.fail(
+            (*where, "engine"),
+            [*crumbs, "engine"],
+            f"engine {engine!r} is not in the recipe's [engines]",
+            f'add {engine} = "<versions>" under [engines]',
+        )
     file = raw["file"]
     _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
     if (cls.language == "python") != file.endswith(".py"):
-        raise ctx.fail((*where, "file"), [*crumbs, "file"], f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is {'not ' if cls.language == 'python' else ''}one", "use text-replace for C++/CUDA/CMake files" if cls.language == "python" else "use a Python op for .py files")
+        raise ctx.fail(
+            (*where, "file"),
+            [*crumbs, "file"],
+            f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is {'not ' if cls.language == 'python' else ''}one",
+            "use text-replace for C++/CUDA/CMake files"
+            if cls.language == "python"
+            else "use a Python op for .py files",
+        )
     scope = raw.get("scope", "")
     if scope and not SCOPE_RE.match(scope):
-        raise ctx.fail((*where, "scope"), [*crumbs, "scope"], f"{scope!r} is not a qualified name", "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level")
+        raise ctx.fail(
+            (*where, "scope"),
+            [*crumbs, "scope"],
+            f"{scope!r} is not a qualified name",
+            "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level",
+        )
     if scope and not cls.SCOPED:
-        raise ctx.fail((*where, "scope"), [*crumbs, "scope"], f"{kind} works on the whole file and takes no scope", "remove scope")
+        raise ctx.fail(
+            (*where, "scope"), [*crumbs, "scope"], f"{kind} works on the whole file and takes no scope", "remove scope"
+        )
     for section, allowed in (("locator", cls.LOCATOR), ("params", cls.PARAMS)):
         table = raw.get(section, {})
         ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}")
@@ -205,17 +303,33 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
         impl = cls(raw.get("locator", {}), raw.get("params", {}))
     except OpParamError as e:
         section = e.field.split(".")[0]
-        raise ctx.fail((*where, section, e.field.split(".")[-1].split("[")[0]), [*crumbs, e.field], e.message, e.hint) from None
+        raise ctx.fail(
+            (*where, section, e.field.split(".")[-1].split("[")[0]), [*crumbs, e.field], e.message, e.hint
+        ) from None
     markers = []
     for j, m in enumerate(raw.get("markers", []), 1):
         mw, mc = (*where, "markers", j), [*crumbs, f"marker #{j}"]
         ctx.check_keys(m, MARKER_KEYS, mw, mc, "marker")
         if not m.get("contains"):
-            raise ctx.fail(mw, [*mc, "contains"], "is required and must not be empty", "list code fragments that upstream's version must all contain")
+            raise ctx.fail(
+                mw,
+                [*mc, "contains"],
+                "is required and must not be empty",
+                "list code fragments that upstream's version must all contain",
+            )
         mfile = m.get("file", file)
         _check_file(ctx, (*mw, "file"), [*mc, "file"], engine, mfile)
         markers.append(Marker(file=mfile, scope=m.get("scope", scope), contains=tuple(m["contains"])))
-    return OpSpec(index=i, kind=kind, engine=engine, file=file, scope=scope, impl=impl, markers=tuple(markers), jit_modules=tuple(raw.get("jit_modules", ())))
+    return OpSpec(
+        index=i,
+        kind=kind,
+        engine=engine,
+        file=file,
+        scope=scope,
+        impl=impl,
+        markers=tuple(markers),
+        jit_modules=tuple(raw.get("jit_modules", ())),
+    )
 
 
 class Catalog:
@@ -231,7 +345,9 @@ class Catalog:
     @classmethod
     def load(cls, directory: Path) -> "Catalog":
         if not directory.is_dir():
-            raise RecipeError(f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR")
+            raise RecipeError(
+                f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR"
+            )
         recipes: list[Recipe] = []
         seen: dict[str, Path] = {}
         for path in sorted(directory.glob("*.toml")):
@@ -241,7 +357,9 @@ class Catalog:
         cat = cls(recipes)
         for b in cat.bundles:
             if b in cat.recipes:
-                raise RecipeError(f"{_display(seen[b])}: bundle name {b!r} is also a recipe id", "rename the bundle or the recipe")
+                raise RecipeError(
+                    f"{_display(seen[b])}: bundle name {b!r} is also a recipe id", "rename the bundle or the recipe"
+                )
         return cat
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[Recipe]:

@@ -146,7 +146,14 @@ def verify(dist_info: Path) -> list[str]:
 
 # -- where patchkit may write --------------------------------------------------------------------
 
-_SYSTEM_GLOBS = ("/usr/lib/python3*", "/usr/lib64/python3*", "/usr/local/lib/python3*", "/usr/share/python3*", "/System/Library/*", "/Library/Python/*")
+_SYSTEM_GLOBS = (
+    "/usr/lib/python3*",
+    "/usr/lib64/python3*",
+    "/usr/local/lib/python3*",
+    "/usr/share/python3*",
+    "/System/Library/*",
+    "/Library/Python/*",
+)
 
 
 def system_locations() -> list[Path]:
@@ -177,7 +184,10 @@ def guard_writable(root: Path, extra_system: Iterable[Path] = ()) -> None:
                     f"create a venv you own (python3 -m venv ENV), install the engine there, and patch that; or build a patched wheel with `patchkit wheel`; {ALLOW_SYSTEM_ENV}=1 overrides",
                 )
     if not os.access(root, os.W_OK):
-        raise TargetError(f"{root}: not writable by this user", "patch a venv you own, or build a patched wheel with `patchkit wheel` and install that")
+        raise TargetError(
+            f"{root}: not writable by this user",
+            "patch a venv you own, or build a patched wheel with `patchkit wheel` and install that",
+        )
 
 
 def plan_updates(session, plan) -> list[tuple[Path, bytes, bytes]]:

@@ -66,7 +66,7 @@ def logical_of(target: Target, path: Path) -> str | None:
         return None
     for lp, pp in sorted(ENGINES[target.engine].layouts[target.layout], key=lambda x: -len(x[1])):
         if rel.startswith(pp):
-            return lp + rel[len(pp):]
+            return lp + rel[len(pp) :]
     return None
 
 
@@ -77,11 +77,19 @@ def candidates(target: Target, suffix: str, words: tuple[bytes, ...]) -> list[tu
     grep = shutil.which("grep")
     if not words or not grep:
         return tree_files(target, suffix)
-    roots = sorted({str(target.root / pp) for _, pp in ENGINES[target.engine].layouts[target.layout] if (target.root / pp).is_dir()})
+    roots = sorted(
+        {
+            str(target.root / pp)
+            for _, pp in ENGINES[target.engine].layouts[target.layout]
+            if (target.root / pp).is_dir()
+        }
+    )
     if not roots:
         return []
     try:
-        proc = subprocess.run([grep, "-rlF", f"--include=*{suffix}", "-e", words[0].decode(), "--", *roots], capture_output=True)
+        proc = subprocess.run(
+            [grep, "-rlF", f"--include=*{suffix}", "-e", words[0].decode(), "--", *roots], capture_output=True
+        )
     except OSError:
         return tree_files(target, suffix)
     if proc.returncode not in (0, 1):
@@ -99,7 +107,7 @@ def _nested(target: Target) -> list[tuple[str, str]]:
     """Other path prefixes nested under the first one (flashinfer/data/include in a wheel)."""
     lay = ENGINES[target.engine].layouts[target.layout]
     first = lay[0][1]
-    return [(lp, pp[len(first):]) for lp, pp in lay[1:] if pp.startswith(first)]
+    return [(lp, pp[len(first) :]) for lp, pp in lay[1:] if pp.startswith(first)]
 
 
 MAX_CANDIDATES = 64  # more files than this hold the anchor's words: it is not distinctive

@@ -9,7 +9,17 @@ import click
 from patchkit.results import RecipeResult
 from patchkit.target import Target
 
-COLORS = {"applied": "green", "upstream": "cyan", "pending": "yellow", "partial": "yellow", "skipped": "bright_black", "moved": "magenta", "missing": "red", "ambiguous": "red", "modified": "red"}
+COLORS = {
+    "applied": "green",
+    "upstream": "cyan",
+    "pending": "yellow",
+    "partial": "yellow",
+    "skipped": "bright_black",
+    "moved": "magenta",
+    "missing": "red",
+    "ambiguous": "red",
+    "modified": "red",
+}
 
 
 def _state(s: str) -> str:

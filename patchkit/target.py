@@ -43,7 +43,11 @@ ENGINES: dict[str, EngineInfo] = {
         package="flashinfer",
         layouts={
             "git": (("flashinfer/", "flashinfer/"), ("include/", "include/"), ("csrc/", "csrc/")),
-            "package": (("flashinfer/", "flashinfer/"), ("include/", "flashinfer/data/include/"), ("csrc/", "flashinfer/data/csrc/")),
+            "package": (
+                ("flashinfer/", "flashinfer/"),
+                ("include/", "flashinfer/data/include/"),
+                ("csrc/", "flashinfer/data/csrc/"),
+            ),
         },
         git_marker="include/flashinfer",
     ),
@@ -65,7 +69,10 @@ class Target(NamedTuple):
         for lp, pp in ENGINES[self.engine].layouts[self.layout]:
             if logical.startswith(lp):
                 return pp + logical[len(lp) :]
-        raise TargetError(f"{logical}: not a file of {self.engine}", f"logical names start with {', '.join(logical_prefixes(self.engine))}")
+        raise TargetError(
+            f"{logical}: not a file of {self.engine}",
+            f"logical names start with {', '.join(logical_prefixes(self.engine))}",
+        )
 
     def path(self, logical: str) -> Path:
         """Absolute path of a logical file; refuses anything that leads out of the target."""
@@ -73,7 +80,10 @@ class Target(NamedTuple):
         p = self.root / rel
         real = Path(os.path.realpath(p))
         if real != self.root and self.root not in real.parents:
-            raise TargetError(f"{p}: leads outside the target {self.root} (symlink to {real})", "patchkit never writes outside its target; replace the symlink with the real file")
+            raise TargetError(
+                f"{p}: leads outside the target {self.root} (symlink to {real})",
+                "patchkit never writes outside its target; replace the symlink with the real file",
+            )
         return p
 
     def describe(self) -> str:
@@ -115,7 +125,10 @@ def open_target(engine: str, path: str | os.PathLike) -> Target:
         raise TargetError(f"unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
     root = Path(path).expanduser()
     if not root.exists():
-        raise TargetError(f"{root}: target for {engine} does not exist", f"pass --target {engine}=DIR with an existing tree, or run `patchkit sync`")
+        raise TargetError(
+            f"{root}: target for {engine} does not exist",
+            f"pass --target {engine}=DIR with an existing tree, or run `patchkit sync`",
+        )
     if not root.is_dir():
         raise TargetError(f"{root}: target for {engine} is not a directory")
     root = root.resolve()
@@ -126,12 +139,18 @@ def open_target(engine: str, path: str | os.PathLike) -> Target:
         layout = "package"
     else:
         looked = ", ".join(sorted({pp for lay in info.layouts.values() for _, pp in lay[:1]}))
-        raise TargetError(f"{root}: no {engine} sources found (looked for {looked})", f"point --target {engine}= at a git checkout of {engine}, an unpacked wheel, or site-packages")
+        raise TargetError(
+            f"{root}: no {engine} sources found (looked for {looked})",
+            f"point --target {engine}= at a git checkout of {engine}, an unpacked wheel, or site-packages",
+        )
     return Target(engine=engine, root=root, layout=layout, version=_read_version(root, engine, layout))
 
 
 def parse_target_arg(value: str) -> tuple[str, str]:
     if "=" not in value:
-        raise TargetError(f"--target {value!r}: expected ENGINE=PATH", f"e.g. --target sglang=./sglang-checkout (engines: {', '.join(ENGINES)})")
+        raise TargetError(
+            f"--target {value!r}: expected ENGINE=PATH",
+            f"e.g. --target sglang=./sglang-checkout (engines: {', '.join(ENGINES)})",
+        )
     engine, path = value.split("=", 1)
     return engine.strip(), path

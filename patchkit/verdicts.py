@@ -75,7 +75,9 @@ def _provenance(targets: dict) -> dict[str, Optional[str]]:
         files[str(root / ".patchkit" / "journal.json")] = _file_digest(root / ".patchkit" / "journal.json")
         for p in sorted(root.glob("*.dist-info/patchkit.json")):
             files[str(p)] = _file_digest(p)
-        files[f"{root}/*.dist-info/patchkit.json"] = ",".join(sorted(str(p) for p in root.glob("*.dist-info/patchkit.json")))
+        files[f"{root}/*.dist-info/patchkit.json"] = ",".join(
+            sorted(str(p) for p in root.glob("*.dist-info/patchkit.json"))
+        )
     return files
 
 
@@ -112,5 +114,20 @@ def save(k: str, session, res: list[RecipeResult]) -> None:
 
 
 def _recipe(d: dict) -> RecipeResult:
-    ops = tuple(OpResult(recipe=d["id"], index=o["index"], kind=o["kind"], engine=o["engine"], file=o["file"], state=o["state"], line=o["line"], location=o["location"], message=o["message"]) for o in d["ops"])
-    return RecipeResult(id=d["id"], state=d["state"], in_range=d["in_range"], ops=ops, message=d["message"], versions=d["versions"])
+    ops = tuple(
+        OpResult(
+            recipe=d["id"],
+            index=o["index"],
+            kind=o["kind"],
+            engine=o["engine"],
+            file=o["file"],
+            state=o["state"],
+            line=o["line"],
+            location=o["location"],
+            message=o["message"],
+        )
+        for o in d["ops"]
+    )
+    return RecipeResult(
+        id=d["id"], state=d["state"], in_range=d["in_range"], ops=ops, message=d["message"], versions=d["versions"]
+    )

@@ -165,7 +165,11 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
             inner = scope.children.get(d.name) if d else None
             if read and d and not scope.whole:
                 # A def read by expression-matching ops: read inside it with the same patterns.
-                inner = _Scope([*scope.patterns, *(inner.patterns if inner else ())], inner.children if inner else {}, bool(inner and inner.whole))
+                inner = _Scope(
+                    [*scope.patterns, *(inner.patterns if inner else ())],
+                    inner.children if inner else {},
+                    bool(inner and inner.whole),
+                )
             elif read or (top and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in ss)):
                 keep(a, b)
                 continue

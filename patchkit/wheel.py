@@ -86,11 +86,15 @@ def parse_from(value: str, pins: Optional[dict] = None) -> Source:
     name = name.strip()
     engine = name if name in ENGINES else by_dist.get(canonicalize_name(name))
     if engine is None:
-        raise PatchkitError(f"--from {value!r}: unknown engine {name!r}", f"engines: {', '.join(ENGINES)}; e.g. --from sglang==0.5.9")
+        raise PatchkitError(
+            f"--from {value!r}: unknown engine {name!r}", f"engines: {', '.join(ENGINES)}; e.g. --from sglang==0.5.9"
+        )
     version = version.strip()
     if not sep:
         if not pins or engine not in pins:
-            raise PatchkitError(f"--from {value!r}: no version given and no pin for {engine}", f"write --from {engine}==VERSION")
+            raise PatchkitError(
+                f"--from {value!r}: no version given and no pin for {engine}", f"write --from {engine}==VERSION"
+            )
         version = pins[engine].version
     try:
         Version(version)
@@ -106,7 +110,10 @@ def local_label(label: str) -> str:
         if not norm or Version(f"0+{norm}").local != norm:
             raise InvalidVersion(label)
     except InvalidVersion:
-        raise PatchkitError(f"--label {label!r}: not usable as a PEP 440 local version label", "use letters, digits and dots, e.g. --label sm120 or --label sm120.v2") from None
+        raise PatchkitError(
+            f"--label {label!r}: not usable as a PEP 440 local version label",
+            "use letters, digits and dots, e.g. --label sm120 or --label sm120.v2",
+        ) from None
     return norm
 
 
@@ -130,7 +137,9 @@ def check_engines(recipes: list[Recipe], sources: list[Source]) -> None:
             )
     unused = sorted(given - {op.engine for r in recipes for op in r.ops})
     if unused:
-        raise PatchkitError(f"no selected recipe edits {', '.join(unused)}", "drop that --from, or name a recipe that edits it")
+        raise PatchkitError(
+            f"no selected recipe edits {', '.join(unused)}", "drop that --from, or name a recipe that edits it"
+        )
 
 
 # -- zip -------------------------------------------------------------------------------------
@@ -142,7 +151,9 @@ def zip_date_time() -> tuple[int, int, int, int, int, int]:
         try:
             t = time.gmtime(max(int(sde), 315532800))  # zip cannot say anything before 1980
         except ValueError:
-            raise PatchkitError(f"SOURCE_DATE_EPOCH={sde!r} is not a number of seconds", "unset it, or give an integer") from None
+            raise PatchkitError(
+                f"SOURCE_DATE_EPOCH={sde!r} is not a number of seconds", "unset it, or give an integer"
+            ) from None
         return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec - t.tm_sec % 2)
     return EPOCH_1980
 
@@ -216,9 +227,16 @@ def check_wheel(path: Path) -> list[str]:
 
 def _dist_info(tree: Path, dist: str, version: str) -> Path:
     norm = canonicalize_name(dist).replace("-", "_")
-    found = [d for d in tree.glob("*.dist-info") if canonicalize_name(d.name[: -len(".dist-info")].rsplit("-", 1)[0]) == canonicalize_name(dist)]
+    found = [
+        d
+        for d in tree.glob("*.dist-info")
+        if canonicalize_name(d.name[: -len(".dist-info")].rsplit("-", 1)[0]) == canonicalize_name(dist)
+    ]
     if len(found) != 1:
-        raise PatchkitError(f"the {dist} {version} wheel has {len(found)} .dist-info directories for {dist}", f"expected {norm}-{version}.dist-info; is this a wheel of {dist}?")
+        raise PatchkitError(
+            f"the {dist} {version} wheel has {len(found)} .dist-info directories for {dist}",
+            f"expected {norm}-{version}.dist-info; is this a wheel of {dist}?",
+        )
     return found[0]
 
 
@@ -227,11 +245,22 @@ def _set_metadata_version(meta: bytes, version: str) -> bytes:
     head, sep, body = text.partition("\n\n")
     new_head, n = re.subn(r"(?m)^Version:[ \t]*\S.*$", f"Version: {version}", head, count=1)
     if n != 1:
-        raise PatchkitError("the wheel's METADATA has no Version: header", "the wheel is damaged; fetch it again (delete it from the patchkit cache)")
+        raise PatchkitError(
+            "the wheel's METADATA has no Version: header",
+            "the wheel is damaged; fetch it again (delete it from the patchkit cache)",
+        )
     return (new_head + sep + body).encode("utf-8")
 
 
-def build_one(src: Source, recipes: list[Recipe], label: str, out_dir: Path, pin_sha: str = "", ignore_range: bool = False, say: Callable[[str], None] = lambda s: None) -> Built:
+def build_one(
+    src: Source,
+    recipes: list[Recipe],
+    label: str,
+    out_dir: Path,
+    pin_sha: str = "",
+    ignore_range: bool = False,
+    say: Callable[[str], None] = lambda s: None,
+) -> Built:
     from patchkit.engine import Session, commit, evaluate, plan_apply, results
 
     t0 = time.monotonic()
@@ -249,7 +278,9 @@ def build_one(src: Source, recipes: list[Recipe], label: str, out_dir: Path, pin
         with zipfile.ZipFile(whl) as z:
             for zi in z.infolist():
                 if zi.filename.startswith(("/", "../")) or "/../" in zi.filename:
-                    raise PatchkitError(f"{whl.name}: entry {zi.filename!r} leads outside the wheel", "refusing a malformed wheel")
+                    raise PatchkitError(
+                        f"{whl.name}: entry {zi.filename!r} leads outside the wheel", "refusing a malformed wheel"
+                    )
                 if (zi.external_attr >> 16) & 0o111:
                     executables.add(zi.filename)
             z.extractall(tree)
@@ -297,11 +328,21 @@ def build_one(src: Source, recipes: list[Recipe], label: str, out_dir: Path, pin
         write_wheel(tree, new_di.name, dest, executables)
     problems = check_wheel(dest)
     if problems:
-        raise PatchkitError(f"{dest.name}: the built wheel does not check out: {problems[0]}", "this is a patchkit bug; please report it with the command line")
+        raise PatchkitError(
+            f"{dest.name}: the built wheel does not check out: {problems[0]}",
+            "this is a patchkit bug; please report it with the command line",
+        )
     return Built(
-        engine=src.engine, dist=info.dist, base_version=src.version, version=new_version, path=dest,
-        sha256=fetch.file_sha256(dest), source_wheel=whl.name, source_sha256=src_sha,
-        recipes=provenance["recipes"], seconds=time.monotonic() - t0,
+        engine=src.engine,
+        dist=info.dist,
+        base_version=src.version,
+        version=new_version,
+        path=dest,
+        sha256=fetch.file_sha256(dest),
+        source_wheel=whl.name,
+        source_sha256=src_sha,
+        recipes=provenance["recipes"],
+        seconds=time.monotonic() - t0,
     )
 
 
@@ -319,7 +360,15 @@ class WheelBlocked(Exception):
         self.reasons = reasons
 
 
-def build(recipes: list[Recipe], sources: list[Source], label: str, out_dir: Path, pins: Optional[dict] = None, ignore_range: bool = False, say: Callable[[str], None] = lambda s: None) -> list[Built]:
+def build(
+    recipes: list[Recipe],
+    sources: list[Source],
+    label: str,
+    out_dir: Path,
+    pins: Optional[dict] = None,
+    ignore_range: bool = False,
+    say: Callable[[str], None] = lambda s: None,
+) -> list[Built]:
     """One patched wheel per engine in ``sources``; all built, or none left in ``out_dir``."""
     check_engines(recipes, sources)
     label = local_label(label)
@@ -335,4 +384,3 @@ def build(recipes: list[Recipe], sources: list[Source], label: str, out_dir: Pat
             b.path.unlink(missing_ok=True)
         raise
     return built
-

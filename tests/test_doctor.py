@@ -48,9 +48,19 @@ def has_gpu_here() -> bool:
 def test_h200_is_told_sm120_is_not_for_it():
     doc = recorded("doctor_h200.json")
     findings = D.judge(doc["facts"])
-    assert [f["topic"] for f in doc["findings"]] == ["python", "gpu", "sglang", "flashinfer", "bundle", "jit"]  # as the device printed them
+    assert [f["topic"] for f in doc["findings"]] == [
+        "python",
+        "gpu",
+        "sglang",
+        "flashinfer",
+        "bundle",
+        "jit",
+    ]  # as the device printed them
     assert "GPU 0: NVIDIA H200, compute capability 9.0 (via torch)" in messages(findings, D.OK)
-    assert "sm120: NOT for this GPU (NVIDIA H200 (9.0)); it is for compute capability 12.x only (SM120: e.g. RTX PRO 6000 Blackwell). Do not apply it here" in messages(findings, D.INFO)
+    assert (
+        "sm120: NOT for this GPU (NVIDIA H200 (9.0)); it is for compute capability 12.x only (SM120: e.g. RTX PRO 6000 Blackwell). Do not apply it here"
+        in messages(findings, D.INFO)
+    )
     assert "sglang 0.5.9 imported from /tmp/site/sglang (pin 0.5.9)" in messages(findings, D.OK)
     assert D.exit_code(findings) == 0  # pristine engines on a Hopper GPU: nothing is off
 
@@ -63,23 +73,37 @@ def test_h200_running_the_sm120_wheels_is_an_error():
         "sm120 recipes are applied here (allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120) but this GPU is not compute capability 12.x. "
         "Undo them: reinstall the released wheels: pip install --force-reinstall --no-deps flashinfer-python==0.6.3 sglang==0.5.9"
     ]
-    assert "sglang: installed from a patchkit wheel 0.5.9+sm120 (label sm120): allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120" in messages(findings)
+    assert (
+        "sglang: installed from a patchkit wheel 0.5.9+sm120 (label sm120): allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120"
+        in messages(findings)
+    )
     assert D.exit_code(findings) == 1
 
 
 def test_on_a_capability_12_gpu_sm120_fits_and_pending_recipes_are_flagged():
     # The H200 facts with the GPU swapped for an SM120 one (a derived case, not a recording).
     facts = copy.deepcopy(recorded("doctor_h200.json")["facts"])
-    facts["gpus"]["devices"] = [{"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "capability": "12.0"}]
+    facts["gpus"]["devices"] = [
+        {"index": 0, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "capability": "12.0"}
+    ]
     findings = D.judge(facts)
     assert "sm120: fits this machine (NVIDIA RTX PRO 6000 Blackwell Server Edition (12.0))" in messages(findings, D.OK)
     warn = messages(findings, D.WARN)
-    assert len(warn) == 1 and warn[0].startswith("sm120 fits these GPUs, but the imported copies lack allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120")
+    assert len(warn) == 1 and warn[0].startswith(
+        "sm120 fits these GPUs, but the imported copies lack allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120"
+    )
     assert D.exit_code(findings) == 1
 
 
 def test_bundle_major():
-    assert [D.bundle_major(b) for b in ("sm120", "sm90", "sm100", "sm_120", "fast", "sm")] == [12, 9, 10, 12, None, None]
+    assert [D.bundle_major(b) for b in ("sm120", "sm90", "sm100", "sm_120", "fast", "sm")] == [
+        12,
+        9,
+        10,
+        12,
+        None,
+        None,
+    ]
 
 
 def test_facts_file_through_the_cli(run_cli):
@@ -120,12 +144,20 @@ def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated
     assert facts["engines"]["sglang"]["location"]["recipes"]["autotune-cutlass"] == "pending"
     errors = [f["message"] for f in doc["findings"] if f["level"] == "error"]
     assert len(errors) == 1, errors
-    assert errors[0].startswith(f"sglang: the workspace tree {ws / 'trees' / 'sglang'} is patched (autotune-cutlass, max-running-requests"), errors[0]
-    assert f"), but {sys.executable} imports sglang from {imported / 'sglang'}, which is NOT: the server runs unpatched code." in errors[0]
+    assert errors[0].startswith(
+        f"sglang: the workspace tree {ws / 'trees' / 'sglang'} is patched (autotune-cutlass, max-running-requests"
+    ), errors[0]
+    assert (
+        f"), but {sys.executable} imports sglang from {imported / 'sglang'}, which is NOT: the server runs unpatched code."
+        in errors[0]
+    )
     if not has_gpu_here():
         assert facts["gpus"]["devices"] == []
         assert any(f["level"] == "warn" and f["message"].startswith("no GPU found") for f in doc["findings"])
-        assert any(f["message"] == "sm120: for GPUs of compute capability 12.x only; no GPU here to check it against" for f in doc["findings"])
+        assert any(
+            f["message"] == "sm120: for GPUs of compute capability 12.x only; no GPU here to check it against"
+            for f in doc["findings"]
+        )
 
     # Patch the copy Python imports (--python finds it); the loud error goes away.
     code, out, err = run_cli("apply", *SGLANG_ONLY, "--python", sys.executable)
@@ -137,7 +169,10 @@ def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated
     with open(imported / "sglang" / "srt" / "utils" / "common.py", "a") as f:
         f.write("# a hand edit\n")
     code, out, err = run_cli("--workspace", str(ws), "doctor")
-    assert "[ WARN ] sglang: sglang-0.5.9.dist-info/RECORD does not match the installed files (sglang/srt/utils/common.py: hash or size differs from RECORD): edited outside pip and patchkit?" in out
+    assert (
+        "[ WARN ] sglang: sglang-0.5.9.dist-info/RECORD does not match the installed files (sglang/srt/utils/common.py: hash or size differs from RECORD): edited outside pip and patchkit?"
+        in out
+    )
     assert "[  --  ] sglang: carries autotune-cutlass (applied), max-running-requests (applied)" in out
 
 
@@ -155,7 +190,9 @@ def test_jit_builds_older_than_the_patched_sources_are_flagged(tree, run_cli, is
     code, out, err = run_cli("--workspace", str(tmp_path / "nows"), "doctor")
     warn = [line for line in out.splitlines() if "predate" in line]
     # Both edited files were written in one batch; either may be the newest.
-    assert len(warn) == 1 and warn[0].startswith("[ WARN ] 1 cached FlashInfer build(s) predate the patched FlashInfer sources (")
+    assert len(warn) == 1 and warn[0].startswith(
+        "[ WARN ] 1 cached FlashInfer build(s) predate the patched FlashInfer sources ("
+    )
     assert warn[0].endswith(f"FlashInfer keeps their old nvcc flags. Remove them: rm -rf {old}")
     assert code == 1
 
@@ -168,9 +205,15 @@ def test_stale_journal_after_a_reinstall_is_explained(tree, run_cli, isolated):
     isolated.setenv("PYTHONPATH", str(site))
     code, out, err = run_cli("doctor")
     assert code == 1
-    assert f"[ WARN ] sglang: patchkit's journal in {site}/.patchkit says max-running-requests are applied, but sglang/srt/server_args.py are back to the released bytes (reinstalled?). Remove {site}/.patchkit, then apply again" in out
+    assert (
+        f"[ WARN ] sglang: patchkit's journal in {site}/.patchkit says max-running-requests are applied, but sglang/srt/server_args.py are back to the released bytes (reinstalled?). Remove {site}/.patchkit, then apply again"
+        in out
+    )
 
 
 def test_unknown_interpreter_is_one_line(run_cli):
     code, out, err = run_cli("doctor", "--python", "/nonexistent/bin/python")
-    assert (code, err.strip()) == (2, "patchkit: error: --python /nonexistent/bin/python: no such interpreter (hint: give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python)")
+    assert (code, err.strip()) == (
+        2,
+        "patchkit: error: --python /nonexistent/bin/python: no such interpreter (hint: give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python)",
+    )

@@ -36,7 +36,9 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
         "moe-backend-sm120": ("upstream", False),
     }
     assert doc["retire"] == ["autotune-cutlass", "moe-backend-sm120"]
-    assert ops(doc, "autotune-cutlass") == [("sglang", "upstream", "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune")]
+    assert ops(doc, "autotune-cutlass") == [
+        ("sglang", "upstream", "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune")
+    ]
     moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"] == "upstream marker matched at sglang/srt/server_args.py:3351"
     assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
@@ -57,7 +59,10 @@ def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
     at = recipe(doc, "autotune-cutlass")["ops"][0]
     assert at["location"] == "sglang/srt/model_executor/runner/flashinfer_autotune.py::should_run_flashinfer_autotune"
     assert at["file"] == "sglang/srt/model_executor/model_runner.py"
-    assert at["message"] == "moved from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune"
+    assert (
+        at["message"]
+        == "moved from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune"
+    )
     moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"].startswith("upstream marker matched at sglang/srt/arg_groups/overrides.py:")
 
@@ -73,7 +78,10 @@ def test_sglang_0_5_20_drift_that_needs_work(run_cli):
         "moe-backend-sm120": ("upstream", False),
     }
     mrr = recipe(doc, "max-running-requests")["ops"][0]
-    assert mrr["message"] == "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
+    assert (
+        mrr["message"]
+        == "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
+    )
     ar = recipe(doc, "allreduce-fusion")["ops"]
     assert [o["state"] for o in ar] == ["pending", "missing", "pending", "pending", "pending"]
 
@@ -83,7 +91,12 @@ def test_flashinfer_0_6_17_has_the_flashinfer_half_upstream(run_cli):
     assert code == 0
     assert states(doc) == {"allreduce-fusion": ("pending", False)}
     assert [(e, s) for e, s, _ in ops(doc, "allreduce-fusion")] == [
-        ("sglang", "pending"), ("sglang", "pending"), ("sglang", "pending"), ("flashinfer", "upstream"), ("flashinfer", "upstream")]
+        ("sglang", "pending"),
+        ("sglang", "pending"),
+        ("sglang", "pending"),
+        ("flashinfer", "upstream"),
+        ("flashinfer", "upstream"),
+    ]
 
 
 def test_status_on_a_pristine_newer_tree_answers_like_drift(run_cli, tree):
@@ -91,7 +104,9 @@ def test_status_on_a_pristine_newer_tree_answers_like_drift(run_cli, tree):
     code, out, _ = run_cli("status", "-t", f"sglang={s}", "-t", f"flashinfer={f}", "--json")
     st = json.loads(out)
     _, dr = drift_json(run_cli, "--to", "sglang==0.5.15")
-    strip = lambda doc: [(r["id"], r["state"], [(o["state"], o["location"], o["message"]) for o in r["ops"]]) for r in doc["recipes"]]
+    strip = lambda doc: [
+        (r["id"], r["state"], [(o["state"], o["location"], o["message"]) for o in r["ops"]]) for r in doc["recipes"]
+    ]
     assert strip(st) == strip(dr)
 
 
@@ -115,7 +130,10 @@ def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
     changed = [(a, b) for a, b in zip(original.splitlines(), new.splitlines()) if a != b]
     assert len(original.splitlines()) == len(new.splitlines())
     assert [a.split("=")[0].strip() for a, _ in changed] == ["version", "wheel", "sha256", "rev"]
-    assert 'version = "0.5.12.post1"' in new and 'rev = "v0.5.12.post1"                        # tag matching the release' in new
+    assert (
+        'version = "0.5.12.post1"' in new
+        and 'rev = "v0.5.12.post1"                        # tag matching the release' in new
+    )
     assert "# tag matching the release" in new  # comments survive
     # A release where a recipe goes missing is refused, and the file is left alone.
     code, out, err = run_cli("--pins", str(pins), "--recipes", str(ROOT / "recipes"), "pin", "sglang", "0.5.20")

@@ -69,7 +69,10 @@ def test_second_invocation_waits_then_fails_clearly(pair, run_cli, monkeypatch):
         release.set()
         th.join()
     assert code == 2
-    assert err.strip() == f"patchkit: error: {s}: another patchkit is working on this target (waited 0.3s) (hint: wait for it to finish, then run again; PATCHKIT_LOCK_TIMEOUT sets the wait)"
+    assert (
+        err.strip()
+        == f"patchkit: error: {s}: another patchkit is working on this target (waited 0.3s) (hint: wait for it to finish, then run again; PATCHKIT_LOCK_TIMEOUT sets the wait)"
+    )
     assert snapshot(s) == snapshot(s)  # and nothing was written:
     assert "1024" not in (s / FILES["sglang"][2]).read_text().split("max_running_requests: Optional[int] = ")[1][:5]
 
@@ -124,12 +127,20 @@ def test_state_comes_from_the_code(pair, run_cli):
     run_cli("apply", "max-running-requests", *t)
     sa = s / FILES["sglang"][2]
     # The user undoes the edit by hand: patchkit reports it, it does not trust its journal.
-    sa.write_text(sa.read_text().replace("max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"))
+    sa.write_text(
+        sa.read_text().replace(
+            "max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"
+        )
+    )
     code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
     assert code == 1
     assert json.loads(out)["recipes"][0]["state"] == "modified"
     # Deleting the journal loses provenance only: the edit present is reported, as upstream code.
-    sa.write_text(sa.read_text().replace("max_running_requests: Optional[int] = None", "max_running_requests: Optional[int] = 1024"))
+    sa.write_text(
+        sa.read_text().replace(
+            "max_running_requests: Optional[int] = None", "max_running_requests: Optional[int] = 1024"
+        )
+    )
     import shutil
 
     shutil.rmtree(s / ".patchkit")
@@ -141,20 +152,37 @@ def test_partial_state(pair, run_cli):
     s, f, t = pair
     run_cli("apply", "allreduce-fusion", "-t", f"sglang={s}", "-t", f"flashinfer={f}")
     comm = f / FILES["flashinfer"][0]
-    comm.write_text(comm.read_text().replace("supported_major_versions=[9, 10, 12]", "supported_major_versions=[9, 10]"))
+    comm.write_text(
+        comm.read_text().replace("supported_major_versions=[9, 10, 12]", "supported_major_versions=[9, 10]")
+    )
     code, out, _ = run_cli("status", "allreduce-fusion", *t, "--json")
     r = json.loads(out)["recipes"][0]
     assert code == 1 and r["state"] == "modified"
     assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "modified", "applied"]
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["status", "-t", "sglang=/nonexistent/tree"], "patchkit: error: /nonexistent/tree: target for sglang does not exist (hint: pass --target sglang=DIR with an existing tree, or run `patchkit sync`)"),
-    (["status", "sm12", "-t", "sglang=/tmp"], "patchkit: error: unknown recipe or bundle 'sm12' (hint: did you mean 'sm120'?)"),
-    (["status", "-t", "vllm=/tmp"], "patchkit: error: unknown engine 'vllm' (hint: engines: sglang, flashinfer)"),
-    (["status", "-t", "sglang"], "patchkit: error: --target 'sglang': expected ENGINE=PATH (hint: e.g. --target sglang=./sglang-checkout (engines: sglang, flashinfer))"),
-    (["apply"], "patchkit: error: apply needs recipe or bundle names (hint: e.g. `patchkit apply sm120`; `patchkit list` shows them)"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (
+            ["status", "-t", "sglang=/nonexistent/tree"],
+            "patchkit: error: /nonexistent/tree: target for sglang does not exist (hint: pass --target sglang=DIR with an existing tree, or run `patchkit sync`)",
+        ),
+        (
+            ["status", "sm12", "-t", "sglang=/tmp"],
+            "patchkit: error: unknown recipe or bundle 'sm12' (hint: did you mean 'sm120'?)",
+        ),
+        (["status", "-t", "vllm=/tmp"], "patchkit: error: unknown engine 'vllm' (hint: engines: sglang, flashinfer)"),
+        (
+            ["status", "-t", "sglang"],
+            "patchkit: error: --target 'sglang': expected ENGINE=PATH (hint: e.g. --target sglang=./sglang-checkout (engines: sglang, flashinfer))",
+        ),
+        (
+            ["apply"],
+            "patchkit: error: apply needs recipe or bundle names (hint: e.g. `patchkit apply sm120`; `patchkit list` shows them)",
+        ),
+    ],
+)
 def test_usage_errors_are_one_line_exit_2(run_cli, args, expected):
     code, out, err = run_cli(*args)
     assert code == 2
@@ -165,14 +193,20 @@ def test_usage_errors_are_one_line_exit_2(run_cli, args, expected):
 def test_target_without_engine_sources(run_cli, tmp_path):
     code, out, err = run_cli("status", "autotune-cutlass", "-t", f"sglang={tmp_path}")
     assert code == 2
-    assert err.strip() == f"patchkit: error: {tmp_path}: no sglang sources found (looked for python/sglang/, sglang/) (hint: point --target sglang= at a git checkout of sglang, an unpacked wheel, or site-packages)"
+    assert (
+        err.strip()
+        == f"patchkit: error: {tmp_path}: no sglang sources found (looked for python/sglang/, sglang/) (hint: point --target sglang= at a git checkout of sglang, an unpacked wheel, or site-packages)"
+    )
 
 
 def test_recipe_needing_an_absent_engine(tree, run_cli):
     s = tree("sglang")
     code, out, err = run_cli("status", "allreduce-fusion", "-t", f"sglang={s}")
     assert code == 2
-    assert err.strip() == "patchkit: error: recipe allreduce-fusion edits flashinfer, but there is no flashinfer target (hint: pass --target flashinfer=PATH, or run `patchkit sync` to use the pinned workspace)"
+    assert (
+        err.strip()
+        == "patchkit: error: recipe allreduce-fusion edits flashinfer, but there is no flashinfer target (hint: pass --target flashinfer=PATH, or run `patchkit sync` to use the pinned workspace)"
+    )
 
 
 def test_status_verdict_cache_never_changes_the_answer(pair, run_cli):
@@ -188,7 +222,11 @@ def test_status_verdict_cache_never_changes_the_answer(pair, run_cli):
     assert run_cli("status", "sm120", *t, "--json") == cold
     # Any byte of a file it read changes the key's inputs: the verdict is recomputed.
     sa = s / FILES["sglang"][2]
-    sa.write_text(sa.read_text().replace("max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"))
+    sa.write_text(
+        sa.read_text().replace(
+            "max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"
+        )
+    )
     assert verdicts.load(k, targets) is None
     code, out, _ = run_cli("status", "sm120", *t, "--json")
     assert code == 1
@@ -216,7 +254,10 @@ def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
     it cannot print back byte for byte is refused, on the whole-file path and in views."""
     s, f, _ = pair
     comm = s / "sglang/srt/layers/communicator.py"
-    comm.write_text(comm.read_text() + "\nUNRELATED = 1\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n")
+    comm.write_text(
+        comm.read_text()
+        + "\nUNRELATED = 1\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n"
+    )
     before = snapshot(s), snapshot(f)
     recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["allreduce-fusion"])
     targets = {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}
@@ -233,6 +274,8 @@ def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
     assert not plan.blockers
     engine.commit(session, plan)
     text = comm.read_text()
-    assert text.endswith("\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n")
+    assert text.endswith(
+        "\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n"
+    )
     assert "_is_sm120_supported = _is_cuda and is_sm120_supported()" in text
     assert (snapshot(s), snapshot(f)) != before

@@ -9,7 +9,6 @@ test works on its own clone or copy, so nothing leaks between tests.
 from __future__ import annotations
 
 import hashlib
-import tomllib
 import json
 import re
 import shutil
@@ -17,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import tomllib
 import unidiff
 
 from tests.conftest import ROOT, git, git_layout, pk
@@ -120,7 +120,9 @@ def test_sync_makes_one_commit_per_recipe_on_the_pinned_tag(synced, recipes_dir)
     base = git(repo, "rev-parse", "v0.5.9").strip()
     assert doc["ok"] and doc["changed"] and doc["previous"] is None
     assert doc["base"] == {"rev": "v0.5.9", "commit": base, "version": "0.5.9"}
-    assert [(s["id"], s["state"], s["action"]) for s in doc["recipes"]] == [(r, "pending", "committed") for r in RECIPES]
+    assert [(s["id"], s["state"], s["action"]) for s in doc["recipes"]] == [
+        (r, "pending", "committed") for r in RECIPES
+    ]
 
     carried = commits(repo, f"{base}..patchkit/sm120")
     assert carried == [s["commit"] for s in doc["recipes"]]
@@ -128,7 +130,12 @@ def test_sync_makes_one_commit_per_recipe_on_the_pinned_tag(synced, recipes_dir)
     base_date = git(repo, "log", "-1", "--format=%ct", base).strip()
     for c, rid in zip(carried, RECIPES):
         info = git(repo, "log", "-1", "--format=%s%n%an <%ae>%n%cn <%ce>%n%at %ct", c).splitlines()
-        assert info == [f"patchkit: {rid}", "patchkit <patchkit@localhost>", "patchkit <patchkit@localhost>", f"{base_date} {base_date}"]
+        assert info == [
+            f"patchkit: {rid}",
+            "patchkit <patchkit@localhost>",
+            "patchkit <patchkit@localhost>",
+            f"{base_date} {base_date}",
+        ]
         assert trailer(repo, c) == (rid, sha(recipes_dir / f"{rid}.toml"))
         recipe = tomllib.loads((recipes_dir / f"{rid}.toml").read_text())
         body = git(repo, "log", "-1", "--format=%b", c)
@@ -136,7 +143,9 @@ def test_sync_makes_one_commit_per_recipe_on_the_pinned_tag(synced, recipes_dir)
     # allreduce-fusion spans both engines: the sglang fork carries only its sglang file,
     # and the commit says where the rest belongs.
     assert changed_files(repo, carried[0]) == {"python/sglang/srt/layers/communicator.py"}
-    assert "its flashinfer ops #4, #5 belong in the flashinfer fork" in git(repo, "log", "-1", "--format=%b", carried[0])
+    assert "its flashinfer ops #4, #5 belong in the flashinfer fork" in git(
+        repo, "log", "-1", "--format=%b", carried[0]
+    )
     assert changed_files(repo, carried[1]) == {"python/sglang/srt/model_executor/model_runner.py"}
     assert changed_files(repo, carried[2]) == changed_files(repo, carried[3]) == {"python/sglang/srt/server_args.py"}
     assert git(repo, "show", "patchkit/sm120:README.md") == "SGLang 0.5.9\n"
@@ -156,14 +165,18 @@ def test_each_commit_equals_applying_that_recipe_alone(synced, synced_copy, tree
         c = step["commit"]
         wt = tmp_path / step["id"]
         git(repo, "worktree", "add", "-q", "--detach", str(wt), f"{c}^")
-        code, out, err = run_cli("apply", step["id"], "--ignore-range", "-t", f"sglang={wt}", "-t", f"flashinfer={flashinfer}")
+        code, out, err = run_cli(
+            "apply", step["id"], "--ignore-range", "-t", f"sglang={wt}", "-t", f"flashinfer={flashinfer}"
+        )
         assert code == 0, out + err
         git(wt, "add", "-A")  # .patchkit/ (the journal) ignores itself
         assert git(wt, "write-tree").strip() == git(repo, "rev-parse", f"{c}^{{tree}}").strip(), step["id"]
         git(repo, "worktree", "remove", "--force", str(wt))
 
 
-def test_sync_again_changes_nothing_and_is_the_same_in_another_clone(synced, synced_copy, sglang_upstream, run_cli, tmp_path):
+def test_sync_again_changes_nothing_and_is_the_same_in_another_clone(
+    synced, synced_copy, sglang_upstream, run_cli, tmp_path
+):
     _, first = synced
     head = first["recipes"][-1]["commit"]
     code, doc, err = run_json(run_cli, "fork", "sync", "sm120", "-t", f"sglang={synced_copy}")
@@ -201,7 +214,9 @@ def test_export_is_a_series_that_git_am_and_patch_apply(synced, sglang_upstream,
 
     quilt = clone(sglang_upstream, tmp_path / "quilt", "v0.5.9")
     for name in (out / "series").read_text().split():
-        p = subprocess.run(["patch", "-p1", "--forward", "-s", "-i", str(out / name)], cwd=quilt, capture_output=True, text=True)
+        p = subprocess.run(
+            ["patch", "-p1", "--forward", "-s", "-i", str(out / name)], cwd=quilt, capture_output=True, text=True
+        )
         assert p.returncode == 0, p.stdout + p.stderr
     git(quilt, "add", "-A")
     assert git(quilt, "write-tree").strip() == want
@@ -225,7 +240,9 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     (repo / "notes.txt").write_text("untracked\n")
     dirty = git(repo, "status", "--porcelain")
     old_head = git(repo, "rev-parse", "patchkit/sm120").strip()
-    others = [r for r in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines() if "patchkit/" not in r]
+    others = [
+        r for r in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines() if "patchkit/" not in r
+    ]
     common = ("--pins", str(pins), "--recipes", str(recipes_dir), "fork", "upgrade", "-t", f"sglang={repo}")
 
     code, out, err = run_cli(*common, "--to", "v0.5.12", "--json")
@@ -241,7 +258,9 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
 
     code, out, err = run_cli(*common, "--to", "v0.5.13", "--move-pin")
     assert code == 0, err
-    assert "dropped from patchkit/sm120: autotune-cutlass, moe-backend-sm120 (upstream v0.5.13 already does them)" in out
+    assert (
+        "dropped from patchkit/sm120: autotune-cutlass, moe-backend-sm120 (upstream v0.5.13 already does them)" in out
+    )
     assert "upstream marker matched at sglang/srt/server_args.py:" in out
     states = dict(re.findall(r"^  ([a-z0-9-]+) +([a-z]+ +[a-z-]+)", out, re.M))
     assert {k: v.split() for k, v in states.items()} == {
@@ -262,7 +281,9 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     assert len(text.splitlines()) == len(pins_before.decode().splitlines())
     assert "[flashinfer]" in text and 'rev = "v0.6.3"' in text
     # The user's checkout: same branch, same edits, same untracked file; other refs as they were.
-    assert [r for r in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines() if "patchkit/" not in r] == others
+    assert [
+        r for r in git(repo, "for-each-ref", "--format=%(refname) %(objectname)").splitlines() if "patchkit/" not in r
+    ] == others
     assert git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
     assert git(repo, "status", "--porcelain") == dirty
     assert sa.read_bytes().endswith(b"# my local experiment\n")
@@ -283,15 +304,39 @@ def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run
     pins = tmp_path / "upstream_pins.toml"
     shutil.copy(ROOT / "upstream_pins.toml", pins)
     # An "upstream" release where communicator.py lost the line allreduce-fusion inserts after.
-    upstream_edit(repo, "v-next", "refactor communicator", "python/sglang/srt/layers/communicator.py", "_is_sm100_supported = _is_cuda and is_sm100_supported()\n", "")
+    upstream_edit(
+        repo,
+        "v-next",
+        "refactor communicator",
+        "python/sglang/srt/layers/communicator.py",
+        "_is_sm100_supported = _is_cuda and is_sm100_supported()\n",
+        "",
+    )
     before = git(repo, "rev-parse", "patchkit/sm120").strip()
 
-    code, doc, err = run_json(run_cli, "--pins", str(pins), "--recipes", str(recipes_dir), "fork", "upgrade", "sm120", "-t", f"sglang={repo}", "--to", "v-next", "--move-pin")
+    code, doc, err = run_json(
+        run_cli,
+        "--pins",
+        str(pins),
+        "--recipes",
+        str(recipes_dir),
+        "fork",
+        "upgrade",
+        "sm120",
+        "-t",
+        f"sglang={repo}",
+        "--to",
+        "v-next",
+        "--move-pin",
+    )
     assert code == 1
     assert pins.read_bytes() == (ROOT / "upstream_pins.toml").read_bytes() and doc["pin"] is None
     assert not doc["ok"] and not doc["changed"] and doc["head"] == before
     assert doc["errors"] and doc["errors"][0].startswith("allreduce-fusion: missing on v-next: op #2 (insert)")
-    assert [(s["id"], s["action"]) for s in doc["recipes"]] == [("allreduce-fusion", "blocked"), *[(r, "not-built") for r in RECIPES[1:]]]
+    assert [(s["id"], s["action"]) for s in doc["recipes"]] == [
+        ("allreduce-fusion", "blocked"),
+        *[(r, "not-built") for r in RECIPES[1:]],
+    ]
     assert git(repo, "rev-parse", "patchkit/sm120").strip() == before
     assert len(git(repo, "worktree", "list").splitlines()) == 1
 
@@ -299,15 +344,26 @@ def test_upgrade_stops_on_a_missing_anchor_and_keeps_the_branch(synced_copy, run
 def test_upgrade_carries_a_recipe_whose_code_moved(sglang_upstream, run_cli, tmp_path):
     repo = clone(sglang_upstream, tmp_path / "sglang")
     # An "upstream" release that renamed the method holding the autotune list.
-    upstream_edit(repo, "v-renamed", "rename the autotune check", "python/sglang/srt/model_executor/model_runner.py", "_should_run_flashinfer_autotune", "_should_autotune_flashinfer")
+    upstream_edit(
+        repo,
+        "v-renamed",
+        "rename the autotune check",
+        "python/sglang/srt/model_executor/model_runner.py",
+        "_should_run_flashinfer_autotune",
+        "_should_autotune_flashinfer",
+    )
     code, doc, err = run_json(run_cli, "fork", "sync", "autotune-cutlass", "-t", f"sglang={repo}")
     assert code == 0, err
 
-    code, doc, err = run_json(run_cli, "fork", "upgrade", "autotune-cutlass", "-t", f"sglang={repo}", "--to", "v-renamed")
+    code, doc, err = run_json(
+        run_cli, "fork", "upgrade", "autotune-cutlass", "-t", f"sglang={repo}", "--to", "v-renamed"
+    )
     assert code == 0, err
     (step,) = doc["recipes"]
     assert (step["id"], step["state"], step["action"]) == ("autotune-cutlass", "moved", "committed")
-    assert step["notes"] == ["op #1 (list-element) moved upstream from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune; carried to sglang/srt/model_executor/model_runner.py::ModelRunner._should_autotune_flashinfer."]
+    assert step["notes"] == [
+        "op #1 (list-element) moved upstream from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune; carried to sglang/srt/model_executor/model_runner.py::ModelRunner._should_autotune_flashinfer."
+    ]
     (c,) = commits(repo, "v-renamed..patchkit/autotune-cutlass")
     assert c == step["commit"] and step["notes"][0] in git(repo, "log", "-1", "--format=%b", c)
     patch = git(repo, "show", "--format=", c)
@@ -356,15 +412,29 @@ def test_a_checked_out_fork_with_local_changes_is_left_alone(synced_copy, run_cl
 
 def test_one_line_errors(synced_copy, run_cli, tmp_path):
     code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={tmp_path}")
-    assert (code, err) == (2, f"patchkit: error: {tmp_path}: not a git repository (hint: fork commands work on a git clone of upstream (e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees)\n")
+    assert (code, err) == (
+        2,
+        f"patchkit: error: {tmp_path}: not a git repository (hint: fork commands work on a git clone of upstream (e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees)\n",
+    )
     code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={synced_copy}", "--base", "v9.9.9")
-    assert (code, err) == (2, f"patchkit: error: v9.9.9: no such revision in {synced_copy} (hint: fetch it first (`git fetch --tags`), or pass another --base/--to)\n")
+    assert (code, err) == (
+        2,
+        f"patchkit: error: v9.9.9: no such revision in {synced_copy} (hint: fetch it first (`git fetch --tags`), or pass another --base/--to)\n",
+    )
     code, out, err = run_cli("fork", "sync", "autotune-cutlass", "-t", f"flashinfer={synced_copy}")
     assert code == 2 and err.startswith("patchkit: error: autotune-cutlass: no recipe edits flashinfer")
     code, out, err = run_cli("fork", "sync", "allreduce-fusion", "-t", f"flashinfer={synced_copy}", "--base", "v0.5.9")
-    assert (code, err) == (2, f"patchkit: error: {synced_copy} at v0.5.9: no flashinfer sources (looked for flashinfer/__init__.py, include/flashinfer) (hint: is it a clone of flashinfer? fork commands need the upstream repository layout)\n")
+    assert (code, err) == (
+        2,
+        f"patchkit: error: {synced_copy} at v0.5.9: no flashinfer sources (looked for flashinfer/__init__.py, include/flashinfer) (hint: is it a clone of flashinfer? fork commands need the upstream repository layout)\n",
+    )
     code, out, err = run_cli("fork", "status", "nope", "-t", f"sglang={synced_copy}")
-    assert (code, err) == (2, "patchkit: error: no branch patchkit/nope in " + str(synced_copy) + " (hint: fork branches there: patchkit/sm120)\n")
+    assert (code, err) == (
+        2,
+        "patchkit: error: no branch patchkit/nope in "
+        + str(synced_copy)
+        + " (hint: fork branches there: patchkit/sm120)\n",
+    )
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -386,7 +456,9 @@ def test_status_reports_stale_commits_and_drift(synced, synced_copy, run_cli, re
     r.write_text(r.read_text().replace('value = "1024"', 'value = "2048"'))
     code, out, err = run_cli("--recipes", str(edited), "fork", "status", "sm120", "-t", f"sglang={synced_copy}")
     assert code == 1, err
-    assert re.search(r"^  [0-9a-f]{12} max-running-requests +STALE +the recipe file changed since this commit$", out, re.M)
+    assert re.search(
+        r"^  [0-9a-f]{12} max-running-requests +STALE +the recipe file changed since this commit$", out, re.M
+    )
     assert re.search(r"^  [0-9a-f]{12} autotune-cutlass +current$", out, re.M)
     assert "out of date: a rebuild on the same base gives" in out
     assert "    max-running-requests: would be rebuilt (the recipe changed)\n" in out
@@ -435,7 +507,12 @@ def test_flashinfer_fork_carries_only_the_flashinfer_ops(flashinfer_upstream, tr
     git(am, "am", "-q", str(out_dir / "0001-patchkit-allreduce-fusion.patch"))
     assert git(am, "rev-parse", "HEAD^{tree}").strip() == git(repo, "rev-parse", f"{c}^{{tree}}").strip()
     quilt = clone(flashinfer_upstream, tmp_path / "quilt", "v0.6.3")
-    p = subprocess.run(["patch", "-p1", "-s", "-i", str(out_dir / "0001-patchkit-allreduce-fusion.patch")], cwd=quilt, capture_output=True, text=True)
+    p = subprocess.run(
+        ["patch", "-p1", "-s", "-i", str(out_dir / "0001-patchkit-allreduce-fusion.patch")],
+        cwd=quilt,
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
     git(quilt, "add", "-A")
     assert git(quilt, "write-tree").strip() == git(repo, "rev-parse", f"{c}^{{tree}}").strip()

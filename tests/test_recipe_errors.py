@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-GOOD = '''\
+GOOD = """\
 id = "r"
 summary = "widen a list"
 rationale = "because"
@@ -22,32 +22,122 @@ scope = "f"
 contains = ['"a"']
 [ops.params]
 element = '"b"'
-'''
+"""
 
 CASES = [
     # (name, edit to GOOD, expected stderr line)
-    ("unknown top key", lambda s: s.replace('bundles = ["b"]', 'bundles = ["b"]\nbundle = "x"'), 'r.toml:5 > bundle: unknown key \'bundle\' (hint: did you mean \'bundles\'?)'),
+    (
+        "unknown top key",
+        lambda s: s.replace('bundles = ["b"]', 'bundles = ["b"]\nbundle = "x"'),
+        "r.toml:5 > bundle: unknown key 'bundle' (hint: did you mean 'bundles'?)",
+    ),
     ("id wrong type", lambda s: s.replace('id = "r"', "id = 3"), "r.toml:1 > id: must be a string, not int 3"),
-    ("id mismatch", lambda s: s.replace('id = "r"', 'id = "other"'), "r.toml:1 > id: 'other' does not match the file name 'r.toml' (hint: rename the file to other.toml or set id = 'r')"),
-    ("missing summary", lambda s: s.replace('summary = "widen a list"\n', ""), "r.toml: missing required key 'summary' (hint: a recipe needs id, summary, rationale, bundles, [engines] and [[ops]])"),
-    ("bad specifier", lambda s: s.replace('">=0.5.9"', '">=banana"'), "r.toml:7 > engines > sglang: '>=banana' is not a valid version specifier (hint: use PEP 440, e.g. \">=0.5.9,<0.5.13\")"),
-    ("unknown engine", lambda s: s.replace('sglang = ">=0.5.9"', 'sglang = ">=0.5.9"\nvllm = ">=0.1"'), "r.toml:8 > engines > vllm: unknown engine 'vllm' (hint: engines: sglang, flashinfer)"),
-    ("unknown op kind", lambda s: s.replace('kind = "list-element"', 'kind = "list-elemnt"'), "r.toml:10 > op #1 > kind: unknown op kind 'list-elemnt' (hint: did you mean 'list-element'?)"),
-    ("op engine not in engines", lambda s: s.replace('engine = "sglang"', 'engine = "flashinfer"'), "r.toml:11 > op #1 > engine: engine 'flashinfer' is not in the recipe's [engines] (hint: add flashinfer = \"<versions>\" under [engines])"),
-    ("unknown op key", lambda s: s.replace('scope = "f"', 'scope = "f"\nscop = "g"'), "r.toml:14 > op #1 > scop: unknown key 'scop' (hint: did you mean 'scope'?)"),
-    ("unknown locator key", lambda s: s.replace("contains = ['\"a\"']", "contain = ['\"a\"']"), "r.toml:15 > op #1 > locator > contain: unknown key 'contain' (hint: did you mean 'contains'?)"),
-    ("param wrong type", lambda s: s.replace("element = '\"b\"'", "element = 12"), "r.toml:17 > op #1 > params > element: must be a string, not int 12"),
-    ("missing required param", lambda s: s.replace("element = '\"b\"'", ""), "r.toml:16 > op #1 > params.element: is required (hint: list-element needs params.element)"),
-    ("param not python", lambda s: s.replace("element = '\"b\"'", "element = '\"b'"), "r.toml:17 > op #1 > params.element: is not a Python expression: '\"b' (tokenizer error: unterminated string literal)"),
-    ("absolute path", lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "/etc/passwd.py"'), "r.toml:12 > op #1 > file: '/etc/passwd.py' is an absolute path (hint: name the file relative to the package, e.g. 'sglang/srt/server_args.py')"),
-    ("dotdot path", lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/../../x.py"'), "r.toml:12 > op #1 > file: 'sglang/../../x.py' climbs out of the target with '..' (hint: name the file relative to the package)"),
-    ("wrong engine prefix", lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "flashinfer/jit/comm.py"'), "r.toml:12 > op #1 > file: 'flashinfer/jit/comm.py' is not a sglang file (hint: sglang files start with sglang/)"),
-    ("python op on cuda file", lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"'), "r.toml:12 > op #1 > file: list-element edits Python files, and 'sglang/srt/x.cuh' is not one (hint: use text-replace for C++/CUDA/CMake files)"),
-    ("bad scope", lambda s: s.replace('scope = "f"', 'scope = "f..g"'), "r.toml:13 > op #1 > scope: 'f..g' is not a qualified name (hint: e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level)"),
-    ("two locator forms", lambda s: s.replace("contains = ['\"a\"']", "contains = ['\"a\"']\nkeyword = \"k\""), "r.toml:14 > op #1 > locator: needs exactly one of contains, keyword, membership (hint: e.g. locator = { contains = ['\"flashinfer_trtllm\"'] })"),
-    ("invalid toml", lambda s: s.replace('summary = "widen a list"', 'summary = "widen a list'), "r.toml:2: invalid TOML: "),
-    ("no ops", lambda s: "ops = []\n" + s.split("[[ops]]")[0], "r.toml:1 > ops: recipe has no ops (hint: add at least one [[ops]] table)"),
-    ("text op zero count", lambda s: s.replace('kind = "list-element"', 'kind = "text-replace"').replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"').replace('scope = "f"\n', "").split("[ops.locator]")[0] + '[ops.params]\nfind = "a"\nreplace = "b"\ncount = 0\n', "r.toml:16 > op #1 > params.count: must be at least 1, not 0"),
+    (
+        "id mismatch",
+        lambda s: s.replace('id = "r"', 'id = "other"'),
+        "r.toml:1 > id: 'other' does not match the file name 'r.toml' (hint: rename the file to other.toml or set id = 'r')",
+    ),
+    (
+        "missing summary",
+        lambda s: s.replace('summary = "widen a list"\n', ""),
+        "r.toml: missing required key 'summary' (hint: a recipe needs id, summary, rationale, bundles, [engines] and [[ops]])",
+    ),
+    (
+        "bad specifier",
+        lambda s: s.replace('">=0.5.9"', '">=banana"'),
+        "r.toml:7 > engines > sglang: '>=banana' is not a valid version specifier (hint: use PEP 440, e.g. \">=0.5.9,<0.5.13\")",
+    ),
+    (
+        "unknown engine",
+        lambda s: s.replace('sglang = ">=0.5.9"', 'sglang = ">=0.5.9"\nvllm = ">=0.1"'),
+        "r.toml:8 > engines > vllm: unknown engine 'vllm' (hint: engines: sglang, flashinfer)",
+    ),
+    (
+        "unknown op kind",
+        lambda s: s.replace('kind = "list-element"', 'kind = "list-elemnt"'),
+        "r.toml:10 > op #1 > kind: unknown op kind 'list-elemnt' (hint: did you mean 'list-element'?)",
+    ),
+    (
+        "op engine not in engines",
+        lambda s: s.replace('engine = "sglang"', 'engine = "flashinfer"'),
+        "r.toml:11 > op #1 > engine: engine 'flashinfer' is not in the recipe's [engines] (hint: add flashinfer = \"<versions>\" under [engines])",
+    ),
+    (
+        "unknown op key",
+        lambda s: s.replace('scope = "f"', 'scope = "f"\nscop = "g"'),
+        "r.toml:14 > op #1 > scop: unknown key 'scop' (hint: did you mean 'scope'?)",
+    ),
+    (
+        "unknown locator key",
+        lambda s: s.replace("contains = ['\"a\"']", "contain = ['\"a\"']"),
+        "r.toml:15 > op #1 > locator > contain: unknown key 'contain' (hint: did you mean 'contains'?)",
+    ),
+    (
+        "param wrong type",
+        lambda s: s.replace("element = '\"b\"'", "element = 12"),
+        "r.toml:17 > op #1 > params > element: must be a string, not int 12",
+    ),
+    (
+        "missing required param",
+        lambda s: s.replace("element = '\"b\"'", ""),
+        "r.toml:16 > op #1 > params.element: is required (hint: list-element needs params.element)",
+    ),
+    (
+        "param not python",
+        lambda s: s.replace("element = '\"b\"'", "element = '\"b'"),
+        "r.toml:17 > op #1 > params.element: is not a Python expression: '\"b' (tokenizer error: unterminated string literal)",
+    ),
+    (
+        "absolute path",
+        lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "/etc/passwd.py"'),
+        "r.toml:12 > op #1 > file: '/etc/passwd.py' is an absolute path (hint: name the file relative to the package, e.g. 'sglang/srt/server_args.py')",
+    ),
+    (
+        "dotdot path",
+        lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/../../x.py"'),
+        "r.toml:12 > op #1 > file: 'sglang/../../x.py' climbs out of the target with '..' (hint: name the file relative to the package)",
+    ),
+    (
+        "wrong engine prefix",
+        lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "flashinfer/jit/comm.py"'),
+        "r.toml:12 > op #1 > file: 'flashinfer/jit/comm.py' is not a sglang file (hint: sglang files start with sglang/)",
+    ),
+    (
+        "python op on cuda file",
+        lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"'),
+        "r.toml:12 > op #1 > file: list-element edits Python files, and 'sglang/srt/x.cuh' is not one (hint: use text-replace for C++/CUDA/CMake files)",
+    ),
+    (
+        "bad scope",
+        lambda s: s.replace('scope = "f"', 'scope = "f..g"'),
+        "r.toml:13 > op #1 > scope: 'f..g' is not a qualified name (hint: e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level)",
+    ),
+    (
+        "two locator forms",
+        lambda s: s.replace("contains = ['\"a\"']", 'contains = [\'"a"\']\nkeyword = "k"'),
+        "r.toml:14 > op #1 > locator: needs exactly one of contains, keyword, membership (hint: e.g. locator = { contains = ['\"flashinfer_trtllm\"'] })",
+    ),
+    (
+        "invalid toml",
+        lambda s: s.replace('summary = "widen a list"', 'summary = "widen a list'),
+        "r.toml:2: invalid TOML: ",
+    ),
+    (
+        "no ops",
+        lambda s: "ops = []\n" + s.split("[[ops]]")[0],
+        "r.toml:1 > ops: recipe has no ops (hint: add at least one [[ops]] table)",
+    ),
+    (
+        "text op zero count",
+        lambda s: (
+            s.replace('kind = "list-element"', 'kind = "text-replace"')
+            .replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"')
+            .replace('scope = "f"\n', "")
+            .split("[ops.locator]")[0]
+            + '[ops.params]\nfind = "a"\nreplace = "b"\ncount = 0\n'
+        ),
+        "r.toml:16 > op #1 > params.count: must be at least 1, not 0",
+    ),
 ]
 
 
@@ -65,7 +155,7 @@ def test_malformed_recipe(tmp_path, run_cli, name, edit, expected):
     line = lines[0]
     assert line.startswith("patchkit: error: recipes/")
     if expected.endswith(": "):
-        assert line[len("patchkit: error: recipes/"):].startswith(expected)
+        assert line[len("patchkit: error: recipes/") :].startswith(expected)
     else:
         assert line == "patchkit: error: recipes/" + expected
     assert "Traceback" not in err
@@ -86,5 +176,12 @@ def test_shipped_recipes_load(run_cli, recipes_dir):
     import json
 
     doc = json.loads(out)
-    assert [r["id"] for r in doc["recipes"]] == ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
-    assert doc["bundles"] == {"sm120": ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]}
+    assert [r["id"] for r in doc["recipes"]] == [
+        "allreduce-fusion",
+        "autotune-cutlass",
+        "max-running-requests",
+        "moe-backend-sm120",
+    ]
+    assert doc["bundles"] == {
+        "sm120": ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
+    }

@@ -11,14 +11,22 @@ import pytest
 from tests.conftest import git, git_layout
 
 FILES = {
-    "sglang": ["sglang/srt/model_executor/model_runner.py", "sglang/srt/layers/communicator.py", "sglang/srt/server_args.py"],
+    "sglang": [
+        "sglang/srt/model_executor/model_runner.py",
+        "sglang/srt/layers/communicator.py",
+        "sglang/srt/server_args.py",
+    ],
     "flashinfer": ["flashinfer/jit/comm.py", "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh"],
 }
 GUARD = "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and ".patchkit" not in p.relative_to(root).parts}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".patchkit" not in p.relative_to(root).parts
+    }
 
 
 @pytest.fixture
@@ -35,16 +43,29 @@ def test_apply_sm120_effects(pair, run_cli):
     code, out, err = run_cli("apply", "sm120", *t)
     assert code == 0, out + err
     mr = (s / FILES["sglang"][0]).read_text()
-    assert '            # TODO: flashinfer_cutlass will cause some flashinfer compilation errors. To be fixed.\n            "flashinfer_cutlass",\n        ]:' in mr
+    assert (
+        '            # TODO: flashinfer_cutlass will cause some flashinfer compilation errors. To be fixed.\n            "flashinfer_cutlass",\n        ]:'
+        in mr
+    )
     assert '# "flashinfer_cutlass"' not in mr
     comm = (s / FILES["sglang"][1]).read_text()
     assert "    is_sm100_supported,\n    is_sm120_supported,\n)" in comm
-    assert "_is_sm100_supported = _is_cuda and is_sm100_supported()\n_is_sm120_supported = _is_cuda and is_sm120_supported()\n" in comm
-    assert "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n        and _is_flashinfer_available" in comm
+    assert (
+        "_is_sm100_supported = _is_cuda and is_sm100_supported()\n_is_sm120_supported = _is_cuda and is_sm120_supported()\n"
+        in comm
+    )
+    assert (
+        "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n        and _is_flashinfer_available"
+        in comm
+    )
     sa = (s / FILES["sglang"][2]).read_text()
     assert "    max_running_requests: Optional[int] = 1024\n" in sa
-    arm = sa.index('            and self.quantization == "modelopt_fp4"\n            and is_sm120_supported()\n        ):\n            self.moe_runner_backend = "flashinfer_cutlass"')
-    assert arm < sa.index('        if self.moe_runner_backend == "flashinfer_cutlass":\n            assert self.quantization in [')
+    arm = sa.index(
+        '            and self.quantization == "modelopt_fp4"\n            and is_sm120_supported()\n        ):\n            self.moe_runner_backend = "flashinfer_cutlass"'
+    )
+    assert arm < sa.index(
+        '        if self.moe_runner_backend == "flashinfer_cutlass":\n            assert self.quantization in ['
+    )
     assert "supported_major_versions=[9, 10, 12]" in (f / FILES["flashinfer"][0]).read_text()
     cuh = (f / FILES["flashinfer"][1]).read_text()
     assert cuh.count(GUARD) == 0
@@ -73,7 +94,11 @@ def test_status_json_shape(pair, run_cli):
     assert code == 1
     doc = json.loads(out)
     assert [(r["id"], r["state"], r["in_range"]) for r in doc["recipes"]] == [
-        ("allreduce-fusion", "pending", True), ("autotune-cutlass", "pending", True), ("max-running-requests", "pending", True), ("moe-backend-sm120", "pending", True)]
+        ("allreduce-fusion", "pending", True),
+        ("autotune-cutlass", "pending", True),
+        ("max-running-requests", "pending", True),
+        ("moe-backend-sm120", "pending", True),
+    ]
     run_cli("apply", "sm120", *t)
     code, out, _ = run_cli("status", *t, "--json")
     assert code == 0
@@ -81,7 +106,12 @@ def test_status_json_shape(pair, run_cli):
     assert {r["state"] for r in doc["recipes"]} == {"applied"}
     op = doc["recipes"][1]["ops"][0]
     assert set(op) >= {"engine", "file", "state", "line", "location", "message"}
-    assert (op["engine"], op["file"], op["state"], op["location"]) == ("sglang", "sglang/srt/model_executor/model_runner.py", "applied", "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune")
+    assert (op["engine"], op["file"], op["state"], op["location"]) == (
+        "sglang",
+        "sglang/srt/model_executor/model_runner.py",
+        "applied",
+        "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune",
+    )
     assert isinstance(op["line"], int) and op["line"] > 1000
     assert doc["targets"]["sglang"]["version"] == "0.5.9" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
 
@@ -94,7 +124,12 @@ def test_revert_allreduce_fusion_keeps_the_others(pair, run_cli, release_dir):
     code, out, _ = run_cli("status", *t, "--json")
     assert code == 1
     states = {r["id"]: r["state"] for r in json.loads(out)["recipes"]}
-    assert states == {"allreduce-fusion": "pending", "autotune-cutlass": "applied", "max-running-requests": "applied", "moe-backend-sm120": "applied"}
+    assert states == {
+        "allreduce-fusion": "pending",
+        "autotune-cutlass": "applied",
+        "max-running-requests": "applied",
+        "moe-backend-sm120": "applied",
+    }
     # Both engines' allreduce files are pristine again.
     assert snapshot(f) == snapshot(release_dir("flashinfer", "0.6.3"))
     assert (s / FILES["sglang"][1]).read_bytes() == (release_dir("sglang", "0.5.9") / FILES["sglang"][1]).read_bytes()
@@ -154,11 +189,24 @@ def test_git_checkout_layout(release_dir, tmp_path, run_cli):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["targets"]["sglang"]["layout"] == "git" and doc["targets"]["flashinfer"]["layout"] == "git"
-    assert sorted(git(repos["sglang"], "status", "--porcelain").split()) == sorted(["M", "M", "M", "python/sglang/srt/layers/communicator.py", "python/sglang/srt/model_executor/model_runner.py", "python/sglang/srt/server_args.py"])
-    assert sorted(git(repos["flashinfer"], "status", "--porcelain").split()) == sorted(["M", "M", "flashinfer/jit/comm.py", "include/flashinfer/comm/trtllm_allreduce.cuh"])
+    assert sorted(git(repos["sglang"], "status", "--porcelain").split()) == sorted(
+        [
+            "M",
+            "M",
+            "M",
+            "python/sglang/srt/layers/communicator.py",
+            "python/sglang/srt/model_executor/model_runner.py",
+            "python/sglang/srt/server_args.py",
+        ]
+    )
+    assert sorted(git(repos["flashinfer"], "status", "--porcelain").split()) == sorted(
+        ["M", "M", "flashinfer/jit/comm.py", "include/flashinfer/comm/trtllm_allreduce.cuh"]
+    )
     code, out, err = run_cli("revert", "sm120", *t)
     assert code == 0, err
-    assert git(repos["sglang"], "status", "--porcelain") == "" and git(repos["flashinfer"], "status", "--porcelain") == ""
+    assert (
+        git(repos["sglang"], "status", "--porcelain") == "" and git(repos["flashinfer"], "status", "--porcelain") == ""
+    )
 
 
 # sglang 0.5.9 .. 0.5.12.post1 x flashinfer 0.6.3 .. 0.6.16.post4: the recipes' stated ranges.
@@ -180,7 +228,10 @@ def test_out_of_range_is_skipped_but_status_tells_the_truth(tree, run_cli):
     code, out, err = run_cli("status", "autotune-cutlass", "moe-backend-sm120", "-t", f"sglang={s}", "--json")
     doc = json.loads(out)
     assert code == 0
-    assert [(r["id"], r["state"], r["in_range"]) for r in doc["recipes"]] == [("autotune-cutlass", "upstream", False), ("moe-backend-sm120", "upstream", False)]
+    assert [(r["id"], r["state"], r["in_range"]) for r in doc["recipes"]] == [
+        ("autotune-cutlass", "upstream", False),
+        ("moe-backend-sm120", "upstream", False),
+    ]
     assert doc["retire"] == ["autotune-cutlass", "moe-backend-sm120"]
     assert "upstream marker matched at sglang/srt/server_args.py:" in doc["recipes"][1]["ops"][0]["message"]
     code, out, err = run_cli("apply", "max-running-requests", "-t", f"sglang={s}", "--json")

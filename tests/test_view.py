@@ -51,7 +51,9 @@ def _norm(code: str) -> str:
 
 def test_golden_view_keeps_only_what_the_op_reads():
     v = view.build(SOURCE, {"Config": [(("limit",), False)], "Config.method": [(("target_call",), True)]})
-    assert _norm(v.module.code) == '''\
+    assert (
+        _norm(v.module.code)
+        == """\
 # header comment
 import os
 from typing import Optional
@@ -70,7 +72,8 @@ class Config:
         b = target_call(a)
         pass  # GAP4
 pass  # GAP5
-'''
+"""
+    )
     assert v.expand(v.module.code) == SOURCE
     code = v.module.code.splitlines()
     src = SOURCE.splitlines()
@@ -98,7 +101,11 @@ def test_an_edit_through_a_view_expands_into_the_file():
 # -- properties on real files ------------------------------------------------------------------
 
 FILES = {
-    "sglang": ["sglang/srt/server_args.py", "sglang/srt/model_executor/model_runner.py", "sglang/srt/layers/communicator.py"],
+    "sglang": [
+        "sglang/srt/server_args.py",
+        "sglang/srt/model_executor/model_runner.py",
+        "sglang/srt/layers/communicator.py",
+    ],
     "flashinfer": ["flashinfer/jit/comm.py"],
 }
 SAMPLE = 15  # further files per release, chosen at random (seeded) from the whole tree
@@ -144,7 +151,9 @@ def _probes(text, tree, rng):
         colls = [n for n in nodes if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and n.elts]
         cmps = [n for n in nodes if isinstance(n, ast.Compare)]
         stmts = [s for s in d.body if isinstance(s, (ast.Assign, ast.Expr, ast.Return)) and s.lineno == s.end_lineno]
-        fields = [s for s in d.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None]
+        fields = [
+            s for s in d.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None
+        ]
         for n in rng.sample(ors, min(2, len(ors))):
             add(q, "or-operand", {"operands": [seg(v) for v in n.values[:2]]}, {"operand": "_pk_probe"})
         for n in rng.sample(colls, min(2, len(colls))):
@@ -152,7 +161,12 @@ def _probes(text, tree, rng):
         for n in rng.sample(cmps, min(2, len(cmps))):
             add(q, "replace-expr", {"match": seg(n)}, {"with": "_pk_probe"})
         for s in rng.sample(stmts, min(2, len(stmts))):
-            add(q, "insert", {"anchor": seg(s), "position": rng.choice(["before", "after"])}, {"code": "\n_pk_probe = 1\n_pk_probe += 1"})
+            add(
+                q,
+                "insert",
+                {"anchor": seg(s), "position": rng.choice(["before", "after"])},
+                {"code": "\n_pk_probe = 1\n_pk_probe += 1"},
+            )
         for s in rng.sample(fields, min(2, len(fields))):
             add(q, "set-default", {"field": s.target.id}, {"value": "_pk_probe", "expect": seg(s.value)})
     mods = [s.module for s in tree.body if isinstance(s, ast.ImportFrom) and s.module and not s.level]
@@ -252,7 +266,11 @@ def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree,
         plan = engine.plan_apply(session, recipes)
         assert not plan.blockers
         viewed = {sf.logical: sf.view is not None for sf in plan.files if sf.is_python}
-        return {str(p): new for p, new, _ in plan.changes}, [(r.id, [(o.state, o.line) for o in r.ops]) for r in plan.results], viewed
+        return (
+            {str(p): new for p, new, _ in plan.changes},
+            [(r.id, [(o.state, o.line) for o in r.ops]) for r in plan.results],
+            viewed,
+        )
 
     changes, results, viewed = planned()
     assert len(changes) == 5 and len(viewed) == 4 and all(viewed.values()), viewed  # each .py edited through a view

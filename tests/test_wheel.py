@@ -44,7 +44,12 @@ def verify_installed(site: Path, dist_info: Path) -> list[str]:
     bad = []
     for path, h, size in record_rows((dist_info / "RECORD").read_bytes()):
         if not h:
-            assert path.endswith(".pyc") or path.endswith("RECORD") or path.endswith("INSTALLER") or path.endswith("REQUESTED"), f"unhashed row {path}"
+            assert (
+                path.endswith(".pyc")
+                or path.endswith("RECORD")
+                or path.endswith("INSTALLER")
+                or path.endswith("REQUESTED")
+            ), f"unhashed row {path}"
             continue
         f = (site / path).resolve()
         if not f.is_file():
@@ -82,7 +87,14 @@ def make_venv(path: Path) -> tuple[Path, Path]:
     """A fresh venv (no pip of its own: the test's pip drives it with --python, which is faster)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, capture_output=True)
     py = path / "bin" / "python"
-    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     return py, site
 
 
@@ -108,9 +120,14 @@ def sm120_wheels(tmp_path_factory):
     from patchkit.commands.wheel import wheel
 
     out = tmp_path_factory.mktemp("wheels")
-    assert wheel(Project.locate(), ("sm120",), ("sglang==0.5.9", "flashinfer==0.6.3"), None, str(out), as_json=False) == 0
+    assert (
+        wheel(Project.locate(), ("sm120",), ("sglang==0.5.9", "flashinfer==0.6.3"), None, str(out), as_json=False) == 0
+    )
     wheels = sorted(out.glob("*.whl"))
-    assert [w.name for w in wheels] == ["flashinfer_python-0.6.3+sm120-py3-none-any.whl", "sglang-0.5.9+sm120-py3-none-any.whl"]
+    assert [w.name for w in wheels] == [
+        "flashinfer_python-0.6.3+sm120-py3-none-any.whl",
+        "sglang-0.5.9+sm120-py3-none-any.whl",
+    ]
     return {"flashinfer": wheels[0], "sglang": wheels[1]}
 
 
@@ -125,7 +142,11 @@ def test_wheel_is_relabelled_hashed_and_names_its_recipes(sm120_wheels):
             names = z.namelist()
             assert not any(n.startswith(".patchkit") for n in names)
             di = {n.split("/")[0] for n in names if ".dist-info/" in n}
-            assert di == {"sglang-0.5.9+sm120.dist-info"} if engine == "sglang" else {"flashinfer_python-0.6.3+sm120.dist-info"}
+            assert (
+                di == {"sglang-0.5.9+sm120.dist-info"}
+                if engine == "sglang"
+                else {"flashinfer_python-0.6.3+sm120.dist-info"}
+            )
             (di,) = di
             meta = z.read(f"{di}/METADATA").decode()
             assert f"\nVersion: {'0.5.9' if engine == 'sglang' else '0.6.3'}+sm120\n" in meta
@@ -137,7 +158,9 @@ def test_wheel_is_relabelled_hashed_and_names_its_recipes(sm120_wheels):
                 assert '            "flashinfer_cutlass",\n' in model_runner
             else:
                 comm = z.read("flashinfer/jit/comm.py").decode()
-                assert "supported_major_versions=[9, 10, 12]" in comm.replace(" ", "").replace("=[9,10,12]", "=[9, 10, 12]")
+                assert "supported_major_versions=[9, 10, 12]" in comm.replace(" ", "").replace(
+                    "=[9,10,12]", "=[9, 10, 12]"
+                )
         ids = [r["id"] for r in prov["recipes"]]
         assert prov["label"] == "sm120" and prov["engine"] == engine
         assert ids == (list(SM120) if engine == "sglang" else ["allreduce-fusion"])
@@ -152,7 +175,9 @@ def test_wheel_is_reproducible_and_idempotent(sm120_wheels, run_cli):
     """Build again into the same directory: the same bytes come out."""
     out_dir = sm120_wheels["sglang"].parent
     before = {p.name: p.read_bytes() for p in out_dir.glob("*.whl")}
-    code, out, err = run_cli("wheel", "sm120", "--from", "sglang", "--from", "flashinfer-python==0.6.3", "-o", str(out_dir), "--json")
+    code, out, err = run_cli(
+        "wheel", "sm120", "--from", "sglang", "--from", "flashinfer-python==0.6.3", "-o", str(out_dir), "--json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["ok"] and {w["engine"] for w in doc["wheels"]} == {"sglang", "flashinfer"}
@@ -163,7 +188,9 @@ def test_wheel_is_reproducible_and_idempotent(sm120_wheels, run_cli):
 
 def test_source_date_epoch_sets_the_timestamp(tmp_path, run_cli, monkeypatch):
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    code, out, err = run_cli("wheel", "max-running-requests", "--from", "sglang==0.5.9", "--label", "mrr", "-o", str(tmp_path), "--json")
+    code, out, err = run_cli(
+        "wheel", "max-running-requests", "--from", "sglang==0.5.9", "--label", "mrr", "-o", str(tmp_path), "--json"
+    )
     assert code == 0, err
     (w,) = json.loads(out)["wheels"]
     assert w["version"] == "0.5.9+mrr"
@@ -185,9 +212,18 @@ def test_half_of_a_two_engine_recipe_is_refused(tmp_path, run_cli):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("--from", "vllm==0.1"), "patchkit: error: --from 'vllm==0.1': unknown engine 'vllm' (hint: engines: sglang, flashinfer; e.g. --from sglang==0.5.9)"),
-        (("--from", "sglang==latest"), "patchkit: error: --from 'sglang==latest': 'latest' is not a version (hint: e.g. --from sglang==0.5.9)"),
-        (("--from", "sglang==0.5.9", "--label", "+"), "patchkit: error: --label '+': not usable as a PEP 440 local version label (hint: use letters, digits and dots, e.g. --label sm120 or --label sm120.v2)"),
+        (
+            ("--from", "vllm==0.1"),
+            "patchkit: error: --from 'vllm==0.1': unknown engine 'vllm' (hint: engines: sglang, flashinfer; e.g. --from sglang==0.5.9)",
+        ),
+        (
+            ("--from", "sglang==latest"),
+            "patchkit: error: --from 'sglang==latest': 'latest' is not a version (hint: e.g. --from sglang==0.5.9)",
+        ),
+        (
+            ("--from", "sglang==0.5.9", "--label", "+"),
+            "patchkit: error: --label '+': not usable as a PEP 440 local version label (hint: use letters, digits and dots, e.g. --label sm120 or --label sm120.v2)",
+        ),
     ],
 )
 def test_bad_arguments_are_one_line(args, message, tmp_path, run_cli):
@@ -212,7 +248,9 @@ def test_installed_wheels_carry_the_recipes(sm120_wheels, tmp_path, run_cli):
     # Same through the interpreter: --python finds the copies it imports.
     code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
     assert code == 0, out + err
-    assert json.loads(out)["targets"] == {"sglang": {"root": str(site.resolve()), "layout": "package", "version": "0.5.9+sm120"}}
+    assert json.loads(out)["targets"] == {
+        "sglang": {"root": str(site.resolve()), "layout": "package", "version": "0.5.9+sm120"}
+    }
     # Applying on top changes nothing (idempotent): no file, no RECORD.
     before = (site / "sglang-0.5.9+sm120.dist-info" / "RECORD").read_bytes()
     code, out, err = run_cli("apply", "sm120", "--python", str(py))
@@ -249,7 +287,10 @@ def test_in_place_keeps_record_true_and_pip_uninstall_clean(installed_sglang, ru
     old_rows = {r[0]: r for r in record_rows(pristine_record)}
     new_rows = {r[0]: r for r in record_rows((di / "RECORD").read_bytes())}
     assert set(old_rows) == set(new_rows)
-    assert {p for p in new_rows if new_rows[p] != old_rows[p]} == {"sglang/srt/server_args.py", "sglang/srt/model_executor/model_runner.py"}
+    assert {p for p in new_rows if new_rows[p] != old_rows[p]} == {
+        "sglang/srt/server_args.py",
+        "sglang/srt/model_executor/model_runner.py",
+    }
 
     # Idempotent: a second apply writes nothing, RECORD included.
     record_after = (di / "RECORD").read_bytes()
@@ -276,7 +317,10 @@ def test_record_is_written_with_the_files_or_not_at_all(tree, run_cli, monkeypat
 
     site = tree("sglang")  # an unpacked wheel: package layout with a dist-info RECORD
     di = site / "sglang-0.5.9.dist-info"
-    snapshot = {p: p.read_bytes() for p in [di / "RECORD", site / "sglang/srt/server_args.py", site / "sglang/srt/model_executor/model_runner.py"]}
+    snapshot = {
+        p: p.read_bytes()
+        for p in [di / "RECORD", site / "sglang/srt/server_args.py", site / "sglang/srt/model_executor/model_runner.py"]
+    }
     real = fsio._write_temp
 
     def failing(path, data):
@@ -305,7 +349,9 @@ def test_system_site_packages_are_refused(tree, run_cli, monkeypatch):
     monkeypatch.setattr(record, "system_locations", lambda: [site])
     code, out, err = run_cli("apply", "max-running-requests", "-t", f"sglang={site}")
     assert code == 2
-    assert err.startswith(f"patchkit: error: {site}: is the site-packages of a system Python ({site}); patchkit will not patch it in place (hint: create a venv you own")
+    assert err.startswith(
+        f"patchkit: error: {site}: is the site-packages of a system Python ({site}); patchkit will not patch it in place (hint: create a venv you own"
+    )
     assert server_args.read_bytes() == pristine
 
 

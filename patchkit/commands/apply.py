@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from patchkit import jit, report
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
 from patchkit.engine import commit, plan_apply, plan_revert, unified_diff
@@ -30,7 +29,19 @@ def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool,
         notes += jit.note(fi.version if fi else None, plan.jit_modules, clear_jit)
     written = [str(f.path) for f in plan.files]
     if opts.json:
-        say(report.as_json(command, plan.results, ok, session.targets, dry_run=dry_run, written=[] if dry_run else written, would_write=written if dry_run else [], errors=plan.blockers, notes=notes))
+        say(
+            report.as_json(
+                command,
+                plan.results,
+                ok,
+                session.targets,
+                dry_run=dry_run,
+                written=[] if dry_run else written,
+                would_write=written if dry_run else [],
+                errors=plan.blockers,
+                notes=notes,
+            )
+        )
     else:
         say(report.human(plan.results, session.targets))
         for b in plan.blockers:

@@ -11,7 +11,24 @@ def list_(opts: Options) -> int:
     cat = opts.project.catalog()
     recipes = cat.select(opts.names)
     if opts.json:
-        say(json.dumps({"recipes": [{"id": r.id, "summary": r.summary, "bundles": list(r.bundles), "engines": {e: str(s) for e, s in r.engines.items()}, "ops": len(r.ops)} for r in recipes], "bundles": cat.bundles}, indent=2))
+        say(
+            json.dumps(
+                {
+                    "recipes": [
+                        {
+                            "id": r.id,
+                            "summary": r.summary,
+                            "bundles": list(r.bundles),
+                            "engines": {e: str(s) for e, s in r.engines.items()},
+                            "ops": len(r.ops),
+                        }
+                        for r in recipes
+                    ],
+                    "bundles": cat.bundles,
+                },
+                indent=2,
+            )
+        )
         return OK
     for r in recipes:
         engines = ", ".join(f"{e}{s}" for e, s in r.engines.items())

@@ -11,7 +11,9 @@ from patchkit.commands import say
 from patchkit.project import Project
 
 
-def doctor(project: Project, python: Optional[str] = None, as_json: bool = False, facts_file: Optional[str] = None) -> int:
+def doctor(
+    project: Project, python: Optional[str] = None, as_json: bool = False, facts_file: Optional[str] = None
+) -> int:
     """Collect facts (or read recorded ones), judge them, print; exit 0 if all is well, else 1."""
     if facts_file:
         data = json.loads(Path(facts_file).read_text())
@@ -21,7 +23,13 @@ def doctor(project: Project, python: Optional[str] = None, as_json: bool = False
     findings = D.judge(facts)
     code = D.exit_code(findings)
     if as_json:
-        say(json.dumps({"command": "doctor", "ok": code == 0, "findings": [f.to_json() for f in findings], "facts": facts}, indent=2, sort_keys=True))
+        say(
+            json.dumps(
+                {"command": "doctor", "ok": code == 0, "findings": [f.to_json() for f in findings], "facts": facts},
+                indent=2,
+                sort_keys=True,
+            )
+        )
     else:
         say(D.render(findings))
         say("\nall well." if code == 0 else "\nsomething is off (see WARN / ERROR above).")

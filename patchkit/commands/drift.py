@@ -7,14 +7,25 @@ import json
 import click
 
 from patchkit import drift as D
-from patchkit import fetch, pins as pins_mod
+from patchkit import fetch
+from patchkit import pins as pins_mod
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
-from patchkit.results import UPSTREAM
 from patchkit.project import Project
 from patchkit.report import COLORS, human
+from patchkit.results import UPSTREAM
 
-ABBR = {"applied": "applied", "pending": "pending", "upstream": "UPSTREAM", "moved": "MOVED", "missing": "MISSING", "ambiguous": "AMBIG", "partial": "partial", "modified": "modified", "skipped": "skipped"}
+ABBR = {
+    "applied": "applied",
+    "pending": "pending",
+    "upstream": "UPSTREAM",
+    "moved": "MOVED",
+    "missing": "MISSING",
+    "ambiguous": "AMBIG",
+    "partial": "partial",
+    "modified": "modified",
+    "skipped": "skipped",
+}
 
 
 def _err(s: str) -> None:
@@ -25,15 +36,28 @@ def _pinned(project: Project) -> dict[str, str]:
     return {e: p.version for e, p in project.pins().items()}
 
 
-def drift(project: Project, names: tuple[str, ...], to: tuple[str, ...], across: str | None, bisect: bool, as_json: bool, jobs: int) -> int:
+def drift(
+    project: Project,
+    names: tuple[str, ...],
+    to: tuple[str, ...],
+    across: str | None,
+    bisect: bool,
+    as_json: bool,
+    jobs: int,
+) -> int:
     catalog = project.catalog()
     catalog.select(names)  # unknown names fail before any download
     if across:
         return _across(project, catalog, names, across, bisect, as_json, jobs)
     if bisect:
-        raise PatchkitError("--bisect goes with --across", "e.g. patchkit drift --across sglang==0.5.9..0.5.23 --bisect")
+        raise PatchkitError(
+            "--bisect goes with --across", "e.g. patchkit drift --across sglang==0.5.9..0.5.23 --bisect"
+        )
     if not to:
-        raise PatchkitError("drift needs --to ENGINE==VERSION (or ENGINE=PATH) or --across ENGINE==A..B", "e.g. patchkit drift --to sglang==0.5.13")
+        raise PatchkitError(
+            "drift needs --to ENGINE==VERSION (or ENGINE=PATH) or --across ENGINE==A..B",
+            "e.g. patchkit drift --to sglang==0.5.13",
+        )
     trees = {}
     for spec in to:
         kind, engine, value = D.parse_spec(spec)
@@ -62,7 +86,14 @@ def drift(project: Project, names: tuple[str, ...], to: tuple[str, ...], across:
         if retire:
             say(f"\nupstream already does {', '.join(retire)}: retire these recipes before moving the pin.")
         bad = [r.id for r in res if r.state in D.BAD]
-        say(f"\n{'ok' if good else 'needs work'}: " + (f"{', '.join(bad)} must be fixed before upgrading" if bad else "every recipe still applies or is upstream"))
+        say(
+            f"\n{'ok' if good else 'needs work'}: "
+            + (
+                f"{', '.join(bad)} must be fixed before upgrading"
+                if bad
+                else "every recipe still applies or is upstream"
+            )
+        )
     return OK if good else NOT_THERE
 
 
@@ -80,14 +111,25 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
         shown = versions
     good = all(r["state"] not in D.BAD for v in shown for r in matrix[v])
     if as_json:
-        doc = {"command": "drift", "engine": engine, "ok": good, "versions": shown, "evaluated": len(shown), "of": len(versions), "matrix": {v: matrix[v] for v in shown}}
+        doc = {
+            "command": "drift",
+            "engine": engine,
+            "ok": good,
+            "versions": shown,
+            "evaluated": len(shown),
+            "of": len(versions),
+            "matrix": {v: matrix[v] for v in shown},
+        }
         if changes is not None:
             doc["changes"] = [{"recipe": c[0], "from": c[1], "to": c[2], "old": c[3], "new": c[4]} for c in changes]
         say(json.dumps(doc, indent=2))
         return OK if good else NOT_THERE
     ids = [r["id"] for r in matrix[shown[0]]]
     width = max(8, *(len(v) for v in shown))
-    say(f"{engine} releases {a}..{b}: {len(versions)} on the index" + (f", {len(shown)} evaluated (bisect)" if bisect else ""))
+    say(
+        f"{engine} releases {a}..{b}: {len(versions)} on the index"
+        + (f", {len(shown)} evaluated (bisect)" if bisect else "")
+    )
     say(" " * 24 + " ".join(f"{v:<{width}}" for v in shown))
     for rid in ids:
         cells = []
@@ -95,7 +137,7 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
             r = next((r for r in matrix[v] if r["id"] == rid), None)
             st = D.cell(r) if r else "-"
             base = st.split("+")[0]
-            cells.append(click.style(f"{ABBR.get(base, base) + st[len(base):]:<{width}}", fg=COLORS.get(base)))
+            cells.append(click.style(f"{ABBR.get(base, base) + st[len(base) :]:<{width}}", fg=COLORS.get(base)))
         say(f"{rid:<24}" + " ".join(cells))
     if any("+" in D.cell(r) for v in shown for r in matrix[v]):
         say("(+Nup: N of the recipe's ops are already upstream in that release)")
@@ -115,7 +157,10 @@ def pin(project: Project, engine: str, version: str, force: bool) -> int:
     say(f"preflight: drift --to {engine}=={version}")
     code = drift(project, (), (f"{engine}=={version}",), None, False, False, 2)
     if code != OK and not force:
-        say(f"\npin not moved: a recipe would be missing, ambiguous or moved on {engine} {version}; fix the recipes, or pass --force", err=True)
+        say(
+            f"\npin not moved: a recipe would be missing, ambiguous or moved on {engine} {version}; fix the recipes, or pass --force",
+            err=True,
+        )
         return NOT_THERE
     whl = fetch.fetch_wheel(pins[engine].index, version, say=_err)
     path = project.pins_path

@@ -55,8 +55,14 @@ def _branch_for(repo, names: tuple[str, ...], command: str) -> str:
     if len(have) == 1:
         return have[0]
     if not have:
-        raise PatchkitError(f"no patchkit/* branch in {repo.working_tree_dir}", "build one with `patchkit fork sync NAME -t ENGINE=REPO`")
-    raise PatchkitError(f"{repo.working_tree_dir} has several fork branches ({', '.join(have)})", f"name one: `patchkit fork {command} NAME ...`")
+        raise PatchkitError(
+            f"no patchkit/* branch in {repo.working_tree_dir}",
+            "build one with `patchkit fork sync NAME -t ENGINE=REPO`",
+        )
+    raise PatchkitError(
+        f"{repo.working_tree_dir} has several fork branches ({', '.join(have)})",
+        f"name one: `patchkit fork {command} NAME ...`",
+    )
 
 
 def _steps_human(steps: list[F.Step]) -> list[str]:
@@ -101,7 +107,9 @@ def _rebuild_json(command: str, res: F.Rebuild, repo, **extra) -> dict:
 
 def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
     b = res.build
-    say(f"{b.engine} fork {res.branch} on {b.base_rev} ({_short(b.base)}, {b.engine} {b.version or 'unknown version'}) in {repo.working_tree_dir}")
+    say(
+        f"{b.engine} fork {res.branch} on {b.base_rev} ({_short(b.base)}, {b.engine} {b.version or 'unknown version'}) in {repo.working_tree_dir}"
+    )
     for line in _steps_human(b.steps):
         say(line)
     if b.elsewhere:
@@ -110,21 +118,35 @@ def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
         for e in b.blockers:
             say(f"error: {e}", err=True)
         left = f"left at {_short(res.previous)}" if res.previous else "not created"
-        say(f"fork {command}: stopped; {res.branch} {left}. Fix or retire the recipe (`patchkit show ID`), then run it again.", err=True)
+        say(
+            f"fork {command}: stopped; {res.branch} {left}. Fix or retire the recipe (`patchkit show ID`), then run it again.",
+            err=True,
+        )
         return
     n = sum(1 for s in b.steps if s.action == F.COMMITTED)
     dropped = [s.recipe for s in b.steps if s.action == F.DROPPED]
     if res.previous is None:
         say(f"\ncreated {res.branch} at {_short(b.head)}: {n} commit(s) on {b.base_rev}")
     elif res.changed:
-        say(f"\nmoved {res.branch}: {_short(res.previous)} -> {_short(b.head)} ({n} commit(s) on {b.base_rev}; the old head stays in `git reflog {res.branch}`)")
+        say(
+            f"\nmoved {res.branch}: {_short(res.previous)} -> {_short(b.head)} ({n} commit(s) on {b.base_rev}; the old head stays in `git reflog {res.branch}`)"
+        )
     else:
         say(f"\n{res.branch} unchanged at {_short(b.head)}: the recipes and the base give the same commits")
     if dropped:
-        say(f"upstream already does {', '.join(dropped)}: not carried; these recipes can be retired for {b.engine} {b.version or b.base_rev}.")
+        say(
+            f"upstream already does {', '.join(dropped)}: not carried; these recipes can be retired for {b.engine} {b.version or b.base_rev}."
+        )
 
 
-def sync(project: Project, names: tuple[str, ...], target: str, base: Optional[str] = None, force: bool = False, as_json: bool = False) -> int:
+def sync(
+    project: Project,
+    names: tuple[str, ...],
+    target: str,
+    base: Optional[str] = None,
+    force: bool = False,
+    as_json: bool = False,
+) -> int:
     """Create or rebuild patchkit/<name> on ``base`` (default: the pinned rev)."""
     branch = F.branch_name(names)
     recipes = project.catalog().select(names)
@@ -133,10 +155,16 @@ def sync(project: Project, names: tuple[str, ...], target: str, base: Optional[s
         pins = project.pins()
         pin = pins.get(engine)
         if pin is None or not pin.rev:
-            raise PatchkitError(f"no pinned rev for {engine} in {project.pins_path}", f"pass --base REV (a tag or commit of the upstream repo), or add rev = \"...\" under [{engine}]")
+            raise PatchkitError(
+                f"no pinned rev for {engine} in {project.pins_path}",
+                f'pass --base REV (a tag or commit of the upstream repo), or add rev = "..." under [{engine}]',
+            )
         base = pin.rev
     if not per_engine(recipes, engine):
-        raise PatchkitError(f"{', '.join(names)}: no recipe edits {engine}", "name recipes whose [engines] include the target's engine (`patchkit list`)")
+        raise PatchkitError(
+            f"{', '.join(names)}: no recipe edits {engine}",
+            "name recipes whose [engines] include the target's engine (`patchkit list`)",
+        )
     res = F.rebuild(repo, engine, branch, recipes, base, "sync", force=force)
     if as_json:
         say(json.dumps(_rebuild_json("sync", res, repo), indent=2))
@@ -145,12 +173,23 @@ def sync(project: Project, names: tuple[str, ...], target: str, base: Optional[s
     return OK if res.build.ok else NOT_THERE
 
 
-def upgrade(project: Project, names: tuple[str, ...], target: str, to: str, move_pin: bool = False, force: bool = False, as_json: bool = False) -> int:
+def upgrade(
+    project: Project,
+    names: tuple[str, ...],
+    target: str,
+    to: str,
+    move_pin: bool = False,
+    force: bool = False,
+    as_json: bool = False,
+) -> int:
     """Rebuild an existing fork branch on ``to``; move the pin only when asked."""
     engine, repo = open_fork_target(target)
     branch = _branch_for(repo, names, "upgrade")
     if F.branch_head(repo, branch) is None:
-        raise PatchkitError(f"no branch {branch} in {repo.working_tree_dir}", f"create it first: `patchkit fork sync {branch[len(F.BRANCH_PREFIX):]} -t {target}`")
+        raise PatchkitError(
+            f"no branch {branch} in {repo.working_tree_dir}",
+            f"create it first: `patchkit fork sync {branch[len(F.BRANCH_PREFIX) :]} -t {target}`",
+        )
     recipes = project.catalog().select(F.names_of(branch))
     if move_pin:
         project.pins()  # fail before building if the pins file is missing or broken
@@ -166,23 +205,33 @@ def upgrade(project: Project, names: tuple[str, ...], target: str, to: str, move
             was = {c.recipe for c in res.previous_carried}
             gone = [s.recipe for s in res.build.steps if s.action == F.DROPPED and s.recipe in was]
             if gone:
-                say(f"dropped from {res.branch}: {', '.join(gone)} (upstream {to} already does {'it' if len(gone) == 1 else 'them'})")
+                say(
+                    f"dropped from {res.branch}: {', '.join(gone)} (upstream {to} already does {'it' if len(gone) == 1 else 'them'})"
+                )
             for s in res.build.steps:
                 if any("moved upstream" in n for n in s.notes):
                     say(f"carried {s.recipe} to where upstream moved its code (see the notes above)")
             if pin_moved:
-                say(f"moved the {engine} pin in {project.pins_path}: " + ", ".join(f"{k} = {v!r}" for k, v in pin_moved.items()))
+                say(
+                    f"moved the {engine} pin in {project.pins_path}: "
+                    + ", ".join(f"{k} = {v!r}" for k, v in pin_moved.items())
+                )
                 if "version" in pin_moved:
                     say("  the wheel's sha256 is recorded by the next `patchkit sync`")
             else:
-                say(f"the {engine} pin did not move; pass --move-pin to move it (a later `fork sync` without --base builds on the pin)")
+                say(
+                    f"the {engine} pin did not move; pass --move-pin to move it (a later `fork sync` without --base builds on the pin)"
+                )
     return OK if res.build.ok else NOT_THERE
 
 
 def _move_pin(project: Project, engine: str, rev: str, version: Optional[str]) -> dict:
     pin = project.pins().get(engine)
     if pin is None:
-        raise PatchkitError(f"no [{engine}] section in {project.pins_path}", f"add [{engine}] with version and rev, then run with --move-pin again")
+        raise PatchkitError(
+            f"no [{engine}] section in {project.pins_path}",
+            f"add [{engine}] with version and rev, then run with --move-pin again",
+        )
     changed = {}
     if pin.rev != rev:
         pins_mod.set_value(project.pins_path, engine, "rev", rev)
@@ -201,7 +250,10 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
     engine, repo = open_fork_target(target)
     branches = [F.branch_name(names)] if names else F.fork_branches(repo)
     if not branches:
-        raise PatchkitError(f"no patchkit/* branch in {repo.working_tree_dir}", "build one with `patchkit fork sync NAME -t ENGINE=REPO`")
+        raise PatchkitError(
+            f"no patchkit/* branch in {repo.working_tree_dir}",
+            "build one with `patchkit fork sync NAME -t ENGINE=REPO`",
+        )
     catalog = project.catalog()
     all_sha = {r.id: r.sha256 for r in catalog.recipes.values()}
     found = []
@@ -213,30 +265,42 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
         found.append(F.status(repo, engine, branch, recipes, all_sha))
     ok = all(st.up_to_date and not st.stale for st in found)
     if as_json:
-        say(json.dumps({
-            "command": "fork status",
-            "ok": ok,
-            "engine": engine,
-            "repo": repo.working_tree_dir,
-            "branches": [{
-                "branch": st.branch,
-                "head": st.head,
-                "base": st.base,
-                "carried": [c.to_json() for c in st.carried],
-                "stale": [c.recipe for c in st.stale],
-                "up_to_date": st.up_to_date,
-                "expected_head": st.expected.head if st.expected and st.expected.ok else None,
-                "expected": [s.to_json() for s in st.expected.steps] if st.expected else [],
-                "drift": st.drift(),
-                "problem": st.problem,
-            } for st in found],
-        }, indent=2))
+        say(
+            json.dumps(
+                {
+                    "command": "fork status",
+                    "ok": ok,
+                    "engine": engine,
+                    "repo": repo.working_tree_dir,
+                    "branches": [
+                        {
+                            "branch": st.branch,
+                            "head": st.head,
+                            "base": st.base,
+                            "carried": [c.to_json() for c in st.carried],
+                            "stale": [c.recipe for c in st.stale],
+                            "up_to_date": st.up_to_date,
+                            "expected_head": st.expected.head if st.expected and st.expected.ok else None,
+                            "expected": [s.to_json() for s in st.expected.steps] if st.expected else [],
+                            "drift": st.drift(),
+                            "problem": st.problem,
+                        }
+                        for st in found
+                    ],
+                },
+                indent=2,
+            )
+        )
         return OK if ok else NOT_THERE
     for st in found:
-        say(f"{st.branch} at {_short(st.head)} on {_short(st.base)} ({len(st.carried)} patchkit commit(s)) in {repo.working_tree_dir}")
+        say(
+            f"{st.branch} at {_short(st.head)} on {_short(st.base)} ({len(st.carried)} patchkit commit(s)) in {repo.working_tree_dir}"
+        )
         for c in st.carried:
             flag = "gone" if c.current_sha256 is None else ("STALE" if c.stale else "current")
-            why = {"gone": "  the recipe no longer exists", "STALE": "  the recipe file changed since this commit"}.get(flag, "")
+            why = {"gone": "  the recipe no longer exists", "STALE": "  the recipe file changed since this commit"}.get(
+                flag, ""
+            )
             label = click.style(flag, fg={"current": "green"}.get(flag, "red"))
             say(f"  {_short(c.commit)} {c.recipe:<24} {label}" + (f"{' ' * (8 - len(flag))}{why}" if why else ""))
         if st.up_to_date:
@@ -247,7 +311,9 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
             say(f"  out of date: a rebuild on the same base gives {_short(st.expected.head)}:")
             for d in st.drift():
                 say(f"    {d}")
-            say(f"  rebuild it with `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base {_short(st.base)}`")
+            say(
+                f"  rebuild it with `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base {_short(st.base)}`"
+            )
     return OK if ok else NOT_THERE
 
 
@@ -256,14 +322,33 @@ def export(project: Project, name: str, target: str, out: str, force: bool = Fal
     engine, repo = open_fork_target(target)
     ex = F.export(repo, F.branch_name((name,)), Path(out), force=force)
     if as_json:
-        say(json.dumps({"command": "fork export", "ok": True, "engine": engine, "repo": repo.working_tree_dir, "branch": ex.branch, "base": ex.base, "out": str(ex.out), "series": str(ex.series), "patches": [str(p) for p in ex.patches]}, indent=2))
+        say(
+            json.dumps(
+                {
+                    "command": "fork export",
+                    "ok": True,
+                    "engine": engine,
+                    "repo": repo.working_tree_dir,
+                    "branch": ex.branch,
+                    "base": ex.base,
+                    "out": str(ex.out),
+                    "series": str(ex.series),
+                    "patches": [str(p) for p in ex.patches],
+                },
+                indent=2,
+            )
+        )
         return OK
     if not ex.patches:
-        say(f"{ex.branch} carries no commit on {_short(ex.base)} (upstream has every recipe); wrote an empty {ex.series}")
+        say(
+            f"{ex.branch} carries no commit on {_short(ex.base)} (upstream has every recipe); wrote an empty {ex.series}"
+        )
         return OK
     say(f"exported {ex.branch} ({len(ex.patches)} patch(es) on {_short(ex.base)}) to {ex.out}:")
     for p in ex.patches:
         say(f"  {p.name}")
     say("  series")
-    say(f"every patch parsed back as a unified diff; apply them on {_short(ex.base)} with `git am {ex.out}/*.patch`, `quilt push -a`, or `patch -p1` in series order")
+    say(
+        f"every patch parsed back as a unified diff; apply them on {_short(ex.base)} with `git am {ex.out}/*.patch`, `quilt push -a`, or `patch -p1` in series order"
+    )
     return OK

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import shutil
 
-from patchkit import fetch, pins as pins_mod
+from patchkit import fetch
+from patchkit import pins as pins_mod
 from patchkit.commands import OK, say
 from patchkit.errors import FetchError, PatchkitError
 from patchkit.project import Project
 
 
-def sync(project: Project, engines: tuple[str, ...] = (), source: str = "index", mirrors: tuple[str, ...] = (), force: bool = False) -> int:
+def sync(
+    project: Project,
+    engines: tuple[str, ...] = (),
+    source: str = "index",
+    mirrors: tuple[str, ...] = (),
+    force: bool = False,
+) -> int:
     pins = project.pins()
     for e in engines:
         if e not in pins:
@@ -24,14 +31,23 @@ def sync(project: Project, engines: tuple[str, ...] = (), source: str = "index",
     for engine in engines or tuple(pins):
         pin = pins[engine]
         dest = project.tree(engine)
-        want = {"engine": engine, "source": source, "version": pin.version, "rev": pin.rev if source == "git" else None, "sha256": pin.sha256 if source == "index" else None}
+        want = {
+            "engine": engine,
+            "source": source,
+            "version": pin.version,
+            "rev": pin.rev if source == "git" else None,
+            "sha256": pin.sha256 if source == "index" else None,
+        }
         have = fetch.tree_source(dest)
         if have and all(have.get(k) == v for k, v in want.items() if k != "sha256" or v) and not force:
             say(f"{engine} {pin.version}: up to date in {dest}")
             continue
         if dest.exists() and not force:
             was = f"{have.get('version')} from {have.get('source')}" if have else "an unknown tree"
-            raise PatchkitError(f"{dest} holds {was}, not {engine} {pin.version} from {source}", "pass --force to replace it (patches applied there are lost; `patchkit status` shows them)")
+            raise PatchkitError(
+                f"{dest} holds {was}, not {engine} {pin.version} from {source}",
+                "pass --force to replace it (patches applied there are lost; `patchkit status` shows them)",
+            )
         if source == "index":
             whl = fetch.fetch_wheel(pin.index, pin.version, pin.sha256, say=lambda s: say(s, err=True))
             actual = fetch.file_sha256(whl)
@@ -45,7 +61,9 @@ def sync(project: Project, engines: tuple[str, ...] = (), source: str = "index",
 
             url = mirror_of.get(engine, pin.repo)
             if not url or not pin.rev:
-                raise FetchError(f"{engine}: the pin has no repo/rev to clone", "add repo and rev to upstream_pins.toml")
+                raise FetchError(
+                    f"{engine}: the pin has no repo/rev to clone", "add repo and rev to upstream_pins.toml"
+                )
             if dest.exists():
                 shutil.rmtree(dest)
             gitsrc.clone(url, pin.rev, dest, want, say=lambda s: say(s, err=True))

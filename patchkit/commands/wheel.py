@@ -11,7 +11,15 @@ from patchkit.errors import PatchkitError
 from patchkit.project import Project
 
 
-def wheel(project: Project, names: tuple[str, ...], sources: tuple[str, ...], label: str | None, out: str, as_json: bool = False, ignore_range: bool = False) -> int:
+def wheel(
+    project: Project,
+    names: tuple[str, ...],
+    sources: tuple[str, ...],
+    label: str | None,
+    out: str,
+    as_json: bool = False,
+    ignore_range: bool = False,
+) -> int:
     recipes = project.catalog().select(names)
     try:
         pins = project.pins()
@@ -25,14 +33,38 @@ def wheel(project: Project, names: tuple[str, ...], sources: tuple[str, ...], la
     except W.WheelBlocked as e:
         src = e.source
         if as_json:
-            say(json.dumps({"command": "wheel", "ok": False, "wheels": [], "errors": [f"{src.engine}=={src.version}: {r}" for r in e.reasons]}, indent=2))
+            say(
+                json.dumps(
+                    {
+                        "command": "wheel",
+                        "ok": False,
+                        "wheels": [],
+                        "errors": [f"{src.engine}=={src.version}: {r}" for r in e.reasons],
+                    },
+                    indent=2,
+                )
+            )
         else:
             for r in e.reasons:
                 say(f"error: {src.engine}=={src.version}: {r}", err=True)
-            say(f"wheel: the recipes do not apply cleanly to {src.engine} {src.version}; no wheel was built (see `patchkit status` on that release).", err=True)
+            say(
+                f"wheel: the recipes do not apply cleanly to {src.engine} {src.version}; no wheel was built (see `patchkit status` on that release).",
+                err=True,
+            )
         return NOT_THERE
     if as_json:
-        say(json.dumps({"command": "wheel", "ok": True, "label": W.local_label(label), "wheels": [b.to_json() for b in built], "errors": []}, indent=2))
+        say(
+            json.dumps(
+                {
+                    "command": "wheel",
+                    "ok": True,
+                    "label": W.local_label(label),
+                    "wheels": [b.to_json() for b in built],
+                    "errors": [],
+                },
+                indent=2,
+            )
+        )
         return OK
     for b in built:
         say(f"built {b.path}  ({b.dist} {b.base_version} -> {b.version}, {b.seconds:.1f}s)")

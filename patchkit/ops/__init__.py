@@ -97,7 +97,15 @@ def _load_all() -> None:
     # Importing the modules runs their @register decorators.
     import importlib
 
-    for name in ("ensure_import", "insert", "list_element", "or_operand", "replace_expr", "set_default", "text_replace"):
+    for name in (
+        "ensure_import",
+        "insert",
+        "list_element",
+        "or_operand",
+        "replace_expr",
+        "set_default",
+        "text_replace",
+    ):
         importlib.import_module(f"patchkit.ops.{name}")
 
 

@@ -41,7 +41,9 @@ def defines(source: str, name: str) -> bool:
                 return True
             if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == name:
                 return True
-            if isinstance(s, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name.split(".")[0]) == name for a in s.names):
+            if isinstance(s, (ast.Import, ast.ImportFrom)) and any(
+                (a.asname or a.name.split(".")[0]) == name for a in s.names
+            ):
                 return True
     return False
 
@@ -75,7 +77,13 @@ class EnsureImport(Op):
         for stmt in module.body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
-                    if isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None and code(small.module) == self.module and not isinstance(small.names, cst.ImportStar):
+                    if (
+                        isinstance(small, cst.ImportFrom)
+                        and not small.relative
+                        and small.module is not None
+                        and code(small.module) == self.module
+                        and not isinstance(small.names, cst.ImportStar)
+                    ):
                         out.append((stmt, small))
         return out
 
@@ -107,7 +115,9 @@ class EnsureImport(Op):
     def _last_import(module):
         last = None
         for i, stmt in enumerate(module.body):
-            if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            if isinstance(stmt, cst.SimpleStatementLine) and any(
+                isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+            ):
                 last = i
         return last
 

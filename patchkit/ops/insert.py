@@ -1,12 +1,12 @@
 """insert: add statements before/after an anchor statement, or at the start/end of the scope.
 
-  locator.anchor   = 'if self.moe_runner_backend == "flashinfer_cutlass":'
-                     a statement, or the header of a compound one (compared token by token,
-                     so layout and comments do not matter)
-  locator.position = "before" | "after"          (with anchor; default "after")
-  locator.at       = "start" | "end"             (instead of anchor: of the scope's body)
-  params.code      = the statements; blank lines above the first one are kept, so the
-                     snippet decides its own spacing.  Revert removes exactly these.
+locator.anchor   = 'if self.moe_runner_backend == "flashinfer_cutlass":'
+                   a statement, or the header of a compound one (compared token by token,
+                   so layout and comments do not matter)
+locator.position = "before" | "after"          (with anchor; default "after")
+locator.at       = "start" | "end"             (instead of anchor: of the scope's body)
+params.code      = the statements; blank lines above the first one are kept, so the
+                   snippet decides its own spacing.  Revert removes exactly these.
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ class Insert(Op):
 
     def __init__(self, locator: dict, params: dict) -> None:
         if ("anchor" in locator) == ("at" in locator):
-            raise OpParamError("locator", "needs exactly one of anchor, at", "e.g. locator = { anchor = \"x = 1\", position = \"after\" }")
+            raise OpParamError(
+                "locator", "needs exactly one of anchor, at", 'e.g. locator = { anchor = "x = 1", position = "after" }'
+            )
         self.anchor_src = locator.get("anchor")
         self.anchor = tokens(self.anchor_src) if self.anchor_src else None
         if self.anchor is not None and not self.anchor:
@@ -72,7 +74,9 @@ class Insert(Op):
         n, first, hits = len(self.stmts), self.stmt_tokens[0], []
         for owner, body in blocks(scope):
             for i in range(len(body) - n + 1):
-                if node_tokens(body[i]) == first and all(node_tokens(body[i + k]) == self.stmt_tokens[k] for k in range(1, n)):
+                if node_tokens(body[i]) == first and all(
+                    node_tokens(body[i + k]) == self.stmt_tokens[k] for k in range(1, n)
+                ):
                     hits.append((owner, i))
         return hits
 
@@ -96,7 +100,11 @@ class Insert(Op):
         if not hits:
             return Located(MISSING, reason=f"anchor statement `{self.anchor_src}` not found")
         if len(hits) > 1:
-            return Located(AMBIGUOUS, tuple(o.body[i] for o, i in hits), f"anchor statement `{self.anchor_src}` matches {len(hits)} statements")
+            return Located(
+                AMBIGUOUS,
+                tuple(o.body[i] for o, i in hits),
+                f"anchor statement `{self.anchor_src}` matches {len(hits)} statements",
+            )
         owner, i = hits[0]
         return owner, (i if self.position == "before" else i + 1)
 
@@ -106,7 +114,9 @@ class Insert(Op):
             owner, i = have[0]
             return Located(DONE, (owner.body[i],))
         if len(have) > 1:
-            return Located(AMBIGUOUS, tuple(o.body[i] for o, i in have), f"the inserted statements stand {len(have)} times")
+            return Located(
+                AMBIGUOUS, tuple(o.body[i] for o, i in have), f"the inserted statements stand {len(have)} times"
+            )
         where = self._where(scope)
         if isinstance(where, Located):
             return where

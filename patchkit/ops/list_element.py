@@ -84,7 +84,11 @@ class ListElement(Op):
     def __init__(self, locator: dict, params: dict) -> None:
         forms = [k for k in ("contains", "keyword", "membership") if k in locator]
         if len(forms) != 1:
-            raise OpParamError("locator", "needs exactly one of contains, keyword, membership", 'e.g. locator = { contains = [\'"flashinfer_trtllm"\'] }')
+            raise OpParamError(
+                "locator",
+                "needs exactly one of contains, keyword, membership",
+                "e.g. locator = { contains = ['\"flashinfer_trtllm\"'] }",
+            )
         if "call" in locator and "keyword" not in locator:
             raise OpParamError("locator.call", "only narrows a keyword locator")
         self.form = forms[0]
@@ -92,7 +96,9 @@ class ListElement(Op):
         for i, c in enumerate(locator.get("contains", ())):
             parse_expr(c, f"locator.contains[{i}]")
         if self.form == "contains" and not self.contains:
-            raise OpParamError("locator.contains", "is empty", "name at least one element that identifies the collection")
+            raise OpParamError(
+                "locator.contains", "is empty", "name at least one element that identifies the collection"
+            )
         self.keyword = locator.get("keyword")
         self.call = tokens(locator["call"]) if "call" in locator else None
         self.membership = tokens(locator["membership"]) if "membership" in locator else None
@@ -112,7 +118,9 @@ class ListElement(Op):
         # Words every file holding the site contains, applied or not: with a comment, the
         # element's words are there in both states.
         both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
-        self._literals = tuple(s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", ""), *both) if s)
+        self._literals = tuple(
+            s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", ""), *both) if s
+        )
         self._contains_src = tuple(locator.get("contains", ()))
         self._membership_src = locator.get("membership", "")
 
@@ -130,7 +138,9 @@ class ListElement(Op):
             return True
         needles = [_bare(c) for c in self._contains_src]
         lines = [[text.count("\n", 0, m) for m in _find_all(text, n)] for n in needles]
-        if not all(lines) or not any(all(any(abs(a - b) <= PROXIMITY for b in other) for other in lines[1:]) for a in lines[0]):
+        if not all(lines) or not any(
+            all(any(abs(a - b) <= PROXIMITY for b in other) for other in lines[1:]) for a in lines[0]
+        ):
             return False
         # Then ``ast`` (far cheaper than libcst): some literal collection holds them all.
         try:
@@ -155,7 +165,11 @@ class ListElement(Op):
                 if self.call is not None and node_tokens(n.func) != self.call:
                     continue
                 for arg in n.args:
-                    if arg.keyword is not None and arg.keyword.value == self.keyword and isinstance(arg.value, _COLLECTIONS):
+                    if (
+                        arg.keyword is not None
+                        and arg.keyword.value == self.keyword
+                        and isinstance(arg.value, _COLLECTIONS)
+                    ):
                         found.append(arg.value)
             elif self.form == "membership" and isinstance(n, cst.Comparison):
                 if node_tokens(n.left) != self.membership:
@@ -206,8 +220,14 @@ class ListElement(Op):
         # Not yet done: check the edit is possible.
         if self.comment is not None and self.action == "add" and self._comment_at(coll) is None:
             return Located(MISSING, (coll,), f"commented-out element `{self.comment}` not found in the collection")
-        if self.after is not None and self.action == "add" and not any(node_tokens(e.value) == self.after for e in coll.elements):
-            return Located(MISSING, (coll,), f"element `{' '.join(self.after)}` to insert after is not in the collection")
+        if (
+            self.after is not None
+            and self.action == "add"
+            and not any(node_tokens(e.value) == self.after for e in coll.elements)
+        ):
+            return Located(
+                MISSING, (coll,), f"element `{' '.join(self.after)}` to insert after is not in the collection"
+            )
         return Located(PENDING, (coll,))
 
     # -- edits -------------------------------------------------------------------------
@@ -238,7 +258,11 @@ class ListElement(Op):
             els.insert(j + 1, cst.Element(value=self.element, comma=cst.Comma(whitespace_after=after)))
             return coll.with_changes(elements=els)
         # The last element: the gap is the closing bracket's; the new element inherits the trailing comma.
-        prev_comma = prev.comma.with_changes(whitespace_after=before) if isinstance(prev.comma, cst.Comma) else cst.Comma(whitespace_after=before)
+        prev_comma = (
+            prev.comma.with_changes(whitespace_after=before)
+            if isinstance(prev.comma, cst.Comma)
+            else cst.Comma(whitespace_after=before)
+        )
         els[j] = prev.with_changes(comma=prev_comma)
         els.append(cst.Element(value=self.element, comma=prev.comma))
         return _with_closing_ws(coll.with_changes(elements=els), after)
@@ -252,8 +276,15 @@ class ListElement(Op):
         before, after = getattr(prev.comma, "whitespace_after", None), _gap(coll, i)
         if not (isinstance(before, cst.ParenthesizedWhitespace) and isinstance(after, cst.ParenthesizedWhitespace)):
             raise ValueError("the element is not on a line of its own, so it cannot become a comment line")
-        line = cst.EmptyLine(indent=before.indent, whitespace=before.last_line, comment=cst.Comment(self.comment), newline=after.first_line.newline)
-        merged = before.with_changes(empty_lines=(*before.empty_lines, line, *after.empty_lines), indent=after.indent, last_line=after.last_line)
+        line = cst.EmptyLine(
+            indent=before.indent,
+            whitespace=before.last_line,
+            comment=cst.Comment(self.comment),
+            newline=after.first_line.newline,
+        )
+        merged = before.with_changes(
+            empty_lines=(*before.empty_lines, line, *after.empty_lines), indent=after.indent, last_line=after.last_line
+        )
         del els[i]
         if i < len(els):
             els[i - 1] = prev.with_changes(comma=prev.comma.with_changes(whitespace_after=merged))

@@ -100,7 +100,7 @@ class OrOperand(Op):
         return Located(PENDING, (ch,))
 
     def apply(self, scope):
-        (ch, have), = self._find(scope)
+        ((ch, have),) = self._find(scope)
         operands, operators = flatten(ch)
         i = len(operands) if self.after is None else have.index(self.after) + 1
         operands.insert(i, self.operand)
@@ -108,7 +108,7 @@ class OrOperand(Op):
         return replace_node(scope, ch, build(operands, operators, ch))
 
     def revert(self, scope):
-        (ch, have), = self._find(scope)
+        ((ch, have),) = self._find(scope)
         operands, operators = flatten(ch)
         i = have.index(self.operand_tokens)
         del operands[i]

@@ -30,7 +30,9 @@ class ReplaceExpr(Op):
         if self.match_tokens == self.with_tokens:
             raise OpParamError("params.with", "equals locator.match, so the op would change nothing")
         if contains_seq(self.with_tokens, self.match_tokens):
-            raise OpParamError("params.with", "contains locator.match, so applying twice would nest it", "match a larger expression")
+            raise OpParamError(
+                "params.with", "contains locator.match, so applying twice would nest it", "match a larger expression"
+            )
         self.count = locator.get("count", 1)
         if self.count < 1:
             raise OpParamError("locator.count", f"must be at least 1, not {self.count}")
@@ -57,8 +59,12 @@ class ReplaceExpr(Op):
         if not olds and not news:
             return Located(MISSING, reason=f"`{self.match_src}` not found")
         if olds and news:
-            return Located(MISSING, tuple(olds + news), f"both `{self.match_src}` and `{self.with_src}` present: partially edited")
-        return Located(AMBIGUOUS, tuple(olds or news), f"expected {self.count} occurrence(s), found {len(olds or news)}")
+            return Located(
+                MISSING, tuple(olds + news), f"both `{self.match_src}` and `{self.with_src}` present: partially edited"
+            )
+        return Located(
+            AMBIGUOUS, tuple(olds or news), f"expected {self.count} occurrence(s), found {len(olds or news)}"
+        )
 
     def _swap(self, scope, want: tuple, new):
         targets = {id(n) for n in self._find(scope, want)}
@@ -66,7 +72,11 @@ class ReplaceExpr(Op):
         class _T(cst.CSTTransformer):
             def on_leave(self, original, updated):
                 if id(original) in targets:
-                    return new.with_changes(lpar=getattr(original, "lpar", ()), rpar=getattr(original, "rpar", ())) if getattr(original, "lpar", ()) else new
+                    return (
+                        new.with_changes(lpar=getattr(original, "lpar", ()), rpar=getattr(original, "rpar", ()))
+                        if getattr(original, "lpar", ())
+                        else new
+                    )
                 return updated
 
         return scope.visit(_T())

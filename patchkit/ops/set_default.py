@@ -1,13 +1,13 @@
 """set-default: change a default value.
 
-  locator.field = "max_running_requests"        a class attribute / dataclass field in scope
-  locator.param = "max_tokens"                  a parameter of the scope function
-  locator.call  = "parser.add_argument"         a keyword argument of a matched call ...
-  locator.arg   = '"--max-running-requests"'    ... whose first argument is this ...
-  locator.keyword = "default"                   ... and the keyword to set
+locator.field = "max_running_requests"        a class attribute / dataclass field in scope
+locator.param = "max_tokens"                  a parameter of the scope function
+locator.call  = "parser.add_argument"         a keyword argument of a matched call ...
+locator.arg   = '"--max-running-requests"'    ... whose first argument is this ...
+locator.keyword = "default"                   ... and the keyword to set
 
-  params.value  = "1024"   the new default
-  params.expect = "None"   the upstream default, exactly as upstream writes it (used by revert)
+params.value  = "1024"   the new default
+params.expect = "None"   the upstream default, exactly as upstream writes it (used by revert)
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ class SetDefault(Op):
     def __init__(self, locator: dict, params: dict) -> None:
         forms = [k for k in ("field", "param", "call") if k in locator]
         if len(forms) != 1:
-            raise OpParamError("locator", "needs exactly one of field, param, call", 'e.g. locator = { field = "max_running_requests" }')
+            raise OpParamError(
+                "locator",
+                "needs exactly one of field, param, call",
+                'e.g. locator = { field = "max_running_requests" }',
+            )
         self.form = forms[0]
         if self.form == "call" and "keyword" not in locator:
             raise OpParamError("locator.keyword", "is required with locator.call", 'e.g. keyword = "default"')
@@ -61,14 +65,26 @@ class SetDefault(Op):
         """Nodes carrying the default: AnnAssign/Assign, Param or Arg."""
         found = []
         if self.form == "field":
-            body = getattr(getattr(scope, "body", None), "body", None) or (scope.body if isinstance(scope, cst.Module) else ())
+            body = getattr(getattr(scope, "body", None), "body", None) or (
+                scope.body if isinstance(scope, cst.Module) else ()
+            )
             for stmt in body:
                 if not isinstance(stmt, cst.SimpleStatementLine):
                     continue
                 for small in stmt.body:
-                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == self.name and small.value is not None:
+                    if (
+                        isinstance(small, cst.AnnAssign)
+                        and isinstance(small.target, cst.Name)
+                        and small.target.value == self.name
+                        and small.value is not None
+                    ):
                         found.append(small)
-                    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == self.name:
+                    elif (
+                        isinstance(small, cst.Assign)
+                        and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Name)
+                        and small.targets[0].target.value == self.name
+                    ):
                         found.append(small)
         elif self.form == "param":
             if isinstance(scope, cst.FunctionDef):
@@ -79,7 +95,9 @@ class SetDefault(Op):
         else:
             for n in walk(scope):
                 if isinstance(n, cst.Call) and node_tokens(n.func) == self.call:
-                    if self.arg is not None and not (n.args and n.args[0].keyword is None and node_tokens(n.args[0].value) == self.arg):
+                    if self.arg is not None and not (
+                        n.args and n.args[0].keyword is None and node_tokens(n.args[0].value) == self.arg
+                    ):
                         continue
                     found += [a for a in n.args if a.keyword is not None and a.keyword.value == self.keyword]
         return found
@@ -96,7 +114,11 @@ class SetDefault(Op):
 
     def locate(self, scope) -> Located:
         holders = self._holders(scope)
-        what = {"field": f"field `{self.name}`", "param": f"parameter `{self.name}` with a default", "call": f"`{self.keyword}=` in a matching call"}[self.form]
+        what = {
+            "field": f"field `{self.name}`",
+            "param": f"parameter `{self.name}` with a default",
+            "call": f"`{self.keyword}=` in a matching call",
+        }[self.form]
         if not holders:
             return Located(MISSING, reason=f"no {what} here")
         if len(holders) > 1:
@@ -107,7 +129,11 @@ class SetDefault(Op):
             return Located(DONE, (h,))
         if now == self.expect_tokens:
             return Located(PENDING, (h,))
-        return Located(MISSING, (h,), f"{what} is `{code(self._value(h))}`, expected `{code(self.expect)}` (pristine) or `{code(self.value)}` (applied)")
+        return Located(
+            MISSING,
+            (h,),
+            f"{what} is `{code(self._value(h))}`, expected `{code(self.expect)}` (pristine) or `{code(self.value)}` (applied)",
+        )
 
     def _set(self, scope, value):
         (h,) = self._holders(scope)

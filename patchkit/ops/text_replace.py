@@ -33,11 +33,19 @@ class TextReplace(Op):
         if not self.find:
             raise OpParamError("params.find", "is empty")
         if not self.replace:
-            raise OpParamError("params.replace", "is empty", "keep some context around what you delete, so that revert knows where it goes")
+            raise OpParamError(
+                "params.replace",
+                "is empty",
+                "keep some context around what you delete, so that revert knows where it goes",
+            )
         if self.find == self.replace:
             raise OpParamError("params.replace", "equals params.find, so the op would change nothing")
         if self.replace in self.find or self.find in self.replace:
-            raise OpParamError("params.replace", "and params.find contain one another, so the edit could not be told from the original", "widen the context of both")
+            raise OpParamError(
+                "params.replace",
+                "and params.find contain one another, so the edit could not be told from the original",
+                "widen the context of both",
+            )
         if self.count < 1:
             raise OpParamError("params.count", f"must be at least 1, not {self.count}")
 
@@ -53,9 +61,15 @@ class TextReplace(Op):
         if not olds and not news:
             return Located(MISSING, reason=f"`{self.find}` not found (expected {self.count})")
         if olds and news:
-            return Located(MISSING, olds + news, f"{len(olds)} original and {len(news)} edited occurrences: partially edited")
+            return Located(
+                MISSING, olds + news, f"{len(olds)} original and {len(news)} edited occurrences: partially edited"
+            )
         found = olds or news
-        return Located(AMBIGUOUS, found, f"expected exactly {self.count} occurrence(s), found {len(found)} (lines {', '.join(map(str, found[:20]))})")
+        return Located(
+            AMBIGUOUS,
+            found,
+            f"expected exactly {self.count} occurrence(s), found {len(found)} (lines {', '.join(map(str, found[:20]))})",
+        )
 
     def apply(self, text: str) -> str:
         return text.replace(self.find, self.replace)

@@ -10,7 +10,9 @@ from patchkit import pyscope
 from patchkit.ops import DONE, KINDS, PENDING
 
 
-def check(kind: str, before: str, after: str, scope: str = "", locator: dict | None = None, params: dict | None = None) -> None:
+def check(
+    kind: str, before: str, after: str, scope: str = "", locator: dict | None = None, params: dict | None = None
+) -> None:
     """apply(before) == after; is_applied(after); second apply is a no-op; revert(after) == before."""
     before, after = textwrap.dedent(before), textwrap.dedent(after)
     op = KINDS[kind](locator or {}, params or {})

@@ -1,7 +1,7 @@
 from patchkit.ops.ensure_import import defines
 from tests.ops.golden import check, state
 
-IMPORTS = '''
+IMPORTS = """
 from sglang.srt.distributed import get_tp_group
 from sglang.srt.utils import (
     get_bool_env_var,
@@ -11,22 +11,40 @@ from sglang.srt.utils import (
 )
 
 _is_cuda = is_cuda()
-'''
+"""
 
 
 def test_add_name_to_parenthesised_multiline_import_after_sibling():
     after = IMPORTS.replace("    is_sm100_supported,\n)", "    is_sm100_supported,\n    is_sm120_supported,\n)")
-    check("ensure-import", IMPORTS, after, "", {"module": "sglang.srt.utils"}, {"name": "is_sm120_supported", "after": "is_sm100_supported"})
+    check(
+        "ensure-import",
+        IMPORTS,
+        after,
+        "",
+        {"module": "sglang.srt.utils"},
+        {"name": "is_sm120_supported", "after": "is_sm100_supported"},
+    )
 
 
 def test_add_in_the_middle_keeps_trailing_comment_on_its_owner():
     after = IMPORTS.replace("    is_sm90_supported,  # hopper\n", "    is_sm90_supported,  # hopper\n    is_sm95,\n")
-    check("ensure-import", IMPORTS, after, "", {"module": "sglang.srt.utils"}, {"name": "is_sm95", "after": "is_sm90_supported"})
+    check(
+        "ensure-import",
+        IMPORTS,
+        after,
+        "",
+        {"module": "sglang.srt.utils"},
+        {"name": "is_sm95", "after": "is_sm90_supported"},
+    )
 
 
 def test_single_line_import_and_new_statement():
-    check("ensure-import", "from a import b\nx = 1\n", "from a import b, c\nx = 1\n", "", {"module": "a"}, {"name": "c"})
-    check("ensure-import", "import os\nx = 1\n", "import os\nfrom a import c\nx = 1\n", "", {"module": "a"}, {"name": "c"})
+    check(
+        "ensure-import", "from a import b\nx = 1\n", "from a import b, c\nx = 1\n", "", {"module": "a"}, {"name": "c"}
+    )
+    check(
+        "ensure-import", "import os\nx = 1\n", "import os\nfrom a import c\nx = 1\n", "", {"module": "a"}, {"name": "c"}
+    )
 
 
 def test_already_imported_is_done():

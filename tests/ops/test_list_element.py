@@ -1,6 +1,6 @@
 from tests.ops.golden import check, state
 
-AUTOTUNE = '''
+AUTOTUNE = """
 class ModelRunner:
     def _should_run_flashinfer_autotune(self):
         if backend_str not in [
@@ -17,17 +17,27 @@ class ModelRunner:
             # "flashinfer_cutlass",
         ]:
             pass
-'''
+"""
 
 
 def test_uncomment_last_element_keeps_todo_comment():
-    after = AUTOTUNE.replace('            # "flashinfer_cutlass",\n        ]:\n            return False', '            "flashinfer_cutlass",\n        ]:\n            return False')
+    after = AUTOTUNE.replace(
+        '            # "flashinfer_cutlass",\n        ]:\n            return False',
+        '            "flashinfer_cutlass",\n        ]:\n            return False',
+    )
     assert after != AUTOTUNE
-    check("list-element", AUTOTUNE, after, "ModelRunner._should_run_flashinfer_autotune", {"contains": ['"flashinfer_trtllm"']}, {"element": '"flashinfer_cutlass"', "uncomment": True})
+    check(
+        "list-element",
+        AUTOTUNE,
+        after,
+        "ModelRunner._should_run_flashinfer_autotune",
+        {"contains": ['"flashinfer_trtllm"']},
+        {"element": '"flashinfer_cutlass"', "uncomment": True},
+    )
 
 
 def test_uncomment_middle_element_with_second_commented_element():
-    before = '''
+    before = """
     X = [
         "a",
         # TODO: later
@@ -35,8 +45,8 @@ def test_uncomment_middle_element_with_second_commented_element():
         "c",
         # "d",
     ]
-    '''
-    after = '''
+    """
+    after = """
     X = [
         "a",
         # TODO: later
@@ -44,12 +54,12 @@ def test_uncomment_middle_element_with_second_commented_element():
         "c",
         # "d",
     ]
-    '''
+    """
     check("list-element", before, after, "", {"contains": ['"a"']}, {"element": '"b"', "uncomment": True})
 
 
 def test_append_single_line_keyword_list():
-    before = '''
+    before = """
     def gen_trtllm_comm_module():
         nvcc_flags = ctx.get_nvcc_flags_list(
             supported_major_versions=[9, 10]
@@ -57,53 +67,80 @@ def test_append_single_line_keyword_list():
 
     def gen_other():
         nvcc_flags = ctx.get_nvcc_flags_list(supported_major_versions=[9, 10])
-    '''
+    """
     after = before.replace("supported_major_versions=[9, 10]\n", "supported_major_versions=[9, 10, 12]\n", 1)
-    check("list-element", before, after, "gen_trtllm_comm_module", {"keyword": "supported_major_versions"}, {"element": "12"})
+    check(
+        "list-element",
+        before,
+        after,
+        "gen_trtllm_comm_module",
+        {"keyword": "supported_major_versions"},
+        {"element": "12"},
+    )
 
 
 def test_append_multiline_list_puts_element_on_its_own_line():
-    before = '''
+    before = """
     X = [
         "a",
         "b",
     ]
-    '''
-    after = '''
+    """
+    after = """
     X = [
         "a",
         "b",
         "c",
     ]
-    '''
+    """
     check("list-element", before, after, "", {"contains": ['"a"']}, {"element": '"c"'})
 
 
 def test_membership_tuple_and_after():
-    before = '''
+    before = """
     def f(major):
         return major in (9, 10)
-    '''
-    after = '''
+    """
+    after = """
     def f(major):
         return major in (9, 10, 12)
-    '''
+    """
     check("list-element", before, after, "f", {"membership": "major"}, {"element": "12"})
-    check("list-element", before, before.replace("(9, 10)", "(9, 12, 10)"), "f", {"membership": "major"}, {"element": "12", "after": "9"})
+    check(
+        "list-element",
+        before,
+        before.replace("(9, 10)", "(9, 12, 10)"),
+        "f",
+        {"membership": "major"},
+        {"element": "12", "after": "9"},
+    )
 
 
 def test_remove_element():
-    before = '''
+    before = """
     S = {"x", "y", "z"}
-    '''
-    after = '''
+    """
+    after = """
     S = {"x", "z"}
-    '''
-    check("list-element", before, after, "", {"contains": ['"x"', '"z"']}, {"element": '"y"', "action": "remove", "after": '"x"'})
+    """
+    check(
+        "list-element",
+        before,
+        after,
+        "",
+        {"contains": ['"x"', '"z"']},
+        {"element": '"y"', "action": "remove", "after": '"x"'},
+    )
 
 
 def test_lookalike_in_other_scope_is_left_alone_and_ambiguity_is_reported():
-    loc = state("list-element", AUTOTUNE, "", {"contains": ['"flashinfer_mxfp4"']}, {"element": '"flashinfer_cutlass"', "uncomment": True})
+    loc = state(
+        "list-element",
+        AUTOTUNE,
+        "",
+        {"contains": ['"flashinfer_mxfp4"']},
+        {"element": '"flashinfer_cutlass"', "uncomment": True},
+    )
     assert loc.state == "ambiguous" and len(loc.nodes) == 2
 
 

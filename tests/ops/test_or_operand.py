@@ -1,6 +1,6 @@
 from tests.ops.golden import check, state
 
-GATE = '''
+GATE = """
 def apply_flashinfer_allreduce_fusion(batch_size: int):
     return (
         # NOTE: a comment
@@ -12,12 +12,23 @@ def apply_flashinfer_allreduce_fusion(batch_size: int):
 
 def lookalike():
     return _is_sm90_supported or _is_sm100_supported
-'''
+"""
 
 
 def test_append_operand_in_parenthesised_multiline_gate():
-    after = GATE.replace("(_is_sm90_supported or _is_sm100_supported)\n", "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n", 1)
-    check("or-operand", GATE, after, "apply_flashinfer_allreduce_fusion", {"operands": ["_is_sm90_supported", "_is_sm100_supported"]}, {"operand": "_is_sm120_supported"})
+    after = GATE.replace(
+        "(_is_sm90_supported or _is_sm100_supported)\n",
+        "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n",
+        1,
+    )
+    check(
+        "or-operand",
+        GATE,
+        after,
+        "apply_flashinfer_allreduce_fusion",
+        {"operands": ["_is_sm90_supported", "_is_sm100_supported"]},
+        {"operand": "_is_sm120_supported"},
+    )
 
 
 def test_insert_after_named_operand():

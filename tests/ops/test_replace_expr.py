@@ -11,7 +11,9 @@ def test_replace_gate_expression_in_scope_only():
 
 
 def test_count_mismatch_is_ambiguous():
-    assert state("replace-expr", "x = a + 1\ny = a + 1\n", "", {"match": "a + 1"}, {"with": "a + 2"}).state == "ambiguous"
+    assert (
+        state("replace-expr", "x = a + 1\ny = a + 1\n", "", {"match": "a + 1"}, {"with": "a + 2"}).state == "ambiguous"
+    )
 
 
 def test_replacement_containing_match_is_rejected():

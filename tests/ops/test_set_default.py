@@ -1,6 +1,6 @@
 from tests.ops.golden import check, state
 
-ARGS = '''
+ARGS = """
 @dataclasses.dataclass
 class ServerArgs:
     # Memory and scheduling
@@ -18,24 +18,43 @@ class ServerArgs:
             default=ServerArgs.max_running_requests,
         )
         parser.add_argument("--other", default=None)
-'''
+"""
 
 
 def test_dataclass_field_keeps_comment_and_ignores_nested_class():
-    after = ARGS.replace("max_running_requests: Optional[int] = None  # keep", "max_running_requests: Optional[int] = 1024  # keep")
-    check("set-default", ARGS, after, "ServerArgs", {"field": "max_running_requests"}, {"value": "1024", "expect": "None"})
+    after = ARGS.replace(
+        "max_running_requests: Optional[int] = None  # keep", "max_running_requests: Optional[int] = 1024  # keep"
+    )
+    check(
+        "set-default", ARGS, after, "ServerArgs", {"field": "max_running_requests"}, {"value": "1024", "expect": "None"}
+    )
 
 
 def test_add_argument_default_in_matched_call():
     after = ARGS.replace("default=ServerArgs.max_running_requests", "default=1024")
-    check("set-default", ARGS, after, "ServerArgs.add_cli_args", {"call": "parser.add_argument", "arg": '"--max-running-requests"', "keyword": "default"}, {"value": "1024", "expect": "ServerArgs.max_running_requests"})
+    check(
+        "set-default",
+        ARGS,
+        after,
+        "ServerArgs.add_cli_args",
+        {"call": "parser.add_argument", "arg": '"--max-running-requests"', "keyword": "default"},
+        {"value": "1024", "expect": "ServerArgs.max_running_requests"},
+    )
 
 
 def test_function_parameter_default():
     before = "def launch(host, port: int = 30000, *, tp=1):\n    pass\n"
-    check("set-default", before, before.replace("tp=1", "tp=8"), "launch", {"param": "tp"}, {"value": "8", "expect": "1"})
+    check(
+        "set-default", before, before.replace("tp=1", "tp=8"), "launch", {"param": "tp"}, {"value": "8", "expect": "1"}
+    )
 
 
 def test_unexpected_upstream_default_is_missing_with_values():
-    loc = state("set-default", ARGS.replace("max_running_requests: Optional[int] = None  #", "max_running_requests: Optional[int] = 256  #"), "ServerArgs", {"field": "max_running_requests"}, {"value": "1024", "expect": "None"})
+    loc = state(
+        "set-default",
+        ARGS.replace("max_running_requests: Optional[int] = None  #", "max_running_requests: Optional[int] = 256  #"),
+        "ServerArgs",
+        {"field": "max_running_requests"},
+        {"value": "1024", "expect": "None"},
+    )
     assert loc.state == "missing" and "256" in loc.reason and "None" in loc.reason

@@ -10,7 +10,10 @@ CUH = """\
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
 """
-P = {"find": "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))", "replace": "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))"}
+P = {
+    "find": "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))",
+    "replace": "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))",
+}
 
 
 def test_all_guards_with_exact_count():

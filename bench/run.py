@@ -145,7 +145,7 @@ def bench_relocate(work: Path) -> dict:
     code = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from patchkit.project import Project\nfrom patchkit.engine import Session\nfrom patchkit.target import open_target\nfrom patchkit import relocate\n"
+        "from patchkit.project import Project\nfrom patchkit.judge import Session\nfrom patchkit.target import open_target\nfrom patchkit import relocate\n"
         f"cat = Project.locate(pins={str(ROOT / 'upstream_pins.toml')!r}).catalog()\n"
         "op = cat.recipes['autotune-cutlass'].ops[0]\n"
         f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}})\n"

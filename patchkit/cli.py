@@ -13,7 +13,7 @@ import click
 
 from patchkit import __version__
 from patchkit.commands import Options
-from patchkit.errors import PatchkitError
+from patchkit.errors import OpBug, PatchkitError
 from patchkit.project import Project
 
 EPILOG = """\b
@@ -495,8 +495,10 @@ def main(argv=None) -> None:
     except Exception as e:  # a bug in patchkit, not in the user's input
         if os.environ.get("PATCHKIT_DEBUG"):
             raise
+        what = str(e) if isinstance(e, OpBug) else f"{type(e).__name__}: {e}"
         click.echo(
-            f"patchkit: internal error: {type(e).__name__}: {e} (this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback and report it)",
+            f"patchkit: internal error: {what} (this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback"
+            " and report it)",
             err=True,
         )
         sys.exit(3)

@@ -198,7 +198,7 @@ def _journal_edits(root: Path, engine: str) -> list[dict]:
         t = open_target(engine, root)
     except PatchkitError:
         return []
-    j = Journal(t.root)
+    j = Journal.load(t.root)
     out = []
     for logical, entry in sorted(j.engines.get(engine, {}).get("files", {}).items()):
         p = t.path(logical)
@@ -222,7 +222,7 @@ def _sha(p: Path) -> str:
 
 def _location(engine: str, root: Path, recipes) -> dict:
     """Recipe states of one copy of an engine, plus wheel provenance and journal health."""
-    from patchkit.engine import Session, evaluate, results
+    from patchkit.judge import Session, evaluate, results
     from patchkit.model import per_engine
     from patchkit.target import open_target
 

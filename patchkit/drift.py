@@ -21,8 +21,8 @@ from typing import Callable
 from packaging.version import InvalidVersion, Version
 
 from patchkit import fetch
-from patchkit.engine import Session, evaluate, results
 from patchkit.errors import PatchkitError
+from patchkit.judge import Session, evaluate, results
 from patchkit.recipe import Catalog
 from patchkit.results import AMBIGUOUS, MISSING, MOVED, RecipeResult
 from patchkit.target import ENGINES, open_target

@@ -32,3 +32,11 @@ class TargetError(PatchkitError):
 
 class FetchError(PatchkitError):
     """Downloading or verifying an upstream artifact failed."""
+
+
+class OpBug(Exception):
+    """An op's own code failed (a bug in patchkit or in a plugged-in op kind, not a verdict):
+    exit 3, naming the recipe and the op."""
+
+    def __init__(self, recipe: str, op: str, cause: BaseException) -> None:
+        super().__init__(f"{recipe} > {op}: {type(cause).__name__}: {cause}")

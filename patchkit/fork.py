@@ -34,12 +34,13 @@ from typing import Optional
 import git
 
 from patchkit import results as M
-from patchkit.engine import Session, evaluate, plan_apply, results
-from patchkit.engine import commit as write_plan
 from patchkit.errors import PatchkitError, TargetError
+from patchkit.judge import Session, evaluate, results
 from patchkit.model import Recipe, per_engine
+from patchkit.planner import plan_apply
 from patchkit.results import RecipeResult
 from patchkit.target import ENGINES, open_target
+from patchkit.transaction import commit as write_plan
 
 BRANCH_PREFIX = "patchkit/"
 TRAILER = "Patchkit-Recipe"

@@ -1,9 +1,9 @@
-"""Where files are written.  All-or-nothing across files, atomic per file, and locked.
+"""File primitives for the transaction (patchkit/transaction.py): temp files, fsync, locks.
 
-Every byte patchkit writes to a target goes through ``write_all``: each new file is first
-written to a temp file beside its target and fsynced; only when all are ready are they
-renamed into place.  If anything fails on the way, files already renamed are put back as
-they were, so a failed invocation leaves every file as it found it.
+Nothing here decides *what* to write.  A temp file is created beside its target with a
+random name and ``O_CREAT|O_EXCL`` (``tempfile.mkstemp``), so a name planted in advance,
+a symlink included, can never redirect a write; the lock file is opened with
+``O_NOFOLLOW`` for the same reason.
 """
 
 from __future__ import annotations
@@ -12,16 +12,47 @@ import contextlib
 import errno
 import fcntl
 import os
+import signal
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
 
 from patchkit.errors import TargetError
+from patchkit.target import STATE_DIR
 
-LOCK_TIMEOUT_S = float(os.environ.get("PATCHKIT_LOCK_TIMEOUT", "10"))
+LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
+CRASH_ENV = "PATCHKIT_TEST_CRASH_AT"  # fault injection for the kill tests (tests/test_kill.py)
+
+_NOT_HERE = (errno.EACCES, errno.EPERM, errno.EROFS)
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-def _fsync_dir(d: Path) -> None:
+def cannot_write(path: Path, e: OSError) -> TargetError:
+    """One clear line for an environment error met while writing."""
+    if e.errno in _FULL:
+        return TargetError(f"{path}: the disk is full ({e.strerror})", "free some space, then run the command again")
+    return TargetError(
+        f"{path}: cannot write here ({e.strerror})",
+        "the location is read-only or belongs to another user; patch a copy, or a venv you own",
+    )
+
+
+def crash_point(label: str) -> None:
+    """SIGKILL this process at the N-th write step when PATCHKIT_TEST_CRASH_AT=N: lets the
+    tests kill a real apply exactly between two writes, as SQLite's crash tests do."""
+    want = os.environ.get(CRASH_ENV)
+    if not want:
+        return
+    n = int(os.environ.get("_PATCHKIT_CRASH_SEEN", "0")) + 1
+    os.environ["_PATCHKIT_CRASH_SEEN"] = str(n)
+    if want == "count":  # how many write steps a run has (the kill tests sample from them)
+        os.write(2, f"patchkit-crash-point {n} {label}\n".encode())
+    elif n == int(want):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fsync_dir(d: Path) -> None:
     try:
         fd = os.open(d, os.O_RDONLY)
     except OSError:
@@ -29,76 +60,84 @@ def _fsync_dir(d: Path) -> None:
     try:
         os.fsync(fd)
     except OSError:
-        pass
+        pass  # some filesystems cannot fsync a directory; the rename is still atomic
     finally:
         os.close(fd)
 
 
-def _write_temp(path: Path, data: bytes) -> Path:
-    tmp = path.with_name(f".{path.name}.patchkit-{os.getpid()}.tmp")
+def write_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """``data`` in a new temp file beside ``path`` (random name, O_EXCL), fsynced, with
+    ``mode`` (default: the mode ``path`` has now, or 0644)."""
     try:
-        with open(tmp, "wb") as f:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".patchkit-tmp")
+    except OSError as e:
+        raise cannot_write(path, e) from None
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode is None:
+                try:
+                    mode = os.stat(path, follow_symlinks=False).st_mode & 0o7777
+                except FileNotFoundError:
+                    mode = 0o644
+            os.fchmod(f.fileno(), mode)
+            crash_point("write")
             f.write(data)
             f.flush()
+            crash_point("fsync")
             os.fsync(f.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-    except OSError as e:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise TargetError(
-                f"{path}: cannot write here ({e.strerror})",
-                "the location is read-only or belongs to another user; patch a copy, or a venv you own",
-            ) from None
+        if isinstance(e, OSError) and e.errno in _NOT_HERE + _FULL:
+            raise cannot_write(path, e) from None
         raise
     return tmp
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = _write_temp(path, data)
+def replace(tmp: Path, path: Path) -> None:
+    crash_point("rename")
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
-def write_all(changes: list[tuple[Path, bytes, bytes]]) -> None:
-    """Write every (path, new, old) or none of them."""
-    temps: list[tuple[Path, Path, bytes]] = []
-    done: list[tuple[Path, bytes]] = []
+def atomic_write(path: Path, data: bytes) -> None:
+    """One file, atomically (temp, fsync, rename, fsync the directory)."""
+    replace(write_temp(path, data), path)
+    fsync_dir(path.parent)
+
+
+def lock_timeout() -> float:
+    """Seconds to wait for another patchkit's lock (read when a lock is taken, not at import)."""
     try:
-        for path, new, old in changes:
-            temps.append((path, _write_temp(path, new), old))
-        for path, tmp, old in temps:
-            os.replace(tmp, path)
-            done.append((path, old))
-    except BaseException:
-        for path, old in reversed(done):
-            atomic_write(path, old)
-        for _, tmp, _ in temps:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        raise
-    for d in {p.parent for p, _, _ in changes}:
-        _fsync_dir(d)
+        return float(os.environ.get(LOCK_TIMEOUT_ENV, "10"))
+    except ValueError:
+        raise TargetError(f"{LOCK_TIMEOUT_ENV}={os.environ[LOCK_TIMEOUT_ENV]!r} is not a number", "e.g. 10") from None
 
 
 @contextlib.contextmanager
 def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
     """Hold an exclusive lock on each target root (sorted, so two invocations cannot deadlock)."""
-    timeout = LOCK_TIMEOUT_S if timeout is None else timeout
+    timeout = lock_timeout() if timeout is None else timeout
     handles = []
     try:
         for root in sorted(set(roots)):
-            d = root / ".patchkit"
+            d = root / STATE_DIR
             try:
+                if d.is_symlink():
+                    raise TargetError(
+                        f"{d}: is a symlink; patchkit keeps its journal and lock inside the target only",
+                        "remove the symlink (patchkit recreates the directory)",
+                    )
                 d.mkdir(exist_ok=True)
                 ensure_ignored(d)
-                f = open(d / "lock", "a+")
+                fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             except OSError as e:
                 raise TargetError(
                     f"{root}: cannot lock the target ({e.strerror})",
-                    "the location is read-only or belongs to another user; patch a copy, or a venv you own",
+                    "the location is read-only or belongs to another user (or .patchkit/lock is a symlink);"
+                    " patch a copy, or a venv you own",
                 ) from None
+            f = os.fdopen(fd, "a+")
             deadline = time.monotonic() + timeout
             while True:
                 try:
@@ -109,7 +148,7 @@ def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
                         f.close()
                         raise TargetError(
                             f"{root}: another patchkit is working on this target (waited {timeout:g}s)",
-                            "wait for it to finish, then run again; PATCHKIT_LOCK_TIMEOUT sets the wait",
+                            f"wait for it to finish, then run again; {LOCK_TIMEOUT_ENV} sets the wait",
                         ) from None
                     time.sleep(0.05)
             handles.append(f)
@@ -124,4 +163,4 @@ def ensure_ignored(state_dir: Path) -> None:
     """A `*` .gitignore inside .patchkit/ keeps patchkit's state out of the user's git status."""
     gi = state_dir / ".gitignore"
     if not gi.exists():
-        gi.write_text("*\n")
+        atomic_write(gi, b"*\n")

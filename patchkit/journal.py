@@ -12,9 +12,9 @@ import hashlib
 import json
 from pathlib import Path
 
-from patchkit.fsio import atomic_write, ensure_ignored
-
 FORMAT = 1
+PATH = "journal.json"  # inside <target>/.patchkit/
+BLOBS = "written"  # <target>/.patchkit/written/<sha256>: the bytes patchkit last wrote per file
 
 
 def sha256(data: bytes) -> str:
@@ -22,18 +22,24 @@ def sha256(data: bytes) -> str:
 
 
 class Journal:
-    def __init__(self, root: Path) -> None:
+    """What patchkit wrote into one target root.  Changed in memory; ``render`` gives the
+    bytes the transaction writes (patchkit/transaction.py), with the files, as one set."""
+
+    def __init__(self, root: Path, engines: dict | None = None) -> None:
         self.root = root
         self.dir = root / ".patchkit"
-        self.path = self.dir / "journal.json"
-        data = {}
-        if self.path.is_file():
-            try:
-                data = json.loads(self.path.read_text())
-            except (OSError, ValueError):
-                data = {}  # a corrupt journal loses provenance only, never a patch
-        self.engines: dict = data.get("engines", {}) if data.get("format") == FORMAT else {}
+        self.path = self.dir / PATH
+        self.engines: dict = engines or {}
         self.wheels = _wheel_provenance(root)
+        self.blobs: dict[str, bytes] = {}  # sha -> bytes to store with the next write
+        self.loaded: bytes | None = None  # the journal file's bytes when read
+
+    @classmethod
+    def load(cls, root: Path) -> "Journal":
+        j = cls(root)
+        j.loaded = j.path.read_bytes() if j.path.is_file() else None
+        j.engines = parse(j.loaded) if j.loaded is not None else {}
+        return j
 
     def _eng(self, engine: str) -> dict:
         return self.engines.setdefault(engine, {"applied": {}, "files": {}})
@@ -43,9 +49,6 @@ class Journal:
         """Ops patchkit wrote: by an apply here, or into the patched wheel installed here."""
         mine = set(self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("ops", []))
         return mine | self.wheels.get((engine, recipe), set())
-
-    def recipe_sha(self, engine: str, recipe: str) -> str | None:
-        return self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("sha256")
 
     def mark_applied(self, engine: str, recipe: str, recipe_sha: str, op: int) -> None:
         entry = self._eng(engine)["applied"].setdefault(recipe, {"sha256": recipe_sha, "ops": []})
@@ -70,36 +73,33 @@ class Journal:
         entry = files.get(logical)
         pristine = entry["pristine"] if entry else sha256(old)
         files[logical] = {"sha256": sha256(new), "pristine": pristine}
-        self._blob(new)
+        self.blobs[sha256(new)] = new
 
     def written_bytes(self, engine: str, logical: str) -> bytes | None:
         entry = self.written(engine, logical)
         if not entry:
             return None
-        p = self.dir / "written" / entry["sha256"]
+        p = self.dir / BLOBS / entry["sha256"]
         return p.read_bytes() if p.is_file() else None
 
-    def _blob(self, data: bytes) -> None:
-        d = self.dir / "written"
-        d.mkdir(parents=True, exist_ok=True)
-        p = d / sha256(data)
-        if not p.exists():
-            atomic_write(p, data)
+    def kept_blobs(self) -> set[str]:
+        """Blobs some file entry still points at (the others can go)."""
+        return {f["sha256"] for e in self.engines.values() for f in e.get("files", {}).values()}
 
-    def save(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        ensure_ignored(self.dir)
-        # Drop blobs no file points at any more.
-        keep = {f["sha256"] for e in self.engines.values() for f in e.get("files", {}).values()}
-        blobs = self.dir / "written"
-        if blobs.is_dir():
-            for b in blobs.iterdir():
-                if b.name not in keep:
-                    b.unlink()
-        atomic_write(
-            self.path,
-            (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode(),
-        )
+    def render(self) -> bytes:
+        return (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode()
+
+
+def parse(data: bytes) -> dict:
+    """The ``engines`` of a journal's bytes; a corrupt one is read as empty (it loses
+    provenance only, never a patch)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("engines"), dict):
+        return {}
+    return doc["engines"]
 
 
 def _wheel_provenance(root: Path) -> dict[tuple[str, str], set[int]]:

@@ -3,7 +3,7 @@
 pip writes one row per installed file: ``path,sha256=<urlsafe b64, no padding>,size``.
 When patchkit patches an installed package, the rows of the files it rewrites must follow,
 or tools that verify an installation see a tampered package.  ``updates`` returns the new
-RECORD bytes so that engine.commit can write them in the *same* all-or-nothing batch as the
+RECORD bytes so that transaction.write can write them in the *same* all-or-nothing batch as the
 files themselves: either the files and their RECORD change together, or nothing does.
 
 Only the rows that change are rewritten; every other line keeps its bytes, so a revert
@@ -191,7 +191,7 @@ def guard_writable(root: Path, extra_system: Iterable[Path] = ()) -> None:
 
 
 def plan_updates(session, plan) -> list[tuple[Path, bytes, bytes]]:
-    """The RECORD rewrites that go with an engine Plan (engine.commit writes them in its batch).
+    """The RECORD rewrites that go with an engine Plan (patchkit/transaction.py writes them in its batch).
 
     Only package-layout targets that hold a dist-info are concerned; a git checkout has no
     RECORD.  Installed trees are checked first: a system site-packages is refused."""

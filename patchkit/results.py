@@ -10,18 +10,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-# Op and recipe states, as they appear in `status --json`.
-APPLIED = "applied"  # post-condition holds and patchkit wrote it
-PENDING = "pending"  # anchor found, edit not yet made
-UPSTREAM = "upstream"  # post-condition holds (or an upstream marker matches) but patchkit did not write it
-MOVED = "moved"  # found, but not in the named file/scope
-MISSING = "missing"  # anchor not found
-AMBIGUOUS = "ambiguous"  # several candidate sites
-SKIPPED = "skipped"  # out of version range; apply left it alone
-PARTIAL = "partial"  # some ops applied, some pending
-MODIFIED = "modified"  # patchkit applied it, but the code changed since
+from patchkit.states import State
 
-STATES = (APPLIED, PENDING, UPSTREAM, MOVED, MISSING, AMBIGUOUS, SKIPPED, PARTIAL, MODIFIED)
+# Transitional aliases (modules still importing these names move to State).
+APPLIED, PENDING, UPSTREAM, MOVED, MISSING = State.APPLIED, State.PENDING, State.UPSTREAM, State.MOVED, State.MISSING
+AMBIGUOUS, SKIPPED, PARTIAL, MODIFIED = State.AMBIGUOUS, State.SKIPPED, State.PARTIAL, State.MODIFIED
 
 
 class OpResult(NamedTuple):
@@ -30,7 +23,7 @@ class OpResult(NamedTuple):
     kind: str
     engine: str
     file: str
-    state: str
+    state: State
     line: Optional[int] = None
     location: str = ""  # "file::scope" where the op was found
     message: str = ""
@@ -41,16 +34,30 @@ class OpResult(NamedTuple):
             "kind": self.kind,
             "engine": self.engine,
             "file": self.file,
-            "state": self.state,
+            "state": self.state.value,
             "line": self.line,
             "location": self.location,
             "message": self.message,
         }
 
+    @classmethod
+    def from_json(cls, recipe: str, o: dict) -> "OpResult":
+        return cls(
+            recipe,
+            o["index"],
+            o["kind"],
+            o["engine"],
+            o["file"],
+            State(o["state"]),
+            o["line"],
+            o["location"],
+            o["message"],
+        )
+
 
 class RecipeResult(NamedTuple):
     id: str
-    state: str
+    state: State
     in_range: Optional[bool]
     ops: tuple[OpResult, ...] = ()
     message: str = ""
@@ -59,25 +66,28 @@ class RecipeResult(NamedTuple):
     def to_json(self) -> dict:
         return {
             "id": self.id,
-            "state": self.state,
+            "state": self.state.value,
             "in_range": self.in_range,
             "versions": self.versions or {},
             "message": self.message,
             "ops": [op.to_json() for op in self.ops],
         }
 
+    @classmethod
+    def from_json(cls, d: dict) -> "RecipeResult":
+        ops = tuple(OpResult.from_json(d["id"], o) for o in d["ops"])
+        return cls(d["id"], State(d["state"]), d["in_range"], ops, d["message"], d["versions"])
 
-def recipe_state(op_states: list[str]) -> str:
+
+def recipe_state(op_states: list[State]) -> State:
     """Fold op states into a recipe state (the rule is part of the JSON contract)."""
-    for bad in (MISSING, AMBIGUOUS):
+    for bad in (State.INTERRUPTED, State.MISSING, State.AMBIGUOUS, State.MODIFIED):
         if bad in op_states:
             return bad
-    if MODIFIED in op_states:
-        return MODIFIED
-    if PENDING in op_states:
-        return PARTIAL if (APPLIED in op_states) else PENDING
-    if MOVED in op_states:
-        return MOVED
-    if op_states and all(s == UPSTREAM for s in op_states):
-        return UPSTREAM
-    return APPLIED
+    if State.PENDING in op_states:
+        return State.PARTIAL if State.APPLIED in op_states else State.PENDING
+    if State.MOVED in op_states:
+        return State.MOVED
+    if op_states and all(s == State.UPSTREAM for s in op_states):
+        return State.UPSTREAM
+    return State.APPLIED

@@ -16,6 +16,9 @@ from typing import NamedTuple, Optional
 
 from patchkit.errors import TargetError
 
+STATE_DIR = ".patchkit"  # patchkit's journal, lock and transaction records, inside a target root
+TXN_PENDING = "txn-pending.json"  # in STATE_DIR while a write is under way (patchkit/transaction.py)
+
 
 class EngineInfo(NamedTuple):  # NamedTuples: `status` imports this module at start-up
     name: str  # as recipes and --target say it

@@ -261,7 +261,9 @@ def build_one(
     ignore_range: bool = False,
     say: Callable[[str], None] = lambda s: None,
 ) -> Built:
-    from patchkit.engine import Session, commit, evaluate, plan_apply, results
+    from patchkit.judge import Session, evaluate, results
+    from patchkit.planner import plan_apply
+    from patchkit.transaction import commit
 
     t0 = time.monotonic()
     info = ENGINES[src.engine]

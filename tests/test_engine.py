@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from patchkit import engine, fsio
+from patchkit import fsio, judge, planner, transaction
 from patchkit.project import Project
 from patchkit.target import open_target
 from tests.conftest import ROOT
@@ -27,8 +27,8 @@ def pair(tree):
 def test_failure_between_file_writes_leaves_every_file_as_it_was(pair, monkeypatch):
     s, f, _ = pair
     before = snapshot(s), snapshot(f)
-    session = engine.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
-    plan = engine.plan_apply(session, Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"]))
+    session = judge.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
+    plan = planner.plan_apply(session, Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"]))
     assert not plan.blockers and len(plan.files) == 5
     real_replace, calls = os.replace, []
 
@@ -40,7 +40,7 @@ def test_failure_between_file_writes_leaves_every_file_as_it_was(pair, monkeypat
 
     monkeypatch.setattr(fsio.os, "replace", flaky)
     with pytest.raises(OSError, match="injected"):
-        engine.commit(session, plan)
+        transaction.commit(session, plan)
     monkeypatch.setattr(fsio.os, "replace", real_replace)
     assert len(calls) >= 3
     assert (snapshot(s), snapshot(f)) == before
@@ -50,7 +50,7 @@ def test_failure_between_file_writes_leaves_every_file_as_it_was(pair, monkeypat
 
 def test_second_invocation_waits_then_fails_clearly(pair, run_cli, monkeypatch):
     s, f, t = pair
-    monkeypatch.setattr(fsio, "LOCK_TIMEOUT_S", 0.3)
+    monkeypatch.setenv("PATCHKIT_LOCK_TIMEOUT", "0.3")
     held = threading.Event()
     release = threading.Event()
 
@@ -262,17 +262,17 @@ def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
     recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["allreduce-fusion"])
     targets = {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}
 
-    monkeypatch.setattr(engine.view, "build", lambda *a, **k: None)  # the whole-file path
-    plan = engine.plan_apply(engine.Session(targets), recipes)
+    monkeypatch.setattr(judge.view, "build", lambda *a, **k: None)  # the whole-file path
+    plan = planner.plan_apply(judge.Session(targets), recipes)
     assert plan.files == [] and plan.blockers
     assert all("communicator.py" in b and "byte for byte" in b for b in plan.blockers), plan.blockers
     monkeypatch.undo()
 
     # A view leaves the unprintable tail out as a gap (restored verbatim), so apply goes ahead.
-    session = engine.Session(targets)
-    plan = engine.plan_apply(session, recipes)
+    session = judge.Session(targets)
+    plan = planner.plan_apply(session, recipes)
     assert not plan.blockers
-    engine.commit(session, plan)
+    transaction.commit(session, plan)
     text = comm.read_text()
     assert text.endswith(
         "\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n"

@@ -25,7 +25,7 @@ class Options:
 def open_session(opts: Options):
     """(recipes, Session): recipes validated first (a bad recipe fails before any target
     is read), then targets.  The engine (and libcst) is imported here, not at start-up."""
-    from patchkit.engine import Session
+    from patchkit.judge import Session
 
     catalog = opts.project.catalog()
     recipes = catalog.select(opts.names)

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
-from patchkit import jit, report
+from patchkit import jit, report, transaction
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
-from patchkit.engine import commit, plan_apply, plan_revert, unified_diff
-from patchkit.fsio import locked
-from patchkit.results import APPLIED, PENDING, UPSTREAM, recipe_state
+from patchkit.planner import plan_apply, plan_revert, restored_notes, unified_diff
+from patchkit.states import GOOD, State
 
 
-def _as_planned(results, command: str):
-    """Dry-run results: what would be written reads as still to do, not as done."""
-    now, then = ("applied now", "would be applied") if command == "apply" else ("reverted now", "would be reverted")
-    state = PENDING if command == "apply" else APPLIED
-    out = []
-    for r in results:
-        ops = tuple(o._replace(state=state, message=then) if o.message == now else o for o in r.ops)
-        out.append(r._replace(ops=ops, state=recipe_state([o.state for o in ops]) if ops != r.ops else r.state))
-    return out
-
-
-def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool) -> int:
-    if dry_run:
-        plan.results = _as_planned(plan.results, command)
-    notes = list(plan.notes)
+def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool, notes) -> int:
+    notes = list(notes) + list(plan.notes)
+    if plan.files and not dry_run:
+        notes += restored_notes(session, plan)
     if plan.files and not dry_run and plan.jit_modules:
         fi = session.targets.get("flashinfer")
         notes += jit.note(fi.version if fi else None, plan.jit_modules, clear_jit)
@@ -59,29 +47,40 @@ def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool,
     return OK if ok else NOT_THERE
 
 
-def _locked_plan(session, make_plan, dry_run: bool):
-    """Plan under the targets' locks and, unless dry-running, write it before letting go."""
-    with locked([t.root for t in session.targets.values()]):
-        plan = make_plan()
-        if not plan.blockers and not dry_run:
-            commit(session, plan)
-    return plan
-
-
 def apply(opts: Options, dry_run: bool = False, ignore_range: bool = False, clear_jit: bool = False) -> int:
     """Apply recipes to their targets: all edits or none."""
-    recipes, session = open_session(opts)
-    plan = _locked_plan(session, lambda: plan_apply(session, recipes, ignore_range=ignore_range), dry_run)
-    ok = not plan.blockers and all(r.state in (APPLIED, UPSTREAM) for r in plan.results)
-    return _finish(opts, "apply", plan, session, ok, dry_run, clear_jit)
+
+    def make():
+        recipes, session = open_session(opts)
+        return session, plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
+
+    session, plan, notes = transaction.run(make, "apply", dry_run)
+    edits = {(m[2], m[4]) for m in plan.marks}  # a dry run's edits count as made
+    ok = not plan.blockers and all(
+        r.state in GOOD
+        or (
+            r.state not in (State.SKIPPED, State.INTERRUPTED)
+            and all(o.state in GOOD or (o.recipe, o.index) in edits for o in r.ops)
+        )
+        for r in plan.results
+    )
+    return _finish(opts, "apply", plan, session, ok, dry_run, clear_jit, notes)
 
 
 def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit: bool = False) -> int:
     """Take back what patchkit applied for these recipes, leaving everything else alone."""
-    recipes, session = open_session(opts)
-    plan = _locked_plan(session, lambda: plan_revert(session, recipes, force=force), dry_run)
-    ok = not plan.blockers and all(o.state != APPLIED for r in plan.results for o in r.ops)
-    return _finish(opts, "revert", plan, session, ok, dry_run, clear_jit)
+
+    def make():
+        recipes, session = open_session(opts)
+        return session, plan_revert(session, recipes, force=force, dry_run=dry_run)
+
+    session, plan, notes = transaction.run(make, "revert", dry_run)
+    edits = {(m[2], m[4]) for m in plan.marks}  # a dry run's edits count as made
+    ok = not plan.blockers and all(
+        r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)
+        for r in plan.results
+    )
+    return _finish(opts, "revert", plan, session, ok, dry_run, clear_jit, notes)
 
 
 def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> int:

@@ -73,7 +73,7 @@ def drift(
     res = D.judge_release(catalog, names, trees)
     good = D.ok(res)
     retire = [r.id for r in res if r.state == UPSTREAM]
-    from patchkit.engine import Session
+    from patchkit.judge import Session
     from patchkit.target import open_target
 
     targets = Session({e: open_target(e, p) for e, p in trees.items()}).targets

@@ -1,0 +1,39 @@
+"""Confirmations: a cache of "this op reads pending in this complete scope".
+
+The judge checks a view's ``pending`` on a parse of the op's complete scope (judge.py),
+which costs more than the rest of ``apply`` together.  The answer depends only on the op
+(its recipe's bytes and index), patchkit's code, and the scope's source text, so it is
+cached by their digest: a release's pristine files give the same answer on every run.
+Only ``pending`` is remembered; a miss parses again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from patchkit import verdicts
+from patchkit.paths import cache_dir
+
+
+def _dir() -> Path:
+    return cache_dir() / "confirmed"
+
+
+def key(recipe_sha: str, op_index: int, scope: str, source: str) -> str:
+    h = verdicts.digest_of(f"{verdicts.code_hash()}|{recipe_sha}|{op_index}|{scope}|".encode())
+    return verdicts.digest_of(h.encode() + source.encode("utf-8", "surrogateescape"))
+
+
+def known(k: str) -> bool:
+    return (_dir() / k).is_file()
+
+
+def remember(k: str) -> None:
+    d = _dir()
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs speed
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{k}.{os.getpid()}"
+        tmp.write_bytes(b"pending\n")
+        os.replace(tmp, d / k)

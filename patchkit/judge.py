@@ -1,0 +1,340 @@
+"""The judge: where each op's site is, and what state it is in.  Reads; never writes.
+
+For each op, ``judge`` locates its site in the recipe's file and scope, follows it when it
+moved (relocate.py), asks upstream markers (markers.py), and reads the journal for *who*
+made an edit that is there.  The answer is a ``Verdict``; ``results`` folds verdicts into
+the result values that every command reports.  This is where states are decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from patchkit import confirm, markers, pyscope, relocate, transaction, view
+from patchkit.document import Document
+from patchkit.errors import OpBug, PatchkitError, TargetError
+from patchkit.journal import Journal
+from patchkit.model import OpSpec, Recipe
+from patchkit.ops import Located
+from patchkit.results import OpResult, RecipeResult, recipe_state
+from patchkit.states import State
+from patchkit.target import Target
+
+
+class Session:
+    """The targets of one invocation, their journals, and the documents read so far."""
+
+    def __init__(self, targets: dict[str, Target]) -> None:
+        self.targets = targets
+        self.journals: dict[Path, Journal] = {}
+        self.files: dict[tuple[str, str], Document] = {}
+        # Recipes an interrupted apply/revert was writing when it was killed (per root).
+        self.interrupted: dict[Path, transaction.Interrupted] = {}
+        for t in targets.values():
+            found = transaction.interrupted(t.root)
+            if found is not None:
+                self.interrupted[t.root] = found
+
+    def target(self, engine: str, recipe: Recipe) -> Target:
+        if engine not in self.targets:
+            raise TargetError(
+                f"recipe {recipe.id} edits {engine}, but there is no {engine} target",
+                f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace",
+            )
+        return self.targets[engine]
+
+    def journal(self, engine: str) -> Journal:
+        root = self.targets[engine].root
+        if root not in self.journals:
+            self.journals[root] = Journal.load(root)
+        return self.journals[root]
+
+    def mid_write(self, engine: str, recipe: str) -> Optional[Journal]:
+        """The journal an interrupted write of this recipe would have left, or None."""
+        found = self.interrupted.get(self.targets[engine].root)
+        return found.journal if found is not None and recipe in found.recipes else None
+
+    def file(self, engine: str, logical: str) -> Document:
+        key = (engine, logical)
+        if key not in self.files:
+            self.files[key] = Document(self.targets[engine], logical)
+        return self.files[key]
+
+    def interrupted_recipes(self) -> dict[str, str]:
+        """recipe id -> what was interrupted ("apply" or "revert")."""
+        return {r: i.action for i in self.interrupted.values() for r in i.recipes}
+
+
+@dataclass
+class Verdict:
+    """One op judged: where its site is (file, scope, line) and its state."""
+
+    recipe: Recipe
+    op: OpSpec
+    file: Document
+    located: Located
+    scope: str  # where it was located
+    state: State = State.MISSING
+    line: Optional[int] = None
+    message: str = ""
+    lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
+    root: Any = None  # (module, view) the nodes were found in, for their line numbers
+    searched: bool = False  # looked beyond the files it names: not cacheable by their digests
+
+    @property
+    def moved(self) -> bool:
+        return self.file.logical != self.op.file or self.scope != self.op.scope
+
+    def location(self) -> str:
+        return f"{self.file.logical}::{self.scope or '<module>'}"
+
+    def result(self, state: Optional[State] = None, message: Optional[str] = None) -> OpResult:
+        return OpResult(
+            recipe=self.recipe.id,
+            index=self.op.index,
+            kind=self.op.kind,
+            engine=self.op.engine,
+            file=self.op.file,  # the recipe's file; ``location`` says where the code is now
+            state=state or self.state,
+            line=self.line,
+            location=self.location() if self.file.exists else "",
+            message=self.message if message is None else message,
+        )
+
+
+# -- locating ---------------------------------------------------------------------------------
+
+
+def _locate(op: OpSpec, f: Document, scope_name: str) -> Located:
+    try:
+        _, scope = f.scope(scope_name)
+    except pyscope.ScopeError as e:
+        return Located(State.MISSING, reason=str(e))
+    return op.impl.locate(scope)
+
+
+def _locate_checked(op: OpSpec, recipe: Recipe, f: Document, scope_name: str) -> Located:
+    """Locate in the document; a view's answer is checked before it is believed.
+
+    A view holds only the statements that carry the words an op declares it reads.  An
+    op that under-declares could miss a second candidate there, and its site would read
+    pending where the file makes it ambiguous.  So ``pending`` from a view is confirmed on
+    the op's complete scope, parsed apart (the edit is still made in the view, which
+    prints back byte for byte where the whole file may not); confirmations are cached by
+    content (confirm.py).  Any answer but ``done`` or ``pending`` is judged on the whole
+    file.
+    """
+    loc = _locate(op, f, scope_name)
+    if f.view is None or loc.state == State.DONE:
+        return loc
+    if loc.state == State.PENDING:
+        k = confirm.key(recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
+        if confirm.known(k):
+            return loc
+        try:
+            _, scope = f.whole_scope(scope_name)
+        except pyscope.ScopeError:
+            scope = None
+        if scope is not None and op.impl.locate(scope).state == State.PENDING:
+            confirm.remember(k)
+            return loc
+    f.whole()
+    return _locate(op, f, scope_name)
+
+
+def _leaf(scope: str) -> str:
+    return scope.rsplit(".", 1)[-1].lstrip("_")
+
+
+def _relocate(
+    session: Session, op: OpSpec, named: Document
+) -> tuple[Optional[State], Optional[Document], str, Located]:
+    """Where the op's site went: (state, file, scope, Located); state is None when nowhere.
+
+    Sites are found by content.  When several scopes hold one, a scope that kept the
+    named scope's name (``_should_run_x`` -> ``Base._should_run_x`` or ``should_run_x``)
+    wins; otherwise the answer is ambiguous, with the candidates listed.
+    """
+    hits = []
+    if named.exists:
+        hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named, skip_scope=op.scope)]
+    if not hits:
+        try:
+            found = relocate.search(session, op, skip=op.file)
+        except relocate.TooCommon as e:
+            why = f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went"
+            return None, None, "", Located(State.MISSING, reason=why)
+        hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in found]
+    if len(hits) > 1 and op.scope:
+        same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]
+        if len(same_name) == 1:
+            hits = same_name
+    if len(hits) == 1:
+        f, sc, loc = hits[0]
+        return State.MOVED, f, sc, loc
+    if len(hits) > 1:
+        where = ", ".join(f"{f.logical}::{sc or '<module>'}" for f, sc, _ in hits[:8])
+        why = f"not in {op.scope or '<module>'}; found in {len(hits)} places: {where}"
+        return State.AMBIGUOUS, None, "", Located(State.AMBIGUOUS, reason=why)
+    return None, None, "", Located(State.MISSING)
+
+
+def _context(session: Session, op: OpSpec) -> Optional[Located]:
+    """An op whose verdict depends on other files (Op.context_files) judges them here."""
+    files = getattr(op.impl, "context_files", ())
+    if not files:
+        return None
+    texts = {}
+    for lf in files:
+        d = session.file(op.engine, lf)
+        texts[lf] = d.text if d.exists else None
+    return op.impl.check_context(texts)
+
+
+def judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
+    """One op's verdict.  An op's code that fails is a bug (exit 3), never a verdict."""
+    try:
+        return _judge(session, recipe, op)
+    except PatchkitError:
+        raise
+    except Exception as e:
+        raise OpBug(recipe.id, op.label, e) from e
+
+
+def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
+    session.target(op.engine, recipe)
+    f = session.file(op.engine, op.file)
+    if not f.exists:
+        ev = Verdict(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
+    else:
+        ev = Verdict(recipe, op, f, _locate_checked(op, recipe, f, op.scope), op.scope)
+    ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+    if ev.located.state == State.MISSING and not ours:
+        ev.searched = True
+        found, mf, mscope, mloc = _relocate(session, op, f)
+        if found == State.MOVED:
+            old = op.file + ("::" + op.scope if op.scope else "")
+            ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, f"moved from {old}")
+        elif found == State.AMBIGUOUS:
+            ev.located = mloc
+        elif mloc.reason:
+            ev.located = Located(State.MISSING, ev.located.nodes, f"{ev.located.reason}; {mloc.reason}")
+    if ev.located.state == State.PENDING:
+        ev.located = _context(session, op) or ev.located
+    st, reason = ev.located.state, ev.located.reason
+    ours_done, ours_gone = ours, ours  # who made an edit that is there; whether one should be
+    mid = session.mid_write(op.engine, recipe.id)
+    if mid is not None:
+        # A kill stopped a write of this recipe half-way: its files may hold either side of
+        # the edit, and either way the edit is patchkit's (never "upstream", never "modified").
+        ours_done, ours_gone = ours or op.index in mid.applied_ops(op.engine, recipe.id), False
+    if st == State.DONE:
+        ev.state = State.APPLIED if ours_done else State.UPSTREAM
+    elif st == State.PENDING:
+        ev.state = State.MODIFIED if ours_gone else (State.MOVED if ev.moved else State.PENDING)
+        if ours_gone:
+            reason = (
+                "patchkit applied this op, but the code no longer shows it"
+                if not ev.moved
+                else f"patchkit applied this op, but it is not there now ({reason})"
+            )
+    else:
+        ev.state = st
+        if ours and st == State.MISSING:
+            reason += " (patchkit had applied it)"
+    if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:
+        anywhere = ev.state != State.PENDING
+        ev.searched |= anywhere
+        hit = markers.hit(session, op, anywhere=anywhere)
+        if hit:
+            ev.state, reason = State.UPSTREAM, hit
+    ev.message = reason
+    if ev.file.is_python and ev.file.exists and ev.located.nodes:
+        ev.root = (ev.file.module, ev.file.view)
+    return ev
+
+
+def _add_lines(evals: list[Verdict]) -> None:
+    """Line numbers for every verdict, one codegen pass per Python module read."""
+    by_file: dict[tuple, list[Verdict]] = {}
+    for ev in evals:
+        by_file.setdefault((ev.file.path, ev.root[0] if ev.root else None), []).append(ev)
+    for group in by_file.values():
+        f = group[0].file
+        if group[0].root:
+            nodes = [n for ev in group for n in ev.located.nodes]
+            lines = pyscope.line_numbers(*group[0].root, nodes, f.text)
+            for ev in group:
+                ev.lines = tuple(sorted(lines[id(n)] for n in ev.located.nodes if id(n) in lines))
+        else:
+            for ev in group:
+                ev.lines = tuple(n for n in ev.located.nodes if isinstance(n, int))
+        for ev in group:
+            ev.line = ev.lines[0] if ev.lines else None
+            if ev.state == State.AMBIGUOUS and ev.lines:
+                ev.message += f" (candidates at lines {', '.join(map(str, ev.lines))})"
+
+
+def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
+    versions, verdicts = {}, []
+    for eng, spec in recipe.engines.items():
+        t = session.targets.get(eng)
+        v = t.version if t else None
+        versions[eng] = v
+        verdicts.append(None if v is None else spec.contains(v, prereleases=True))
+    if False in verdicts:
+        return False, versions
+    if None in verdicts:
+        return None, versions
+    return True, versions
+
+
+Evaluation = list[tuple[Recipe, list[Verdict]]]
+
+
+def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
+    for r in recipes:  # what each Python file will be read for, before any is parsed
+        for op in r.ops:
+            if op.engine in session.targets and op.impl.language == "python":
+                session.file(op.engine, op.file).want(op.scope, view.patterns(op.impl))
+    out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
+    _add_lines([ev for _, evs in out for ev in evs])
+    return out
+
+
+def cacheable(evaluated: Evaluation) -> bool:
+    """Can these verdicts be cached by the digests of the files read?  Not when a verdict
+    searched the tree beyond them."""
+    return not any(ev.searched for _, evs in evaluated for ev in evs)
+
+
+def results(
+    session: Session, evaluated: Evaluation, overrides: dict | None = None, skipped: frozenset = frozenset()
+) -> list[RecipeResult]:
+    """Result values for evaluated recipes.  ``overrides`` maps (recipe, op) to the OpResult
+    a plan made; ``skipped`` are recipes apply left alone because of their version range."""
+    overrides = overrides or {}
+    interrupted = session.interrupted_recipes()
+    res = []
+    for r, evs in evaluated:
+        ops = tuple(overrides.get((r.id, ev.op.index), ev.result()) for ev in evs)
+        rng, versions = in_range(r, session)
+        state = recipe_state([o.state for o in ops])
+        msg = ""
+        if r.id in skipped:
+            state = State.SKIPPED
+            msg = (
+                "out of version range ("
+                + ", ".join(f"{e} {versions[e]} not in {r.engines[e]}" for e in r.engines)
+                + "); pass --ignore-range to apply anyway"
+            )
+        elif r.id in interrupted:
+            state = State.INTERRUPTED
+            msg = (
+                f"a `patchkit {interrupted[r.id]}` was killed while writing it; "
+                f"run `patchkit {interrupted[r.id]}` to finish, or the other command to go back"
+            )
+        res.append(RecipeResult(id=r.id, state=state, in_range=rng, ops=ops, message=msg, versions=versions))
+    return res

@@ -1,0 +1,79 @@
+"""Upstream markers: does upstream's own version of an edit stand somewhere in the tree?
+
+A recipe may say what upstream's version of its edit looks like (``[[ops.markers]]``).
+When the op's own site reads pending or is gone, a matching marker makes the verdict
+``upstream``: the recipe can be retired.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from patchkit import relocate, view
+from patchkit.model import OpSpec
+from patchkit.ops._cst import ast_near, contains_seq, tokens
+
+MARKER_SPAN = 60  # lines: a marker recognises one local piece of code, not a whole module
+
+
+def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
+    """Where upstream's version of this edit stands, in the marker's file or (with
+    ``anywhere``, for ops whose own site is gone) in any file of the engine holding its
+    words; None when nowhere."""
+    for m in op.markers:
+        f = session.file(op.engine, m.file)
+        if not f.is_python:
+            if f.exists and all(frag in f.text for frag in m.contains):
+                return f"upstream marker matched in {m.file}"
+            continue
+        frags = [tokens(c) for c in m.contains]
+        words = tuple(w for c in m.contains for w in relocate.word_bytes(c))
+        files = [(m.file, f.path)] if f.exists else []
+        if anywhere:
+            files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
+        for logical, path in files:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # an unreadable file holds no marker we could vouch for
+            if all(w in data for w in words):
+                line = statement_line(
+                    data.decode("utf-8", "replace"), frags, words, f.tree if logical == m.file else None
+                )
+                if line:
+                    return f"upstream marker matched at {logical}:{line}"
+    return None
+
+
+def statement_line(text: str, frags, words, tree: Optional[ast.Module] = None) -> Optional[int]:
+    """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
+    (C speed) for statement boundaries, and visits only statements around a line holding
+    the rarest word; only statements holding all words are tokenized.  Defs, classes and
+    statements longer than MARKER_SPAN lines do not count: fragments scattered over a
+    whole class are not upstream's version of an edit."""
+    lines = view.split_lines(text)
+    first = min((w.decode() for w in words), key=text.count) if words else ""
+    hot = [i for i, ln in enumerate(lines, 1) if first in ln]
+    if not hot:
+        return None
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return None
+    best = None
+    for node in ast_near(tree, hot):
+        if not isinstance(node, ast.stmt) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        end = node.end_lineno or node.lineno
+        span = end - node.lineno
+        if span > MARKER_SPAN or (best is not None and (span, node.lineno) >= best):
+            continue
+        seg = "".join(lines[node.lineno - 1 : end])
+        if not all(w.decode() in seg for w in words):
+            continue
+        have = tokens(seg)
+        if all(contains_seq(have, fr) for fr in frags):
+            best = (span, node.lineno)
+    return best[1] if best else None

@@ -1,0 +1,279 @@
+"""The planner: every edit made in memory and checked, before anything is written.
+
+``plan_apply`` and ``plan_revert`` take the judge's verdicts, make each op's edit (or its
+inverse) on its document, and run the ``CHECKS`` on it.  A plan with blockers writes
+nothing; otherwise patchkit/transaction.py writes it.  Nothing here touches the disk.
+
+The checks, each named in the message when it refuses an edit:
+
+- ``post-condition``: after apply the op's ``is_applied`` holds (after revert it does not);
+- ``idempotence``: after apply the op locates its edit as done, so a second apply changes
+  nothing (after revert it reads pending again);
+- ``round-trip``: the inverse edit gives back the original code, byte for byte;
+- ``compile``: the edited file still compiles (``compile()``, not only ``ast.parse``: a
+  ``return`` at module level parses but does not compile).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import libcst as cst
+
+from patchkit.document import Document
+from patchkit.errors import OpBug
+from patchkit.journal import sha256
+from patchkit.judge import Session, Verdict, evaluate, in_range, results
+from patchkit.model import Recipe
+from patchkit.ops._cst import same_code
+from patchkit.results import RecipeResult
+from patchkit.states import State
+
+
+@dataclass
+class Plan:
+    results: list[RecipeResult]
+    blockers: list[str] = field(default_factory=list)
+    files: list[Document] = field(default_factory=list)  # files with new content
+    marks: list[tuple[str, str, str, str, int]] = field(default_factory=list)  # (action, engine, recipe, sha, op)
+    jit_modules: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One op's edit of one scope, for the checks: before and after, and the op's face."""
+
+    op: object  # the op implementation (patchkit/ops)
+    before: object  # scope before (libcst node or text)
+    after: object
+    forward: bool  # apply (True) or revert (False)
+    python: bool
+
+
+def check_post_condition(e: Edit) -> Optional[str]:
+    if e.op.is_applied(e.after) != e.forward:
+        said = "does not hold after apply" if e.forward else "still holds after revert"
+        return f"the op's post-condition {said}"
+    return None
+
+
+def check_idempotence(e: Edit) -> Optional[str]:
+    want = State.DONE if e.forward else State.PENDING
+    after = e.op.locate(e.after).state
+    if after != want:
+        return f"after {'apply' if e.forward else 'revert'} the op reads {after}, so a second run would not be a no-op"
+    return None
+
+
+def check_round_trip(e: Edit) -> Optional[str]:
+    back = e.op.revert(e.after) if e.forward else e.op.apply(e.after)
+    same = same_code(back, e.before) if e.python else back == e.before
+    if not same:
+        return (
+            "the edit does not give back the original bytes when undone"
+            " (is the recipe's upstream text exactly as upstream writes it?)"
+        )
+    return None
+
+
+CHECKS: dict[str, Callable[[Edit], Optional[str]]] = {
+    "post-condition": check_post_condition,
+    "idempotence": check_idempotence,
+    "round-trip": check_round_trip,
+}
+
+
+def compile_error(f: Document) -> Optional[str]:
+    """The ``compile`` check, on a whole edited file: None, or why it does not compile."""
+    code, new = f.printed()
+    whole = new.decode("utf-8", "surrogateescape")
+    # A view's code stands for the whole file and is cheaper to compile; a construct whose
+    # binding the view left out (nonlocal) can fail there alone, so the whole file decides.
+    for text in (code, whole) if f.view is not None else (whole,):
+        try:
+            compile(text, str(f.path), "exec", dont_inherit=True)
+            return None
+        except SyntaxError as e:
+            err = e
+        except ValueError as e:  # e.g. a NUL byte
+            return f"{f.where()}: refused by the compile check: {e}"
+    return f"{f.where(err.lineno)}: refused by the compile check: the edited file would not compile ({err.msg})"
+
+
+# -- editing ----------------------------------------------------------------------------------
+
+
+def _blocker(ev: Verdict, why: str) -> str:
+    return f"{ev.recipe.id} > {ev.op.label} > {ev.file.where(ev.line)}: {why}"
+
+
+def _edit(ev: Verdict, forward: bool) -> Optional[str]:
+    """Make one op's edit (or its inverse) on its document, if every check passes.
+    Returns why not, or None."""
+    f, impl = ev.file, ev.op.impl
+    if not f.round_trips():
+        return "libcst does not print this file back byte for byte, so rewriting it could lose text; edit it by hand"
+    chain, scope = f.scope(ev.scope)
+    try:
+        new = impl.apply(scope) if forward else impl.revert(scope)
+        e = Edit(impl, scope, new, forward, f.is_python)
+        for name, check in CHECKS.items():
+            why = check(e)
+            if why:
+                return f"refused by the {name} check: {why}"
+    except (ValueError, LookupError, cst.CSTValidationError) as err:  # the op says it cannot
+        return f"cannot {'apply' if forward else 'revert'}: {err}"
+    except Exception as err:
+        raise OpBug(ev.recipe.id, ev.op.label, err) from err
+    f.take(chain, new)
+    return None
+
+
+def _edit_all(plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, dry_run: bool) -> None:
+    """Make each op's edit (or its inverse) in memory, in order; record what was done.
+    A dry run reports each edit as still to do."""
+    action = "applied" if forward else "reverted"
+    if dry_run:
+        state, said = (State.PENDING, "would be applied") if forward else (State.APPLIED, "would be reverted")
+    else:
+        state, said = (State.APPLIED, "applied now") if forward else (State.PENDING, "reverted now")
+    touched: list[Document] = []
+    for ev in todo:
+        why = _edit(ev, forward=forward)
+        if why:
+            plan.blockers.append(_blocker(ev, why))
+            continue
+        if ev.file not in touched:
+            touched.append(ev.file)
+        plan.marks.append((action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+        plan.jit_modules.update(ev.op.jit_modules)
+        overrides[(ev.recipe.id, ev.op.index)] = ev.result(state, said)
+    for f in touched:
+        if f.new_bytes() == f.original:
+            continue
+        why = compile_error(f) if f.is_python else None
+        if why:
+            plan.blockers.append(f"{why}; nothing was written")
+            continue
+        plan.files.append(f)
+
+
+def _discard(plan: Plan, session: Session) -> dict:
+    """A blocked plan writes nothing: forget every in-memory edit.  Returns no overrides."""
+    plan.files, plan.marks = [], []
+    for f in session.files.values():
+        f.discard()
+    return {}
+
+
+# -- plans ------------------------------------------------------------------------------------
+
+
+def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = False, dry_run: bool = False) -> Plan:
+    """Plan (and check) every edit that applying ``recipes`` needs."""
+    evaluated = evaluate(session, recipes)
+    plan = Plan(results=[])
+    skipped = set()
+    for r, evs in evaluated:
+        rng, _ = in_range(r, session)
+        if rng is False and not ignore_range:
+            skipped.add(r.id)
+            continue
+        for ev in evs:
+            if ev.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED):
+                where = f" (at {ev.location()})" if ev.state == State.MOVED else ""
+                plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
+    overrides: dict = {}
+    if not plan.blockers:
+        todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
+        _edit_all(plan, todo, overrides, forward=True, dry_run=dry_run)
+        for r, evs in evaluated:
+            for ev in evs:
+                if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:
+                    overrides[(r.id, ev.op.index)] = ev.result(State.APPLIED, "already applied (nothing to do)")
+    if plan.blockers:
+        overrides = _discard(plan, session)
+    plan.results = results(session, evaluated, overrides, frozenset(skipped))
+    return plan
+
+
+def _changed_since_write(session: Session, f: Document, engine: str) -> Optional[str]:
+    j = session.journal(engine)
+    entry = j.written(engine, f.logical)
+    if not entry or entry["sha256"] == sha256(f.original):
+        return None
+    before = j.written_bytes(engine, f.logical)
+    if before is None:
+        return "changed since patchkit wrote it"
+    a = before.decode("utf-8", "replace").splitlines()
+    b = f.text.splitlines()
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    spans = [f"{j1 + 1}-{j2}" if j2 - j1 > 1 else f"{j1 + 1}" for tag, i1, i2, j1, j2 in ops if tag != "equal"]
+    return f"changed since patchkit wrote it (lines {', '.join(spans[:8]) or '?'} differ)"
+
+
+def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dry_run: bool = False) -> Plan:
+    """Plan (and check) taking back what patchkit applied for ``recipes``."""
+    evaluated = evaluate(session, recipes)
+    plan = Plan(results=[])
+    todo: list[Verdict] = []
+    overrides: dict = {}
+    for r, evs in evaluated:
+        for ev in evs:
+            ours = ev.op.index in session.journal(ev.op.engine).applied_ops(ev.op.engine, r.id)
+            if ev.state == State.APPLIED:
+                todo.append(ev)
+            elif ev.state == State.MODIFIED or (ev.state in (State.MISSING, State.AMBIGUOUS) and ours):
+                if force:
+                    plan.marks.append(("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
+                    said = "would be forgotten" if dry_run else "forgotten"
+                    overrides[(r.id, ev.op.index)] = ev.result(State.PENDING, f"{said} (--force): {ev.message}")
+                else:
+                    why = f"{ev.state}: {ev.message}; revert it by hand, or pass --force to forget it"
+                    plan.blockers.append(_blocker(ev, why))
+    if not force:
+        seen: list[Document] = []
+        for ev in todo:
+            if ev.file in seen:
+                continue
+            seen.append(ev.file)
+            why = _changed_since_write(session, ev.file, ev.op.engine)
+            if why:
+                plan.blockers.append(
+                    f"{ev.file.where()}: {why}; revert would rewrite a file you edited."
+                    " Look at it, then pass --force to revert anyway"
+                )
+    if not plan.blockers:
+        _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run)  # last applied, first reverted
+    if plan.blockers:
+        overrides = _discard(plan, session)
+    plan.results = results(session, evaluated, overrides)
+    return plan
+
+
+def restored_notes(session: Session, plan: Plan) -> list[str]:
+    """After a write: which files are back to the bytes they had before patchkit."""
+    out = []
+    for f in plan.files:
+        entry = session.journal(f.target.engine).written(f.target.engine, f.logical)
+        if entry and entry["pristine"] == sha256(f.new_bytes()):
+            out.append(f"{f.where()}: restored byte for byte")
+    return out
+
+
+def unified_diff(files: list[Document], reverse: bool = False) -> str:
+    """A diff per file, with paths relative to the target root (``git apply`` there)."""
+    out = []
+    for f in files:
+        old, new = f.original.decode("utf-8", "surrogateescape"), f.new_bytes().decode("utf-8", "surrogateescape")
+        if reverse:
+            old, new = new, old
+        rel = f.target.relpath(f.logical)
+        out += difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{rel}", f"b/{rel}")
+    return "".join(out)

@@ -1,0 +1,324 @@
+"""The transaction: every refusal first, then the lock, then all writes or none.  This is
+where bytes hit the disk: target files, their RECORD and patchkit's journal are one set.
+
+``run`` (apply and revert):
+
+1. plan, reading only (patchkit/planner.py);
+2. ``check``: every refusal (a system site-packages, a file or directory that cannot be
+   written, a .patchkit that is a symlink), before any lock is taken or directory made.
+   ``--dry-run`` stops here, having run every check the real run runs;
+3. lock every target root; finish any transaction a kill interrupted (``recover``); if a
+   file changed since it was read, plan again under the lock;
+4. ``write``, the one commit protocol:
+
+   a. in each root, ``.patchkit/txn-pending.json`` names the transaction and its temp files;
+   b. every new content goes to a temp file beside its target (random name, O_EXCL), fsynced;
+   c. **commit point**: ``.patchkit/txn-commit.json`` in the first root, written atomically;
+   d. every temp is renamed over its target;
+   e. the commit record goes, then the pending markers, then blobs nobody needs.
+
+A kill before (c) leaves every file as it was (the next run removes the temps); a kill
+after it leaves a transaction that the next ``apply`` or ``revert`` rolls forward before
+doing anything else.  Until then the judge reads its recipes as ``interrupted`` and counts
+patchkit's edits as patchkit's, so ``status`` never calls them upstream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from patchkit import fsio, record
+from patchkit.errors import TargetError
+from patchkit.journal import BLOBS, Journal, sha256
+from patchkit.target import STATE_DIR
+from patchkit.target import TXN_PENDING as PENDING
+
+COMMIT = "txn-commit.json"
+
+
+@dataclass
+class Interrupted:
+    """A committed transaction that a kill stopped before it finished renaming."""
+
+    action: str  # "apply" | "revert"
+    recipes: tuple[str, ...]
+    journal: Journal  # this root's journal as the transaction leaves it
+
+
+def _state(root: Path) -> Path:
+    return root / STATE_DIR
+
+
+def _read(path: Path) -> Optional[dict]:
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise TargetError(
+            f"{path}: an unreadable transaction record ({e})",
+            "a patchkit run was interrupted and its record is damaged; look at the files it names, then remove it",
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+        raise TargetError(f"{path}: not a patchkit transaction record", "remove it, then run the command again")
+    return doc
+
+
+def _commit_record(doc: dict) -> Optional[dict]:
+    """The commit record of the transaction a pending marker names, if it got that far."""
+    commit = _read(_state(Path(doc["primary"])) / COMMIT)
+    return commit if commit is not None and commit.get("id") == doc.get("id") else None
+
+
+def interrupted(root: Path) -> Optional[Interrupted]:
+    """The committed, unfinished transaction that touched ``root``, if a kill left one.
+    Reads only (status uses it without a lock)."""
+    doc = _read(_state(root) / PENDING)
+    if doc is None or _commit_record(doc) is None:
+        return None  # nothing, or a transaction that never committed: every file is as it was
+    engines = doc.get("journals", {}).get(str(root), {})
+    return Interrupted(doc.get("action", "apply"), tuple(doc.get("recipes", ())), Journal(root, engines))
+
+
+def pending_roots(roots: list[Path]) -> list[Path]:
+    """Roots (among these, and those their records name) with a transaction to finish or clean."""
+    out = set()
+    for root in roots:
+        doc = _read(_state(root) / PENDING)
+        if doc is not None:
+            out.add(root)
+            out.update(Path(r) for r in doc.get("roots", ()))
+    return sorted(out)
+
+
+def sweep(root: Path) -> None:
+    """Remove temp files a kill left in patchkit's own state (a record or blob half-written).
+    Call with the root locked: no other run can be writing them."""
+    for d in (_state(root), _state(root) / BLOBS):
+        if d.is_dir():
+            for tmp in d.glob(".*.patchkit-tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+
+
+def recover(roots: list[Path]) -> list[str]:
+    """Finish (roll forward) a committed transaction, or clean up one that never committed.
+    Call with every root in ``pending_roots`` locked.  Returns notes for the user."""
+    notes = []
+    for root in roots:
+        doc = _read(_state(root) / PENDING)
+        if doc is None:
+            continue
+        commit = _commit_record(doc)
+        if commit is not None:
+            for e in commit["entries"]:
+                tmp, path = Path(e["tmp"]), Path(e["path"])
+                if tmp.exists():
+                    fsio.replace(tmp, path)
+            for d in {Path(e["path"]).parent for e in commit["entries"]}:
+                fsio.fsync_dir(d)
+            recipes = ", ".join(commit.get("recipes", ()))
+            notes.append(f"finished the `patchkit {commit.get('action')}` that a kill interrupted ({recipes})")
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_state(Path(doc["primary"])) / COMMIT)
+        else:
+            # Never committed: every file is as it was.  Remove the temps it left beside them.
+            for e in doc["entries"]:
+                path = Path(e["path"])
+                for tmp in path.parent.glob(f".{path.name}.*.patchkit-tmp"):
+                    with contextlib.suppress(FileNotFoundError):
+                        tmp.unlink()
+        for r in doc.get("roots", ()):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_state(Path(r)) / PENDING)
+    return notes
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
+    """Every (path, new bytes, old bytes or None) the plan means, journal and RECORD included."""
+    out: list[tuple[Path, bytes, Optional[bytes]]] = [(f.path, f.new_bytes(), f.original) for f in plan.files]
+    out += record.plan_updates(session, plan)
+    journals: dict[Path, Journal] = {}
+    for f in plan.files:
+        j = session.journal(f.target.engine)
+        j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())
+        journals[j.root] = j
+    for action, engine, recipe, sha, op in plan.marks:
+        j = session.journal(engine)
+        if action == "applied":
+            j.mark_applied(engine, recipe, sha, op)
+        else:
+            j.mark_reverted(engine, recipe, op)
+        journals[j.root] = j
+    for _, j in sorted(journals.items()):
+        for sha, data in sorted(j.blobs.items()):
+            p = j.dir / BLOBS / sha
+            if not p.exists():
+                out.append((p, data, None))
+        old = j.path.read_bytes() if j.path.is_file() else None
+        out.append((j.path, j.render(), old))
+    return out
+
+
+def check(session, plan) -> None:
+    """Every refusal, before a lock is taken or a directory made (TargetError, exit 2)."""
+    roots = sorted({f.target.root for f in plan.files} | {session.targets[m[1]].root for m in plan.marks})
+    for root in roots:
+        if record.is_installed_tree(root):
+            record.guard_writable(root)  # a system site-packages is refused
+        state = _state(root)
+        if state.is_symlink():
+            raise TargetError(
+                f"{state}: is a symlink; patchkit keeps its journal and lock inside the target only",
+                "remove the symlink (patchkit recreates the directory)",
+            )
+        if not os.access(state if state.is_dir() else root, os.W_OK | os.X_OK):
+            raise TargetError(
+                f"{state if state.is_dir() else root}: not writable by this user",
+                "patch a copy, or a venv you own; or build a patched wheel with `patchkit wheel`",
+            )
+    for f in plan.files:
+        if not os.access(f.path.parent, os.W_OK | os.X_OK) or (f.path.exists() and not os.access(f.path, os.W_OK)):
+            raise TargetError(
+                f"{f.where()}: not writable by this user",
+                "patch a copy, or a venv you own; or build a patched wheel with `patchkit wheel`",
+            )
+
+
+# -- the write --------------------------------------------------------------------------------
+
+
+def write(session, plan, action: str) -> None:
+    """Write the plan's files, their RECORD rows and the journal as one set (steps a-e)."""
+    writes = _writes(session, plan)
+    if not writes:
+        return
+    roots = sorted({session.targets[m[1]].root for m in plan.marks} | {f.target.root for f in plan.files})
+    primary = roots[0]
+    txn = {
+        "id": secrets.token_hex(8),
+        "action": action,
+        "recipes": sorted({m[2] for m in plan.marks}),
+        "primary": str(primary),
+        "roots": [str(r) for r in roots],
+        "journals": {str(j.root): j.engines for j in session.journals.values() if j.root in roots},
+        "entries": [],
+    }
+    for root in roots:
+        (_state(root) / BLOBS).mkdir(parents=True, exist_ok=True)
+    txn["entries"] = [
+        {"path": str(p), "new": sha256(n), "old": sha256(o) if o is not None else None} for p, n, o in writes
+    ]
+    temps: list[tuple[Path, Path]] = []
+    try:
+        # (a) the markers name every path before a temp exists beside it (recover() finds the temps)
+        for root in roots:
+            fsio.atomic_write(_state(root) / PENDING, _dump(txn))
+        # (b)
+        for (path, new, _), e in zip(writes, txn["entries"], strict=True):
+            tmp = fsio.write_temp(path, new)
+            e["tmp"] = str(tmp)
+            temps.append((tmp, path))
+    except BaseException:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for root in roots:
+            with contextlib.suppress(OSError):
+                os.unlink(_state(root) / PENDING)
+        raise
+    # (c) the commit point, naming every temp: from here on the transaction only goes forward.
+    fsio.atomic_write(_state(primary) / COMMIT, _dump(txn))
+    # (d)
+    try:
+        for tmp, path in temps:
+            fsio.replace(tmp, path)
+        for d in {p.parent for _, p in temps}:
+            fsio.fsync_dir(d)
+    except OSError as e:
+        raise TargetError(
+            f"{e.filename or primary}: the write stopped half-way ({e.strerror})",
+            "fix the cause, then run `patchkit apply` or `patchkit revert`: either finishes this write first",
+        ) from None
+    # (e)
+    os.unlink(_state(primary) / COMMIT)
+    for root in roots:
+        os.unlink(_state(root) / PENDING)
+    for j in session.journals.values():
+        if j.root in roots:
+            _drop_blobs(j)
+
+
+def _drop_blobs(j: Journal) -> None:
+    keep = j.kept_blobs()
+    d = j.dir / BLOBS
+    if d.is_dir():
+        for b in d.iterdir():
+            if b.name not in keep:
+                with contextlib.suppress(OSError):
+                    b.unlink()
+
+
+def _dump(doc: dict) -> bytes:
+    return json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
+
+
+def run(make_plan: Callable[[], tuple], action: str, dry_run: bool):
+    """Plan, check, lock, write.  ``make_plan()`` returns (session, plan) and reads only;
+    it is called again under the lock when an interrupted transaction was finished first
+    or a file changed after it was read.  Returns (session, plan, notes)."""
+    session, plan = make_plan()
+    check(session, plan)
+    roots = [t.root for t in session.targets.values()]
+    if dry_run or plan.blockers or not (plan.files or plan.marks or pending_roots(roots)):
+        return session, plan, []
+    notes: list[str] = []
+    with fsio.locked(roots):
+        stuck = pending_roots(roots)
+        if stuck:
+            with fsio.locked([r for r in stuck if r not in roots]):
+                notes += recover(stuck)
+        for root in roots:
+            sweep(root)
+        if stuck or _changed(session):
+            session, plan = make_plan()
+            check(session, plan)
+            if plan.blockers:
+                return session, plan, notes
+        write(session, plan, action)
+    return session, plan, notes
+
+
+def _changed(session) -> bool:
+    """Did a file or journal this plan read change before the lock was taken?"""
+    for f in session.files.values():
+        try:
+            now = f.path.read_bytes() if f.path.is_file() else None
+        except OSError:
+            return True
+        if now != (f.original if f.exists else None):
+            return True
+    for j in session.journals.values():
+        now = j.path.read_bytes() if j.path.is_file() else None
+        if now != j.loaded:
+            return True
+    return False
+
+
+def commit(session, plan, action: str = "apply") -> None:
+    """Check and write a plan already made, under the lock: for trees patchkit made itself
+    (a wheel being built, a fork's worktree), where nobody else can be writing."""
+    check(session, plan)
+    if plan.blockers:
+        raise RuntimeError("internal: commit() of a plan with blockers")
+    with fsio.locked([t.root for t in session.targets.values()]):
+        write(session, plan, action)

@@ -1,0 +1,243 @@
+"""SIGKILL real `patchkit apply sm120` / `revert sm120` processes at many moments, and check
+that the tree, the journal and `status` tell the truth after every kill, and that one
+command finishes the job.
+
+Each kill is either at an exact write step (PATCHKIT_TEST_CRASH_AT=N, as SQLite's crash
+tests kill at each write) or after a random delay.  The moments are sampled anew on every
+run (the seed is printed; PATCHKIT_KILL_SEED replays one); PATCHKIT_KILLS sets how many
+(default 200).  The trees hold the real files the sm120 bundle reads, copied from the
+pinned SGLang and FlashInfer wheels with their dist-info (so RECORD is kept true too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from patchkit.project import Project
+from tests.conftest import PINNED, ROOT
+
+pytestmark = pytest.mark.real
+
+KILLS = int(os.environ.get("PATCHKIT_KILLS", "200"))
+WORKERS = 2
+
+
+def _bundle_files() -> dict[str, set[str]]:
+    """engine -> logical files the sm120 bundle reads."""
+    out: dict[str, set[str]] = {}
+    for r in Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"]):
+        for op in r.ops:
+            files = out.setdefault(op.engine, set())
+            files.add(op.file)
+            files.update(m.file for m in op.markers)
+            files.update(getattr(op.impl, "context_files", ()) or ())
+            if getattr(op.impl, "defined_in", None):
+                files.add(op.impl.defined_in)
+    return out
+
+
+def _small_tree(src: Path, dest: Path, engine: str, logical: set[str]) -> None:
+    """The package's __init__ and version files, its dist-info, and the bundle's files."""
+    pkg = "sglang" if engine == "sglang" else "flashinfer"
+    keep = {f"{pkg}/__init__.py", f"{pkg}/version.py", f"{pkg}/_build_meta.py", f"{pkg}/_version.py"}
+    for lf in logical:
+        keep.add(lf if lf.startswith(pkg + "/") else f"flashinfer/data/{lf}")
+    for rel in keep:
+        p = src / rel
+        if p.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, dest / rel)
+    for di in src.glob("*.dist-info"):
+        shutil.copytree(di, dest / di.name)
+
+
+def _path(engine: str, logical: str) -> str:
+    """A logical name's path in the wheel layout."""
+    return logical if engine == "sglang" or logical.startswith("flashinfer/") else f"flashinfer/data/{logical}"
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".patchkit" not in p.relative_to(root).parts and not p.name.endswith(".patchkit-tmp")
+    }
+
+
+def _pk(args, env=None, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+class Worker:
+    def __init__(self, base: Path, release_dir, seed: int, quota: int) -> None:
+        self.rng = random.Random(seed)
+        self.quota = quota
+        self.roots = {}
+        for engine, logical in _bundle_files().items():
+            dest = base / engine
+            _small_tree(release_dir(engine, PINNED[engine]), dest, engine, logical)
+            self.roots[engine] = dest
+        self.t = [a for e, r in self.roots.items() for a in ("-t", f"{e}={r}")]
+        self.kills = 0
+        self.exact = 0
+        self.finished = 0
+        self.problems: list[str] = []
+        self.log: list[str] = []
+
+    def snap(self) -> dict:
+        return {e: _snapshot(r) for e, r in self.roots.items()}
+
+    def calibrate(self) -> None:
+        """Reference trees, the number of write steps of each command, and how long each takes."""
+        self.pristine = self.snap()
+        self.steps, self.took = {}, {}
+        for cmd in ("apply", "revert"):
+            env = {**os.environ, "PATCHKIT_TEST_CRASH_AT": "count"}
+            t0 = time.monotonic()
+            p = _pk([cmd, "sm120", *self.t], env=env)
+            self.took[cmd] = time.monotonic() - t0
+            assert p.returncode == 0, p.stderr
+            self.steps[cmd] = sum(1 for ln in p.stderr.splitlines() if ln.startswith("patchkit-crash-point"))
+            assert self.steps[cmd] >= 10, p.stderr
+            if cmd == "apply":
+                self.applied = self.snap()
+        assert self.snap() == self.pristine
+
+    def truth(self, snap) -> dict:
+        """(engine, logical file) -> True when it holds the bundle's edits, False when pristine."""
+        out = {}
+        for engine, files in snap.items():
+            for rel, data in files.items():
+                if data == self.applied[engine][rel] == self.pristine[engine][rel]:
+                    continue
+                if data == self.applied[engine][rel]:
+                    out[(engine, rel)] = True
+                elif data == self.pristine[engine][rel]:
+                    out[(engine, rel)] = False
+                else:
+                    self.problems.append(f"{engine}/{rel}: neither the pristine nor the applied bytes")
+        return out
+
+    def check_status(self, what: str) -> None:
+        snap = self.snap()
+        truth = self.truth(snap)
+        p = _pk(["status", "sm120", "--json", *self.t])
+        if p.returncode not in (0, 1):
+            self.problems.append(f"{what}: status exit {p.returncode}: {p.stderr.strip()[-300:]}")
+            return
+        doc = json.loads(p.stdout)
+        for r in doc["recipes"]:
+            for o in r["ops"]:
+                root, rel = self.roots[o["engine"]], _path(o["engine"], o["file"])
+                has = truth.get((o["engine"], rel))
+                want = "applied" if has else "pending"
+                if o["state"] != want:
+                    self.problems.append(
+                        f"{what}: {r['id']} op #{o['index']} reads {o['state']}, but {root.name}/{rel} "
+                        f"{'holds' if has else 'does not hold'} the edit"
+                    )
+            mixed = len({truth.get((o["engine"], _path(o["engine"], o["file"]))) for o in r["ops"]}) > 1
+            if mixed and r["state"] != "interrupted":
+                self.problems.append(f"{what}: {r['id']} is half-written but reads {r['state']}")
+
+    def run(self) -> None:
+        cmd = "apply"
+        while self.kills < self.quota and len(self.problems) < 5:
+            env = dict(os.environ)
+            if self.rng.random() < 0.75:
+                n = self.rng.randint(1, self.steps[cmd])
+                env["PATCHKIT_TEST_CRASH_AT"] = str(n)
+                how = f"{cmd} killed at write step {n}/{self.steps[cmd]}"
+                p = subprocess.Popen(
+                    [sys.executable, "-m", "patchkit", cmd, "sm120", *self.t],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+                _, err = p.communicate(timeout=120)
+                killed = p.returncode == -signal.SIGKILL
+                self.exact += killed
+            else:
+                delay = self.rng.uniform(0, self.took[cmd] * 1.1)
+                how = f"{cmd} killed after {delay:.3f}s"
+                p = subprocess.Popen(
+                    [sys.executable, "-m", "patchkit", cmd, "sm120", *self.t],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+                try:
+                    p.wait(timeout=delay)
+                except subprocess.TimeoutExpired:
+                    p.send_signal(signal.SIGKILL)
+                _, err = p.communicate(timeout=120)
+                killed = p.returncode == -signal.SIGKILL
+            if not killed:
+                # It ran to the end (or was already done): the job is finished.
+                if p.returncode != 0:
+                    self.problems.append(f"{how}: not killed, but exit {p.returncode}: {err.decode()[-300:]}")
+                    return
+                self.finish(cmd)
+                cmd = "revert" if cmd == "apply" else "apply"
+                continue
+            self.kills += 1
+            self.log.append(how)
+            self.check_status(how)
+            # Half the time the next command is the same one, killed again (recovery killed
+            # too); otherwise one uninterrupted run of the same command must finish the job.
+            if self.rng.random() < 0.5:
+                p = _pk([cmd, "sm120", *self.t])
+                if p.returncode != 0:
+                    self.problems.append(
+                        f"after {how}: `{cmd}` did not finish the job (exit {p.returncode}): {p.stderr.strip()[-300:]}"
+                    )
+                    return
+                self.finish(cmd)
+                cmd = "revert" if cmd == "apply" else "apply"
+
+    def finish(self, cmd: str) -> None:
+        want = self.applied if cmd == "apply" else self.pristine
+        if self.snap() != want:
+            self.problems.append(f"after a finished `{cmd}` the tree is not the {cmd}-ed tree")
+        for e, root in self.roots.items():
+            state = root / ".patchkit"
+            left = [p.name for p in state.glob("txn-*")] + [p.name for p in root.rglob("*.patchkit-tmp")]
+            if left:
+                self.problems.append(f"after a finished `{cmd}`: {e} still has {left}")
+            j = json.loads((state / "journal.json").read_text())
+            applied = j["engines"].get(e, {}).get("applied", {})
+            if (cmd == "apply") != bool(applied):
+                self.problems.append(f"after a finished `{cmd}` the {e} journal says {sorted(applied)} are applied")
+        self.finished += 1
+
+
+def test_sigkill_at_any_moment_leaves_a_truthful_tree_that_one_command_finishes(release_dir, tmp_path):
+    seed = int(os.environ.get("PATCHKIT_KILL_SEED", random.randrange(1 << 30)))
+    print(f"kill test seed: {seed} (PATCHKIT_KILL_SEED={seed} replays it)")
+    workers = [Worker(tmp_path / f"w{i}", release_dir, seed + i, -(-KILLS // WORKERS)) for i in range(WORKERS)]
+    for w in workers:
+        w.calibrate()
+    threads = [threading.Thread(target=w.run) for w in workers]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    problems = [p for w in workers for p in w.problems]
+    kills = sum(w.kills for w in workers)
+    exact = sum(w.exact for w in workers)
+    print(f"{kills} kills ({exact} at exact write steps), {sum(w.finished for w in workers)} finished runs")
+    assert not problems, f"seed {seed}: " + "\n".join(problems[:10])
+    assert kills >= KILLS
+    assert exact >= KILLS // 2

@@ -1,0 +1,217 @@
+"""The transaction: refusals before any lock or directory, one commit point for files,
+RECORD and journal, and a write stopped half-way that status reports truthfully and one
+command finishes.  Offline: a small package-layout tree stands in for an engine."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from patchkit import fsio, record, transaction
+from patchkit.errors import TargetError
+
+MODULE = 'BACKENDS = ["a", "b"]\nGATE = "sm90"\n'
+KERNEL = "#if (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))\n  sync();\n#endif\n"
+
+RECIPE = """
+id = "widen"
+summary = "two files, one recipe"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+[ops.locator]
+contains = ['"a"', '"b"']
+[ops.params]
+element = '"c"'
+[[ops]]
+kind = "text-replace"
+engine = "sglang"
+file = "sglang/srt/kernel.cuh"
+[ops.params]
+find = "(__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
+replace = "(__CUDA_ARCH__ >= 900))"
+count = 1
+"""
+
+
+@pytest.fixture
+def site(tmp_path):
+    """An installed-looking sglang (a dist-info with a RECORD) and a recipe touching two files."""
+    root = tmp_path / "site"
+    (root / "sglang" / "srt").mkdir(parents=True)
+    files = {
+        "sglang/__init__.py": "",
+        "sglang/version.py": '__version__ = "0.5.9"\n',
+        "sglang/srt/gate.py": MODULE,
+        "sglang/srt/kernel.cuh": KERNEL,
+    }
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    di = root / "sglang-0.5.9.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n\n")
+    rows = [(rel, record.hash_of(text.encode()), str(len(text.encode()))) for rel, text in files.items()]
+    (di / "RECORD").write_bytes(record.render([*rows, ("sglang-0.5.9.dist-info/RECORD", "", "")]))
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(RECIPE)
+    return root, recipes
+
+
+def snapshot(root: Path, state: bool = False) -> dict:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_file() and (state or not rel.startswith(".patchkit")):
+            out[rel] = p.read_bytes()
+    return out
+
+
+def cli(run_cli, site, *args):
+    root, recipes = site
+    return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_refused_site_is_refused_before_any_lock_or_directory(site, run_cli, monkeypatch, dry_run):
+    root, _ = site
+    monkeypatch.setattr(record, "system_locations", lambda: [root])
+    before = snapshot(root, state=True)
+    code, out, err = cli(run_cli, site, "apply", "widen", *(["--dry-run"] if dry_run else []))
+    assert code == 2, (out, err)
+    assert "is the site-packages of a system Python" in err and "hint:" in err, err
+    assert not (root / ".patchkit").exists()
+    assert snapshot(root, state=True) == before
+
+
+def test_a_symlinked_state_dir_is_refused_before_anything_is_written(site, run_cli, tmp_path):
+    root, _ = site
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / ".patchkit").symlink_to(elsewhere)
+    before = snapshot(root)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 2 and ".patchkit: is a symlink" in err, err
+    assert snapshot(root) == before and list(elsewhere.iterdir()) == []
+
+
+def test_files_record_and_journal_are_written_as_one_set(site, run_cli):
+    root, _ = site
+    code, out, err = cli(run_cli, site, "apply", "widen", "--json")
+    assert code == 0, err
+    j = json.loads((root / ".patchkit/journal.json").read_text())
+    assert j["engines"]["sglang"]["applied"]["widen"]["ops"] == [1, 2]
+    rows = {p: h for p, h, _ in record.parse((root / "sglang-0.5.9.dist-info/RECORD").read_bytes())}
+    assert rows["sglang/srt/gate.py"] == record.hash_of((root / "sglang/srt/gate.py").read_bytes())
+    assert not list(root.rglob("*.patchkit-tmp"))
+    assert (
+        not (root / ".patchkit" / transaction.PENDING).exists()
+        and not (root / ".patchkit" / transaction.COMMIT).exists()
+    )
+
+
+def test_a_failure_before_the_commit_point_leaves_everything_as_it_was(site, run_cli, monkeypatch):
+    root, _ = site
+    before = snapshot(root)
+    real, calls = fsio.write_temp, []
+
+    def full(path, data, mode=None):
+        calls.append(path)
+        if len(calls) == 3:
+            raise fsio.cannot_write(path, OSError(28, "No space left on device"))
+        return real(path, data, mode)
+
+    monkeypatch.setattr(fsio, "write_temp", full)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 2 and "the disk is full" in err, err
+    assert snapshot(root) == before
+    assert not list(root.rglob("*.patchkit-tmp"))
+    assert not (root / ".patchkit" / transaction.PENDING).exists()
+    monkeypatch.undo()
+    assert cli(run_cli, site, "status")[0] == 1  # pending, as before
+
+
+def test_a_write_stopped_after_the_commit_point_reads_interrupted_and_apply_finishes(site, run_cli, monkeypatch):
+    root, _ = site
+    pristine = snapshot(root)
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    applied = snapshot(root)
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert snapshot(root) == pristine
+
+    real, calls = os.replace, []
+
+    def stop(src, dst):
+        if str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
+            calls.append(dst)
+            if len(calls) == 2:  # one target file renamed, the rest not
+                raise OSError(5, "Input/output error (injected)", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(fsio.os, "replace", stop)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    monkeypatch.undo()
+    assert code == 2 and "the write stopped half-way" in err, err
+    assert snapshot(root) not in (pristine, applied)  # a mixed tree, which only the record explains
+
+    code, out, err = cli(run_cli, site, "status", "--json")
+    doc = json.loads(out)
+    assert code == 1
+    (r,) = doc["recipes"]
+    assert r["state"] == "interrupted" and "patchkit apply" in r["message"]
+    assert all(o["state"] in ("applied", "pending") for o in r["ops"])  # never "upstream"
+
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 0, err
+    assert "finished the `patchkit apply` that a kill interrupted" in out
+    assert snapshot(root) == applied
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert snapshot(root) == pristine
+
+
+def test_revert_also_finishes_an_interrupted_apply_first(site, run_cli, monkeypatch):
+    root, _ = site
+    pristine = snapshot(root)
+    real = os.replace
+    n = []
+
+    def stop(src, dst):
+        if str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
+            n.append(dst)
+            if len(n) == 1:
+                raise OSError(5, "Input/output error (injected)", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(fsio.os, "replace", stop)
+    assert cli(run_cli, site, "apply", "widen")[0] == 2
+    monkeypatch.undo()
+    code, out, err = cli(run_cli, site, "revert", "widen")
+    assert code == 0, err
+    assert snapshot(root) == pristine
+
+
+def test_temp_files_get_unguessable_names_and_never_follow_a_planted_symlink(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    target = tmp_path / "t" / "file.py"
+    target.parent.mkdir()
+    target.write_text("old")
+    for pid in range(os.getpid() - 2, os.getpid() + 3):  # the old, guessable names
+        (target.parent / f".file.py.patchkit-{pid}.tmp").symlink_to(victim)
+    fsio.atomic_write(target, b"new")
+    assert target.read_text() == "new" and not target.is_symlink()
+    assert victim.read_text() == "keep me"
+
+
+def test_the_lock_timeout_is_read_when_a_lock_is_taken(monkeypatch):
+    monkeypatch.setenv(fsio.LOCK_TIMEOUT_ENV, "2.5")
+    assert fsio.lock_timeout() == 2.5
+    monkeypatch.setenv(fsio.LOCK_TIMEOUT_ENV, "soon")
+    with pytest.raises(TargetError, match="is not a number"):
+        fsio.lock_timeout()

@@ -241,7 +241,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
                 else f"patchkit applied this op, but it is not there now ({reason})"
             )
     else:
-        ev.state = st
+        ev.state = State(st)
         if ours and st == State.MISSING:
             reason += " (patchkit had applied it)"
     if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:

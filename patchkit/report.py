@@ -7,22 +7,24 @@ from typing import Iterable
 import click
 
 from patchkit.results import RecipeResult
+from patchkit.states import State
 from patchkit.target import Target
 
 COLORS = {
-    "applied": "green",
-    "upstream": "cyan",
-    "pending": "yellow",
-    "partial": "yellow",
-    "skipped": "bright_black",
-    "moved": "magenta",
-    "missing": "red",
-    "ambiguous": "red",
-    "modified": "red",
+    State.APPLIED: "green",
+    State.UPSTREAM: "cyan",
+    State.PENDING: "yellow",
+    State.PARTIAL: "yellow",
+    State.SKIPPED: "bright_black",
+    State.MOVED: "magenta",
+    State.MISSING: "red",
+    State.AMBIGUOUS: "red",
+    State.MODIFIED: "red",
+    State.INTERRUPTED: "red",
 }
 
 
-def _state(s: str) -> str:
+def _state(s: State) -> str:
     return click.style(f"{s:<9}", fg=COLORS.get(s))
 
 

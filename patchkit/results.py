@@ -34,7 +34,7 @@ class OpResult(NamedTuple):
             "kind": self.kind,
             "engine": self.engine,
             "file": self.file,
-            "state": self.state.value,
+            "state": State(self.state).value,
             "line": self.line,
             "location": self.location,
             "message": self.message,
@@ -66,7 +66,7 @@ class RecipeResult(NamedTuple):
     def to_json(self) -> dict:
         return {
             "id": self.id,
-            "state": self.state.value,
+            "state": State(self.state).value,
             "in_range": self.in_range,
             "versions": self.versions or {},
             "message": self.message,

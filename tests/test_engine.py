@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from patchkit import fsio, judge, planner, transaction
+from patchkit.errors import TargetError
 from patchkit.project import Project
 from patchkit.target import open_target
 from tests.conftest import ROOT
@@ -24,28 +25,53 @@ def pair(tree):
     return s, f, ["-t", f"sglang={s}", "-t", f"flashinfer={f}"]
 
 
-def test_failure_between_file_writes_leaves_every_file_as_it_was(pair, monkeypatch):
+def test_failure_before_the_commit_point_leaves_every_file_as_it_was(pair, monkeypatch):
     s, f, _ = pair
     before = snapshot(s), snapshot(f)
     session = judge.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
     plan = planner.plan_apply(session, Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"]))
     assert not plan.blockers and len(plan.files) == 5
-    real_replace, calls = os.replace, []
+    real, calls = fsio.write_temp, []
 
-    def flaky(src, dst):
-        calls.append(dst)
-        if len(calls) == 3:
-            raise OSError(28, "No space left on device (injected)")
-        return real_replace(src, dst)
+    def full(path, data, mode=None):
+        calls.append(path)
+        if len(calls) == 6:  # some temps written, the commit record not yet
+            raise fsio.cannot_write(path, OSError(28, "No space left on device"))
+        return real(path, data, mode)
 
-    monkeypatch.setattr(fsio.os, "replace", flaky)
-    with pytest.raises(OSError, match="injected"):
+    monkeypatch.setattr(fsio, "write_temp", full)
+    with pytest.raises(TargetError, match="the disk is full"):
         transaction.commit(session, plan)
-    monkeypatch.setattr(fsio.os, "replace", real_replace)
-    assert len(calls) >= 3
+    monkeypatch.undo()
     assert (snapshot(s), snapshot(f)) == before
-    leftovers = [p for p in list(s.rglob("*.patchkit-*.tmp")) + list(f.rglob("*.patchkit-*.tmp"))]
-    assert leftovers == []
+    assert list(s.rglob("*.patchkit-tmp")) + list(f.rglob("*.patchkit-tmp")) == []
+    assert not list(s.glob(".patchkit/txn-*")) and not list(f.glob(".patchkit/txn-*"))
+
+
+def test_failure_after_the_commit_point_reads_interrupted_and_apply_finishes(pair, run_cli, monkeypatch):
+    s, f, t = pair
+    assert run_cli("apply", "sm120", *t)[0] == 0
+    applied = snapshot(s), snapshot(f)
+    assert run_cli("revert", "sm120", *t)[0] == 0
+    real, calls = os.replace, []
+
+    def stop(src, dst):
+        if str(src).endswith(".patchkit-tmp") and "/.patchkit/" not in str(dst):
+            calls.append(dst)
+            if len(calls) == 3:  # two engine files renamed, the others not
+                raise OSError(5, "Input/output error (injected)", str(dst))
+        return real(src, dst)
+
+    monkeypatch.setattr(fsio.os, "replace", stop)
+    code, out, err = run_cli("apply", "sm120", *t)
+    monkeypatch.undo()
+    assert code == 2 and "the write stopped half-way" in err, err
+    code, out, _ = run_cli("status", "sm120", *t, "--json")
+    doc = json.loads(out)
+    assert code == 1 and {r["state"] for r in doc["recipes"]} == {"interrupted"}
+    assert {o["state"] for r in doc["recipes"] for o in r["ops"]} == {"applied", "pending"}
+    assert run_cli("apply", "sm120", *t)[0] == 0
+    assert (snapshot(s), snapshot(f)) == applied
 
 
 def test_second_invocation_waits_then_fails_clearly(pair, run_cli, monkeypatch):
@@ -211,7 +237,6 @@ def test_recipe_needing_an_absent_engine(tree, run_cli):
 
 def test_status_verdict_cache_never_changes_the_answer(pair, run_cli):
     from patchkit import verdicts
-    from patchkit.project import Project
 
     s, f, t = pair
     run_cli("apply", "sm120", *t)

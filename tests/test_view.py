@@ -253,7 +253,7 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
 
 
 def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree, monkeypatch):
-    from patchkit import engine
+    from patchkit import judge, planner
     from patchkit.project import Project
     from patchkit.target import open_target
     from tests.conftest import ROOT
@@ -262,12 +262,12 @@ def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree,
     recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"])
 
     def planned():
-        session = engine.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
-        plan = engine.plan_apply(session, recipes)
+        session = judge.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
+        plan = planner.plan_apply(session, recipes)
         assert not plan.blockers
         viewed = {sf.logical: sf.view is not None for sf in plan.files if sf.is_python}
         return (
-            {str(p): new for p, new, _ in plan.changes},
+            {str(d.path): d.new_bytes() for d in plan.files},
             [(r.id, [(o.state, o.line) for o in r.ops]) for r in plan.results],
             viewed,
         )

@@ -321,21 +321,18 @@ def test_record_is_written_with_the_files_or_not_at_all(tree, run_cli, monkeypat
         p: p.read_bytes()
         for p in [di / "RECORD", site / "sglang/srt/server_args.py", site / "sglang/srt/model_executor/model_runner.py"]
     }
-    real = fsio._write_temp
+    real = fsio.write_temp
 
-    def failing(path, data):
+    def failing(path, data, mode=None):
         if path.name == "RECORD":
-            raise OSError(28, "No space left on device")
-        return real(path, data)
+            raise fsio.cannot_write(path, OSError(28, "No space left on device"))
+        return real(path, data, mode)
 
-    monkeypatch.setattr(fsio, "_write_temp", failing)
-    from patchkit.commands import Options
-    from patchkit.commands.apply import apply
-
-    with pytest.raises(OSError):
-        apply(Options(names=SGLANG_ONLY, targets=(f"sglang={site}",), project=Project.locate()))
+    monkeypatch.setattr(fsio, "write_temp", failing)
+    code, _, err = run_cli("apply", *SGLANG_ONLY, "-t", f"sglang={site}")
+    assert code == 2 and "RECORD: the disk is full" in err, err
     assert {p: p.read_bytes() for p in snapshot} == snapshot
-    monkeypatch.setattr(fsio, "_write_temp", real)
+    monkeypatch.setattr(fsio, "write_temp", real)
     assert run_cli("apply", *SGLANG_ONLY, "-t", f"sglang={site}")[0] == 0
     assert verify_installed(site, di) == []
 

@@ -2,18 +2,26 @@ from __future__ import annotations
 
 from patchkit import report, verdicts
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
+from patchkit.errors import PatchkitError
 from patchkit.results import APPLIED, UPSTREAM
+from patchkit.target import STATE_DIR, TXN_PENDING
 
 
-def _fast(opts: Options):
-    """Cached verdicts for an unchanged tree, or None.  Imports no parser."""
+def _fast(opts: Options, code: str):
+    """Cached verdicts for an unchanged tree, or None.  Imports no parser.  ``code`` is
+    verdicts.code_hash(), computed once per invocation by ``status``."""
     if not opts.targets and not opts.project.workspace.exists():
         return None
     try:
         targets = opts.project.targets(opts.targets, _engines(opts))
-    except Exception:
-        return None  # the full path reports the error properly
-    k = verdicts.key(opts.project.recipes_dir, opts.names, targets)
+    except PatchkitError:
+        # A user's error (bad --target, no workspace tree): the full path reports it, after
+        # the recipes, as it always does.  Only these: anything else is a bug in patchkit,
+        # and must reach the top-level handler (exit 3), not turn into a slow `status`.
+        return None
+    if any(t.root.joinpath(STATE_DIR, TXN_PENDING).exists() for t in targets.values()):
+        return None  # a write was interrupted: judge it for real
+    k = verdicts.key(opts.project.recipes_dir, opts.names, targets, code=code)
     res = verdicts.load(k, targets)
     return (res, targets) if res is not None else None
 
@@ -26,17 +34,20 @@ def _engines(opts: Options) -> set[str]:
 
 def status(opts: Options, verbose: bool = True) -> int:
     """Judge each recipe against the code as it is; exit 0 only if all are applied or upstream."""
-    hit = _fast(opts)
+    code = verdicts.code_hash()  # once: the key the cache is read with is the key it is saved with
+    hit = _fast(opts, code)
     if hit is not None:
         res, targets = hit
     else:
-        from patchkit.engine import evaluate, results
+        from patchkit.judge import cacheable, evaluate, results
 
         recipes, session = open_session(opts)
-        res = results(session, evaluate(session, recipes))
+        evaluated = evaluate(session, recipes)
+        res = results(session, evaluated)
         targets = session.targets
-        if set(targets) == set(opts.project.targets(opts.targets, _engines(opts))):
-            verdicts.save(verdicts.key(opts.project.recipes_dir, opts.names, targets), session, res)
+        full = set(targets) == set(opts.project.targets(opts.targets, _engines(opts)))
+        if full and cacheable(evaluated) and not session.interrupted:
+            verdicts.save(verdicts.key(opts.project.recipes_dir, opts.names, targets, code=code), session, res)
     ok = all(r.state in (APPLIED, UPSTREAM) for r in res)
     retire = [r.id for r in res if r.state == UPSTREAM]
     if opts.json:

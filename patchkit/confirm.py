@@ -21,8 +21,9 @@ def _dir() -> Path:
     return cache_dir() / "confirmed"
 
 
-def key(recipe_sha: str, op_index: int, scope: str, source: str) -> str:
-    h = verdicts.digest_of(f"{verdicts.code_hash()}|{recipe_sha}|{op_index}|{scope}|".encode())
+def key(code: str, recipe_sha: str, op_index: int, scope: str, source: str) -> str:
+    """``code`` is verdicts.code_hash(), computed once per invocation by the caller."""
+    h = verdicts.digest_of(f"{code}|{recipe_sha}|{op_index}|{scope}|".encode())
     return verdicts.digest_of(h.encode() + source.encode("utf-8", "surrogateescape"))
 
 

@@ -8,11 +8,12 @@ the result values that every command reports.  This is where states are decided.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from patchkit import confirm, markers, pyscope, relocate, transaction, view
+from patchkit import confirm, markers, pyscope, relocate, transaction, verdicts, view
 from patchkit.document import Document
 from patchkit.errors import OpBug, PatchkitError, TargetError
 from patchkit.journal import Journal
@@ -36,6 +37,11 @@ class Session:
             found = transaction.interrupted(t.root)
             if found is not None:
                 self.interrupted[t.root] = found
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The digest of patchkit's own code, for caches keyed on it (once per invocation)."""
+        return verdicts.code_hash()
 
     def target(self, engine: str, recipe: Recipe) -> Target:
         if engine not in self.targets:
@@ -115,7 +121,7 @@ def _locate(op: OpSpec, f: Document, scope_name: str) -> Located:
     return op.impl.locate(scope)
 
 
-def _locate_checked(op: OpSpec, recipe: Recipe, f: Document, scope_name: str) -> Located:
+def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, scope_name: str) -> Located:
     """Locate in the document; a view's answer is checked before it is believed.
 
     A view holds only the statements that carry the words an op declares it reads.  An
@@ -130,7 +136,7 @@ def _locate_checked(op: OpSpec, recipe: Recipe, f: Document, scope_name: str) ->
     if f.view is None or loc.state == State.DONE:
         return loc
     if loc.state == State.PENDING:
-        k = confirm.key(recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
+        k = confirm.key(session.code, recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
         if confirm.known(k):
             return loc
         try:
@@ -209,7 +215,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
     if not f.exists:
         ev = Verdict(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:
-        ev = Verdict(recipe, op, f, _locate_checked(op, recipe, f, op.scope), op.scope)
+        ev = Verdict(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
     if ev.located.state == State.MISSING and not ours:
         ev.searched = True

@@ -11,14 +11,16 @@ pinned SGLang and FlashInfer wheels with their dist-info (so RECORD is kept true
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import multiprocessing
 import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -81,6 +83,21 @@ def _pk(args, env=None, timeout=120):
     )
 
 
+def _status_in_process(args) -> tuple[int, str, str]:
+    """`patchkit status` in this (worker) process: the same code as the command, without
+    paying for an interpreter start per check."""
+    from patchkit.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    return code, out.getvalue(), err.getvalue()
+
+
 class Worker:
     def __init__(self, base: Path, release_dir, seed: int, quota: int) -> None:
         self.rng = random.Random(seed)
@@ -134,11 +151,11 @@ class Worker:
     def check_status(self, what: str) -> None:
         snap = self.snap()
         truth = self.truth(snap)
-        p = _pk(["status", "sm120", "--json", *self.t])
-        if p.returncode not in (0, 1):
-            self.problems.append(f"{what}: status exit {p.returncode}: {p.stderr.strip()[-300:]}")
+        code, out, err = _status_in_process(["status", "sm120", "--json", *self.t])
+        if code not in (0, 1):
+            self.problems.append(f"{what}: status exit {code}: {err.strip()[-300:]}")
             return
-        doc = json.loads(p.stdout)
+        doc = json.loads(out)
         for r in doc["recipes"]:
             for o in r["ops"]:
                 root, rel = self.roots[o["engine"]], _path(o["engine"], o["file"])
@@ -223,21 +240,33 @@ class Worker:
         self.finished += 1
 
 
+def _work(w: Worker, queue) -> None:
+    try:
+        w.run()
+    except Exception as e:  # reported to the parent, which fails the test with it
+        w.problems.append(f"worker crashed: {type(e).__name__}: {e}")
+    queue.put({"problems": w.problems, "kills": w.kills, "exact": w.exact, "finished": w.finished})
+
+
 def test_sigkill_at_any_moment_leaves_a_truthful_tree_that_one_command_finishes(release_dir, tmp_path):
     seed = int(os.environ.get("PATCHKIT_KILL_SEED", random.randrange(1 << 30)))
     print(f"kill test seed: {seed} (PATCHKIT_KILL_SEED={seed} replays it)")
     workers = [Worker(tmp_path / f"w{i}", release_dir, seed + i, -(-KILLS // WORKERS)) for i in range(WORKERS)]
     for w in workers:
         w.calibrate()
-    threads = [threading.Thread(target=w.run) for w in workers]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    problems = [p for w in workers for p in w.problems]
-    kills = sum(w.kills for w in workers)
-    exact = sum(w.exact for w in workers)
-    print(f"{kills} kills ({exact} at exact write steps), {sum(w.finished for w in workers)} finished runs")
+    # One process per worker (forked), so that their in-process status checks run in parallel.
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_work, args=(w, queue)) for w in workers]
+    for pr in procs:
+        pr.start()
+    done = [queue.get(timeout=1800) for _ in procs]
+    for pr in procs:
+        pr.join()
+    problems = [p for d in done for p in d["problems"]]
+    kills = sum(d["kills"] for d in done)
+    exact = sum(d["exact"] for d in done)
+    print(f"{kills} kills ({exact} at exact write steps), {sum(d['finished'] for d in done)} finished runs")
     assert not problems, f"seed {seed}: " + "\n".join(problems[:10])
     assert kills >= KILLS
     assert exact >= KILLS // 2

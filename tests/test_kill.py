@@ -83,6 +83,40 @@ def _pk(args, env=None, timeout=120):
     )
 
 
+def _run_forked(args, crash_at: int | None = None, kill_after: float | None = None) -> int:
+    """Run `patchkit ARGS` as a real process forked from this warm one (no interpreter start
+    or imports to pay per run), optionally SIGKILLed at a write step or after a delay.
+    Returns its exit code, or -SIGKILL."""
+    pid = os.fork()
+    if pid == 0:  # the child: the real command, then exit without running the parent's cleanup
+        code = 0
+        try:
+            os.environ.pop("_PATCHKIT_CRASH_SEEN", None)
+            if crash_at is not None:
+                os.environ["PATCHKIT_TEST_CRASH_AT"] = str(crash_at)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
+            from patchkit.cli import main
+
+            main(args)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException:
+            code = 99
+        os._exit(code)
+    if kill_after is not None:
+        deadline = time.monotonic() + kill_after
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.002)
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def _status_in_process(args) -> tuple[int, str, str]:
     """`patchkit status` in this (worker) process: the same code as the command, without
     paying for an interpreter start per check."""
@@ -132,6 +166,12 @@ class Worker:
             if cmd == "apply":
                 self.applied = self.snap()
         assert self.snap() == self.pristine
+        import patchkit.planner  # noqa: F401  (warm, as in run())
+
+        for cmd in ("apply", "revert"):  # how long a forked run takes: random kills fall within it
+            t0 = time.monotonic()
+            assert _run_forked([cmd, "sm120", *self.t]) == 0
+            self.took[cmd] = time.monotonic() - t0
 
     def truth(self, snap) -> dict:
         """(engine, logical file) -> True when it holds the bundle's edits, False when pristine."""
@@ -171,40 +211,23 @@ class Worker:
                 self.problems.append(f"{what}: {r['id']} is half-written but reads {r['state']}")
 
     def run(self) -> None:
+        import patchkit.planner  # noqa: F401  (warm: each forked run starts with the engine imported)
+
         cmd = "apply"
         while self.kills < self.quota and len(self.problems) < 5:
-            env = dict(os.environ)
             if self.rng.random() < 0.75:
                 n = self.rng.randint(1, self.steps[cmd])
-                env["PATCHKIT_TEST_CRASH_AT"] = str(n)
                 how = f"{cmd} killed at write step {n}/{self.steps[cmd]}"
-                p = subprocess.Popen(
-                    [sys.executable, "-m", "patchkit", cmd, "sm120", *self.t],
-                    env=env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                )
-                _, err = p.communicate(timeout=120)
-                killed = p.returncode == -signal.SIGKILL
-                self.exact += killed
+                code = _run_forked([cmd, "sm120", *self.t], crash_at=n)
+                self.exact += code == -signal.SIGKILL
             else:
-                delay = self.rng.uniform(0, self.took[cmd] * 1.1)
+                delay = self.rng.uniform(0, self.took[cmd])
                 how = f"{cmd} killed after {delay:.3f}s"
-                p = subprocess.Popen(
-                    [sys.executable, "-m", "patchkit", cmd, "sm120", *self.t],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                )
-                try:
-                    p.wait(timeout=delay)
-                except subprocess.TimeoutExpired:
-                    p.send_signal(signal.SIGKILL)
-                _, err = p.communicate(timeout=120)
-                killed = p.returncode == -signal.SIGKILL
-            if not killed:
-                # It ran to the end (or was already done): the job is finished.
-                if p.returncode != 0:
-                    self.problems.append(f"{how}: not killed, but exit {p.returncode}: {err.decode()[-300:]}")
+                code = _run_forked([cmd, "sm120", *self.t], kill_after=delay)
+            if code != -signal.SIGKILL:
+                # It ran to the end: the job is finished.
+                if code != 0:
+                    self.problems.append(f"{how}: not killed, but exit {code}")
                     return
                 self.finish(cmd)
                 cmd = "revert" if cmd == "apply" else "apply"
@@ -215,11 +238,9 @@ class Worker:
             # Half the time the next command is the same one, killed again (recovery killed
             # too); otherwise one uninterrupted run of the same command must finish the job.
             if self.rng.random() < 0.5:
-                p = _pk([cmd, "sm120", *self.t])
-                if p.returncode != 0:
-                    self.problems.append(
-                        f"after {how}: `{cmd}` did not finish the job (exit {p.returncode}): {p.stderr.strip()[-300:]}"
-                    )
+                code = _run_forked([cmd, "sm120", *self.t])
+                if code != 0:
+                    self.problems.append(f"after {how}: `{cmd}` did not finish the job (exit {code})")
                     return
                 self.finish(cmd)
                 cmd = "revert" if cmd == "apply" else "apply"

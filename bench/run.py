@@ -89,7 +89,7 @@ sed -i '0,/^        if self.moe_runner_backend == "flashinfer_cutlass":$/s//    
 cd "$2"
 sed -i 's|supported_major_versions=\[9, 10\]|supported_major_versions=[9, 10, 12]|' flashinfer/jit/comm.py
 sed -i 's| \&\& (__CUDA_ARCH__ < 1200))|)|' flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh
-"""
+"""  # noqa: E501  (the shell commands that patchkit replaces, verbatim)
 
 
 def bench_apply(work: Path) -> dict:
@@ -114,7 +114,10 @@ def bench_apply(work: Path) -> dict:
     (work / "sg.diff").write_text(parts[0] if parts[0].startswith("# sglang") else parts[1])
     (work / "fi.diff").write_text(parts[1] if parts[0].startswith("# sglang") else parts[0])
     (work / "sed.sh").write_text(SED)
-    setup = lambda: fresh_pair(work)
+
+    def setup():
+        return fresh_pair(work)
+
     out["apply"] = measure([*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"], setup=setup)
     out["floor"] = measure([PY, "-c", floor_code])
     out["git apply"] = measure(
@@ -145,7 +148,8 @@ def bench_relocate(work: Path) -> dict:
     code = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from patchkit.project import Project\nfrom patchkit.judge import Session\nfrom patchkit.target import open_target\nfrom patchkit import relocate\n"
+        "from patchkit.project import Project\nfrom patchkit.judge import Session\nfrom patchkit.target import "
+        "open_target\nfrom patchkit import relocate\n"
         f"cat = Project.locate(pins={str(ROOT / 'upstream_pins.toml')!r}).catalog()\n"
         "op = cat.recipes['autotune-cutlass'].ops[0]\n"
         f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}})\n"
@@ -232,8 +236,13 @@ def main() -> None:
         d = bench_drift()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    ratio = lambda x, y: f"{x['median'] / y['median']:.2f}x"
-    rss = lambda x: "" if x.get("rss") is None else f"{x['rss']:.0f} MiB"
+
+    def ratio(x, y):
+        return f"{x['median'] / y['median']:.2f}x"
+
+    def rss(x):
+        return "" if x.get("rss") is None else f"{x['rss']:.0f} MiB"
+
     rows = [
         (
             "apply sm120 (pinned trees)",
@@ -306,9 +315,12 @@ def main() -> None:
     md = [
         "# Benchmarks",
         "",
-        f"Produced by `make bench` (bench/run.py) on {time.strftime('%Y-%m-%d')}: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}.",
-        "Each figure is the median of fresh processes, measured in the same run as its baseline, with patchkit installed",
-        "non-editable in a venv of its own (`pip install .`) and run as its `patchkit` command, as users do. Peak RSS is",
+        f"Produced by `make bench` (bench/run.py) on {time.strftime('%Y-%m-%d')}: {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}.",
+        "Each figure is the median of fresh processes, measured in the same run as its baseline, with patchkit "
+        "installed",
+        "non-editable in a venv of its own (`pip install .`) and run as its `patchkit` command, as users do. Peak "
+        "RSS is",
         "the child's max resident set.",
         "",
         "| what | time | peak RSS | ratio | target |",
@@ -331,7 +343,8 @@ def main() -> None:
         "  parsed, and neither libcst, hashlib (OpenSSL) nor json is imported.",
         "- **relocation** asks `grep -F` for the anchor's rarest-first word, checks the candidates with `ast`, and",
         "  parses only the survivors with libcst. ast-grep parses every file.",
-        "- **drift --across**, verdicts cold, judges every release from scratch on two processes; warm, each verdict is",
+        "- **drift --across**, verdicts cold, judges every release from scratch on two processes; warm, each "
+        "verdict is",
         "  read back (keyed on patchkit's code, the recipes and the release), and only the index listing is fetched.",
         "",
     ]

@@ -52,14 +52,17 @@ def target_options(f):
         "-t",
         multiple=True,
         metavar="ENGINE=PATH",
-        help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, or site-packages. Repeat per engine.",
+        help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, "
+        "or site-packages. Repeat per engine.",
     )(f)
     f = click.option(
         "--python",
         metavar="PATH",
         expose_value=False,
         callback=_remember_python,
-        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD is kept true, a system Python's site-packages is refused, and patchkit's journal stays in SITE/.patchkit (pip uninstall leaves it; delete it after).",
+        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD "
+        "is kept true, a system Python's site-packages is refused, and patchkit's journal stays in "
+        "SITE/.patchkit (pip uninstall leaves it; delete it after).",
     )(f)
     f = click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")(f)
     return f
@@ -243,7 +246,8 @@ def sync(ctx, engines, source, mirror, force):
     multiple=True,
     required=True,
     metavar="ENGINE==VERSION",
-    help="Release to patch, e.g. sglang==0.5.9 (ENGINE alone: the pinned version). Repeat per engine; a recipe that edits two engines needs both.",
+    help="Release to patch, e.g. sglang==0.5.9 (ENGINE alone: the pinned version). Repeat per engine; a recipe "
+    "that edits two engines needs both.",
 )
 @click.option(
     "--label",
@@ -276,7 +280,11 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
 
 
-FORK_TARGET_HELP = "The fork's git repository: a clone of the upstream repo of ENGINE (sglang or flashinfer). Its checkout, index and other branches are never touched; only a clean checkout of the fork branch itself follows it."
+FORK_TARGET_HELP = (
+    "The fork's git repository: a clone of the upstream repo of ENGINE (sglang or flashinfer). "
+    "Its checkout, index and other branches are never touched; only a clean checkout of the "
+    "fork branch itself follows it."
+)
 
 
 @cli.group()
@@ -428,7 +436,8 @@ def doctor(ctx, python, facts_file, as_json):
     "to",
     multiple=True,
     metavar="ENGINE==VERSION|ENGINE=PATH",
-    help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named use their pin.",
+    help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named "
+    "use their pin.",
 )
 @click.option(
     "--across", metavar="ENGINE==A..B", help="Judge every release from A to B that the index lists, and print a matrix."

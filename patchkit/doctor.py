@@ -82,7 +82,8 @@ out = {"torch": torch.__version__, "cuda": torch.version.cuda, "available": torc
 if out["available"]:
     for i in range(torch.cuda.device_count()):
         major, minor = torch.cuda.get_device_capability(i)
-        out["devices"].append({"index": i, "name": torch.cuda.get_device_name(i), "capability": "%d.%d" % (major, minor)})
+        name = torch.cuda.get_device_name(i)
+        out["devices"].append({"index": i, "name": name, "capability": "%d.%d" % (major, minor)})
 print(json.dumps(out))
 """
 
@@ -131,8 +132,10 @@ def python_targets(python: str, project, names: tuple[str, ...], explicit: tuple
         if not m.get("found"):
             users = sorted(r.id for r in recipes if any(op.engine == engine for op in r.ops))
             raise TargetError(
-                f"{facts['executable']} does not import {engine}, which {', '.join(users)} {'edits' if len(users) == 1 else 'edit'}",
-                f"install {ENGINES[engine].dist} into that environment, pass --target {engine}=PATH, or name only recipes of the engines it has",
+                f"{facts['executable']} does not import {engine}, which {', '.join(users)} "
+                f"{'edits' if len(users) == 1 else 'edit'}",
+                f"install {ENGINES[engine].dist} into that environment, pass --target {engine}=PATH, or name only "
+                "recipes of the engines it has",
             )
         out.append(f"{engine}={m['root']}")
     return tuple(out)
@@ -369,7 +372,8 @@ def judge(facts: dict) -> list[Finding]:
     add(
         INFO,
         "python",
-        f"{py['executable']} (Python {py['python_version']}, {'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})",
+        f"{py['executable']} (Python {py['python_version']}, "
+        f"{'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})",
     )
 
     gpus = facts.get("gpus", {})
@@ -415,7 +419,8 @@ def judge(facts: dict) -> list[Finding]:
             add(
                 WARN,
                 engine,
-                f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against another release",
+                f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against "
+                "another release",
             )
         else:
             add(
@@ -439,14 +444,17 @@ def judge(facts: dict) -> list[Finding]:
                     add(
                         WARN,
                         engine,
-                        f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 {r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it",
+                        f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 "
+                        f"{r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it",
                     )
         rec = loc.get("record") or {}
         if rec.get("problems"):
             add(
                 WARN,
                 engine,
-                f"{engine}: {rec['dist_info']}/RECORD does not match the installed files ({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside pip and patchkit?",
+                f"{engine}: {rec['dist_info']}/RECORD does not match the installed files "
+                f"({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside "
+                "pip and patchkit?",
             )
         stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
         journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == "modified"}
@@ -454,7 +462,9 @@ def judge(facts: dict) -> list[Finding]:
             add(
                 WARN,
                 engine,
-                f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?). Remove {loc['root']}/.patchkit, then apply again",
+                f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} "
+                f"are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?). Remove "
+                f"{loc['root']}/.patchkit, then apply again",
             )
         # The loud one: the workspace tree carries recipes that the imported copy does not.
         ws = facts.get("workspace", {}).get(engine)
@@ -465,7 +475,10 @@ def judge(facts: dict) -> list[Finding]:
                 add(
                     ERROR,
                     engine,
-                    f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but {py['executable']} imports {engine} from {where}, which is NOT: the server runs unpatched code. Fix: `patchkit apply {' '.join(lacking)} --python {py['executable']}`, or install a wheel from `patchkit wheel`",
+                    f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but "
+                    f"{py['executable']} imports {engine} from {where}, which is NOT: the server runs unpatched "
+                    f"code. Fix: `patchkit apply {' '.join(lacking)} --python {py['executable']}`, or install a "
+                    "wheel from `patchkit wheel`",
                 )
         states = loc.get("recipes") or {}
         carried = sorted(rid for rid in states if _carried(loc, rid, sha.get(rid)))
@@ -525,13 +538,15 @@ def judge(facts: dict) -> list[Finding]:
                 add(
                     WARN,
                     "bundle",
-                    f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit apply {bundle} --python {py['executable']}`",
+                    f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit "
+                    f"apply {bundle} --python {py['executable']}`",
                 )
         else:
             add(
                 INFO,
                 "bundle",
-                f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 Blackwell). Do not apply it here",
+                f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 "
+                "Blackwell). Do not apply it here",
             )
             if carried_here:
                 fix = []
@@ -544,8 +559,8 @@ def judge(facts: dict) -> list[Finding]:
                 add(
                     ERROR,
                     "bundle",
-                    f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. Undo them: "
-                    + "; ".join(fix),
+                    f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. "
+                    "Undo them: " + "; ".join(fix),
                 )
 
     # FlashInfer JIT cache vs patchkit's last edit to FlashInfer sources.
@@ -564,7 +579,8 @@ def judge(facts: dict) -> list[Finding]:
         add(
             WARN if edits else INFO,
             "jit",
-            "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so patched FlashInfer C++ has no effect"
+            "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so "
+            "patched FlashInfer C++ has no effect"
             if edits
             else "flashinfer-jit-cache (prebuilt kernels) is installed",
         )
@@ -579,7 +595,8 @@ def judge(facts: dict) -> list[Finding]:
             add(
                 WARN,
                 "jit",
-                f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}",
+                f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); "
+                f"FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}",
             )
         else:
             add(OK, "jit", f"no cached FlashInfer build predates the patched sources ({last['file']})")

@@ -153,7 +153,8 @@ def open_repo(path: str | Path) -> git.Repo:
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise TargetError(
             f"{p}: not a git repository",
-            "fork commands work on a git clone of upstream (e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees",
+            "fork commands work on a git clone of upstream (e.g. `git clone "
+            "https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees",
         ) from None
     if repo.bare:
         raise TargetError(f"{p}: a bare repository", "point --target at a clone with a work tree")
@@ -199,7 +200,10 @@ def _split_note(recipe: Recipe, engine: str) -> Optional[str]:
         return None
     mine = ", ".join(f"#{op.index}" for op in recipe.ops_for(engine))
     theirs = "; ".join(f"{e} ops " + ", ".join(f"#{op.index}" for op in recipe.ops_for(e)) for e in others)
-    return f"This commit carries the {engine} ops ({mine}) of the recipe; its {theirs} belong in the {'/'.join(others)} fork."
+    return (
+        f"This commit carries the {engine} ops ({mine}) of the recipe; its {theirs} belong in the "
+        f"{'/'.join(others)} fork."
+    )
 
 
 def _identity(repo: git.Repo, base: str) -> dict:
@@ -294,7 +298,8 @@ def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
             # Only names go into the note: it is part of the commit, whose SHA must not
             # change with the wording of an engine message.
             notes.append(
-                f"op #{ev.op.index} ({ev.op.kind}) moved upstream from {ev.op.file}::{ev.op.scope or '<module>'}; carried to {ev.file.logical}::{ev.scope or '<module>'}."
+                f"op #{ev.op.index} ({ev.op.kind}) moved upstream from {ev.op.file}::{ev.op.scope or '<module>'}; "
+                f"carried to {ev.file.logical}::{ev.scope or '<module>'}."
             )
     return dataclasses.replace(recipe, ops=tuple(ops)), tuple(notes)
 
@@ -339,7 +344,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
         judged = evaluate(session, subs)
         verdicts = results(session, judged)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
-        for (r, evals), res in zip(judged, verdicts):
+        for (r, evals), res in zip(judged, verdicts, strict=True):
             split = _split_note(next(x for x in recipes if x.id == r.id), engine)
             if res.state in (M.MISSING, M.AMBIGUOUS, M.MODIFIED):
                 bad = [o for o in res.ops if o.state == res.state]
@@ -460,8 +465,10 @@ def check_checkouts(repo: git.Repo, branch: str) -> list[Path]:
         if dirty:
             lines = dirty.splitlines()
             raise PatchkitError(
-                f"{branch} is checked out in {wt_path} with local changes ({lines[0].strip()}{' ...' if len(lines) > 1 else ''}); refusing to rebuild it",
-                f"commit or stash them, or check out another branch there; patchkit rebuilds {branch} from recipes, so edit the recipe instead",
+                f"{branch} is checked out in {wt_path} with local changes "
+                f"({lines[0].strip()}{' ...' if len(lines) > 1 else ''}); refusing to rebuild it",
+                f"commit or stash them, or check out another branch there; patchkit rebuilds {branch} from "
+                "recipes, so edit the recipe instead",
             )
     return holders
 
@@ -520,8 +527,10 @@ def rebuild(
         if lost and not force:
             c = repo.commit(lost)
             raise PatchkitError(
-                f"{branch} has a commit patchkit did not make and no other branch or tag holds ({c.hexsha[:12]} {c.summary!r}); rebuilding would drop it",
-                f"move it to a branch of its own (`git branch keep {c.hexsha[:12]}`), or pass --force to rebuild anyway",
+                f"{branch} has a commit patchkit did not make and no other branch or tag holds ({c.hexsha[:12]} "
+                f"{c.summary!r}); rebuilding would drop it",
+                f"move it to a branch of its own (`git branch keep {c.hexsha[:12]}`), or pass --force to rebuild "
+                "anyway",
             )
         check_checkouts(repo, branch)
     res = Rebuild(branch, build(repo, engine, base_rev, recipes), old, previous_base, previous_carried)
@@ -562,7 +571,8 @@ class Status:
         out = [f"{r}: would be added" for r in want if r not in have]
         out += [f"{r}: would be dropped" for r in have if r not in want]
         out += [
-            f"{r}: would be rebuilt ({'the recipe changed' if have[r].stale else 'its edit or an earlier commit differs'})"
+            f"{r}: would be rebuilt "
+            f"({'the recipe changed' if have[r].stale else 'its edit or an earlier commit differs'})"
             for r in want
             if r in have and have[r].commit != want[r].commit
         ]
@@ -623,7 +633,8 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
     others = [p for p in out.iterdir() if p not in ours] if out.is_dir() else []
     if others:
         raise PatchkitError(
-            f"{out}: holds other files ({others[0].name}{' ...' if len(others) > 1 else ''}); refusing to write the series there",
+            f"{out}: holds other files ({others[0].name}{' ...' if len(others) > 1 else ''}); refusing to write "
+            "the series there",
             "pass --out with a new or empty directory",
         )
     if ours and not force:
@@ -643,7 +654,7 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
             f"git format-patch wrote {len(patches)} patch(es) for {len(items)} commit(s) of {branch}",
             "is one of them a merge or empty? rebuild the branch with `patchkit fork sync`",
         )
-    for p, c in zip(patches, items):
+    for p, c in zip(patches, items, strict=True):
         expect = set(repo.git.diff_tree("--no-commit-id", "--name-only", "-r", c.commit).splitlines())
         try:
             ps = unidiff.PatchSet(p.read_text(encoding="utf-8"))

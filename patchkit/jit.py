@@ -38,16 +38,19 @@ def note(version: str | None, modules: set[str], clear: bool) -> list[str]:
             )
         elif dirs:
             lines.append(
-                f"FlashInfer JIT: {len(dirs)} cached build(s) of {m} are stale ({pattern}). ninja would rebuild the objects "
-                f"but keep the old nvcc arch flags, because FlashInfer writes build.ninja only once. Clear them: "
+                f"FlashInfer JIT: {len(dirs)} cached build(s) of {m} are stale ({pattern}). ninja would rebuild "
+                "the objects "
+                "but keep the old nvcc arch flags, because FlashInfer writes build.ninja only once. Clear them: "
                 f"rm -rf {pattern}  (or rerun with --clear-jit-cache)."
             )
         else:
             lines.append(
-                f"FlashInfer JIT: no cached build of {m} under {cache_base()}; it will be compiled from the edited sources on first use."
+                f"FlashInfer JIT: no cached build of {m} under {cache_base()}; it will be compiled from the edited "
+                "sources on first use."
             )
     if lines:
         lines.append(
-            "FlashInfer JIT: if flashinfer-jit-cache (prebuilt AOT kernels) is installed, it is used instead and these source edits have no effect."
+            "FlashInfer JIT: if flashinfer-jit-cache (prebuilt AOT kernels) is installed, it is used instead and "
+            "these source edits have no effect."
         )
     return lines

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Optional
 
 from patchkit.errors import PatchkitError
+from patchkit.target import ENGINES, Target, open_target, parse_target_arg
 
 PINS_FILE = "upstream_pins.toml"
-from patchkit.target import ENGINES, Target, open_target, parse_target_arg
 
 
 def find_pins(start: Optional[Path] = None) -> Optional[Path]:

@@ -275,7 +275,8 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
         raise ctx.fail(
             (*where, "file"),
             [*crumbs, "file"],
-            f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is {'not ' if cls.language == 'python' else ''}one",
+            f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is "
+            f"{'not ' if cls.language == 'python' else ''}one",
             "use text-replace for C++/CUDA/CMake files"
             if cls.language == "python"
             else "use a Python op for .py files",

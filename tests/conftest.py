@@ -1,12 +1,24 @@
-"""Shared fixtures.  Real upstream releases come from the package index through patchkit's
-own cache (``PATCHKIT_CACHE``, default ~/.cache/patchkit), unpacked once per session and
-copied per test, so every test works on a pristine tree of its own."""
+"""Shared fixtures, and the two test tiers.
+
+Real upstream releases come from the package index through patchkit's own cache
+(``PATCHKIT_CACHE``, default ~/.cache/patchkit), unpacked once per session and copied per
+test, so every test works on a pristine tree of its own.  A test that needs them carries
+``@pytest.mark.real`` (one that uses the ``release_dir``/``tree`` fixtures gets it here).
+
+The offline tier (``make test-fast``: ``PATCHKIT_OFFLINE_TESTS=1 pytest -m "not real"``; a
+plain ``-m "not real"`` counts too) runs behind a network guard: an internet socket, a name
+look-up, or a pip/git subprocess that would reach an index fails the test, naming it, even
+where the code under test swallows the error.  The cache is an empty directory there, so a
+test that only passes thanks to releases already downloaded fails as on a clean machine."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -17,6 +29,119 @@ from patchkit.target import ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = {"sglang": "0.5.9", "flashinfer": "0.6.3"}
+OFFLINE_ENV = "PATCHKIT_OFFLINE_TESTS"
+
+
+# -- the two tiers -----------------------------------------------------------------------------
+
+
+class NetworkInOfflineTier(RuntimeError):
+    """A test of the offline tier tried to reach the network."""
+
+
+def offline_tier(config: pytest.Config) -> bool:
+    return os.environ.get(OFFLINE_ENV) == "1" or " ".join(config.option.markexpr.split()) == "not real"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real: runs against real releases downloaded from the package index")
+    if offline_tier(config):
+        # Children (python -m patchkit, pip, git) inherit these: no index, no remote git, an
+        # empty cache.  The in-process guard below names the test; these stop what it cannot see.
+        config._patchkit_empty_cache = tempfile.mkdtemp(prefix="patchkit-offline-cache-")
+        os.environ.update(
+            {
+                OFFLINE_ENV: "1",
+                "PATCHKIT_CACHE": config._patchkit_empty_cache,
+                "PIP_NO_INDEX": "1",
+                "PIP_INDEX_URL": "http://offline.invalid/simple",
+                "GIT_ALLOW_PROTOCOL": "file",
+            }
+        )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = getattr(config, "_patchkit_empty_cache", None)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "release_dir" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.real)
+
+
+_PIP_NETWORK = {"download", "install", "index", "wheel", "search"}
+_GIT_NETWORK = {"clone", "fetch", "pull", "push", "ls-remote", "submodule"}
+
+
+def _network_command(args) -> str | None:
+    """What a subprocess command line would fetch over the network, or None."""
+    argv = os.fsdecode(args).split() if isinstance(args, (str, bytes)) else [os.fsdecode(a) for a in args]
+    if not argv:
+        return None
+    prog, rest = Path(argv[0]).name, argv[1:]
+    if rest[:2] == ["-m", "pip"]:
+        prog, rest = "pip", rest[2:]
+    if prog in ("pip", "pip3"):
+        sub = next((w for w in rest if not w.startswith("-")), "")
+        if sub in _PIP_NETWORK and "--no-index" not in rest:
+            return f"run `pip {sub}`"
+    if prog == "git" and _GIT_NETWORK & set(rest) and any("://" in w and not w.startswith("file://") for w in rest):
+        return f"run `git {' '.join(rest)}`"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _offline_guard(request, monkeypatch):
+    """In the offline tier: the network is off, and a test that reaches for it fails by name."""
+    if not offline_tier(request.config):
+        yield
+        return
+    name = request.node.nodeid
+    hits: list[str] = []
+
+    def refuse(what: str):
+        msg = f"{name}: tried to {what} in the offline tier ({OFFLINE_ENV}=1); mark the test @pytest.mark.real"
+        hits.append(msg)
+        raise NetworkInOfflineTier(msg)
+
+    inet = (socket.AF_INET, socket.AF_INET6)
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def connect(self, address):
+        if self.family in inet:
+            refuse(f"connect to {address!r}")
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        if self.family in inet:
+            refuse(f"connect to {address!r}")
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host, *args, **kwargs):
+        refuse(f"look up {host!r}")
+
+    real_init = subprocess.Popen.__init__
+
+    def popen_init(self, args, *a, **kw):
+        what = _network_command(args)
+        if what:
+            refuse(what)
+        real_init(self, args, *a, **kw)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen_init)
+    yield
+    if hits:  # also when the code under test caught the error and carried on
+        pytest.fail("\n".join(hits), pytrace=False)
+
+
+# -- real releases -----------------------------------------------------------------------------
 
 _unpacked: dict[tuple[str, str], Path] = {}
 

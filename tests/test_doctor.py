@@ -58,8 +58,8 @@ def test_h200_is_told_sm120_is_not_for_it():
     ]  # as the device printed them
     assert "GPU 0: NVIDIA H200, compute capability 9.0 (via torch)" in messages(findings, D.OK)
     assert (
-        "sm120: NOT for this GPU (NVIDIA H200 (9.0)); it is for compute capability 12.x only (SM120: e.g. RTX PRO 6000 Blackwell). Do not apply it here"
-        in messages(findings, D.INFO)
+        "sm120: NOT for this GPU (NVIDIA H200 (9.0)); it is for compute capability 12.x only (SM120: e.g. RTX PRO "
+        "6000 Blackwell). Do not apply it here" in messages(findings, D.INFO)
     )
     assert "sglang 0.5.9 imported from /tmp/site/sglang (pin 0.5.9)" in messages(findings, D.OK)
     assert D.exit_code(findings) == 0  # pristine engines on a Hopper GPU: nothing is off
@@ -70,12 +70,14 @@ def test_h200_running_the_sm120_wheels_is_an_error():
     findings = D.judge(doc["facts"])
     errors = messages(findings, D.ERROR)
     assert errors == [
-        "sm120 recipes are applied here (allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120) but this GPU is not compute capability 12.x. "
-        "Undo them: reinstall the released wheels: pip install --force-reinstall --no-deps flashinfer-python==0.6.3 sglang==0.5.9"
+        "sm120 recipes are applied here (allreduce-fusion, autotune-cutlass, max-running-requests, "
+        "moe-backend-sm120) but this GPU is not compute capability 12.x. "
+        "Undo them: reinstall the released wheels: pip install --force-reinstall --no-deps "
+        "flashinfer-python==0.6.3 sglang==0.5.9"
     ]
     assert (
-        "sglang: installed from a patchkit wheel 0.5.9+sm120 (label sm120): allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120"
-        in messages(findings)
+        "sglang: installed from a patchkit wheel 0.5.9+sm120 (label sm120): allreduce-fusion, autotune-cutlass, "
+        "max-running-requests, moe-backend-sm120" in messages(findings)
     )
     assert D.exit_code(findings) == 1
 
@@ -90,7 +92,8 @@ def test_on_a_capability_12_gpu_sm120_fits_and_pending_recipes_are_flagged():
     assert "sm120: fits this machine (NVIDIA RTX PRO 6000 Blackwell Server Edition (12.0))" in messages(findings, D.OK)
     warn = messages(findings, D.WARN)
     assert len(warn) == 1 and warn[0].startswith(
-        "sm120 fits these GPUs, but the imported copies lack allreduce-fusion, autotune-cutlass, max-running-requests, moe-backend-sm120"
+        "sm120 fits these GPUs, but the imported copies lack allreduce-fusion, autotune-cutlass, "
+        "max-running-requests, moe-backend-sm120"
     )
     assert D.exit_code(findings) == 1
 
@@ -127,6 +130,7 @@ def isolated(monkeypatch, tmp_path):
     return monkeypatch
 
 
+@pytest.mark.real
 def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated, tmp_path):
     imported = tree("sglang", name="imported")
     ws = tmp_path / "ws"
@@ -148,8 +152,8 @@ def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated
         f"sglang: the workspace tree {ws / 'trees' / 'sglang'} is patched (autotune-cutlass, max-running-requests"
     ), errors[0]
     assert (
-        f"), but {sys.executable} imports sglang from {imported / 'sglang'}, which is NOT: the server runs unpatched code."
-        in errors[0]
+        f"), but {sys.executable} imports sglang from {imported / 'sglang'}, which is NOT: the server runs "
+        "unpatched code." in errors[0]
     )
     if not has_gpu_here():
         assert facts["gpus"]["devices"] == []
@@ -170,12 +174,13 @@ def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated
         f.write("# a hand edit\n")
     code, out, err = run_cli("--workspace", str(ws), "doctor")
     assert (
-        "[ WARN ] sglang: sglang-0.5.9.dist-info/RECORD does not match the installed files (sglang/srt/utils/common.py: hash or size differs from RECORD): edited outside pip and patchkit?"
-        in out
+        "[ WARN ] sglang: sglang-0.5.9.dist-info/RECORD does not match the installed files "
+        "(sglang/srt/utils/common.py: hash or size differs from RECORD): edited outside pip and patchkit?" in out
     )
     assert "[  --  ] sglang: carries autotune-cutlass (applied), max-running-requests (applied)" in out
 
 
+@pytest.mark.real
 def test_jit_builds_older_than_the_patched_sources_are_flagged(tree, run_cli, isolated, tmp_path):
     sg, fi = tree("sglang"), tree("flashinfer")
     isolated.setenv("PYTHONPATH", os.pathsep.join([str(sg), str(fi)]))
@@ -197,6 +202,7 @@ def test_jit_builds_older_than_the_patched_sources_are_flagged(tree, run_cli, is
     assert code == 1
 
 
+@pytest.mark.real
 def test_stale_journal_after_a_reinstall_is_explained(tree, run_cli, isolated):
     site = tree("sglang")
     pristine = (site / "sglang/srt/server_args.py").read_bytes()
@@ -206,8 +212,9 @@ def test_stale_journal_after_a_reinstall_is_explained(tree, run_cli, isolated):
     code, out, err = run_cli("doctor")
     assert code == 1
     assert (
-        f"[ WARN ] sglang: patchkit's journal in {site}/.patchkit says max-running-requests are applied, but sglang/srt/server_args.py are back to the released bytes (reinstalled?). Remove {site}/.patchkit, then apply again"
-        in out
+        f"[ WARN ] sglang: patchkit's journal in {site}/.patchkit says max-running-requests are applied, but "
+        f"sglang/srt/server_args.py are back to the released bytes (reinstalled?). Remove {site}/.patchkit, then "
+        "apply again" in out
     )
 
 
@@ -215,5 +222,6 @@ def test_unknown_interpreter_is_one_line(run_cli):
     code, out, err = run_cli("doctor", "--python", "/nonexistent/bin/python")
     assert (code, err.strip()) == (
         2,
-        "patchkit: error: --python /nonexistent/bin/python: no such interpreter (hint: give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python)",
+        "patchkit: error: --python /nonexistent/bin/python: no such interpreter (hint: give the path of the python "
+        "that runs the server, e.g. --python ~/venvs/serve/bin/python)",
     )

@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
+from patchkit import drift
+from patchkit.errors import PatchkitError
 from tests.conftest import ROOT
+
+# A fixed listing of sglang releases around 0.5.11..0.5.15 (0.5.15rc0 is made up, to have a
+# pre-release inside the range): the range tests read it instead of the live index, so a new
+# post-release, or a yanked one, upstream changes nothing here.
+LISTED = ["0.5.10", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15rc0", "0.5.15"]
 
 
 def drift_json(run_cli, *args):
@@ -26,6 +35,7 @@ def ops(doc, rid):
     return [(o["engine"], o["state"], o["location"]) for o in recipe(doc, rid)["ops"]]
 
 
+@pytest.mark.real
 def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
     code, doc = drift_json(run_cli, "--to", "sglang==0.5.13")
     assert code == 0
@@ -44,6 +54,7 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
     assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
 
 
+@pytest.mark.real
 def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
     """0.5.15 moved ModelRunner._should_run_flashinfer_autotune to a module function
     should_run_flashinfer_autotune in runner/flashinfer_autotune.py, and the SM120 MoE arm
@@ -67,6 +78,7 @@ def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
     assert moe["message"].startswith("upstream marker matched at sglang/srt/arg_groups/overrides.py:")
 
 
+@pytest.mark.real
 def test_sglang_0_5_20_drift_that_needs_work(run_cli):
     """0.5.20 moved ServerArgs' fields into arg_groups and rewrote communicator.py's gates."""
     code, doc = drift_json(run_cli, "--to", "sglang==0.5.20")
@@ -78,14 +90,15 @@ def test_sglang_0_5_20_drift_that_needs_work(run_cli):
         "moe-backend-sm120": ("upstream", False),
     }
     mrr = recipe(doc, "max-running-requests")["ops"][0]
-    assert (
-        mrr["message"]
-        == "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
+    assert mrr["message"] == (
+        "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, "
+        "sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
     )
     ar = recipe(doc, "allreduce-fusion")["ops"]
     assert [o["state"] for o in ar] == ["pending", "missing", "pending", "pending", "pending"]
 
 
+@pytest.mark.real
 def test_flashinfer_0_6_17_has_the_flashinfer_half_upstream(run_cli):
     code, doc = drift_json(run_cli, "allreduce-fusion", "--to", "flashinfer==0.6.17")
     assert code == 0
@@ -99,27 +112,43 @@ def test_flashinfer_0_6_17_has_the_flashinfer_half_upstream(run_cli):
     ]
 
 
+@pytest.mark.real
 def test_status_on_a_pristine_newer_tree_answers_like_drift(run_cli, tree):
     s, f = tree("sglang", "0.5.15"), tree("flashinfer", "0.6.3")
     code, out, _ = run_cli("status", "-t", f"sglang={s}", "-t", f"flashinfer={f}", "--json")
     st = json.loads(out)
     _, dr = drift_json(run_cli, "--to", "sglang==0.5.15")
-    strip = lambda doc: [
-        (r["id"], r["state"], [(o["state"], o["location"], o["message"]) for o in r["ops"]]) for r in doc["recipes"]
-    ]
+
+    def strip(doc):
+        return [
+            (r["id"], r["state"], [(o["state"], o["location"], o["message"]) for o in r["ops"]]) for r in doc["recipes"]
+        ]
+
     assert strip(st) == strip(dr)
 
 
-def test_bisect_finds_where_states_change_with_few_evaluations(run_cli):
+def test_versions_between_keeps_the_range_and_drops_prereleases_inside_it(monkeypatch):
+    monkeypatch.setattr(drift, "index_versions", lambda dist: list(LISTED))
+    assert drift.versions_between("sglang", "0.5.11", "0.5.15") == LISTED[1:7] + ["0.5.15"]
+    assert drift.versions_between("sglang", "0.5.12.post1", "0.5.15rc0") == LISTED[3:8]  # an end is kept
+    with pytest.raises(PatchkitError, match=r"^no sglang release between 0\.5\.16 and 0\.5\.20 on the index$"):
+        drift.versions_between("sglang", "0.5.16", "0.5.20")
+
+
+@pytest.mark.real
+def test_bisect_finds_where_states_change_with_few_evaluations(run_cli, monkeypatch):
+    monkeypatch.setattr(drift, "index_versions", lambda dist: list(LISTED))
     code, out, err = run_cli("drift", "--across", "sglang==0.5.11..0.5.15", "--bisect", "--json")
     doc = json.loads(out)
     assert doc["of"] == 7  # 0.5.11, 0.5.12, 0.5.12.post1, 0.5.13, 0.5.13.post1, 0.5.14, 0.5.15
+    assert doc["versions"][0] == "0.5.11" and doc["versions"][-1] == "0.5.15"
     assert doc["evaluated"] < doc["of"]
     changes = {(c["recipe"], c["from"], c["to"], c["old"], c["new"]) for c in doc["changes"]}
     assert ("autotune-cutlass", "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
     assert ("moe-backend-sm120", "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
 
 
+@pytest.mark.real
 def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
     pins = tmp_path / "upstream_pins.toml"
     shutil.copy(ROOT / "upstream_pins.toml", pins)
@@ -127,8 +156,8 @@ def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
     code, out, err = run_cli("--pins", str(pins), "--recipes", str(ROOT / "recipes"), "pin", "sglang", "0.5.12.post1")
     assert code == 0, out + err
     new = pins.read_text()
-    changed = [(a, b) for a, b in zip(original.splitlines(), new.splitlines()) if a != b]
     assert len(original.splitlines()) == len(new.splitlines())
+    changed = [(a, b) for a, b in zip(original.splitlines(), new.splitlines(), strict=True) if a != b]
     assert [a.split("=")[0].strip() for a, _ in changed] == ["version", "wheel", "sha256", "rev"]
     assert (
         'version = "0.5.12.post1"' in new

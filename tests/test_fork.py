@@ -21,6 +21,8 @@ import unidiff
 
 from tests.conftest import ROOT, git, git_layout, pk
 
+pytestmark = pytest.mark.real
+
 RECIPES = ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
 SGLANG_RELEASES = ["0.5.9", "0.5.12", "0.5.13"]
 
@@ -128,7 +130,7 @@ def test_sync_makes_one_commit_per_recipe_on_the_pinned_tag(synced, recipes_dir)
     assert carried == [s["commit"] for s in doc["recipes"]]
     assert git(repo, "rev-parse", f"{carried[0]}^").strip() == base
     base_date = git(repo, "log", "-1", "--format=%ct", base).strip()
-    for c, rid in zip(carried, RECIPES):
+    for c, rid in zip(carried, RECIPES, strict=True):
         info = git(repo, "log", "-1", "--format=%s%n%an <%ae>%n%cn <%ce>%n%at %ct", c).splitlines()
         assert info == [
             f"patchkit: {rid}",
@@ -201,7 +203,7 @@ def test_export_is_a_series_that_git_am_and_patch_apply(synced, sglang_upstream,
     names = [f"{i:04d}-patchkit-{rid}.patch" for i, rid in enumerate(RECIPES, 1)]
     assert (out / "series").read_text().splitlines() == names
     assert sorted(p.name for p in out.iterdir()) == sorted([*names, "series"])
-    for name, step in zip(names, doc["recipes"]):
+    for name, step in zip(names, doc["recipes"], strict=True):
         ps = unidiff.PatchSet((out / name).read_text())
         assert {f.path for f in ps} == set(step["files"])
         assert all(len(f) >= 1 for f in ps)
@@ -362,7 +364,9 @@ def test_upgrade_carries_a_recipe_whose_code_moved(sglang_upstream, run_cli, tmp
     (step,) = doc["recipes"]
     assert (step["id"], step["state"], step["action"]) == ("autotune-cutlass", "moved", "committed")
     assert step["notes"] == [
-        "op #1 (list-element) moved upstream from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune; carried to sglang/srt/model_executor/model_runner.py::ModelRunner._should_autotune_flashinfer."
+        "op #1 (list-element) moved upstream from "
+        "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune; carried to "
+        "sglang/srt/model_executor/model_runner.py::ModelRunner._should_autotune_flashinfer."
     ]
     (c,) = commits(repo, "v-renamed..patchkit/autotune-cutlass")
     assert c == step["commit"] and step["notes"][0] in git(repo, "log", "-1", "--format=%b", c)
@@ -387,8 +391,10 @@ def test_a_checked_out_fork_with_local_changes_is_left_alone(synced_copy, run_cl
     code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={repo}", "--base", "v0.5.12")
     assert code == 2 and out == ""
     assert err == (
-        f"patchkit: error: patchkit/sm120 is checked out in {repo} with local changes (M python/sglang/srt/server_args.py); refusing to rebuild it "
-        "(hint: commit or stash them, or check out another branch there; patchkit rebuilds patchkit/sm120 from recipes, so edit the recipe instead)\n"
+        f"patchkit: error: patchkit/sm120 is checked out in {repo} with local changes (M "
+        "python/sglang/srt/server_args.py); refusing to rebuild it "
+        "(hint: commit or stash them, or check out another branch there; patchkit rebuilds patchkit/sm120 from "
+        "recipes, so edit the recipe instead)\n"
     )
     assert git(repo, "rev-parse", "HEAD").strip() == head and f.read_bytes() == mine
 
@@ -414,19 +420,23 @@ def test_one_line_errors(synced_copy, run_cli, tmp_path):
     code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={tmp_path}")
     assert (code, err) == (
         2,
-        f"patchkit: error: {tmp_path}: not a git repository (hint: fork commands work on a git clone of upstream (e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees)\n",
+        f"patchkit: error: {tmp_path}: not a git repository (hint: fork commands work on a git clone of upstream "
+        "(e.g. `git clone https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees)\n",
     )
     code, out, err = run_cli("fork", "sync", "sm120", "-t", f"sglang={synced_copy}", "--base", "v9.9.9")
     assert (code, err) == (
         2,
-        f"patchkit: error: v9.9.9: no such revision in {synced_copy} (hint: fetch it first (`git fetch --tags`), or pass another --base/--to)\n",
+        f"patchkit: error: v9.9.9: no such revision in {synced_copy} (hint: fetch it first (`git fetch --tags`), "
+        "or pass another --base/--to)\n",
     )
     code, out, err = run_cli("fork", "sync", "autotune-cutlass", "-t", f"flashinfer={synced_copy}")
     assert code == 2 and err.startswith("patchkit: error: autotune-cutlass: no recipe edits flashinfer")
     code, out, err = run_cli("fork", "sync", "allreduce-fusion", "-t", f"flashinfer={synced_copy}", "--base", "v0.5.9")
     assert (code, err) == (
         2,
-        f"patchkit: error: {synced_copy} at v0.5.9: no flashinfer sources (looked for flashinfer/__init__.py, include/flashinfer) (hint: is it a clone of flashinfer? fork commands need the upstream repository layout)\n",
+        f"patchkit: error: {synced_copy} at v0.5.9: no flashinfer sources (looked for flashinfer/__init__.py, "
+        "include/flashinfer) (hint: is it a clone of flashinfer? fork commands need the upstream repository "
+        "layout)\n",
     )
     code, out, err = run_cli("fork", "status", "nope", "-t", f"sglang={synced_copy}")
     assert (code, err) == (

@@ -35,17 +35,20 @@ CASES = [
     (
         "id mismatch",
         lambda s: s.replace('id = "r"', 'id = "other"'),
-        "r.toml:1 > id: 'other' does not match the file name 'r.toml' (hint: rename the file to other.toml or set id = 'r')",
+        "r.toml:1 > id: 'other' does not match the file name 'r.toml' (hint: rename the file to other.toml or set "
+        "id = 'r')",
     ),
     (
         "missing summary",
         lambda s: s.replace('summary = "widen a list"\n', ""),
-        "r.toml: missing required key 'summary' (hint: a recipe needs id, summary, rationale, bundles, [engines] and [[ops]])",
+        "r.toml: missing required key 'summary' (hint: a recipe needs id, summary, rationale, bundles, [engines] "
+        "and [[ops]])",
     ),
     (
         "bad specifier",
         lambda s: s.replace('">=0.5.9"', '">=banana"'),
-        "r.toml:7 > engines > sglang: '>=banana' is not a valid version specifier (hint: use PEP 440, e.g. \">=0.5.9,<0.5.13\")",
+        "r.toml:7 > engines > sglang: '>=banana' is not a valid version specifier (hint: use PEP 440, e.g. "
+        '">=0.5.9,<0.5.13")',
     ),
     (
         "unknown engine",
@@ -60,7 +63,8 @@ CASES = [
     (
         "op engine not in engines",
         lambda s: s.replace('engine = "sglang"', 'engine = "flashinfer"'),
-        "r.toml:11 > op #1 > engine: engine 'flashinfer' is not in the recipe's [engines] (hint: add flashinfer = \"<versions>\" under [engines])",
+        "r.toml:11 > op #1 > engine: engine 'flashinfer' is not in the recipe's [engines] (hint: add flashinfer = "
+        '"<versions>" under [engines])',
     ),
     (
         "unknown op key",
@@ -85,37 +89,44 @@ CASES = [
     (
         "param not python",
         lambda s: s.replace("element = '\"b\"'", "element = '\"b'"),
-        "r.toml:17 > op #1 > params.element: is not a Python expression: '\"b' (tokenizer error: unterminated string literal)",
+        "r.toml:17 > op #1 > params.element: is not a Python expression: '\"b' (tokenizer error: unterminated "
+        "string literal)",
     ),
     (
         "absolute path",
         lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "/etc/passwd.py"'),
-        "r.toml:12 > op #1 > file: '/etc/passwd.py' is an absolute path (hint: name the file relative to the package, e.g. 'sglang/srt/server_args.py')",
+        "r.toml:12 > op #1 > file: '/etc/passwd.py' is an absolute path (hint: name the file relative to the "
+        "package, e.g. 'sglang/srt/server_args.py')",
     ),
     (
         "dotdot path",
         lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/../../x.py"'),
-        "r.toml:12 > op #1 > file: 'sglang/../../x.py' climbs out of the target with '..' (hint: name the file relative to the package)",
+        "r.toml:12 > op #1 > file: 'sglang/../../x.py' climbs out of the target with '..' (hint: name the file "
+        "relative to the package)",
     ),
     (
         "wrong engine prefix",
         lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "flashinfer/jit/comm.py"'),
-        "r.toml:12 > op #1 > file: 'flashinfer/jit/comm.py' is not a sglang file (hint: sglang files start with sglang/)",
+        "r.toml:12 > op #1 > file: 'flashinfer/jit/comm.py' is not a sglang file (hint: sglang files start with "
+        "sglang/)",
     ),
     (
         "python op on cuda file",
         lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"'),
-        "r.toml:12 > op #1 > file: list-element edits Python files, and 'sglang/srt/x.cuh' is not one (hint: use text-replace for C++/CUDA/CMake files)",
+        "r.toml:12 > op #1 > file: list-element edits Python files, and 'sglang/srt/x.cuh' is not one (hint: use "
+        "text-replace for C++/CUDA/CMake files)",
     ),
     (
         "bad scope",
         lambda s: s.replace('scope = "f"', 'scope = "f..g"'),
-        "r.toml:13 > op #1 > scope: 'f..g' is not a qualified name (hint: e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level)",
+        "r.toml:13 > op #1 > scope: 'f..g' is not a qualified name (hint: e.g. "
+        "'ServerArgs._handle_moe_kernel_config', or leave it out for module level)",
     ),
     (
         "two locator forms",
         lambda s: s.replace("contains = ['\"a\"']", 'contains = [\'"a"\']\nkeyword = "k"'),
-        "r.toml:14 > op #1 > locator: needs exactly one of contains, keyword, membership (hint: e.g. locator = { contains = ['\"flashinfer_trtllm\"'] })",
+        "r.toml:14 > op #1 > locator: needs exactly one of contains, keyword, membership (hint: e.g. locator = { "
+        "contains = ['\"flashinfer_trtllm\"'] })",
     ),
     (
         "invalid toml",

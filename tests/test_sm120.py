@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import git, git_layout
 
+pytestmark = pytest.mark.real
+
 FILES = {
     "sglang": [
         "sglang/srt/model_executor/model_runner.py",
@@ -30,7 +32,9 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture
-def pair(tree):
+def trees_at(tree):
+    """trees_at(sglang_version, flashinfer_version) -> (sglang tree, flashinfer tree, their -t options)."""
+
     def make(sg: str = "0.5.9", fi: str = "0.6.3"):
         s, f = tree("sglang", sg), tree("flashinfer", fi)
         return s, f, ["-t", f"sglang={s}", "-t", f"flashinfer={f}"]
@@ -38,21 +42,21 @@ def pair(tree):
     return make
 
 
-def test_apply_sm120_effects(pair, run_cli):
-    s, f, t = pair()
+def test_apply_sm120_effects(trees_at, run_cli):
+    s, f, t = trees_at()
     code, out, err = run_cli("apply", "sm120", *t)
     assert code == 0, out + err
     mr = (s / FILES["sglang"][0]).read_text()
     assert (
-        '            # TODO: flashinfer_cutlass will cause some flashinfer compilation errors. To be fixed.\n            "flashinfer_cutlass",\n        ]:'
-        in mr
+        "            # TODO: flashinfer_cutlass will cause some flashinfer compilation errors. To be fixed.\n      "
+        '      "flashinfer_cutlass",\n        ]:' in mr
     )
     assert '# "flashinfer_cutlass"' not in mr
     comm = (s / FILES["sglang"][1]).read_text()
     assert "    is_sm100_supported,\n    is_sm120_supported,\n)" in comm
     assert (
-        "_is_sm100_supported = _is_cuda and is_sm100_supported()\n_is_sm120_supported = _is_cuda and is_sm120_supported()\n"
-        in comm
+        "_is_sm100_supported = _is_cuda and is_sm100_supported()\n_is_sm120_supported = _is_cuda and "
+        "is_sm120_supported()\n" in comm
     )
     assert (
         "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)\n        and _is_flashinfer_available"
@@ -61,7 +65,8 @@ def test_apply_sm120_effects(pair, run_cli):
     sa = (s / FILES["sglang"][2]).read_text()
     assert "    max_running_requests: Optional[int] = 1024\n" in sa
     arm = sa.index(
-        '            and self.quantization == "modelopt_fp4"\n            and is_sm120_supported()\n        ):\n            self.moe_runner_backend = "flashinfer_cutlass"'
+        '            and self.quantization == "modelopt_fp4"\n            and is_sm120_supported()\n        ):\n   '
+        '         self.moe_runner_backend = "flashinfer_cutlass"'
     )
     assert arm < sa.index(
         '        if self.moe_runner_backend == "flashinfer_cutlass":\n            assert self.quantization in ['
@@ -76,8 +81,8 @@ def test_apply_sm120_effects(pair, run_cli):
     compile((f / FILES["flashinfer"][0]).read_text(), "comm.py", "exec")
 
 
-def test_apply_is_idempotent_and_says_so(pair, run_cli):
-    s, f, t = pair()
+def test_apply_is_idempotent_and_says_so(trees_at, run_cli):
+    s, f, t = trees_at()
     assert run_cli("apply", "sm120", *t)[0] == 0
     before = snapshot(s), snapshot(f)
     code, out, err = run_cli("apply", "sm120", *t, "--json")
@@ -88,8 +93,8 @@ def test_apply_is_idempotent_and_says_so(pair, run_cli):
     assert (snapshot(s), snapshot(f)) == before
 
 
-def test_status_json_shape(pair, run_cli):
-    s, f, t = pair()
+def test_status_json_shape(trees_at, run_cli):
+    s, f, t = trees_at()
     code, out, _ = run_cli("status", *t, "--json")
     assert code == 1
     doc = json.loads(out)
@@ -116,8 +121,8 @@ def test_status_json_shape(pair, run_cli):
     assert doc["targets"]["sglang"]["version"] == "0.5.9" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
 
 
-def test_revert_allreduce_fusion_keeps_the_others(pair, run_cli, release_dir):
-    s, f, t = pair()
+def test_revert_allreduce_fusion_keeps_the_others(trees_at, run_cli, release_dir):
+    s, f, t = trees_at()
     run_cli("apply", "sm120", *t)
     code, out, err = run_cli("revert", "allreduce-fusion", *t)
     assert code == 0, out + err
@@ -135,8 +140,8 @@ def test_revert_allreduce_fusion_keeps_the_others(pair, run_cli, release_dir):
     assert (s / FILES["sglang"][1]).read_bytes() == (release_dir("sglang", "0.5.9") / FILES["sglang"][1]).read_bytes()
 
 
-def test_revert_sm120_restores_every_byte(pair, run_cli, release_dir):
-    s, f, t = pair()
+def test_revert_sm120_restores_every_byte(trees_at, run_cli, release_dir):
+    s, f, t = trees_at()
     run_cli("apply", "sm120", *t)
     run_cli("revert", "allreduce-fusion", *t)
     run_cli("apply", "allreduce-fusion", *t)  # re-applied after the others: the order differs now
@@ -146,8 +151,8 @@ def test_revert_sm120_restores_every_byte(pair, run_cli, release_dir):
     assert snapshot(f) == snapshot(release_dir("flashinfer", "0.6.3"))
 
 
-def test_missing_flashinfer_anchor_fails_whole_apply(pair, run_cli):
-    s, f, t = pair()
+def test_missing_flashinfer_anchor_fails_whole_apply(trees_at, run_cli):
+    s, f, t = trees_at()
     cuh = f / FILES["flashinfer"][1]
     cuh.write_text(cuh.read_text().replace(GUARD, "#if defined(__CUDA_ARCH__)"))
     before = snapshot(s), snapshot(f)
@@ -160,8 +165,8 @@ def test_missing_flashinfer_anchor_fails_whole_apply(pair, run_cli):
     assert "nothing was written" in err
 
 
-def test_diff_touches_nothing_and_git_applies_to_the_same_bytes(pair, run_cli, tree):
-    s, f, t = pair()
+def test_diff_touches_nothing_and_git_applies_to_the_same_bytes(trees_at, run_cli, tree):
+    s, f, t = trees_at()
     before = snapshot(s)
     code, out, err = run_cli("diff", "autotune-cutlass", "max-running-requests", *t)
     assert code == 0, err
@@ -171,7 +176,10 @@ def test_diff_touches_nothing_and_git_applies_to_the_same_bytes(pair, run_cli, t
     subprocess.run(["git", "apply", "-p1", "-"], input=out, text=True, cwd=other, check=True)
     run_cli("apply", "autotune-cutlass", "max-running-requests", *t)
     # apply also rehashes the wheel's RECORD, which the source diff leaves out.
-    strip = lambda snap: {k: v for k, v in snap.items() if not k.endswith(".dist-info/RECORD")}
+
+    def strip(snap):
+        return {k: v for k, v in snap.items() if not k.endswith(".dist-info/RECORD")}
+
     assert strip(snapshot(other)) == strip(snapshot(s))
 
 
@@ -211,8 +219,8 @@ def test_git_checkout_layout(release_dir, tmp_path, run_cli):
 
 # sglang 0.5.9 .. 0.5.12.post1 x flashinfer 0.6.3 .. 0.6.16.post4: the recipes' stated ranges.
 @pytest.mark.parametrize("sg,fi", [("0.5.10.post1", "0.6.8"), ("0.5.11", "0.6.11"), ("0.5.12.post1", "0.6.16.post4")])
-def test_other_releases(pair, run_cli, release_dir, sg, fi):
-    s, f, t = pair(sg, fi)
+def test_other_releases(trees_at, run_cli, release_dir, sg, fi):
+    s, f, t = trees_at(sg, fi)
     code, out, err = run_cli("apply", "sm120", *t, "--json")
     assert code == 0, out + err
     assert {r["state"] for r in json.loads(out)["recipes"]} == {"applied"}
@@ -240,8 +248,8 @@ def test_out_of_range_is_skipped_but_status_tells_the_truth(tree, run_cli):
     assert r["state"] == "skipped" and "0.5.13 not in" in r["message"]
 
 
-def test_jit_cache_note_and_clear(pair, run_cli, tmp_path, monkeypatch):
-    s, f, t = pair()
+def test_jit_cache_note_and_clear(trees_at, run_cli, tmp_path, monkeypatch):
+    s, f, t = trees_at()
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "home"))
     stale = tmp_path / "home/.cache/flashinfer/0.6.3/90a_100a/cached_ops/trtllm_comm"
     stale.mkdir(parents=True)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from tests.conftest import ROOT, git, git_layout
+
+pytestmark = pytest.mark.real  # every test here syncs a release from the index
 
 
 def project(tmp_path, sha=None):

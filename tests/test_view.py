@@ -190,6 +190,7 @@ def _outcome(module, v, text, scope, op):
 
 
 @pytest.mark.parametrize("engine,version", [("sglang", "0.5.9"), ("sglang", "0.5.15"), ("flashinfer", "0.6.3")])
+@pytest.mark.real
 def test_ops_answer_the_same_on_a_view_as_on_the_whole_file(release_dir, engine, version):
     root = release_dir(engine, version)
     rng = random.Random(f"{engine}{version}")
@@ -223,6 +224,7 @@ def test_ops_answer_the_same_on_a_view_as_on_the_whole_file(release_dir, engine,
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::SyntaxWarning")  # upstream escapes
 @pytest.mark.parametrize("engine,version", [("sglang", "0.5.9"), ("flashinfer", "0.6.3")])
+@pytest.mark.real
 def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, engine, version):
     """Every def of every file, viewed for a common word: the view parses, expands back to
     the file, and each kept line sits at the file line it maps to."""
@@ -252,6 +254,7 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
     assert checked > 50
 
 
+@pytest.mark.real
 def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree, monkeypatch):
     from patchkit import judge, planner
     from patchkit.project import Project

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -204,7 +205,8 @@ def test_half_of_a_two_engine_recipe_is_refused(tmp_path, run_cli):
     assert code == 2
     assert err.strip() == (
         "patchkit: error: recipe allreduce-fusion also edits flashinfer: a wheel of one engine would carry half of it "
-        "(hint: add --from flashinfer==VERSION to build the matching wheels in the same run, or leave allreduce-fusion out)"
+        "(hint: add --from flashinfer==VERSION to build the matching wheels in the same run, or leave "
+        "allreduce-fusion out)"
     )
     assert not (tmp_path / "out").exists()
 
@@ -214,7 +216,8 @@ def test_half_of_a_two_engine_recipe_is_refused(tmp_path, run_cli):
     [
         (
             ("--from", "vllm==0.1"),
-            "patchkit: error: --from 'vllm==0.1': unknown engine 'vllm' (hint: engines: sglang, flashinfer; e.g. --from sglang==0.5.9)",
+            "patchkit: error: --from 'vllm==0.1': unknown engine 'vllm' (hint: engines: sglang, flashinfer; e.g. "
+            "--from sglang==0.5.9)",
         ),
         (
             ("--from", "sglang==latest"),
@@ -222,7 +225,8 @@ def test_half_of_a_two_engine_recipe_is_refused(tmp_path, run_cli):
         ),
         (
             ("--from", "sglang==0.5.9", "--label", "+"),
-            "patchkit: error: --label '+': not usable as a PEP 440 local version label (hint: use letters, digits and dots, e.g. --label sm120 or --label sm120.v2)",
+            "patchkit: error: --label '+': not usable as a PEP 440 local version label (hint: use letters, digits "
+            "and dots, e.g. --label sm120 or --label sm120.v2)",
         ),
     ],
 )
@@ -347,20 +351,23 @@ def test_system_site_packages_are_refused(tree, run_cli, monkeypatch):
     code, out, err = run_cli("apply", "max-running-requests", "-t", f"sglang={site}")
     assert code == 2
     assert err.startswith(
-        f"patchkit: error: {site}: is the site-packages of a system Python ({site}); patchkit will not patch it in place (hint: create a venv you own"
+        f"patchkit: error: {site}: is the site-packages of a system Python ({site}); patchkit will not patch it in "
+        "place (hint: create a venv you own"
     )
     assert server_args.read_bytes() == pristine
 
 
-def test_real_system_location_is_recognised():
+def test_real_system_location_is_recognised(monkeypatch):
     from patchkit import record
+    from patchkit.errors import TargetError
 
     if sys.prefix == sys.base_prefix:
         pytest.skip("runs in a venv only: its base interpreter's site-packages is the system one")
     import sysconfig
 
+    monkeypatch.delenv(record.ALLOW_SYSTEM_ENV, raising=False)
     base_purelib = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix}))
-    with pytest.raises(Exception) as e:
+    said = re.escape(f"{os.path.realpath(base_purelib)}: is the site-packages of a system Python (")
+    with pytest.raises(TargetError, match=f"^{said}.*\\); patchkit will not patch it in place \\(hint: create a venv"):
         record.guard_writable(base_purelib)
-    assert "system Python" in str(e.value)
     record.guard_writable(Path(os.environ.get("TMPDIR", "/tmp")))

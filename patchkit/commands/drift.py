@@ -101,7 +101,10 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
     engine, a, b = D.parse_range(spec)
     versions = D.versions_between(engine, a, b)
     others = {e: v for e, v in _pinned(project).items() if e != engine}
-    run = lambda vs: D.across(catalog, project.recipes_dir, names, engine, vs, others, jobs=jobs, say=_err)
+
+    def run(vs: list[str]) -> dict[str, list[dict]]:
+        return D.across(catalog, project.recipes_dir, names, engine, vs, others, jobs=jobs, say=_err)
+
     changes = None
     if bisect:
         matrix, changes = D.bisect(run, versions)
@@ -158,7 +161,8 @@ def pin(project: Project, engine: str, version: str, force: bool) -> int:
     code = drift(project, (), (f"{engine}=={version}",), None, False, False, 2)
     if code != OK and not force:
         say(
-            f"\npin not moved: a recipe would be missing, ambiguous or moved on {engine} {version}; fix the recipes, or pass --force",
+            f"\npin not moved: a recipe would be missing, ambiguous or moved on {engine} {version}; fix the "
+            "recipes, or pass --force",
             err=True,
         )
         return NOT_THERE

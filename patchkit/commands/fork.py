@@ -68,7 +68,10 @@ def _branch_for(repo, names: tuple[str, ...], command: str) -> str:
 def _steps_human(steps: list[F.Step]) -> list[str]:
     out = []
     for s in steps:
-        line = f"  {s.recipe:<24} {s.state:<9} {click.style(s.action, fg=_COLORS.get(s.action))}{' ' * (10 - len(s.action))}"
+        line = (
+            f"  {s.recipe:<24} {s.state:<9} "
+            f"{click.style(s.action, fg=_COLORS.get(s.action))}{' ' * (10 - len(s.action))}"
+        )
         if s.commit:
             line += f" {_short(s.commit)}  {', '.join(s.files)}"
         elif s.action == F.DROPPED:
@@ -108,7 +111,8 @@ def _rebuild_json(command: str, res: F.Rebuild, repo, **extra) -> dict:
 def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
     b = res.build
     say(
-        f"{b.engine} fork {res.branch} on {b.base_rev} ({_short(b.base)}, {b.engine} {b.version or 'unknown version'}) in {repo.working_tree_dir}"
+        f"{b.engine} fork {res.branch} on {b.base_rev} ({_short(b.base)}, {b.engine} "
+        f"{b.version or 'unknown version'}) in {repo.working_tree_dir}"
     )
     for line in _steps_human(b.steps):
         say(line)
@@ -119,7 +123,8 @@ def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
             say(f"error: {e}", err=True)
         left = f"left at {_short(res.previous)}" if res.previous else "not created"
         say(
-            f"fork {command}: stopped; {res.branch} {left}. Fix or retire the recipe (`patchkit show ID`), then run it again.",
+            f"fork {command}: stopped; {res.branch} {left}. Fix or retire the recipe (`patchkit show ID`), then "
+            "run it again.",
             err=True,
         )
         return
@@ -129,13 +134,15 @@ def _rebuild_human(command: str, res: F.Rebuild, repo) -> None:
         say(f"\ncreated {res.branch} at {_short(b.head)}: {n} commit(s) on {b.base_rev}")
     elif res.changed:
         say(
-            f"\nmoved {res.branch}: {_short(res.previous)} -> {_short(b.head)} ({n} commit(s) on {b.base_rev}; the old head stays in `git reflog {res.branch}`)"
+            f"\nmoved {res.branch}: {_short(res.previous)} -> {_short(b.head)} ({n} commit(s) on {b.base_rev}; the "
+            f"old head stays in `git reflog {res.branch}`)"
         )
     else:
         say(f"\n{res.branch} unchanged at {_short(b.head)}: the recipes and the base give the same commits")
     if dropped:
         say(
-            f"upstream already does {', '.join(dropped)}: not carried; these recipes can be retired for {b.engine} {b.version or b.base_rev}."
+            f"upstream already does {', '.join(dropped)}: not carried; these recipes can be retired for {b.engine} "
+            f"{b.version or b.base_rev}."
         )
 
 
@@ -206,7 +213,8 @@ def upgrade(
             gone = [s.recipe for s in res.build.steps if s.action == F.DROPPED and s.recipe in was]
             if gone:
                 say(
-                    f"dropped from {res.branch}: {', '.join(gone)} (upstream {to} already does {'it' if len(gone) == 1 else 'them'})"
+                    f"dropped from {res.branch}: {', '.join(gone)} (upstream {to} already does "
+                    f"{'it' if len(gone) == 1 else 'them'})"
                 )
             for s in res.build.steps:
                 if any("moved upstream" in n for n in s.notes):
@@ -220,7 +228,8 @@ def upgrade(
                     say("  the wheel's sha256 is recorded by the next `patchkit sync`")
             else:
                 say(
-                    f"the {engine} pin did not move; pass --move-pin to move it (a later `fork sync` without --base builds on the pin)"
+                    f"the {engine} pin did not move; pass --move-pin to move it (a later `fork sync` without "
+                    "--base builds on the pin)"
                 )
     return OK if res.build.ok else NOT_THERE
 
@@ -294,7 +303,8 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
         return OK if ok else NOT_THERE
     for st in found:
         say(
-            f"{st.branch} at {_short(st.head)} on {_short(st.base)} ({len(st.carried)} patchkit commit(s)) in {repo.working_tree_dir}"
+            f"{st.branch} at {_short(st.head)} on {_short(st.base)} ({len(st.carried)} patchkit commit(s)) in "
+            f"{repo.working_tree_dir}"
         )
         for c in st.carried:
             flag = "gone" if c.current_sha256 is None else ("STALE" if c.stale else "current")
@@ -312,7 +322,8 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
             for d in st.drift():
                 say(f"    {d}")
             say(
-                f"  rebuild it with `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base {_short(st.base)}`"
+                f"  rebuild it with `patchkit fork sync {'+'.join(F.names_of(st.branch))} -t {target} --base "
+                f"{_short(st.base)}`"
             )
     return OK if ok else NOT_THERE
 
@@ -341,7 +352,8 @@ def export(project: Project, name: str, target: str, out: str, force: bool = Fal
         return OK
     if not ex.patches:
         say(
-            f"{ex.branch} carries no commit on {_short(ex.base)} (upstream has every recipe); wrote an empty {ex.series}"
+            f"{ex.branch} carries no commit on {_short(ex.base)} (upstream has every recipe); wrote an empty "
+            f"{ex.series}"
         )
         return OK
     say(f"exported {ex.branch} ({len(ex.patches)} patch(es) on {_short(ex.base)}) to {ex.out}:")
@@ -349,6 +361,7 @@ def export(project: Project, name: str, target: str, out: str, force: bool = Fal
         say(f"  {p.name}")
     say("  series")
     say(
-        f"every patch parsed back as a unified diff; apply them on {_short(ex.base)} with `git am {ex.out}/*.patch`, `quilt push -a`, or `patch -p1` in series order"
+        f"every patch parsed back as a unified diff; apply them on {_short(ex.base)} with `git am "
+        f"{ex.out}/*.patch`, `quilt push -a`, or `patch -p1` in series order"
     )
     return OK

@@ -48,7 +48,8 @@ def wheel(
             for r in e.reasons:
                 say(f"error: {src.engine}=={src.version}: {r}", err=True)
             say(
-                f"wheel: the recipes do not apply cleanly to {src.engine} {src.version}; no wheel was built (see `patchkit status` on that release).",
+                f"wheel: the recipes do not apply cleanly to {src.engine} {src.version}; no wheel was built (see "
+                "`patchkit status` on that release).",
                 err=True,
             )
         return NOT_THERE

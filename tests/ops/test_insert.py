@@ -25,8 +25,11 @@ if (
 
 def test_insert_if_arm_before_compound_anchor():
     after = MOE.replace(
-        '            self.moe_runner_backend = "cutlass"\n\n        if self.moe_runner_backend == "flashinfer_cutlass":\n            assert',
-        '            self.moe_runner_backend = "cutlass"\n\n        if (\n            self.moe_runner_backend == "auto"\n            and is_sm120_supported()\n        ):\n            self.moe_runner_backend = "flashinfer_cutlass"\n\n        if self.moe_runner_backend == "flashinfer_cutlass":\n            assert',
+        '            self.moe_runner_backend = "cutlass"\n\n        if self.moe_runner_backend == '
+        '"flashinfer_cutlass":\n            assert',
+        '            self.moe_runner_backend = "cutlass"\n\n        if (\n            self.moe_runner_backend == '
+        '"auto"\n            and is_sm120_supported()\n        ):\n            self.moe_runner_backend = '
+        '"flashinfer_cutlass"\n\n        if self.moe_runner_backend == "flashinfer_cutlass":\n            assert',
     )
     assert after != MOE
     check(

@@ -181,7 +181,8 @@ def guard_writable(root: Path, extra_system: Iterable[Path] = ()) -> None:
             if root == real or real in root.parents:
                 raise TargetError(
                     f"{root}: is the site-packages of a system Python ({real}); patchkit will not patch it in place",
-                    f"create a venv you own (python3 -m venv ENV), install the engine there, and patch that; or build a patched wheel with `patchkit wheel`; {ALLOW_SYSTEM_ENV}=1 overrides",
+                    "create a venv you own (python3 -m venv ENV), install the engine there, and patch that;"
+                    f" or build a patched wheel with `patchkit wheel`; {ALLOW_SYSTEM_ENV}=1 overrides",
                 )
     if not os.access(root, os.W_OK):
         raise TargetError(

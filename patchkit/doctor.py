@@ -27,6 +27,7 @@ from typing import Optional
 
 from patchkit import __version__, jit
 from patchkit.errors import PatchkitError, TargetError
+from patchkit.states import State
 from patchkit.target import ENGINES
 
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
@@ -357,9 +358,9 @@ def bundle_major(bundle: str) -> Optional[int]:
 def _carried(loc: dict, rid: str, sha: Optional[str]) -> Optional[str]:
     """How a copy carries a recipe: 'applied', 'wheel' (built in by `patchkit wheel`), 'upstream', or None."""
     state = (loc.get("recipes") or {}).get(rid)
-    if state == "applied":
+    if state == State.APPLIED:
         return "applied"
-    if state == "upstream":
+    if state == State.UPSTREAM:
         built = {r.get("id"): r for r in (loc.get("wheel") or {}).get("recipes", [])}
         return "wheel" if rid in built else "upstream"
     return None
@@ -457,7 +458,7 @@ def judge(facts: dict) -> list[Finding]:
                 "pip and patchkit?",
             )
         stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
-        journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == "modified"}
+        journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == State.MODIFIED}
         if stale and journal_says:
             add(
                 WARN,
@@ -469,7 +470,7 @@ def judge(facts: dict) -> list[Finding]:
         # The loud one: the workspace tree carries recipes that the imported copy does not.
         ws = facts.get("workspace", {}).get(engine)
         if ws and Path(ws.get("root", "")).resolve() != Path(loc.get("root", "/nonexistent")).resolve():
-            patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == "applied")
+            patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == State.APPLIED)
             lacking = [rid for rid in patched_ws if _carried(loc, rid, sha.get(rid)) is None]
             if lacking:
                 add(
@@ -490,7 +491,7 @@ def judge(facts: dict) -> list[Finding]:
             )
 
     for engine, ws in sorted(facts.get("workspace", {}).items()):
-        applied = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == "applied")
+        applied = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == State.APPLIED)
         add(
             INFO,
             "workspace",
@@ -518,7 +519,7 @@ def judge(facts: dict) -> list[Finding]:
                 for engine, m in facts.get("engines", {}).items()
                 if m.get("found")
                 for rid, st in (m.get("location", {}).get("recipes") or {}).items()
-                if rid in ids and st in ("pending", "partial")
+                if rid in ids and st in (State.PENDING, State.PARTIAL)
             }
         )
         want = f"compute capability {major}.x"

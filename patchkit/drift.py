@@ -24,11 +24,12 @@ from patchkit import fetch
 from patchkit.errors import PatchkitError
 from patchkit.judge import Session, evaluate, results
 from patchkit.recipe import Catalog
-from patchkit.results import AMBIGUOUS, MISSING, MOVED, RecipeResult
+from patchkit.results import RecipeResult
+from patchkit.states import State
 from patchkit.target import ENGINES, open_target
 from patchkit.verdicts import code_hash
 
-BAD = (MISSING, AMBIGUOUS, MOVED)
+BAD = (State.MISSING, State.AMBIGUOUS, State.MOVED)
 
 
 def parse_spec(value: str) -> tuple[str, str, str]:
@@ -174,8 +175,8 @@ def across(
 
 def cell(r: dict) -> str:
     """A recipe's state for a matrix cell; ``pending+2up`` when some ops are upstream already."""
-    up = sum(1 for o in r["ops"] if o["state"] == "upstream")
-    if r["state"] != "upstream" and up:
+    up = sum(1 for o in r["ops"] if o["state"] == State.UPSTREAM)
+    if r["state"] != State.UPSTREAM and up:
         return f"{r['state']}+{up}up"
     return r["state"]
 

@@ -33,12 +33,12 @@ from typing import Optional
 
 import git
 
-from patchkit import results as M
 from patchkit.errors import PatchkitError, TargetError
 from patchkit.judge import Session, evaluate, results
 from patchkit.model import Recipe, per_engine
 from patchkit.planner import plan_apply
 from patchkit.results import RecipeResult
+from patchkit.states import State
 from patchkit.target import ENGINES, open_target
 from patchkit.transaction import commit as write_plan
 
@@ -293,7 +293,7 @@ def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
     """The recipe with every moved op pointed at the one file and scope where it was found."""
     ops, notes = list(recipe.ops), []
     for ev in evals:
-        if ev.state == M.MOVED:
+        if ev.state == State.MOVED:
             ops[ops.index(ev.op)] = dataclasses.replace(ev.op, file=ev.file.logical, scope=ev.scope)
             # Only names go into the note: it is part of the commit, whose SHA must not
             # change with the wording of an engine message.
@@ -346,7 +346,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
         for (r, evals), res in zip(judged, verdicts, strict=True):
             split = _split_note(next(x for x in recipes if x.id == r.id), engine)
-            if res.state in (M.MISSING, M.AMBIGUOUS, M.MODIFIED):
+            if res.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED):
                 bad = [o for o in res.ops if o.state == res.state]
                 why = "; ".join(
                     f"op #{o.index} ({o.kind}) at {o.file}{':' + str(o.line) if o.line else ''}: {o.message or o.state}"
@@ -354,7 +354,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
                 )
                 out.blockers.append(f"{r.id}: {res.state} on {base_rev}: {why}")
                 steps.append(Step(r.id, res.state, BLOCKED, result=res))
-            elif res.state == M.UPSTREAM:
+            elif res.state == State.UPSTREAM:
                 steps.append(
                     Step(r.id, res.state, DROPPED, notes=tuple(o.message for o in res.ops if o.message), result=res)
                 )
@@ -363,7 +363,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
                 done = tuple(
                     f"op #{o.index} ({o.kind}): upstream already does it; not in this commit."
                     for o in res.ops
-                    if o.state == M.UPSTREAM
+                    if o.state == State.UPSTREAM
                 )
                 steps.append((moved, res, notes + done + ((split,) if split else ())))
         if out.blockers:

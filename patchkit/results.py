@@ -12,10 +12,6 @@ from typing import NamedTuple, Optional
 
 from patchkit.states import State
 
-# Transitional aliases (modules still importing these names move to State).
-APPLIED, PENDING, UPSTREAM, MOVED, MISSING = State.APPLIED, State.PENDING, State.UPSTREAM, State.MOVED, State.MISSING
-AMBIGUOUS, SKIPPED, PARTIAL, MODIFIED = State.AMBIGUOUS, State.SKIPPED, State.PARTIAL, State.MODIFIED
-
 
 class OpResult(NamedTuple):
     recipe: str

@@ -34,7 +34,8 @@ from packaging.version import InvalidVersion, Version
 from patchkit import __version__, fetch, record
 from patchkit.errors import PatchkitError
 from patchkit.model import Recipe, per_engine
-from patchkit.results import APPLIED, UPSTREAM, RecipeResult
+from patchkit.results import RecipeResult
+from patchkit.states import State
 from patchkit.target import ENGINES, open_target
 
 EPOCH_1980 = (1980, 1, 1, 0, 0, 0)
@@ -294,18 +295,18 @@ def build_one(
         plan = plan_apply(session, mine, ignore_range=ignore_range)
         if plan.blockers:
             raise WheelBlocked(src, plan.blockers)
-        bad = [r for r in plan.results if r.state not in (APPLIED, UPSTREAM)]
+        bad = [r for r in plan.results if r.state not in (State.APPLIED, State.UPSTREAM)]
         if bad:
             raise WheelBlocked(src, [f"{r.id}: {r.state}" + (f" ({r.message})" if r.message else "") for r in bad])
         commit(session, plan)
         # Black's rule: judge the result once more; every recipe must read applied now.
         again = Session({src.engine: open_target(src.engine, tree)})
         after = results(again, evaluate(again, mine))
-        not_done = [r for r in after if r.state not in (APPLIED, UPSTREAM)]
+        not_done = [r for r in after if r.state not in (State.APPLIED, State.UPSTREAM)]
         if not_done:
             raise WheelBlocked(src, [f"{r.id}: reads {r.state} after patching" for r in not_done])
         states = _states(plan.results)
-        written = {r.id: [o.index for o in r.ops if o.state == APPLIED] for r in plan.results}
+        written = {r.id: [o.index for o in r.ops if o.state == State.APPLIED] for r in plan.results}
         # Relabel: dist-info name, METADATA, file name.
         stem = old_di.name[: -len(".dist-info")].rsplit("-", 1)[0]
         new_di = tree / f"{stem}-{new_version}.dist-info"

@@ -13,18 +13,19 @@ from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
 from patchkit.project import Project
 from patchkit.report import COLORS, human
-from patchkit.results import UPSTREAM
+from patchkit.states import State
 
-ABBR = {
-    "applied": "applied",
-    "pending": "pending",
-    "upstream": "UPSTREAM",
-    "moved": "MOVED",
-    "missing": "MISSING",
-    "ambiguous": "AMBIG",
-    "partial": "partial",
-    "modified": "modified",
-    "skipped": "skipped",
+ABBR = {  # matrix cells: what needs attention is in capitals
+    State.APPLIED: "applied",
+    State.PENDING: "pending",
+    State.UPSTREAM: "UPSTREAM",
+    State.MOVED: "MOVED",
+    State.MISSING: "MISSING",
+    State.AMBIGUOUS: "AMBIG",
+    State.PARTIAL: "partial",
+    State.MODIFIED: "modified",
+    State.SKIPPED: "skipped",
+    State.INTERRUPTED: "INTERRUPTED",
 }
 
 
@@ -72,7 +73,7 @@ def drift(
             trees[engine] = D.release_tree(engine, version, say=_err)
     res = D.judge_release(catalog, names, trees)
     good = D.ok(res)
-    retire = [r.id for r in res if r.state == UPSTREAM]
+    retire = [r.id for r in res if r.state == State.UPSTREAM]
     from patchkit.judge import Session
     from patchkit.target import open_target
 

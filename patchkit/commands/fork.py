@@ -31,6 +31,7 @@ from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
 from patchkit.model import per_engine
 from patchkit.project import Project
+from patchkit.states import State
 from patchkit.target import ENGINES, parse_target_arg
 
 _COLORS = {F.COMMITTED: "green", F.DROPPED: "cyan", F.BLOCKED: "red", F.NOT_BUILT: "bright_black"}
@@ -79,7 +80,7 @@ def _steps_human(steps: list[F.Step]) -> list[str]:
         out.append(line.rstrip())
         if s.action == F.BLOCKED and s.result:
             for o in s.result.ops:
-                if o.state not in ("pending", "upstream", "applied"):
+                if o.state not in (State.PENDING, State.UPSTREAM, State.APPLIED):
                     where = f"{o.file}:{o.line}" if o.line else o.file
                     out.append(f"      #{o.index} {o.kind} {o.state} {where}  {o.message}".rstrip())
         for n in s.notes:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from patchkit import report, verdicts
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
 from patchkit.errors import PatchkitError
-from patchkit.results import APPLIED, UPSTREAM
+from patchkit.states import GOOD, State
 from patchkit.target import STATE_DIR, TXN_PENDING
 
 
@@ -48,8 +48,8 @@ def status(opts: Options, verbose: bool = True) -> int:
         full = set(targets) == set(opts.project.targets(opts.targets, _engines(opts)))
         if full and cacheable(evaluated) and not session.interrupted:
             verdicts.save(verdicts.key(opts.project.recipes_dir, opts.names, targets, code=code), session, res)
-    ok = all(r.state in (APPLIED, UPSTREAM) for r in res)
-    retire = [r.id for r in res if r.state == UPSTREAM]
+    ok = all(r.state in GOOD for r in res)
+    retire = [r.id for r in res if r.state == State.UPSTREAM]
     if opts.json:
         say(report.as_json("status", res, ok, targets, retire=retire))
     else:

@@ -9,6 +9,7 @@ from patchkit import wheel as W
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
 from patchkit.project import Project
+from patchkit.states import State
 
 
 def wheel(
@@ -71,7 +72,7 @@ def wheel(
         say(f"built {b.path}  ({b.dist} {b.base_version} -> {b.version}, {b.seconds:.1f}s)")
         say(f"  sha256 {b.sha256}")
         for r in b.recipes:
-            how = "already upstream" if r["state"] == "upstream" else f"ops {', '.join(f'#{i}' for i in r['ops'])}"
+            how = "already upstream" if r["state"] == State.UPSTREAM else f"ops {', '.join(f'#{i}' for i in r['ops'])}"
             say(f"  {r['id']:<24} {how}  (recipe sha256 {r['sha256'][:12]})")
     say("\ninstall with: pip install --no-deps " + " ".join(str(b.path) for b in built))
     return OK

@@ -2,22 +2,36 @@
 
 Anchors are found by content, not by names, so a function that was renamed or moved to
 another module is still found.  Parsing a whole SGLang tree with libcst takes minutes, so
-files are first filtered by the literal words every site must contain (identifiers and
-string contents of the op's locator), read as bytes; only the few candidates are parsed.
+files are first filtered, from what the op says it reads (``Op.reads``, a ``Reads``), by
+tests that get dearer as the files get fewer:
+
+1. ``grep -F`` for the first of the words every file holding the site contains
+   (``Reads.file_words``: identifiers and string contents), then all of them, as bytes;
+2. the tokens of each fragment of one of ``Reads.sites``, in order with any layout, in the
+   text (``could_hold``);
+3. with several fragments, ``ast`` (~50x libcst): one statement holds them all;
+
+and only the few files left are parsed with libcst and asked (``scan_file``).  Every test is
+derived from that data: no op kind has filtering code of its own.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import os
+import re
 import shutil
 import subprocess
+from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
-from patchkit import pyscope
+from patchkit import pyscope, view
+from patchkit.errors import TargetError
 from patchkit.model import OpSpec
 from patchkit.ops import DONE, PENDING, Located
-from patchkit.ops._cst import words
+from patchkit.ops._cst import tokens, words
 from patchkit.target import ENGINES, Target
 
 
@@ -27,10 +41,133 @@ def word_bytes(src: str) -> tuple[bytes, ...]:
 
 
 def needles(op: OpSpec) -> tuple[bytes, ...]:
-    """Bytes that every file holding the op's site contains, applied or not."""
+    """Bytes that every file holding the op's site contains, applied or not
+    (``Reads.file_words``: their words; a text op's fragments are plain text)."""
+    frags = op.impl.reads.file_words
     if op.impl.language == "text":
-        return ()  # the site holds either `find` or `replace`; candidates are checked by locate
-    return tuple(w for lit in op.impl.literals() for w in word_bytes(lit))
+        return tuple(f.encode() for f in frags if f)
+    return tuple(w for f in frags for w in word_bytes(f))
+
+
+# What may stand between two tokens of a statement: whitespace, a comment up to its line's
+# end, a backslash continuation.  The three start differently, so a failed match backtracks
+# in linear time.
+_GAP = r"(?:\s|\\\r?\n|#[^\r\n]*(?=[\r\n]|\Z))*"
+
+
+@lru_cache(maxsize=1024)
+def _fragment_re(frag: str, language: str) -> Optional[re.Pattern]:
+    """A regex for a fragment in source text: its tokens in order with any layout between them
+    (a text op's fragment: its exact text).  None when it has no tokens: it holds nothing."""
+    if language == "text":
+        return re.compile(re.escape(frag)) if frag else None
+    toks = tokens(frag)
+    return re.compile(_GAP.join(re.escape(t) for t in toks)) if toks else None
+
+
+def could_hold(op: OpSpec, text: str) -> bool:
+    """Can this file hold the op's site, done or pending?  False only when no alternative of
+    ``Reads.sites`` has all its fragments in the text, in one statement (``_in_one_statement``)."""
+    reads, language = op.impl.reads, op.impl.language
+    if reads.sites is None:
+        return True
+    tree = None
+    for alt in reads.sites:
+        regexes = [r for r in (_fragment_re(f, language) for f in alt) if r is not None]
+        if not all(r.search(text) for r in regexes):
+            continue
+        if len(regexes) < 2 or language != "python":
+            return True
+        if tree is None:
+            try:
+                tree = ast.parse(text)
+            except (SyntaxError, ValueError):
+                return True  # the real parser will say what it makes of this file
+        if _in_one_statement(text, tree, regexes, reads.whole_statements):
+            return True
+    return False
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _first_line(s: ast.stmt) -> int:
+    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+
+
+def _children(s) -> list:
+    """The statements nested directly in ``s`` (or in its except handlers / match cases)."""
+    out = []
+    for name in _BODIES:
+        for c in getattr(s, name, ()):
+            out += c.body if not isinstance(c, ast.stmt) else [c]
+    return out
+
+
+def _in_one_statement(text: str, tree: ast.Module, regexes: list, whole: bool) -> bool:
+    """Does one statement hold a match of every regex?  The statements looked at are those
+    whose own text holds a line where the first regex matches; a statement's own text is its
+    lines without those of the statements nested in it (``whole``: with them), so the
+    fragments of an expression, which never spans a nested statement, stand in it."""
+    lines = view.split_lines(text)
+    starts = [0]
+    for ln in lines:
+        starts.append(starts[-1] + len(ln))
+    own: dict[int, str] = {}
+
+    def own_text(s) -> str:
+        if id(s) not in own:
+            first, end = _first_line(s), s.end_lineno or s.lineno
+            keep = [True] * (end - first + 1)
+            if not whole:
+                for c in _children(s):
+                    a, b = _first_line(c), c.end_lineno or c.lineno
+                    if not _shares_line(lines, c):
+                        keep[a - first] = False
+                    for k in range(a + 1, b + 1):
+                        keep[k - first] = False
+            own[id(s)] = "".join(lines[first - 1 + k] for k, y in enumerate(keep) if y)
+        return own[id(s)]
+
+    def owners(line: int) -> list:
+        """The statements whose own text holds this line."""
+        out, body = [], tree.body
+        while body:
+            spanning = [s for s in body if _first_line(s) <= line <= (s.end_lineno or s.lineno)]
+            if not spanning:
+                break
+            nxt = []
+            for s in spanning:
+                if whole:
+                    out.append(s)
+                    continue
+                inner = [c for c in _children(s) if _first_line(c) <= line <= (c.end_lineno or c.lineno)]
+                if not inner or any(_first_line(c) == line and _shares_line(lines, c) for c in inner):
+                    out.append(s)
+                nxt += inner
+            body = [] if whole else nxt
+        return out
+
+    seen: set[int] = set()
+    for m in regexes[0].finditer(text):
+        line = bisect.bisect_right(starts, m.start())
+        if line in seen:
+            continue
+        seen.add(line)
+        for s in owners(line):
+            t = own_text(s)
+            if all(r.search(t) for r in regexes):
+                return True
+    return False
+
+
+def _shares_line(lines: list[str], c: ast.stmt) -> bool:
+    """Does text of the enclosing statement stand before ``c`` on its first line
+    (``if x: y = 1``)?  Compound statements always start a line of their own."""
+    if _first_line(c) != c.lineno:
+        return False  # decorated
+    before = lines[c.lineno - 1].encode("utf-8", "surrogateescape")[: c.col_offset]
+    return bool(before.strip())
 
 
 def tree_files(target: Target, suffix: str) -> list[tuple[str, Path]]:
@@ -138,14 +275,14 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
             data = path.read_bytes()
         except OSError:
             continue
-        if all(w in data for w in words) and op.impl.prefilter(data.decode("utf-8", "replace")):
+        if all(w in data for w in words) and could_hold(op, data.decode("utf-8", "replace")):
             chosen.append(logical)
     if len(chosen) > MAX_CANDIDATES:
         raise TooCommon(len(chosen))
     for logical in chosen:
         try:
             hits += [(logical, name, loc) for name, loc in scan_file(op, session.file(op.engine, logical))]
-        except Exception:  # a candidate that does not parse is not a site
+        except TargetError:  # a candidate that does not parse (Document.module) is not a site
             continue
     return hits
 
@@ -155,7 +292,7 @@ def _scopes_at(text: str, words: tuple[bytes, ...]) -> list[str]:
     (``ast`` is ~50x faster than libcst, so this narrows where libcst has to look)."""
     try:
         tree = ast.parse(text)
-    except SyntaxError:
+    except (SyntaxError, ValueError):  # ValueError: a null byte (Python < 3.12)
         return [""]
     spans: list[tuple[int, int, str]] = []
 

@@ -1,17 +1,17 @@
 """Views: parse only the part of a Python file that this invocation's ops read.
 
 libcst parses about 15k lines a second, and server_args.py alone has 5,800 lines.  An op
-reads only its scope, and within it only the statements that hold every word of something
-it looks for (``Op.reads``).  A view is the file with each other run of statements
-replaced by one placeholder line (``pass  # patchkit-gap-<nonce>-<k>``) at that block's
-indentation:
+reads only its scope, and within it only the statements that hold every word of one of its
+patterns (``Op.reads.patterns``, data the op sets; ``patterns`` below).  A view is the file
+with each other run of statements replaced by one placeholder line
+(``pass  # patchkit-gap-<nonce>-<k>``) at that block's indentation:
 
 - statement boundaries come from ``ast`` (C speed, ~50x libcst);
 - the text kept is the file's own bytes, so libcst sees the same nodes, comments and layout
   there, and an op finds exactly what it would find in the whole file: a statement left out
   holds none of its patterns, and a placeholder matches nothing;
 - the scope chain (the headers of ``Class.method``) is kept, so scopes resolve as before;
-- top-level imports are always kept (ensure-import reads them all);
+- top-level imports are always kept (an op whose patterns are ``()`` reads only them);
 - after editing, each placeholder line is swapped back for the text it stands for
   (``expand``), and line numbers map back to the file (``file_line``).
 
@@ -81,9 +81,10 @@ def split_lines(text: str) -> list[str]:
 
 
 def patterns(op) -> list:
-    """What ``op`` (an Op) reads, as ``build`` takes it for the op's scope."""
-    reads = op.reads()
-    return [(None, op.STATEMENTS)] if reads is None else [(p, op.STATEMENTS) for p in reads]
+    """What ``op`` (an Op) reads, as ``build`` takes it for the op's scope: its
+    ``Reads.patterns``, each with ``Reads.whole_statements``."""
+    r = op.reads
+    return [(None, r.whole_statements)] if r.patterns is None else [(p, r.whole_statements) for p in r.patterns]
 
 
 def _first_line(s: ast.stmt) -> int:
@@ -120,7 +121,7 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
     """A view of ``text`` for ``wants``: {scope qualname: [(pattern, whole), ...]}, each
     pattern a tuple of code fragments whose words a statement must all hold to be read
     (None: read every statement of that scope), and ``whole`` true when the op compares
-    whole statements (Op.STATEMENTS)."""
+    whole statements (Reads.whole_statements)."""
     if tree is None:
         try:
             tree = ast.parse(text)

@@ -1,4 +1,6 @@
-"""Op kinds.  One small module per kind, each registering itself with ``@register``.
+"""Op kinds.  One small module per kind, each registering itself with ``@register``; every
+module here whose name does not start with ``_`` is imported (``_load_all``), so adding a
+kind is adding a module.
 
 Every op has the same face and does no I/O:
 
@@ -7,15 +9,23 @@ Every op has the same face and does no I/O:
     apply(scope)       -> scope'    the edited scope (only when locate says PENDING)
     revert(scope)      -> scope'    the exact inverse of apply (only when locate says DONE)
 
+and two pieces of data that its constructor sets from its locator and params:
+
+    reads              Reads        the words it looks for: views (patchkit/view.py) and
+                                    relocation (patchkit/relocate.py) derive every filter
+                                    from this; an op has no filtering code of its own
+    context_files      tuple[str]   other files its verdict depends on; the judge reads them
+                                    and asks ``check_context(texts)``
+
 Python ops take and return a libcst node (the recipe's scope: a Module, ClassDef or
-FunctionDef).  Text ops take and return a ``str``.  The engine (patchkit/engine.py)
-does the reading, the checking and the writing.
+FunctionDef).  Text ops take and return a ``str``.  The judge, planner and transaction
+(patchkit/judge.py, planner.py, transaction.py) do the reading, the checking and the writing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Optional
 
 DONE = "done"
 PENDING = "pending"
@@ -28,6 +38,41 @@ class Located:
     state: str  # DONE | PENDING | MISSING | AMBIGUOUS
     nodes: tuple = ()  # site node(s) for line numbers; candidates when AMBIGUOUS
     reason: str = ""
+
+
+Patterns = tuple[tuple[str, ...], ...]  # alternatives, each a tuple of code fragments
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The words an op reads, as data.  A fragment is a piece of code: views compare its
+    words (identifiers and string contents), relocation its tokens in order with any layout
+    (or, for a text op, its exact text).
+
+    patterns         The candidates: a statement of the op's scope that holds no pattern's
+                     every fragment is never looked at, in either state, whether it would be
+                     the site or only a candidate that makes the site ambiguous (views leave
+                     it out).  None: every statement.  (): none but the module's top-level
+                     imports, which every view keeps.
+    whole_statements The op compares whole statements (a def or class may be one): views keep
+                     a def or class holding a pattern whole instead of reading inside it.
+    file_words       Fragments whose words every file holding the site contains, done or
+                     pending (relocation greps for them, and scans the scopes holding them).
+    sites            The site, done or pending, stands in one statement holding every fragment
+                     of one of these alternatives (in its own text: without the statements
+                     nested in it, unless whole_statements).  Relocation skips a file where none
+                     does.  Left out: the same as ``patterns`` (anywhere when that is None);
+                     ``((),)``: anywhere.
+    """
+
+    patterns: Optional[Patterns] = None
+    whole_statements: bool = False
+    file_words: tuple[str, ...] = ()
+    sites: Optional[Patterns] = None
+
+    def __post_init__(self) -> None:
+        if self.sites is None:
+            object.__setattr__(self, "sites", self.patterns)
 
 
 class OpParamError(ValueError):
@@ -47,11 +92,15 @@ class Op:
     LOCATOR: ClassVar[dict[str, str]] = {}
     PARAMS: ClassVar[dict[str, str]] = {}
     REQUIRED: ClassVar[tuple[str, ...]] = ()  # required keys, as "locator.x" / "params.y"
-    SCOPED: ClassVar[bool] = True  # False: scope must be module level
+    # Semantics, not speed hints: both change what an op means, not only how fast it is found.
+    SCOPED: ClassVar[bool] = True  # False: the op works on the whole file; a recipe gives it no scope
     RELOCATABLE: ClassVar[bool] = True  # False: the edit only means something in its own file
-    # True when the op compares whole statements (a def or class may be one); views then
-    # keep a def or class holding one of its patterns whole instead of reading inside it.
-    STATEMENTS: ClassVar[bool] = False
+
+    # Set by each op's constructor from its locator and params (see Reads).  The default
+    # reads every statement and lets relocation look anywhere: right for any op, only slower.
+    reads: Reads = Reads()
+    # Logical names of other files of the same target that the op's verdict depends on.
+    context_files: tuple[str, ...] = ()
 
     def locate(self, scope: Any) -> Located:  # pragma: no cover - interface
         raise NotImplementedError
@@ -65,19 +114,10 @@ class Op:
     def revert(self, scope: Any) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def literals(self) -> tuple[str, ...]:
-        """Code fragments whose words any file holding this op's site contains (prefilter)."""
-        return ()
-
-    def prefilter(self, text: str) -> bool:
-        """A cheap test on a file's text: False means the site cannot be in this file."""
-        return True
-
-    def reads(self) -> tuple[tuple[str, ...], ...] | None:
-        """What this op looks at in its scope, for views (patchkit/view.py): patterns, each a
-        tuple of code fragments.  A statement holding no pattern's every word is never
-        looked at, in either state, whether it would be a site or only a candidate that makes
-        the site ambiguous.  None: every statement of the scope."""
+    def check_context(self, texts: dict[str, Optional[str]]) -> Optional[Located]:
+        """The verdict's dependence on ``context_files``, given their texts (None: the file
+        does not exist).  The judge asks when the site is PENDING: None keeps that verdict,
+        a Located (MISSING, with a reason) replaces it."""
         return None
 
 
@@ -94,19 +134,14 @@ def register(kind: str) -> Callable[[type[Op]], type[Op]]:
 
 
 def _load_all() -> None:
-    # Importing the modules runs their @register decorators.
+    """Import every op module of this package (not the ``_private`` helpers): importing one
+    runs its ``@register``."""
     import importlib
+    import pkgutil
 
-    for name in (
-        "ensure_import",
-        "insert",
-        "list_element",
-        "or_operand",
-        "replace_expr",
-        "set_default",
-        "text_replace",
-    ):
-        importlib.import_module(f"patchkit.ops.{name}")
+    for mod in pkgutil.iter_modules(__path__):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")
 
 
 _load_all()

@@ -5,7 +5,8 @@
   params.after   = "is_sm100_supported"   optional: place the name after this one
   params.defined_in = "sglang/srt/utils/common.py"
                    optional: the name must be defined there (def, class, assignment or
-                   import), else the op is missing.  The engine reads that file.
+                   import), else the op is missing.  The judge reads that file
+                   (``context_files``) and asks ``check_context``.
 
 The name joins an existing ``from MODULE import (...)``, keeping its layout (parenthesised,
 one name per line, trailing comma).  With no such import, a new statement goes after the
@@ -19,7 +20,7 @@ import re
 
 import libcst as cst
 
-from patchkit.ops import DONE, MISSING, PENDING, Located, Op, OpParamError, register
+from patchkit.ops import DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 from patchkit.ops._cst import code, insert_item, remove_item
 
 
@@ -65,12 +66,13 @@ class EnsureImport(Op):
             raise OpParamError("params.name", f"is not an identifier: {self.name!r}")
         self.after = params.get("after")
         self.defined_in = params.get("defined_in")
+        self.context_files = (self.defined_in,) if self.defined_in else ()
+        # Only the module's top-level imports, which every view keeps.  With no import from
+        # the module, the site is after the last import: it can be in any file.
+        self.reads = Reads(patterns=(), sites=((),))
 
-    def literals(self) -> tuple[str, ...]:
-        return (self.module,)
-
-    def reads(self):
-        return ()  # only the module's top-level imports, which every view keeps
+    def check_context(self, texts: dict[str, str | None]) -> Located | None:
+        return missing_definition(self, texts.get(self.defined_in)) if self.defined_in else None
 
     def _imports(self, module: cst.Module) -> list:
         out = []
@@ -150,7 +152,7 @@ class EnsureImport(Op):
 
 
 def missing_definition(op: EnsureImport, source: str | None) -> Located | None:
-    """The engine's check of params.defined_in, given that file's text (None: file absent)."""
+    """The check of params.defined_in, given that file's text (None: file absent)."""
     if op.defined_in is None:
         return None
     if source is None:

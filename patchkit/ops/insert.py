@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
-from patchkit.ops._cst import blocks, code, node_tokens, parse_stmts, replace_node, token_regex, tokens
-
-
-def _body(owner) -> tuple:
-    return tuple(owner.body)
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
+from patchkit.ops._cst import blocks, code, node_tokens, parse_stmts, replace_node, tokens
 
 
 def _scope_block(scope):
@@ -33,7 +29,6 @@ class Insert(Op):
     LOCATOR = {"anchor": "str", "position": "str", "at": "str"}
     PARAMS = {"code": "str"}
     REQUIRED = ("params.code",)
-    STATEMENTS = True  # anchors and the snippet are whole statements
 
     def __init__(self, locator: dict, params: dict) -> None:
         if ("anchor" in locator) == ("at" in locator):
@@ -54,20 +49,21 @@ class Insert(Op):
             raise OpParamError("locator.at", f"must be 'start' or 'end', not {self.at!r}")
         self.stmts = parse_stmts(params["code"], "params.code")
         self.stmt_tokens = tuple(node_tokens(s) for s in self.stmts)
-
-    def literals(self) -> tuple[str, ...]:
-        return (self.anchor_src,) if self.anchor_src else ()
-
-    def reads(self):
+        snippet = tuple(code(s) for s in self.stmts)
         if self.at is not None:
-            return None  # the first or last statement of the scope, whatever it is
-        # The anchor, and each inserted statement (the snippet is found statement by statement).
-        return ((self.anchor_src,), *((code(s),) for s in self.stmts))
-
-    def prefilter(self, text: str) -> bool:
-        # The anchor, or the inserted code, with any layout.
-        seqs = [self.anchor] if self.anchor else []
-        return any(token_regex(seq).search(text) for seq in [*seqs, self.stmt_tokens[0]])
+            # The first or last statement of the scope, whatever it is.  Relocation follows only
+            # a snippet that already stands: a pending site could be any scope of any file.
+            self.reads = Reads(None, whole_statements=True, sites=((snippet[0],),))
+        else:
+            # Anchors and the snippet are whole statements, the snippet found statement by
+            # statement.  A file holding the site holds the anchor, and the anchor statement
+            # (pending) or the snippet's first statement (done).
+            self.reads = Reads(
+                patterns=((self.anchor_src,), *((c,) for c in snippet)),
+                whole_statements=True,
+                file_words=(self.anchor_src,),
+                sites=((self.anchor_src,), (snippet[0],)),
+            )
 
     def _existing(self, scope) -> list:
         """(owner, index) of every place the snippet already stands, consecutively."""

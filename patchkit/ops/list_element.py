@@ -13,31 +13,12 @@ comment comes back byte for byte.
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
-from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
-from patchkit.ops._cst import ast_near, insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens, walk
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
+from patchkit.ops._cst import insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens, walk
 
 _COLLECTIONS = (cst.List, cst.Tuple, cst.Set)
-PROXIMITY = 200  # lines: elements of one literal collection stand at most this far apart
-
-
-def _bare(src: str) -> str:
-    """What a literal element certainly contains in source: a string's contents, else its code."""
-    try:
-        v = ast.literal_eval(src)
-    except (ValueError, SyntaxError):
-        return src
-    return v if isinstance(v, str) and v else src
-
-
-def _find_all(text: str, needle: str):
-    i = text.find(needle)
-    while i != -1:
-        yield i
-        i = text.find(needle, i + 1)
 
 
 def _opening(coll):
@@ -115,43 +96,14 @@ class ListElement(Op):
             raise OpParamError("params.comment", f"must be a comment line starting with '#': {comment!r}")
         self.comment = comment
         self.after = tokens(params["after"]) if "after" in params else None
-        # Words every file holding the site contains, applied or not: with a comment, the
-        # element's words are there in both states.
-        both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
-        self._literals = tuple(
-            s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", ""), *both) if s
+        # Every candidate holds the locator's fragments (not necessarily the element), in one
+        # statement, done or pending.  Every file holding the site holds their words, and with
+        # a comment (or for remove) the element's words too: they are there in both states.
+        located_by = tuple(
+            s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", "")) if s
         )
-        self._contains_src = tuple(locator.get("contains", ()))
-        self._membership_src = locator.get("membership", "")
-
-    def literals(self) -> tuple[str, ...]:
-        return self._literals
-
-    def reads(self):
-        # Candidates hold the locator (not necessarily the element), applied or not.
-        return ((*self._contains_src, self.keyword or "", self._membership_src),)
-
-    def prefilter(self, text: str) -> bool:
-        """With ``contains``: the named elements stand near one another somewhere in the file
-        (within PROXIMITY lines; a text test), and some literal collection holds them all."""
-        if self.form != "contains":
-            return True
-        needles = [_bare(c) for c in self._contains_src]
-        lines = [[text.count("\n", 0, m) for m in _find_all(text, n)] for n in needles]
-        if not all(lines) or not any(
-            all(any(abs(a - b) <= PROXIMITY for b in other) for other in lines[1:]) for a in lines[0]
-        ):
-            return False
-        # Then ``ast`` (far cheaper than libcst): some literal collection holds them all.
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            return True  # let the real parser say so
-        want = {ast.unparse(ast.parse(c, mode="eval").body) for c in self._contains_src}
-        for n in ast_near(tree, [ln + 1 for ln in lines[0]]):  # a holder spans a line with the first
-            if isinstance(n, (ast.List, ast.Tuple, ast.Set)) and want <= {ast.unparse(e) for e in n.elts}:
-                return True
-        return False
+        both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
+        self.reads = Reads(patterns=(located_by,), file_words=(*located_by, *both))
 
     # -- locate ------------------------------------------------------------------------
     def _candidates(self, scope) -> list:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 from patchkit.ops._cst import node_tokens, parse_expr, replace_node, tokens, walk
 
 
@@ -36,7 +36,7 @@ def flatten(chain: cst.BooleanOperation) -> tuple[list, list]:
 
 def build(operands: list, operators: list, like: cst.BooleanOperation) -> cst.BaseExpression:
     node = operands[0]
-    for op, right in zip(operators, operands[1:]):
+    for op, right in zip(operators, operands[1:], strict=True):  # one operator between two operands
         node = cst.BooleanOperation(left=node, operator=op, right=right)
     return node.with_changes(lpar=like.lpar, rpar=like.rpar)
 
@@ -70,13 +70,8 @@ class OrOperand(Op):
         self.operand = parse_expr(params["operand"], "params.operand")
         self.operand_tokens = tokens(params["operand"])
         self.after = tokens(params["after"]) if "after" in params else None
-        self._literals = tuple(locator["operands"])
-
-    def literals(self) -> tuple[str, ...]:
-        return self._literals
-
-    def reads(self):
-        return (self._literals,)  # every candidate chain holds the named operands
+        named = tuple(locator["operands"])
+        self.reads = Reads(patterns=(named,), file_words=named)  # every candidate chain holds them
 
     def _find(self, scope):
         cands = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 from patchkit.ops._cst import contains_seq, node_tokens, parse_expr, tokens, walk
 
 
@@ -36,12 +36,8 @@ class ReplaceExpr(Op):
         self.count = locator.get("count", 1)
         if self.count < 1:
             raise OpParamError("locator.count", f"must be at least 1, not {self.count}")
-
-    def literals(self) -> tuple[str, ...]:
-        return (self.match_src,)
-
-    def reads(self):
-        return ((self.match_src,), (self.with_src,))  # pending or done occurrences
+        # Occurrences, pending or done.  Relocation greps for what upstream wrote.
+        self.reads = Reads(patterns=((self.match_src,), (self.with_src,)), file_words=(self.match_src,))
 
     def _find(self, scope, want: tuple) -> list:
         out = []

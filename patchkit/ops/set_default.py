@@ -12,11 +12,9 @@ params.expect = "None"   the upstream default, exactly as upstream writes it (us
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
-from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 from patchkit.ops._cst import code, node_tokens, parse_expr, replace_node, tokens, walk
 
 
@@ -46,20 +44,19 @@ class SetDefault(Op):
         self.value_tokens, self.expect_tokens = tokens(params["value"]), tokens(params["expect"])
         if self.value_tokens == self.expect_tokens:
             raise OpParamError("params.value", "equals params.expect, so the op would change nothing")
-        self._literals = (self.name if self.form != "call" else locator.get("arg", self.keyword),)
-
-    def literals(self) -> tuple[str, ...]:
-        return self._literals
-
-    def reads(self):
-        return (self._literals,)  # every holder names the field, param or keyword
-
-    def prefilter(self, text: str) -> bool:
-        if self.form == "field":
-            return re.search(rf"^[ \t]*{re.escape(self.name)}[ \t]*[:=]", text, re.M) is not None
-        if self.form == "param":
-            return re.search(rf"\b{re.escape(self.name)}\s*(:[^=,)]*)?=", text) is not None
-        return True
+        # Every holder names the field, the param or (with a call) the first argument or keyword.
+        named = self.name if self.form != "call" else locator.get("arg", self.keyword)
+        # A holder done or pending is `NAME = v` or `NAME: T = v` (a field or a parameter), or a
+        # call's `KEYWORD=v`, with v the new value or the upstream one.
+        if self.form == "call":
+            holds = [(locator["call"], locator.get("arg", ""), f"{self.keyword} =")]
+        else:
+            holds = [(f"{self.name} =",), (f"{self.name} :",)]
+        self.reads = Reads(
+            patterns=((named,),),
+            file_words=(named,),
+            sites=tuple((*h, v) for h in holds for v in (params["value"], params["expect"])),
+        )
 
     def _holders(self, scope) -> list:
         """Nodes carrying the default: AnnAssign/Assign, Param or Arg."""
@@ -132,7 +129,8 @@ class SetDefault(Op):
         return Located(
             MISSING,
             (h,),
-            f"{what} is `{code(self._value(h))}`, expected `{code(self.expect)}` (pristine) or `{code(self.value)}` (applied)",
+            f"{what} is `{code(self._value(h))}`, "
+            f"expected `{code(self.expect)}` (pristine) or `{code(self.value)}` (applied)",
         )
 
     def _set(self, scope, value):

@@ -10,7 +10,7 @@ occurrence of ``replace`` back into ``find``.  Give enough context to make both 
 
 from __future__ import annotations
 
-from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, register
+from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 
 
 def lines_of(text: str, needle: str) -> tuple[int, ...]:
@@ -48,9 +48,8 @@ class TextReplace(Op):
             )
         if self.count < 1:
             raise OpParamError("params.count", f"must be at least 1, not {self.count}")
-
-    def literals(self) -> tuple[str, ...]:
-        return (self.find,)
+        # The site holds either text (pending or done), so no one text is in every file holding it.
+        self.reads = Reads(patterns=((self.find,), (self.replace,)))
 
     def locate(self, text: str) -> Located:
         olds, news = lines_of(text, self.find), lines_of(text, self.replace)
@@ -68,7 +67,8 @@ class TextReplace(Op):
         return Located(
             AMBIGUOUS,
             found,
-            f"expected exactly {self.count} occurrence(s), found {len(found)} (lines {', '.join(map(str, found[:20]))})",
+            f"expected exactly {self.count} occurrence(s), found {len(found)} "
+            f"(lines {', '.join(map(str, found[:20]))})",
         )
 
     def apply(self, text: str) -> str:

@@ -189,7 +189,7 @@ def _relocate(
 
 def _context(session: Session, op: OpSpec) -> Optional[Located]:
     """An op whose verdict depends on other files (Op.context_files) judges them here."""
-    files = getattr(op.impl, "context_files", ())
+    files = op.impl.context_files
     if not files:
         return None
     texts = {}
@@ -247,7 +247,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
                 else f"patchkit applied this op, but it is not there now ({reason})"
             )
     else:
-        ev.state = State(st)
+        ev.state = st
         if ours and st == State.MISSING:
             reason += " (patchkit had applied it)"
     if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:

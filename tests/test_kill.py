@@ -43,9 +43,7 @@ def _bundle_files() -> dict[str, set[str]]:
             files = out.setdefault(op.engine, set())
             files.add(op.file)
             files.update(m.file for m in op.markers)
-            files.update(getattr(op.impl, "context_files", ()) or ())
-            if getattr(op.impl, "defined_in", None):
-                files.add(op.impl.defined_in)
+            files.update(op.impl.context_files)
     return out
 
 

@@ -27,15 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
-DONE = "done"
-PENDING = "pending"
-MISSING = "missing"
-AMBIGUOUS = "ambiguous"
+from patchkit.states import State
+
+# What locate answers: members of the one state vocabulary (patchkit/states.py).
+DONE, PENDING, MISSING, AMBIGUOUS = State.DONE, State.PENDING, State.MISSING, State.AMBIGUOUS
 
 
 @dataclass(frozen=True)
 class Located:
-    state: str  # DONE | PENDING | MISSING | AMBIGUOUS
+    state: State  # DONE | PENDING | MISSING | AMBIGUOUS
     nodes: tuple = ()  # site node(s) for line numbers; candidates when AMBIGUOUS
     reason: str = ""
 

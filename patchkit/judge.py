@@ -124,27 +124,27 @@ def _locate(op: OpSpec, f: Document, scope_name: str) -> Located:
 def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, scope_name: str) -> Located:
     """Locate in the document; a view's answer is checked before it is believed.
 
-    A view holds only the statements that carry the words an op declares it reads.  An
-    op that under-declares could miss a second candidate there, and its site would read
-    pending where the file makes it ambiguous.  So ``pending`` from a view is confirmed on
-    the op's complete scope, parsed apart (the edit is still made in the view, which
-    prints back byte for byte where the whole file may not); confirmations are cached by
-    content (confirm.py).  Any answer but ``done`` or ``pending`` is judged on the whole
-    file.
+    A view holds only the statements that carry the words an op declares it reads
+    (``Op.reads``).  An op that under-declares could miss a second candidate there, and a
+    site that the file makes ambiguous would read pending or done.  So a view's ``pending``
+    or ``done`` is confirmed on the op's complete scope, parsed apart (the edit is still
+    made in the view, which prints back byte for byte where the whole file may not);
+    confirmations are cached by content (confirm.py).  Any other answer, or one the
+    complete scope contradicts, is judged again on the whole file.
     """
     loc = _locate(op, f, scope_name)
-    if f.view is None or loc.state == State.DONE:
+    if f.view is None:
         return loc
-    if loc.state == State.PENDING:
+    if loc.state in (State.PENDING, State.DONE):
         k = confirm.key(session.code, recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
-        if confirm.known(k):
+        if confirm.known(k) == loc.state:
             return loc
         try:
             _, scope = f.whole_scope(scope_name)
         except pyscope.ScopeError:
             scope = None
-        if scope is not None and op.impl.locate(scope).state == State.PENDING:
-            confirm.remember(k)
+        if scope is not None and op.impl.locate(scope).state == loc.state:
+            confirm.remember(k, loc.state)
             return loc
     f.whole()
     return _locate(op, f, scope_name)

@@ -1,0 +1,124 @@
+"""The judge trusts a view only after checking it: an op kind that under-declares the words it
+reads (``Op.reads``) cannot make an ambiguous site read as pending or done, and a bug in an
+op is an internal error naming the recipe and the op, never a verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patchkit.ops import KINDS, Reads
+from patchkit.ops.list_element import ListElement
+
+# Two lists hold "a" and "b": a list-element op looking for them has two candidates.
+MODULE = '''"""Stand-in engine module."""
+
+import os
+
+PRIMARY = ["a", "b"]  # special
+
+
+def helper():
+    return os.sep
+
+
+SECONDARY = ["a", "b"]
+'''
+
+RECIPE = """
+id = "{id}"
+summary = 'add "c" to the list holding "a" and "b"'
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "{kind}"
+engine = "sglang"
+file = "sglang/srt/lists.py"
+[ops.locator]
+contains = ['"a"', '"b"']
+[ops.params]
+element = '"c"'
+"""
+
+
+class UnderDeclared(ListElement):
+    """Declares that it reads only statements holding `special`, a word that only the first
+    candidate's line has: a view then hides the second candidate."""
+
+    def __init__(self, locator, params):
+        super().__init__(locator, params)
+        self.reads = Reads(patterns=(("special",),), file_words=self.reads.file_words, sites=self.reads.sites)
+
+
+class Crashing(ListElement):
+    def locate(self, scope):
+        raise TypeError("a bug in this op")
+
+
+@pytest.fixture
+def mini(tmp_path, monkeypatch):
+    root = tmp_path / "site"
+    (root / "sglang" / "srt").mkdir(parents=True)
+    (root / "sglang" / "__init__.py").write_text("")
+    (root / "sglang" / "version.py").write_text('__version__ = "0.5.9"\n')
+    (root / "sglang" / "srt" / "lists.py").write_text(MODULE)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    monkeypatch.setitem(KINDS, "under-declared", UnderDeclared)
+    monkeypatch.setitem(KINDS, "crashing", Crashing)
+    for rid, kind in (("narrow", "under-declared"), ("honest", "list-element"), ("buggy", "crashing")):
+        (recipes / f"{rid}.toml").write_text(RECIPE.format(id=rid, kind=kind))
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))  # no confirmation from another run
+    return root, recipes
+
+
+def cli(run_cli, mini, *args):
+    root, recipes = mini
+    return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
+
+
+def test_the_under_declared_view_alone_would_say_pending(mini):
+    """The premise: the view built from the narrow declaration really hides the second
+    candidate, so only the judge's check stands between it and a wrong `pending`."""
+    from patchkit import view
+    from patchkit.ops._cst import words  # noqa: F401  (view's word splitting)
+
+    root, _ = mini
+    text = (root / "sglang/srt/lists.py").read_text()
+    op = UnderDeclared({"contains": ['"a"', '"b"']}, {"element": '"c"'})
+    v = view.build(text, {"": view.patterns(op)})
+    assert v is not None and "SECONDARY" not in v.module.code and "PRIMARY" in v.module.code
+    assert op.locate(v.module).state == "pending"
+
+
+@pytest.mark.parametrize("state_of_first", ["pristine", "edited"])
+def test_an_under_declaring_op_cannot_make_an_ambiguous_site_read_pending_or_done(mini, run_cli, state_of_first):
+    root, _ = mini
+    path = root / "sglang/srt/lists.py"
+    if state_of_first == "edited":  # the view's only candidate already holds the edit: it would say done
+        path.write_text(MODULE.replace('PRIMARY = ["a", "b"]', 'PRIMARY = ["a", "b", "c"]'))
+    before = path.read_bytes()
+    code, out, err = cli(run_cli, mini, "status", "narrow", "--json")
+    (r,) = json.loads(out)["recipes"]
+    assert code == 1 and r["state"] == "ambiguous", r
+    code, out, err = cli(run_cli, mini, "apply", "narrow")
+    assert code == 1 and "ambiguous" in err, err
+    assert path.read_bytes() == before
+
+
+def test_the_honest_kind_agrees(mini, run_cli):
+    code, out, _ = cli(run_cli, mini, "status", "honest", "--json")
+    assert code == 1 and json.loads(out)["recipes"][0]["state"] == "ambiguous"
+
+
+@pytest.mark.parametrize("command", ["status", "apply"])
+def test_a_bug_in_an_op_is_exit_3_naming_the_recipe_and_the_op(mini, run_cli, command):
+    root, _ = mini
+    before = (root / "sglang/srt/lists.py").read_bytes()
+    code, out, err = cli(run_cli, mini, command, "buggy")
+    assert code == 3, (out, err)
+    assert "internal error: buggy > op #1 (crashing): TypeError: a bug in this op" in err, err
+    assert (root / "sglang/srt/lists.py").read_bytes() == before
+    assert not Path(root / ".patchkit").exists()

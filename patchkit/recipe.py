@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import os
 import re
 import sys
 from pathlib import Path
@@ -114,10 +113,9 @@ class _Lines:
 
 
 def _display(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
+    """A recipe file as the user named its directory (``--recipes DIR``, or the project's
+    recipes/ found from the pins), so that messages do not depend on the working directory."""
+    return str(path)
 
 
 class _Ctx:

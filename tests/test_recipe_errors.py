@@ -164,11 +164,12 @@ def test_malformed_recipe(tmp_path, run_cli, name, edit, expected):
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     line = lines[0]
-    assert line.startswith("patchkit: error: recipes/")
+    prefix = f"patchkit: error: {d}/"  # the recipe as its directory was named, whatever the cwd
+    assert line.startswith(prefix)
     if expected.endswith(": "):
-        assert line[len("patchkit: error: recipes/") :].startswith(expected)
+        assert line[len(prefix) :].startswith(expected)
     else:
-        assert line == "patchkit: error: recipes/" + expected
+        assert line == prefix + expected
     assert "Traceback" not in err
 
 

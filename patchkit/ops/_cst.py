@@ -100,13 +100,6 @@ def node_tokens(node: cst.CSTNode) -> tuple[str, ...]:
     return tokens(code(node))
 
 
-def token_regex(seq: Sequence[str]):
-    """A regex matching these tokens in source text with any whitespace between them."""
-    import re
-
-    return re.compile(r"\s*".join(re.escape(t) for t in seq))
-
-
 def contains_seq(hay: Sequence[str], needle: Sequence[str]) -> bool:
     n = len(needle)
     if n == 0:

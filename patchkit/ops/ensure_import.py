@@ -72,7 +72,14 @@ class EnsureImport(Op):
         self.reads = Reads(patterns=(), sites=((),))
 
     def check_context(self, texts: dict[str, str | None]) -> Located | None:
-        return missing_definition(self, texts.get(self.defined_in)) if self.defined_in else None
+        if self.defined_in is None:
+            return None
+        source = texts.get(self.defined_in)
+        if source is None:
+            return Located(MISSING, reason=f"{self.defined_in} (where `{self.name}` should be defined) does not exist")
+        if not defines(source, self.name):
+            return Located(MISSING, reason=f"`{self.name}` is not defined in {self.defined_in}")
+        return None
 
     def _imports(self, module: cst.Module) -> list:
         out = []
@@ -151,15 +158,4 @@ class EnsureImport(Op):
         raise ValueError(f"`{self.name}` is not imported from {self.module}")
 
 
-def missing_definition(op: EnsureImport, source: str | None) -> Located | None:
-    """The check of params.defined_in, given that file's text (None: file absent)."""
-    if op.defined_in is None:
-        return None
-    if source is None:
-        return Located(MISSING, reason=f"{op.defined_in} (where `{op.name}` should be defined) does not exist")
-    if not defines(source, op.name):
-        return Located(MISSING, reason=f"`{op.name}` is not defined in {op.defined_in}")
-    return None
-
-
-__all__ = ["EnsureImport", "missing_definition", "OpParamError"]
+__all__ = ["EnsureImport", "OpParamError"]

@@ -5,6 +5,7 @@ every op answers the same on a view as on the whole file (state, line, and edite
 from __future__ import annotations
 
 import ast
+import os
 import random
 import re
 
@@ -108,12 +109,17 @@ FILES = {
     ],
     "flashinfer": ["flashinfer/jit/comm.py"],
 }
-SAMPLE = 15  # further files per release, chosen at random (seeded) from the whole tree
+SAMPLE = 8  # further files per release, chosen at random from the whole tree, anew each run
 PROBES = 12  # ops per file
+WHOLE_TREE_SHARE = 3  # the whole-tree sweep views one file in this many, a different third each run
+# The samples change every run, so that runs together cover far more than one run could
+# (CI stays under its time budget); the seed is printed, and PATCHKIT_PROPERTY_SEED replays it.
+SEED = int(os.environ.get("PATCHKIT_PROPERTY_SEED", random.randrange(1 << 30)))
 
 
 def _files(root, names):
-    rng = random.Random(120)
+    print(f"view property seed: {SEED} (PATCHKIT_PROPERTY_SEED={SEED} replays it)")
+    rng = random.Random(SEED)
     every = sorted(p for p in root.rglob("*.py") if p.stat().st_size > 2000)
     return [root / n for n in names] + rng.sample(every, SAMPLE)
 
@@ -193,7 +199,7 @@ def _outcome(module, v, text, scope, op):
 @pytest.mark.real
 def test_ops_answer_the_same_on_a_view_as_on_the_whole_file(release_dir, engine, version):
     root = release_dir(engine, version)
-    rng = random.Random(f"{engine}{version}")
+    rng = random.Random(f"{engine}{version}{SEED}")
     tally = {"same": 0, "whole agrees": 0, "whole needed": 0, "no view": 0}
     for path in _files(root, FILES[engine]):
         if not path.exists():
@@ -218,7 +224,7 @@ def test_ops_answer_the_same_on_a_view_as_on_the_whole_file(release_dir, engine,
             assert got == want, f"{path}::{scope or '<module>'} {op.kind} {vars(op)}"
             tally["same"] += 1
     # Views must be the common case, or they buy nothing.
-    assert tally["same"] > 60 and tally["same"] > 4 * (tally["whole needed"] + tally["no view"]), tally
+    assert tally["same"] > 30 and tally["same"] > 4 * (tally["whole needed"] + tally["no view"]), tally
     print(tally)
 
 
@@ -230,7 +236,9 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
     the file, and each kept line sits at the file line it maps to."""
     root = release_dir(engine, version)
     checked = 0
-    for path in sorted(root.rglob("*.py")):
+    every = sorted(root.rglob("*.py"))
+    print(f"view property seed: {SEED} (PATCHKIT_PROPERTY_SEED={SEED} replays it)")
+    for path in random.Random(SEED).sample(every, len(every) // WHOLE_TREE_SHARE):
         text = path.read_bytes().decode("utf-8", "surrogateescape")
         try:
             tree = ast.parse(text)
@@ -251,7 +259,7 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
             if "# patchkit-gap-" not in line:
                 assert src[v.file_line(i) - 1] == line, (path, i)
         checked += 1
-    assert checked > 50
+    assert checked > 20
 
 
 @pytest.mark.real

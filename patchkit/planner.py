@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import libcst as cst
 
@@ -32,14 +32,28 @@ from patchkit.results import RecipeResult
 from patchkit.states import State
 
 
+class Mark(NamedTuple):
+    """A journal entry a plan makes: patchkit applied (or reverted) this op of this recipe."""
+
+    action: str  # "applied" | "reverted"
+    engine: str
+    recipe: str
+    recipe_sha: str
+    op: int
+
+
 @dataclass
 class Plan:
     results: list[RecipeResult]
     blockers: list[str] = field(default_factory=list)
     files: list[Document] = field(default_factory=list)  # files with new content
-    marks: list[tuple[str, str, str, str, int]] = field(default_factory=list)  # (action, engine, recipe, sha, op)
+    marks: list[Mark] = field(default_factory=list)
     jit_modules: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+
+    def edits(self) -> set[tuple[str, int]]:
+        """(recipe, op) of every op this plan edits (or forgets)."""
+        return {(m.recipe, m.op) for m in self.marks}
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -151,7 +165,7 @@ def _edit_all(plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, d
             continue
         if ev.file not in touched:
             touched.append(ev.file)
-        plan.marks.append((action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+        plan.marks.append(Mark(action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
         plan.jit_modules.update(ev.op.jit_modules)
         overrides[(ev.recipe.id, ev.op.index)] = ev.result(state, said)
     for f in touched:
@@ -231,7 +245,7 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                 todo.append(ev)
             elif ev.state == State.MODIFIED or (ev.state in (State.MISSING, State.AMBIGUOUS) and ours):
                 if force:
-                    plan.marks.append(("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
+                    plan.marks.append(Mark("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
                     said = "would be forgotten" if dry_run else "forgotten"
                     overrides[(r.id, ev.op.index)] = ev.result(State.PENDING, f"{said} (--force): {ev.message}")
                 else:

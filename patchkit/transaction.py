@@ -11,9 +11,11 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
    file changed since it was read, plan again under the lock;
 4. ``write``, the one commit protocol:
 
-   a. in each root, ``.patchkit/txn-pending.json`` names the transaction and its temp files;
+   a. in each root, ``.patchkit/txn-pending.json`` names the transaction and every path it
+      will write (a temp file is found beside its path);
    b. every new content goes to a temp file beside its target (random name, O_EXCL), fsynced;
-   c. **commit point**: ``.patchkit/txn-commit.json`` in the first root, written atomically;
+   c. **commit point**: ``.patchkit/txn-commit.json`` in the first root, written atomically,
+      naming every temp file;
    d. every temp is renamed over its target;
    e. the commit record goes, then the pending markers, then blobs nobody needs.
 
@@ -152,12 +154,12 @@ def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
         j = session.journal(f.target.engine)
         j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())
         journals[j.root] = j
-    for action, engine, recipe, sha, op in plan.marks:
-        j = session.journal(engine)
-        if action == "applied":
-            j.mark_applied(engine, recipe, sha, op)
+    for m in plan.marks:
+        j = session.journal(m.engine)
+        if m.action == "applied":
+            j.mark_applied(m.engine, m.recipe, m.recipe_sha, m.op)
         else:
-            j.mark_reverted(engine, recipe, op)
+            j.mark_reverted(m.engine, m.recipe, m.op)
         journals[j.root] = j
     for _, j in sorted(journals.items()):
         for sha, data in sorted(j.blobs.items()):
@@ -171,7 +173,7 @@ def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
 
 def check(session, plan) -> None:
     """Every refusal, before a lock is taken or a directory made (TargetError, exit 2)."""
-    roots = sorted({f.target.root for f in plan.files} | {session.targets[m[1]].root for m in plan.marks})
+    roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
     for root in roots:
         if record.is_installed_tree(root):
             record.guard_writable(root)  # a system site-packages is refused
@@ -202,12 +204,12 @@ def write(session, plan, action: str) -> None:
     writes = _writes(session, plan)
     if not writes:
         return
-    roots = sorted({session.targets[m[1]].root for m in plan.marks} | {f.target.root for f in plan.files})
+    roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
     primary = roots[0]
     txn = {
         "id": secrets.token_hex(8),
         "action": action,
-        "recipes": sorted({m[2] for m in plan.marks}),
+        "recipes": sorted({m.recipe for m in plan.marks}),
         "primary": str(primary),
         "roots": [str(r) for r in roots],
         "journals": {str(j.root): j.engines for j in session.journals.values() if j.root in roots},

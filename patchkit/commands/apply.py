@@ -55,7 +55,7 @@ def apply(opts: Options, dry_run: bool = False, ignore_range: bool = False, clea
         return session, plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
 
     session, plan, notes = transaction.run(make, "apply", dry_run)
-    edits = {(m[2], m[4]) for m in plan.marks}  # a dry run's edits count as made
+    edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state in GOOD
         or (
@@ -75,7 +75,7 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
         return session, plan_revert(session, recipes, force=force, dry_run=dry_run)
 
     session, plan, notes = transaction.run(make, "revert", dry_run)
-    edits = {(m[2], m[4]) for m in plan.marks}  # a dry run's edits count as made
+    edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)
         for r in plan.results

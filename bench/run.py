@@ -164,7 +164,7 @@ def bench_relocate(work: Path) -> dict:
         "op = cat.recipes['autotune-cutlass'].ops[0]\n"
         f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}})\n"
         "t = time.perf_counter(); hits = relocate.search(s, op, skip=op.file); dt = time.perf_counter() - t\n"
-        "print(dt, [(h[0], h[1], h[2].state) for h in hits])\n"
+        "print(dt, [(h[0], h[1], h[2].state.value) for h in hits])\n"
     )
     times, found = [], None
     for _ in range(RUNS):

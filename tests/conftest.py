@@ -233,3 +233,12 @@ def recipes_dir():
 def pk(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the real `patchkit` console entry (python -m patchkit) as a subprocess."""
     return subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def mini_sglang(root: Path, files: dict[str, str]) -> Path:
+    """A hand-made package-layout sglang 0.5.9 (``__init__``, ``version.py``) holding ``files``
+    ({path under root: text}), for offline tests of the engine's own behaviour."""
+    for rel, text in {"sglang/__init__.py": "", "sglang/version.py": '__version__ = "0.5.9"\n', **files}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root

@@ -11,6 +11,7 @@ import pytest
 
 from patchkit.ops import KINDS, Reads
 from patchkit.ops.list_element import ListElement
+from tests.conftest import mini_sglang
 
 # Two lists hold "a" and "b": a list-element op looking for them has two candidates.
 MODULE = '''"""Stand-in engine module."""
@@ -59,11 +60,7 @@ class Crashing(ListElement):
 
 @pytest.fixture
 def mini(tmp_path, monkeypatch):
-    root = tmp_path / "site"
-    (root / "sglang" / "srt").mkdir(parents=True)
-    (root / "sglang" / "__init__.py").write_text("")
-    (root / "sglang" / "version.py").write_text('__version__ = "0.5.9"\n')
-    (root / "sglang" / "srt" / "lists.py").write_text(MODULE)
+    root = mini_sglang(tmp_path / "site", {"sglang/srt/lists.py": MODULE})
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     monkeypatch.setitem(KINDS, "under-declared", UnderDeclared)
@@ -83,7 +80,6 @@ def test_the_under_declared_view_alone_would_say_pending(mini):
     """The premise: the view built from the narrow declaration really hides the second
     candidate, so only the judge's check stands between it and a wrong `pending`."""
     from patchkit import view
-    from patchkit.ops._cst import words  # noqa: F401  (view's word splitting)
 
     root, _ = mini
     text = (root / "sglang/srt/lists.py").read_text()

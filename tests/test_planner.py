@@ -16,6 +16,7 @@ from patchkit import planner
 from patchkit.ops import KINDS, Located
 from patchkit.ops.text_replace import TextReplace
 from patchkit.states import State
+from tests.conftest import mini_sglang
 
 MODULE = '''"""A tiny stand-in for an engine module."""
 
@@ -98,12 +99,7 @@ code = "return 5"
 @pytest.fixture
 def mini(tmp_path, monkeypatch):
     """A package-layout sglang tree with one module, and a recipes dir with every broken kind."""
-    root = tmp_path / "site"
-    (root / "sglang" / "srt").mkdir(parents=True)
-    (root / "sglang" / "__init__.py").write_text("")
-    (root / "sglang" / "version.py").write_text('__version__ = "0.5.9"\n')
-    (root / "sglang" / "srt" / "gate.py").write_text(MODULE)
-    (root / "sglang" / "srt" / "kernel.cuh").write_text(KERNEL)
+    root = mini_sglang(tmp_path / "site", {"sglang/srt/gate.py": MODULE, "sglang/srt/kernel.cuh": KERNEL})
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     for kind, (cls, _) in BROKEN.items():

@@ -33,12 +33,19 @@ class Journal:
         self.wheels = _wheel_provenance(root)
         self.blobs: dict[str, bytes] = {}  # sha -> bytes to store with the next write
         self.loaded: bytes | None = None  # the journal file's bytes when read
+        self.damaged = ""  # why the journal file was unreadable (then read as empty)
 
     @classmethod
     def load(cls, root: Path) -> "Journal":
         j = cls(root)
-        j.loaded = j.path.read_bytes() if j.path.is_file() else None
-        j.engines = parse(j.loaded) if j.loaded is not None else {}
+        try:
+            j.loaded = j.path.read_bytes() if j.path.is_file() else None
+        except OSError as e:
+            j.loaded, j.damaged = None, f"{j.path} cannot be read ({e.strerror})"
+        if j.loaded is not None:
+            j.engines, why = parse(j.loaded)
+            if why:
+                j.damaged = f"{j.path} is damaged ({why})"
         return j
 
     def _eng(self, engine: str) -> dict:
@@ -48,7 +55,11 @@ class Journal:
     def applied_ops(self, engine: str, recipe: str) -> set[int]:
         """Ops patchkit wrote: by an apply here, or into the patched wheel installed here."""
         mine = set(self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("ops", []))
-        return mine | self.wheels.get((engine, recipe), set())
+        return mine | self.by_wheel(engine, recipe)
+
+    def by_wheel(self, engine: str, recipe: str) -> set[int]:
+        """Ops written into the patched wheel installed here (immutable once installed)."""
+        return self.wheels.get((engine, recipe), set())
 
     def mark_applied(self, engine: str, recipe: str, recipe_sha: str, op: int) -> None:
         entry = self._eng(engine)["applied"].setdefault(recipe, {"sha256": recipe_sha, "ops": []})
@@ -75,6 +86,10 @@ class Journal:
         files[logical] = {"sha256": sha256(new), "pristine": pristine}
         self.blobs[sha256(new)] = new
 
+    def forget_file(self, engine: str, logical: str) -> None:
+        """Drop the record of a file the code shows patchkit's write no longer holds for."""
+        self.engines.get(engine, {}).get("files", {}).pop(logical, None)
+
     def written_bytes(self, engine: str, logical: str) -> bytes | None:
         entry = self.written(engine, logical)
         if not entry:
@@ -90,16 +105,43 @@ class Journal:
         return (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode()
 
 
-def parse(data: bytes) -> dict:
-    """The ``engines`` of a journal's bytes; a corrupt one is read as empty (it loses
-    provenance only, never a patch)."""
+def parse(data: bytes) -> tuple[dict, str]:
+    """(the ``engines`` of a journal's bytes, why they were refused or "").  A damaged
+    journal is read as empty: it loses nothing, because who made an edit comes from the
+    pristine release (patchkit/pristine.py), never from the journal alone."""
     try:
         doc = json.loads(data)
-    except ValueError:
-        return {}
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("engines"), dict):
-        return {}
-    return doc["engines"]
+    except (ValueError, RecursionError) as e:
+        return {}, f"not JSON: {str(e)[:80]}" if data.strip() else "empty"
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return {}, f"not a patchkit journal of format {FORMAT}"
+    why = _shape_error(doc.get("engines"))
+    return ({}, why) if why else (doc["engines"], "")
+
+
+def _shape_error(engines) -> str:
+    """Why ``engines`` is not what ``render`` writes, or ""."""
+    if not isinstance(engines, dict):
+        return "engines is not a table"
+    for eng, e in engines.items():
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("applied", {}), dict)
+            or not isinstance(e.get("files", {}), dict)
+        ):
+            return f"engines.{eng} has the wrong shape"
+        for rid, entry in e.get("applied", {}).items():
+            ops = entry.get("ops") if isinstance(entry, dict) else None
+            if not isinstance(ops, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ops):
+                return f"engines.{eng}.applied.{rid} has the wrong shape"
+            if not isinstance(entry.get("sha256", ""), str):
+                return f"engines.{eng}.applied.{rid}.sha256 is not a string"
+        for lf, f in e.get("files", {}).items():
+            if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("sha256", "pristine")):
+                return f"engines.{eng}.files.{lf} has the wrong shape"
+            if "/" in f["sha256"] or "." in f["sha256"]:
+                return f"engines.{eng}.files.{lf}.sha256 is not a digest"
+    return ""
 
 
 def _wheel_provenance(root: Path) -> dict[tuple[str, str], set[int]]:

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from patchkit import confirm, markers, pyscope, relocate, transaction, verdicts, view
+import libcst as cst
+
+from patchkit import confirm, markers, pristine, pyscope, relocate, transaction, verdicts, view
 from patchkit.document import Document
 from patchkit.errors import OpBug, PatchkitError, TargetError
-from patchkit.journal import Journal
+from patchkit.journal import Journal, sha256
 from patchkit.model import OpSpec, Recipe
 from patchkit.ops import Located
 from patchkit.results import OpResult, RecipeResult, recipe_state
@@ -27,10 +29,14 @@ from patchkit.target import Target
 class Session:
     """The targets of one invocation, their journals, and the documents read so far."""
 
-    def __init__(self, targets: dict[str, Target]) -> None:
+    def __init__(self, targets: dict[str, Target], known: Optional[dict[str, Recipe]] = None) -> None:
         self.targets = targets
+        # Every recipe the catalog holds, by id: the planner checks a plan's edits against
+        # those of recipes applied earlier (two recipes must not edit the same code).
+        self.known: dict[str, Recipe] = known or {}
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], Document] = {}
+        self.references: dict[Path, pristine.Reference] = {}
         # Recipes an interrupted apply/revert was writing when it was killed (per root).
         self.interrupted: dict[Path, transaction.Interrupted] = {}
         for t in targets.values():
@@ -62,6 +68,13 @@ class Session:
         found = self.interrupted.get(self.targets[engine].root)
         return found.journal if found is not None and recipe in found.recipes else None
 
+    def reference(self, engine: str) -> pristine.Reference:
+        """The pristine release of a target (pristine.py), opened once per invocation."""
+        t = self.targets[engine]
+        if t.root not in self.references:
+            self.references[t.root] = pristine.Reference(t)
+        return self.references[t.root]
+
     def file(self, engine: str, logical: str) -> Document:
         key = (engine, logical)
         if key not in self.files:
@@ -88,6 +101,7 @@ class Verdict:
     lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
     root: Any = None  # (module, view) the nodes were found in, for their line numbers
     searched: bool = False  # looked beyond the files it names: not cacheable by their digests
+    stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
 
     @property
     def moved(self) -> bool:
@@ -237,8 +251,14 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         # the edit, and either way the edit is patchkit's (never "upstream", never "modified").
         ours_done, ours_gone = ours or op.index in mid.applied_ops(op.engine, recipe.id), False
     if st == State.DONE:
-        ev.state = State.APPLIED if ours_done else State.UPSTREAM
+        if (mid is not None and ours_done) or (ours and _as_written(session, recipe, op, ev.file)):
+            ev.state = State.APPLIED
+        else:
+            ev.state, reason = _who_made_it(session, recipe, op, ev, ours)
     elif st == State.PENDING:
+        stale = _stale_record(session, op, ev.file) if ours_gone else ""
+        if stale:
+            ev.stale, ours_gone, ours_done = True, False, False
         ev.state = State.MODIFIED if ours_gone else (State.MOVED if ev.moved else State.PENDING)
         if ours_gone:
             reason = (
@@ -246,6 +266,8 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
                 if not ev.moved
                 else f"patchkit applied this op, but it is not there now ({reason})"
             )
+        elif stale:
+            reason = f"patchkit's record of this edit is stale: {stale}" + (f"; {reason}" if reason else "")
     else:
         ev.state = st
         if ours and st == State.MISSING:
@@ -260,6 +282,75 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
     if ev.file.is_python and ev.file.exists and ev.located.nodes:
         ev.root = (ev.file.module, ev.file.view)
     return ev
+
+
+# -- who made an edit ------------------------------------------------------------------------
+
+
+def _as_written(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> bool:
+    """Is this file exactly what patchkit wrote (or did a patched wheel install it)?  Then
+    an edit patchkit recorded is patchkit's, with no pristine release to read."""
+    j = session.journal(op.engine)
+    if op.index in j.by_wheel(op.engine, recipe.id):
+        return True
+    entry = j.written(op.engine, f.logical)
+    return entry is not None and entry["sha256"] == sha256(f.original)
+
+
+def pristine_state(session: Session, op: OpSpec, logical: str, scope_name: str) -> Optional[State]:
+    """What the op finds in the pristine release's copy of ``logical``; None with no reference."""
+    ref = session.reference(op.engine)
+    if not ref.available:
+        return None
+    data = ref.read(logical)
+    if data is None:
+        return State.MISSING
+    if not logical.endswith(".py"):
+        return op.impl.locate(data.decode("utf-8", "surrogateescape")).state
+    try:
+        scope = pyscope.resolve(cst.parse_module(data), scope_name)[-1]
+    except (pyscope.ScopeError, cst.ParserSyntaxError):
+        return State.MISSING
+    return op.impl.locate(scope).state
+
+
+def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: Verdict, ours: bool) -> tuple[State, str]:
+    """An edit is there, and the journal cannot vouch for it: the pristine release decides.
+    It is upstream's only when that release has it; otherwise it is patchkit's, whether or
+    not a journal remembers it.  With no release to read, ``applied?``."""
+    found = pristine_state(session, op, ev.file.logical, ev.scope)
+    ref = session.reference(op.engine)
+    if found == State.DONE:
+        if ours:
+            ev.stale = True
+            return State.UPSTREAM, f"{ref.what} has this edit (patchkit's record of it is from before an upgrade)"
+        return State.UPSTREAM, ev.located.reason
+    if found is not None:
+        said = "" if ours else f"patchkit's edit: {ref.what} does not have it (no journal remembers it)"
+        return State.APPLIED, said
+    ev.searched = True  # not cacheable: a reference may be had later
+    if not ours and op.markers:
+        hit = markers.hit(session, op, anywhere=False)
+        if hit:
+            return State.UPSTREAM, hit
+    why = "patchkit's journal says patchkit wrote it, but the file changed since" if ours else "no journal remembers it"
+    return State.APPLIED_UNSURE, (
+        f"the edit is there, but who made it cannot be told ({why}; no pristine release to compare: {ref.why_not})"
+    )
+
+
+def _stale_record(session: Session, op: OpSpec, f: Document) -> str:
+    """Why the journal's record of an edit no longer holds, when the file is as it was
+    before patchkit wrote it (reinstalled, upgraded, restored by hand); "" otherwise."""
+    if not f.exists:
+        return ""
+    entry = session.journal(op.engine).written(op.engine, f.logical)
+    if entry is not None and entry["pristine"] == sha256(f.original):
+        return "the file is as it was before patchkit wrote it"
+    ref = session.reference(op.engine)
+    if ref.available and ref.read(f.logical) == f.original:
+        return f"the file is {ref.what}'s, byte for byte (reinstalled or upgraded since patchkit wrote it)"
+    return ""
 
 
 def _add_lines(evals: list[Verdict]) -> None:

@@ -178,6 +178,56 @@ def _edit_all(plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, d
         plan.files.append(f)
 
 
+def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
+    """Records the code contradicts (an upgrade, a reinstall) are dropped with the write:
+    the journal's entry for the file, and the op marks of ops this plan does not edit."""
+    edits = plan.edits()
+    for _, evs in evaluated:
+        for ev in evs:
+            if not ev.stale:
+                continue
+            session.journal(ev.op.engine).forget_file(ev.op.engine, ev.file.logical)
+            if (ev.recipe.id, ev.op.index) not in edits:
+                plan.marks.append(Mark("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+
+
+# The verdicts whose site holds (or is to hold) an edit a recipe answers for.
+_HELD = (State.PENDING, State.APPLIED, State.APPLIED_UNSURE)
+
+
+def _overlaps(session: Session, evaluated, action: str) -> list[str]:
+    """Two recipes editing the same code, refused as ruff refuses overlapping fixes: the
+    later edit would read as already made, and reverting either would take back both.
+    The plan's recipes are checked against each other and against every recipe the
+    journal says patchkit applied."""
+    mine = {r.id for r, _ in evaluated}
+    others = []
+    for engine in session.targets:
+        j = session.journal(engine)
+        for rid in sorted(j.engines.get(engine, {}).get("applied", {})):
+            r = session.known.get(rid)
+            if r is not None and rid not in mine and r not in others and set(r.engines) <= set(session.targets):
+                others.append(r)
+    everything = list(evaluated) + (evaluate(session, others) if others else [])
+    sites: dict[tuple, Verdict] = {}
+    out = []
+    for _, evs in everything:
+        for ev in evs:
+            if ev.state not in _HELD or not ev.lines:
+                continue
+            for line in ev.lines:
+                key = (ev.op.engine, str(ev.file.path), line)
+                first = sites.setdefault(key, ev)
+                if first.recipe.id != ev.recipe.id and mine & {first.recipe.id, ev.recipe.id}:
+                    out.append(
+                        f"{first.recipe.id} > {first.op.label} and {ev.recipe.id} > {ev.op.label} edit the same code"
+                        f" at {ev.file.where(line)}; reverting either would take back both. Refusing to {action}:"
+                        " keep one of the two recipes (or merge them into one)"
+                    )
+                    break
+    return out
+
+
 def _discard(plan: Plan, session: Session) -> dict:
     """A blocked plan writes nothing: forget every in-memory edit.  Returns no overrides."""
     plan.files, plan.marks = [], []
@@ -203,10 +253,12 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             if ev.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED):
                 where = f" (at {ev.location()})" if ev.state == State.MOVED else ""
                 plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
+    plan.blockers += _overlaps(session, [(r, evs) for r, evs in evaluated if r.id not in skipped], "apply")
     overrides: dict = {}
     if not plan.blockers:
         todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
         _edit_all(plan, todo, overrides, forward=True, dry_run=dry_run)
+        _forget_stale(plan, session, evaluated)
         for r, evs in evaluated:
             for ev in evs:
                 if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:
@@ -232,6 +284,12 @@ def _changed_since_write(session: Session, f: Document, engine: str) -> Optional
     return f"changed since patchkit wrote it (lines {', '.join(spans[:8]) or '?'} differ)"
 
 
+_NO_REFERENCE = (
+    "revert takes back only what it can prove is patchkit's: give it the pristine release"
+    " (go online, or put the release's wheel in patchkit's cache with `patchkit sync`; unset PATCHKIT_OFFLINE)"
+)
+
+
 def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dry_run: bool = False) -> Plan:
     """Plan (and check) taking back what patchkit applied for ``recipes``."""
     evaluated = evaluate(session, recipes)
@@ -243,6 +301,9 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
             ours = ev.op.index in session.journal(ev.op.engine).applied_ops(ev.op.engine, r.id)
             if ev.state == State.APPLIED:
                 todo.append(ev)
+            elif ev.state == State.APPLIED_UNSURE:
+                # --force too: it must never edit code the pristine release may have.
+                plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}; {_NO_REFERENCE}"))
             elif ev.state == State.MODIFIED or (ev.state in (State.MISSING, State.AMBIGUOUS) and ours):
                 if force:
                     plan.marks.append(Mark("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
@@ -263,8 +324,10 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                     f"{ev.file.where()}: {why}; revert would rewrite a file you edited."
                     " Look at it, then pass --force to revert anyway"
                 )
+    plan.blockers += _overlaps(session, evaluated, "revert")
     if not plan.blockers:
         _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run)  # last applied, first reverted
+        _forget_stale(plan, session, evaluated)
     if plan.blockers:
         overrides = _discard(plan, session)
     plan.results = results(session, evaluated, overrides)

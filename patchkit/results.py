@@ -81,9 +81,12 @@ def recipe_state(op_states: list[State]) -> State:
         if bad in op_states:
             return bad
     if State.PENDING in op_states:
-        return State.PARTIAL if State.APPLIED in op_states else State.PENDING
+        some = State.APPLIED in op_states or State.APPLIED_UNSURE in op_states
+        return State.PARTIAL if some else State.PENDING
     if State.MOVED in op_states:
         return State.MOVED
+    if State.APPLIED_UNSURE in op_states:
+        return State.APPLIED_UNSURE
     if op_states and all(s == State.UPSTREAM for s in op_states):
         return State.UPSTREAM
     return State.APPLIED

@@ -18,8 +18,9 @@ class State(str, Enum):
     MISSING = "missing"  # anchor not found
     AMBIGUOUS = "ambiguous"  # several candidate sites
     # Verdicts (patchkit/judge.py): what status, apply, revert and drift report.
-    APPLIED = "applied"  # post-condition holds and patchkit wrote it
-    UPSTREAM = "upstream"  # post-condition holds (or an upstream marker matches); patchkit did not write it
+    APPLIED = "applied"  # post-condition holds, and the pristine release does not have it: patchkit's
+    UPSTREAM = "upstream"  # the pristine release has the edit (or an upstream marker matches)
+    APPLIED_UNSURE = "applied?"  # the edit is there; with no pristine release to compare, who made it is unknown
     MOVED = "moved"  # found, but not in the named file/scope
     SKIPPED = "skipped"  # out of version range; apply left it alone
     PARTIAL = "partial"  # some ops applied, some pending
@@ -33,5 +34,7 @@ class State(str, Enum):
 
 # The states a recipe or op can have in results (DONE is an op's answer only).
 VERDICTS = tuple(s for s in State if s is not State.DONE)
-# A recipe in one of these is where the user asked it to be after `apply`.
-GOOD = (State.APPLIED, State.UPSTREAM)
+# A recipe in one of these is where the user asked it to be after `apply`: its edits are in
+# the code.  (`applied?` too: the code does it; only *who* wrote it is unknown, which is
+# revert's concern, and revert refuses it.)
+GOOD = (State.APPLIED, State.UPSTREAM, State.APPLIED_UNSURE)

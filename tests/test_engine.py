@@ -152,26 +152,39 @@ def test_state_comes_from_the_code(pair, run_cli):
     s, f, t = pair
     run_cli("apply", "max-running-requests", *t)
     sa = s / FILES["sglang"][2]
-    # The user undoes the edit by hand: patchkit reports it, it does not trust its journal.
+    pristine = (s / ".patchkit" / "journal.json").read_text()
+    # The user undoes the edit by hand and changes something else: patchkit reports it, it
+    # does not trust its journal.
     sa.write_text(
-        sa.read_text().replace(
-            "max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None"
-        )
+        sa.read_text()
+        .replace("max_running_requests: Optional[int] = 1024", "max_running_requests: Optional[int] = None")
+        .replace("class ServerArgs:", "# mine\nclass ServerArgs:", 1)
     )
     code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
     assert code == 1
     assert json.loads(out)["recipes"][0]["state"] == "modified"
-    # Deleting the journal loses provenance only: the edit present is reported, as upstream code.
-    sa.write_text(
-        sa.read_text().replace(
-            "max_running_requests: Optional[int] = None", "max_running_requests: Optional[int] = 1024"
-        )
-    )
+    # Undone byte for byte (reinstalled, or restored by hand): the record is stale, the op
+    # pending again, and apply works without --force.
+    sa.write_text(sa.read_text().replace("# mine\nclass ServerArgs:", "class ServerArgs:", 1))
+    code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert code == 1 and op["state"] == "pending", op
+    assert "stale: the file is as it was before patchkit wrote it" in op["message"]
+    code, out, err = run_cli("apply", "max-running-requests", *t)
+    assert code == 0, err
+    assert (s / ".patchkit" / "journal.json").read_text() == pristine
+    # Deleting the journal loses no provenance: who made the edit comes from the pristine
+    # release (the wheel), so it is still patchkit's, and revert takes it back.
     import shutil
 
     shutil.rmtree(s / ".patchkit")
     code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
-    assert code == 0 and json.loads(out)["recipes"][0]["state"] == "upstream"
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert code == 0 and op["state"] == "applied", op
+    assert "does not have it (no journal remembers it)" in op["message"]
+    code, out, err = run_cli("revert", "max-running-requests", *t)
+    assert code == 0, err
+    assert "max_running_requests: Optional[int] = None" in sa.read_text()
 
 
 def test_partial_state(pair, run_cli):
@@ -181,6 +194,14 @@ def test_partial_state(pair, run_cli):
     comm.write_text(
         comm.read_text().replace("supported_major_versions=[9, 10, 12]", "supported_major_versions=[9, 10]")
     )
+    code, out, _ = run_cli("status", "allreduce-fusion", *t, "--json")
+    r = json.loads(out)["recipes"][0]
+    # The file is the release's again, byte for byte: that op is pending, the recipe partial.
+    assert code == 1 and r["state"] == "partial"
+    assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "pending", "applied"]
+    assert "stale" in r["ops"][3]["message"]
+    # Undone among other changes of the user's: patchkit's edit is gone, and it says so.
+    comm.write_text("# mine\n" + comm.read_text())
     code, out, _ = run_cli("status", "allreduce-fusion", *t, "--json")
     r = json.loads(out)["recipes"][0]
     assert code == 1 and r["state"] == "modified"

@@ -31,7 +31,7 @@ def open_session(opts: Options):
     recipes = catalog.select(opts.names)
     needed = {e for r in recipes for e in r.engines}
     targets = opts.project.targets(opts.targets, needed)
-    return recipes, Session(targets)
+    return recipes, Session(targets, known=catalog.recipes)
 
 
 def say(msg: str = "", err: bool = False) -> None:

@@ -53,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
             {
                 OFFLINE_ENV: "1",
                 "PATCHKIT_CACHE": config._patchkit_empty_cache,
+                "PATCHKIT_OFFLINE": "1",  # a pristine release is never downloaded (pristine.py)
                 "PIP_NO_INDEX": "1",
                 "PIP_INDEX_URL": "http://offline.invalid/simple",
                 "GIT_ALLOW_PROTOCOL": "file",

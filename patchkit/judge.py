@@ -81,6 +81,15 @@ class Session:
             self.files[key] = Document(self.targets[engine], logical)
         return self.files[key]
 
+    def notes(self) -> list[str]:
+        """What the user should know about the state patchkit keeps (a damaged journal)."""
+        return [
+            f"warning: {j.damaged}; read as empty (who made each edit comes from the pristine release),"
+            " and the next apply or revert rewrites it"
+            for j in self.journals.values()
+            if j.damaged
+        ]
+
     def interrupted_recipes(self) -> dict[str, str]:
         """recipe id -> what was interrupted ("apply" or "revert")."""
         return {r: i.action for i in self.interrupted.values() for r in i.recipes}
@@ -187,6 +196,10 @@ def _relocate(
             why = f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went"
             return None, None, "", Located(State.MISSING, reason=why)
         hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in found]
+    if op.scope:
+        # Code of a def or class does not move to module level: a module-level look-alike
+        # (a list of backend names, say) is another site, never this op's.
+        hits = [h for h in hits if h[1]]
     if len(hits) > 1 and op.scope:
         same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]
         if len(same_name) == 1:

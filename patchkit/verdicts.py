@@ -73,7 +73,7 @@ def key(recipes_dir: Path, names: tuple[str, ...], targets: dict, code: Optional
 
 
 def _provenance(targets: dict) -> dict[str, Optional[str]]:
-    files = {}
+    files = _references(targets)
     for root in sorted({t.root for t in targets.values()}):
         files[str(root / ".patchkit" / "journal.json")] = _file_digest(root / ".patchkit" / "journal.json")
         for p in sorted(root.glob("*.dist-info/patchkit.json")):
@@ -82,6 +82,27 @@ def _provenance(targets: dict) -> dict[str, Optional[str]]:
             sorted(str(p) for p in root.glob("*.dist-info/patchkit.json"))
         )
     return files
+
+
+def _references(targets: dict) -> dict[str, Optional[str]]:
+    """What names each target's pristine release (patchkit/pristine.py), without running git:
+    the tag refs of a checkout, the release wheels in the cache, and PATCHKIT_OFFLINE."""
+    from patchkit.paths import cache_dir
+
+    out: dict[str, Optional[str]] = {"offline": os.environ.get("PATCHKIT_OFFLINE", "")}
+    for t in sorted(targets.values(), key=lambda t: (t.engine, str(t.root))):
+        if t.layout == "git":
+            git = t.root / ".git"
+            for rel in ("packed-refs", f"refs/tags/v{t.version}", f"refs/tags/{t.version}"):
+                out[str(git / rel)] = _file_digest(git / rel)
+            out[str(t.root / ".patchkit/source.json")] = _file_digest(t.root / ".patchkit" / "source.json")
+        else:
+            from patchkit.target import ENGINES
+
+            public = (t.version or "").split("+", 1)[0]
+            d = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower() / public
+            out[str(d)] = ",".join(sorted(p.name for p in d.glob("*.whl"))) if public else ""
+    return out
 
 
 def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:

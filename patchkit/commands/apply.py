@@ -9,7 +9,7 @@ from patchkit.states import GOOD, State
 
 
 def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool, notes) -> int:
-    notes = list(notes) + list(plan.notes)
+    notes = session.notes() + list(notes) + list(plan.notes)
     if plan.files and not dry_run:
         notes += restored_notes(session, plan)
     if plan.files and not dry_run and plan.jit_modules:

@@ -44,6 +44,8 @@ def status(opts: Options, verbose: bool = True) -> int:
         recipes, session = open_session(opts)
         evaluated = evaluate(session, recipes)
         res = results(session, evaluated)
+        for n in session.notes():
+            say(n, err=True)
         targets = session.targets
         full = set(targets) == set(opts.project.targets(opts.targets, _engines(opts)))
         if full and cacheable(evaluated) and not session.interrupted:

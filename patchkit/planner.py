@@ -16,6 +16,7 @@ The checks, each named in the message when it refuses an edit:
 
 from __future__ import annotations
 
+import ast
 import difflib
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
@@ -68,6 +69,7 @@ class Edit:
     after: object
     forward: bool  # apply (True) or revert (False)
     python: bool
+    force: bool = False  # revert --force: the user's own lines inside the edit may go with it
 
 
 def check_post_condition(e: Edit) -> Optional[str]:
@@ -88,12 +90,28 @@ def check_idempotence(e: Edit) -> Optional[str]:
 def check_round_trip(e: Edit) -> Optional[str]:
     back = e.op.revert(e.after) if e.forward else e.op.apply(e.after)
     same = same_code(back, e.before) if e.python else back == e.before
+    if not same and e.force and not e.forward and e.python:
+        # revert --force of an edit the user wrote comments or blank lines into: the same
+        # code, if not the same bytes, comes back (the user's lines went with the edit).
+        same = _same_ast(back, e.before)
     if not same:
         return (
             "the edit does not give back the original bytes when undone"
             " (is the recipe's upstream text exactly as upstream writes it?)"
         )
     return None
+
+
+def _same_ast(a, b) -> bool:
+    """Do two libcst nodes hold the same code, comments and layout aside?"""
+    try:
+        return ast.dump(ast.parse(_module_code(a))) == ast.dump(ast.parse(_module_code(b)))
+    except SyntaxError:
+        return False
+
+
+def _module_code(node) -> str:
+    return node.code if isinstance(node, cst.Module) else cst.Module(body=[node]).code
 
 
 CHECKS: dict[str, Callable[[Edit], Optional[str]]] = {
@@ -127,7 +145,7 @@ def _blocker(ev: Verdict, why: str) -> str:
     return f"{ev.recipe.id} > {ev.op.label} > {ev.file.where(ev.line)}: {why}"
 
 
-def _edit(ev: Verdict, forward: bool) -> Optional[str]:
+def _edit(ev: Verdict, forward: bool, force: bool = False) -> Optional[str]:
     """Make one op's edit (or its inverse) on its document, if every check passes.
     Returns why not, or None."""
     f, impl = ev.file, ev.op.impl
@@ -136,7 +154,7 @@ def _edit(ev: Verdict, forward: bool) -> Optional[str]:
     chain, scope = f.scope(ev.scope)
     try:
         new = impl.apply(scope) if forward else impl.revert(scope)
-        e = Edit(impl, scope, new, forward, f.is_python)
+        e = Edit(impl, scope, new, forward, f.is_python, force)
         for name, check in CHECKS.items():
             why = check(e)
             if why:
@@ -149,7 +167,9 @@ def _edit(ev: Verdict, forward: bool) -> Optional[str]:
     return None
 
 
-def _edit_all(plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, dry_run: bool) -> None:
+def _edit_all(
+    plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, dry_run: bool, force: bool = False
+) -> None:
     """Make each op's edit (or its inverse) in memory, in order; record what was done.
     A dry run reports each edit as still to do."""
     action = "applied" if forward else "reverted"
@@ -159,7 +179,7 @@ def _edit_all(plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, d
         state, said = (State.APPLIED, "applied now") if forward else (State.PENDING, "reverted now")
     touched: list[Document] = []
     for ev in todo:
-        why = _edit(ev, forward=forward)
+        why = _edit(ev, forward=forward, force=force)
         if why:
             plan.blockers.append(_blocker(ev, why))
             continue
@@ -326,7 +346,8 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                 )
     plan.blockers += _overlaps(session, evaluated, "revert")
     if not plan.blockers:
-        _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run)  # last applied, first reverted
+        # last applied, first reverted
+        _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run, force=force)
         _forget_stale(plan, session, evaluated)
     if plan.blockers:
         overrides = _discard(plan, session)

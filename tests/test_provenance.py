@@ -170,3 +170,21 @@ def test_relocation_never_takes_a_module_level_look_alike(tree, run_cli):
     r = json.loads(out)["recipes"][0]
     assert code == 1 and r["state"] == "missing", r
     assert "server_args.py" not in r["ops"][0]["location"]
+
+
+def test_revert_force_takes_back_an_insert_the_user_commented(tree, release_dir, run_cli):
+    """The README's promise: --force reverts a file the user edited.  Comments the user
+    wrote inside and above the inserted block go with it; the rest of the file is theirs."""
+    s = tree("sglang")
+    t = ["-t", f"sglang={s}"]
+    assert run_cli("apply", "moe-backend-sm120", *t)[0] == 0
+    sa = s / SERVER_ARGS
+    text = sa.read_text()
+    anchor = '            self.moe_runner_backend = "flashinfer_cutlass"\n            logger.info(\n'
+    assert anchor in text
+    sa.write_text(text.replace(anchor, "            # my note: this made GLM-5 work\n" + anchor, 1))
+    code, _, err = run_cli("revert", "moe-backend-sm120", *t)
+    assert code == 1 and "changed since patchkit wrote it" in err
+    code, _, err = run_cli("revert", "moe-backend-sm120", "--force", *t)
+    assert code == 0, err
+    assert sa.read_bytes() == (release_dir("sglang", "0.5.9") / SERVER_ARGS).read_bytes()

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit import confirm, markers, pristine, pyscope, relocate, transaction, verdicts, view
+from patchkit import blockers, confirm, markers, pristine, pyscope, relocate, transaction, verdicts, view
 from patchkit.document import Document
 from patchkit.errors import OpBug, PatchkitError, TargetError
 from patchkit.journal import Journal, sha256
@@ -37,6 +37,8 @@ class Session:
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], Document] = {}
         self.references: dict[Path, pristine.Reference] = {}
+        self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
+        self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
         # Recipes an interrupted apply/revert was writing when it was killed (per root).
         self.interrupted: dict[Path, transaction.Interrupted] = {}
         for t in targets.values():
@@ -404,13 +406,29 @@ def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
 Evaluation = list[tuple[Recipe, list[Verdict]]]
 
 
+def target_versions(session: Session, recipe: Recipe) -> dict[str, Optional[str]]:
+    return {e: (session.targets[e].version if e in session.targets else None) for e in recipe.engines}
+
+
 def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
+    """Every op of each recipe judged, on the version variant of the targets' versions
+    (``Recipe.for_versions``); the recipes come back cut down to those ops, and the
+    blockers that stand are kept in ``session.blocked``."""
+    cut = []
+    for r in recipes:
+        variant, note = r.for_versions(target_versions(session, r))
+        if note:
+            session.variant_notes[r.id] = note
+        cut.append(variant)
+    recipes = cut
     for r in recipes:  # what each Python file will be read for, before any is parsed
         for op in r.ops:
             if op.engine in session.targets and op.impl.language == "python":
                 session.file(op.engine, op.file).want(op.scope, view.patterns(op.impl))
     out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
     _add_lines([ev for _, evs in out for ev in evs])
+    for r in recipes:
+        session.blocked[r.id] = blockers.find(session, r)
     return out
 
 
@@ -430,21 +448,27 @@ def results(
     res = []
     for r, evs in evaluated:
         ops = tuple(overrides.get((r.id, ev.op.index), ev.result()) for ev in evs)
-        rng, versions = in_range(r, session)
+        rng, vers = in_range(r, session)
         state = recipe_state([o.state for o in ops])
         msg = ""
         if r.id in skipped:
             state = State.SKIPPED
             msg = (
                 "out of version range ("
-                + ", ".join(f"{e} {versions[e]} not in {r.engines[e]}" for e in r.engines)
+                + ", ".join(f"{e} {vers[e]} not in {r.engines[e]}" for e in r.engines)
                 + "); pass --ignore-range to apply anyway"
             )
+        elif session.blocked.get(r.id):
+            state = State.BLOCKED
+            msg = "blocked: " + "; ".join(b.describe() for b in session.blocked[r.id])
         elif r.id in interrupted:
             state = State.INTERRUPTED
             msg = (
                 f"a `patchkit {interrupted[r.id]}` was killed while writing it; "
                 f"run `patchkit {interrupted[r.id]}` to finish, or the other command to go back"
             )
-        res.append(RecipeResult(id=r.id, state=state, in_range=rng, ops=ops, message=msg, versions=versions))
+        if r.id in session.variant_notes:
+            msg = "; ".join(m for m in (msg, session.variant_notes[r.id]) if m)
+        blocked = tuple(b.to_json() for b in session.blocked.get(r.id, ()))
+        res.append(RecipeResult(r.id, state, rng, ops, msg, vers, blocked))
     return res

@@ -23,6 +23,36 @@ class Marker:
     contains: tuple[str, ...]
 
 
+When = tuple  # ((engine, SpecifierSet), ...): the versions an op or blocker holds for; () = all
+
+
+def holds(when: When, versions: dict[str, Optional[str]]) -> bool:
+    """Does ``when`` hold for these engine versions?  An unknown version holds nothing."""
+    return all(versions.get(e) is not None and spec.contains(versions[e], prereleases=True) for e, spec in when)
+
+
+def describe_when(when: When) -> str:
+    return ", ".join(f"{e} {spec}" for e, spec in when) or "every version"
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Code that defeats a recipe: while it stands on the path, the recipe's goal is not
+    reached, whatever its ops did (a second gate that still refuses, say)."""
+
+    index: int  # 1-based: "blocker #1"
+    engine: str
+    file: str
+    scope: str
+    contains: tuple[str, ...]  # fragments that must all stand in the scope, in order
+    message: str
+    when: When = ()
+
+    @property
+    def label(self) -> str:
+        return f"blocker #{self.index}"
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """One edit of a recipe, validated and bound to its op kind (``impl``)."""
@@ -35,6 +65,7 @@ class OpSpec:
     impl: Any  # the bound op object (patchkit.ops.*), built at load time
     markers: tuple[Marker, ...] = ()
     jit_modules: tuple[str, ...] = ()  # FlashInfer JIT modules whose cache this edit invalidates
+    when: When = ()  # the releases this op is for (a version variant); () = every release
 
     @property
     def label(self) -> str:
@@ -51,6 +82,34 @@ class Recipe:
     ops: tuple[OpSpec, ...]
     path: Path
     sha256: str
+    blockers: tuple[Blocker, ...] = ()
+
+    def variants(self) -> list[tuple[When, tuple[int, ...]]]:
+        """(when, op indices) per version variant, in file order; () holds the common ops."""
+        out: dict[When, list[int]] = {}
+        for op in self.ops:
+            out.setdefault(op.when, []).append(op.index)
+        return [(w, tuple(ix)) for w, ix in out.items()]
+
+    def for_versions(self, versions: dict[str, Optional[str]]) -> tuple["Recipe", str]:
+        """This recipe cut down to the ops and blockers of the target's versions, and a note
+        when no variant covers them.  Outside the recipe's range (or with a version
+        unknown) the nearest variant is judged: the newest above the range, the oldest
+        below it, so that status and drift still have something to say."""
+        if all(op.when == () for op in self.ops) and all(b.when == () for b in self.blockers):
+            return self, ""
+        judged, notes = dict(versions), []
+        for eng, spec in self.engines.items():
+            v = versions.get(eng)
+            if v is not None and spec.contains(v, prereleases=True):
+                continue
+            above = v is None or any(s.operator in ("<", "<=") and not s.contains(v, prereleases=True) for s in spec)
+            judged[eng] = _EXTREME[above]
+            why = f"{eng} version unknown" if v is None else f"no variant for {eng} {v}"
+            notes.append(f"{why}: judged with the {'newest' if above else 'oldest'} variant")
+        ops = tuple(op for op in self.ops if holds(op.when, judged))
+        blockers = tuple(b for b in self.blockers if holds(b.when, judged))
+        return dataclasses.replace(self, ops=ops, blockers=blockers), "; ".join(notes)
 
     def ops_for(self, engine: str) -> tuple[OpSpec, ...]:
         return tuple(op for op in self.ops if op.engine == engine)
@@ -61,7 +120,11 @@ class Recipe:
         ops = self.ops_for(engine)
         if not ops:
             return None
-        return dataclasses.replace(self, ops=ops, engines={engine: self.engines[engine]})
+        blockers = tuple(b for b in self.blockers if b.engine == engine)
+        return dataclasses.replace(self, ops=ops, blockers=blockers, engines={engine: self.engines[engine]})
+
+
+_EXTREME = {True: "99999", False: "0"}  # a version above (below) every range
 
 
 def per_engine(recipes: list[Recipe], engine: str) -> list[Recipe]:

@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple, Optional
 
 import libcst as cst
 
+from patchkit import blockers
 from patchkit.document import Document
 from patchkit.errors import OpBug
 from patchkit.journal import sha256
@@ -279,6 +280,13 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
         todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
         _edit_all(plan, todo, overrides, forward=True, dry_run=dry_run)
         _forget_stale(plan, session, evaluated)
+        for r, _ in evaluated:  # what the edits leave standing
+            if r.id not in skipped:
+                session.blocked[r.id] = blockers.find(session, r, planned=True)
+                plan.blockers += [
+                    f"{r.id} is blocked by {b.label} at {b.describe()}; its edits alone would not reach its goal"
+                    for b in session.blocked[r.id]
+                ]
         for r, evs in evaluated:
             for ev in evs:
                 if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:

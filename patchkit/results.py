@@ -58,6 +58,7 @@ class RecipeResult(NamedTuple):
     ops: tuple[OpResult, ...] = ()
     message: str = ""
     versions: Optional[dict] = None  # engine -> version judged
+    blockers: tuple = ()  # blockers standing ({"blocker", "file", "path", "line", "message"})
 
     def to_json(self) -> dict:
         return {
@@ -66,13 +67,16 @@ class RecipeResult(NamedTuple):
             "in_range": self.in_range,
             "versions": self.versions or {},
             "message": self.message,
+            "blockers": list(self.blockers),
             "ops": [op.to_json() for op in self.ops],
         }
 
     @classmethod
     def from_json(cls, d: dict) -> "RecipeResult":
         ops = tuple(OpResult.from_json(d["id"], o) for o in d["ops"])
-        return cls(d["id"], State(d["state"]), d["in_range"], ops, d["message"], d["versions"])
+        return cls(
+            d["id"], State(d["state"]), d["in_range"], ops, d["message"], d["versions"], tuple(d.get("blockers", ()))
+        )
 
 
 def recipe_state(op_states: list[State]) -> State:

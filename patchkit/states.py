@@ -25,6 +25,7 @@ class State(str, Enum):
     SKIPPED = "skipped"  # out of version range; apply left it alone
     PARTIAL = "partial"  # some ops applied, some pending
     MODIFIED = "modified"  # patchkit applied it, but the code changed since
+    BLOCKED = "blocked"  # a recipe's declared blocker stands: its goal is not reached, whatever its ops say
     INTERRUPTED = "interrupted"  # an apply/revert was killed mid-write; `apply` or `revert` finishes it
 
     # str() and format() give the value, as for a plain string ("applied", not "State.APPLIED").

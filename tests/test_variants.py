@@ -1,0 +1,89 @@
+"""Version variants (``when``) and blockers, offline: which ops a version gets, the nearest
+variant outside the range, and where a blocker's fragments stand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from patchkit import blockers
+from patchkit.model import Blocker, OpSpec, Recipe, describe_when
+
+
+def _op(i: int, when: str = "") -> OpSpec:
+    w = (("sglang", SpecifierSet(when)),) if when else ()
+    return OpSpec(index=i, kind="k", engine="sglang", file="sglang/x.py", scope="", impl=None, when=w)
+
+
+RECIPE = Recipe(
+    id="r",
+    summary="s",
+    rationale="",
+    bundles=(),
+    engines={"sglang": SpecifierSet(">=0.5.9,<0.5.24")},
+    ops=(_op(1), _op(2, "<0.5.19"), _op(3, ">=0.5.19,<0.5.21"), _op(4, ">=0.5.21")),
+    path=Path("r.toml"),
+    sha256="0",
+    blockers=(Blocker(1, "sglang", "sglang/y.py", "", ("raise",), "m", (("sglang", SpecifierSet(">=0.5.14")),)),),
+)
+
+
+@pytest.mark.parametrize(
+    "version,ops,blocked,note",
+    [
+        ("0.5.9", [1, 2], [], ""),
+        ("0.5.14", [1, 2], [1], ""),
+        ("0.5.19", [1, 3], [1], ""),
+        ("0.5.20.post1", [1, 3], [1], ""),
+        ("0.5.23", [1, 4], [1], ""),
+        ("0.5.30", [1, 4], [1], "no variant for sglang 0.5.30: judged with the newest variant"),
+        ("0.5.8", [1, 2], [], "no variant for sglang 0.5.8: judged with the oldest variant"),
+        (None, [1, 4], [1], "sglang version unknown: judged with the newest variant"),
+    ],
+)
+def test_a_version_gets_its_variant(version, ops, blocked, note):
+    cut, said = RECIPE.for_versions({"sglang": version})
+    assert [o.index for o in cut.ops] == ops
+    assert [b.index for b in cut.blockers] == blocked
+    assert said == note
+
+
+def test_variants_are_listed_in_file_order():
+    assert [(describe_when(w), ix) for w, ix in RECIPE.variants()] == [
+        ("every version", (1,)),
+        ("sglang <0.5.19", (2,)),
+        ("sglang <0.5.21,>=0.5.19", (3,)),
+        ("sglang >=0.5.21", (4,)),
+    ]
+
+
+CODE = """\
+def _resolve_backend(x):
+    if x not in (9, 10):
+        raise ValueError(
+            "allreduce fusion requires SM90 or "
+            "SM10X"
+        )
+
+
+def other():
+    raise ValueError("requires SM90 or SM10X")
+"""
+
+
+@pytest.mark.parametrize(
+    "scope,contains,line",
+    [
+        ("_resolve_backend", ("raise ValueError", "requires SM90 or"), 3),
+        ("_resolve_backend", ("if x not in (9,   10):",), 2),  # any whitespace between words
+        ("_resolve_backend", ("requires SM90 or SM10X",), None),  # split across two literals
+        ("other", ("requires SM90 or SM10X",), 10),
+        ("", ("def other",), 9),
+        ("missing_scope", ("raise",), None),
+        ("_resolve_backend", ("SM10X", "raise ValueError"), None),  # order matters
+    ],
+)
+def test_a_blocker_stands_where_its_fragments_do(scope, contains, line):
+    assert blockers.search(CODE, scope, contains) == line

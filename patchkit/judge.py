@@ -130,7 +130,7 @@ class Verdict:
             file=self.op.file,  # the recipe's file; ``location`` says where the code is now
             state=state or self.state,
             line=self.line,
-            location=self.location() if self.file.exists else "",
+            location=(self.location() + (f":{self.line}" if self.line else "")) if self.file.exists else "",
             message=self.message if message is None else message,
         )
 

@@ -44,9 +44,12 @@ def human(results: Iterable[RecipeResult], targets: dict[str, Target], verbose: 
         for op in r.ops:
             if not verbose and op.state == r.state and not op.message:
                 continue
-            # Where the code is now (a moved op's line is a line of the file it moved to).
+            # Where the code is now: a moved op as file::scope:line of the place it moved to.
             now = op.location.split("::", 1)[0] or op.file
-            where = f"{now}:{op.line}" if op.line else now
+            if op.location and (now != op.file or op.state == State.MOVED):
+                where = op.location
+            else:
+                where = f"{now}:{op.line}" if op.line else now
             msg = f"  {op.message}" if op.message else ""
             out.append(f"    #{op.index} {op.kind:<14} {_state(op.state)} {where}{msg}")
     return "\n".join(out)

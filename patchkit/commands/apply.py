@@ -41,7 +41,14 @@ def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool,
         elif written:
             say(f"\nwrote {len(written)} file(s):" + "".join(f"\n  {w}" for w in written))
         else:
-            say(f"\nnothing to {command}: every recipe is already in the asked-for state.")
+            skipped = [r.id for r in plan.results if r.state == State.SKIPPED]
+            if skipped:
+                say(
+                    f"\nnothing written: {', '.join(skipped)} skipped, out of the version range"
+                    " of the targets (see above); --ignore-range applies anyway."
+                )
+            else:
+                say(f"\nnothing to {command}: every recipe is already in the asked-for state.")
         for n in notes:
             say(n)
     return OK if ok else NOT_THERE

@@ -10,26 +10,63 @@ the view.
 from __future__ import annotations
 
 import ast
+import io
+import os
+import tokenize
 from pathlib import Path
 from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit import pyscope, view
+from patchkit import fsio, pyscope, view
 from patchkit.errors import TargetError
 from patchkit.target import Target
 
 _AST_DEFS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+def decode_source(path: Path, data: bytes, python: bool) -> tuple[str, str, str]:
+    """(text, encoding, errors) of a file's bytes, such that ``text.encode(encoding, errors)``
+    gives the bytes back exactly.  Python source is decoded as PEP 263 says (a coding
+    cookie, a BOM, else UTF-8), strictly; other files as UTF-8, any other byte kept as is
+    (surrogateescape).  A Python file that is not valid in its encoding is a TargetError."""
+    if not python:
+        return data.decode("utf-8", "surrogateescape"), "utf-8", "surrogateescape"
+    refuse = (
+        "patchkit will not edit a file it cannot read back byte for byte; fix the file's encoding or its coding line"
+    )
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as e:
+        if "encoding" in str(e) and "invalid or missing" not in str(e):  # unknown, or contradicts a BOM
+            raise TargetError(f"{path}: {e.msg or e}", refuse) from None
+        encoding = "utf-8"  # a first line that is not UTF-8: the decode below says where
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        said = "as its coding line declares" if encoding not in ("utf-8", "utf-8-sig") else "(no coding line)"
+        bad = data[e.start : e.start + 1].hex()
+        raise TargetError(
+            f"{path}:{line}: not valid {encoding} {said}: byte 0x{bad} at offset {e.start}", refuse
+        ) from None
+    if text.encode(encoding) != data:  # a codec that does not map back one to one
+        raise TargetError(f"{path}: its {encoding} text does not encode back to the same bytes", refuse)
+    return text, encoding, "strict"
+
+
 class Document:
     def __init__(self, target: Target, logical: str) -> None:
         self.target, self.logical = target, logical
         self.path: Path = target.path(logical)
-        self.exists = self.path.is_file()
-        self.original: bytes = self.path.read_bytes() if self.exists else b""
-        self.text = self.original.decode("utf-8", errors="surrogateescape")
+        # Where the bytes are written: a symlink inside the target is written through, so
+        # it stays a link (Target.path refuses one that leads outside).
+        self.real: Path = Path(os.path.realpath(self.path))
+        data = fsio.read_file(self.path)
+        self.exists = data is not None
+        self.original: bytes = data or b""
         self.is_python = logical.endswith(".py")
+        self.text, self.encoding, self._errors = decode_source(self.path, self.original, self.is_python)
         # What this invocation's ops read ({scope: [pattern]}), gathered before the first
         # parse so that one view serves them all; None once the whole file is needed.
         self._wants: Optional[dict[str, list]] = {}
@@ -172,8 +209,25 @@ class Document:
         if self._printed is None or self._printed[0] is not cur:
             code = cur.code if isinstance(cur, cst.Module) else cur
             out = self.view.expand(code) if self.view is not None and isinstance(cur, cst.Module) else code
-            self._printed = (cur, code, out.encode("utf-8", errors="surrogateescape"))
+            self._printed = (cur, code, self.encode(out))
         return self._printed[1], self._printed[2]
+
+    def encode(self, text: str) -> bytes:
+        """Text of this file as its bytes, in the file's own encoding (PEP 263 for Python)."""
+        try:
+            return text.encode(self.encoding, self._errors)
+        except UnicodeEncodeError as e:
+            line = text.count("\n", 0, e.start) + 1
+            raise TargetError(
+                f"{self.where(line)}: the edit would write {text[e.start : e.end]!r}, which this file's encoding"
+                f" ({self.encoding}) cannot hold; nothing was written",
+                "write the recipe's code in characters the file's encoding has, or convert the file to UTF-8",
+            ) from None
+
+    def decode(self, data: bytes) -> str:
+        """Bytes of this file (``original``, ``new_bytes()``) as text in the file's own
+        encoding, to compile or to show (a byte that is not valid there reads as U+FFFD)."""
+        return data.decode(self.encoding, "replace")
 
     def new_bytes(self) -> bytes:
         return self.printed()[1]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import os
 import signal
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -32,10 +34,70 @@ def cannot_write(path: Path, e: OSError) -> TargetError:
     """One clear line for an environment error met while writing."""
     if e.errno in _FULL:
         return TargetError(f"{path}: the disk is full ({e.strerror})", "free some space, then run the command again")
+    if e.errno in _NOT_HERE:
+        return TargetError(
+            f"{path}: cannot write here ({e.strerror})",
+            "the location is read-only, immutable (chattr +i) or belongs to another user;"
+            " patch a copy, or a venv you own",
+        )
+    return TargetError(f"{path}: cannot write here ({e.strerror or e})", "fix the cause, then run the command again")
+
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def read_file(path: Path) -> bytes | None:
+    """The bytes of a regular file, or None when there is nothing at ``path``.  Anything
+    else there (a directory, a FIFO, a device) or a file that cannot be read is a
+    TargetError: the file is opened non-blocking and checked before a byte is read, so a
+    FIFO in the tree never hangs patchkit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket, or a FIFO that cannot be opened
+            raise not_regular(path, "not a regular file") from None
+        raise cannot_read(path, e) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise not_regular(path, _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file"))
+        os.set_blocking(fd, True)
+        chunks = []
+        while True:
+            b = os.read(fd, max(st.st_size + 1, 1 << 16))
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
+    except OSError as e:
+        raise cannot_read(path, e) from None
+    finally:
+        os.close(fd)
+
+
+def not_regular(path: Path, kind: str) -> TargetError:
     return TargetError(
-        f"{path}: cannot write here ({e.strerror})",
-        "the location is read-only or belongs to another user; patch a copy, or a venv you own",
+        f"{path}: is {kind}, where patchkit expects a source file; patchkit will not read or edit it",
+        "put the file there (e.g. `patchkit sync --force` for a workspace tree, or reinstall the package)",
     )
+
+
+def cannot_read(path: Path, e: OSError) -> TargetError:
+    if e.errno in (errno.EACCES, errno.EPERM):
+        hint = "this user may not read it; fix its permissions, or patch a copy you own"
+    elif e.errno == errno.ELOOP:
+        hint = "a symlink loop; replace the symlink with the real file"
+    else:
+        hint = "fix the cause, then run the command again"
+    return TargetError(f"{path}: cannot be read ({e.strerror or e})", hint)
 
 
 def crash_point(label: str) -> None:
@@ -89,7 +151,7 @@ def write_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
     except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if isinstance(e, OSError) and e.errno in _NOT_HERE + _FULL:
+        if isinstance(e, OSError):  # EPERM, EROFS, ENOSPC, EIO...: the environment, never a bug
             raise cannot_write(path, e) from None
         raise
     return tmp
@@ -101,17 +163,32 @@ def replace(tmp: Path, path: Path) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """One file, atomically (temp, fsync, rename, fsync the directory)."""
-    replace(write_temp(path, data), path)
+    """One file, atomically (temp, fsync, rename, fsync the directory).  The file is
+    either as it was or written; a failure is a TargetError and leaves no temp behind."""
+    tmp = write_temp(path, data)
+    try:
+        replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise cannot_write(path, e) from None
     fsync_dir(path.parent)
 
 
 def lock_timeout() -> float:
     """Seconds to wait for another patchkit's lock (read when a lock is taken, not at import)."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV, "10")
     try:
-        return float(os.environ.get(LOCK_TIMEOUT_ENV, "10"))
+        value = float(raw)
     except ValueError:
-        raise TargetError(f"{LOCK_TIMEOUT_ENV}={os.environ[LOCK_TIMEOUT_ENV]!r} is not a number", "e.g. 10") from None
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise TargetError(
+            f"{LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds",
+            f"set {LOCK_TIMEOUT_ENV} to the seconds to wait for another patchkit's lock, a number >= 0"
+            " (e.g. 10, 0.5; 0 fails at once), or unset it for the default of 10",
+        )
+    return value
 
 
 @contextlib.contextmanager

@@ -94,14 +94,25 @@ class Target(NamedTuple):
         return f"{self.engine} {v} ({self.layout} layout) at {self.root}"
 
 
+def _read_text(path: Path) -> Optional[str]:
+    """A small metadata file's text, or None when there is no regular file there.  A file
+    that cannot be read is a TargetError (exit 2); a FIFO never blocks (fsio.read_file)."""
+    from patchkit import fsio  # fsio imports this module
+
+    if not path.is_file():  # follows symlinks; a FIFO or a directory is not a version file
+        return None
+    data = fsio.read_file(path)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
 def _read_version(root: Path, engine: str, layout: str) -> Optional[str]:
     info = ENGINES[engine]
     if layout == "package":
         norm = info.dist.replace("-", "_")
         for d in sorted(root.glob(f"{norm}-*.dist-info")) + sorted(root.glob(f"{info.dist}-*.dist-info")):
-            meta = d / "METADATA"
-            if meta.is_file():
-                for line in meta.read_text(errors="replace").splitlines():
+            meta = _read_text(d / "METADATA")
+            if meta is not None:
+                for line in meta.splitlines():
                     if line.startswith("Version:"):
                         return line.split(":", 1)[1].strip()
                     if not line.strip():
@@ -112,21 +123,30 @@ def _read_version(root: Path, engine: str, layout: str) -> Optional[str]:
         ("_build_meta.py", r"""^__version__\s*=\s*['"]([^'"]+)['"]"""),
         ("version.py", r"""^__version__\s*=\s*['"]([^'"]+)['"]"""),
     ):
-        f = pkg_dir / rel
-        if f.is_file():
-            m = re.search(pattern, f.read_text(errors="replace"), re.M)
+        text = _read_text(pkg_dir / rel)
+        if text is not None:
+            m = re.search(pattern, text, re.M)
             if m:
                 return m.group(1)
-    vt = root / "version.txt"
-    if layout == "git" and vt.is_file():
-        return vt.read_text().strip() or None
-    return None
+    vt = _read_text(root / "version.txt") if layout == "git" else None
+    return (vt.strip() or None) if vt is not None else None
 
 
 def open_target(engine: str, path: str | os.PathLike) -> Target:
     if engine not in ENGINES:
         raise TargetError(f"unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
     root = Path(path).expanduser()
+    try:
+        return _open(engine, root)
+    except OSError as e:  # a directory of the tree this user may not read, a symlink loop...
+        where = e.filename or root
+        raise TargetError(
+            f"{where}: cannot be read ({e.strerror or e}) while opening the {engine} target {root}",
+            "fix its permissions (this user must read the whole tree), or patch a copy you own",
+        ) from None
+
+
+def _open(engine: str, root: Path) -> Target:
     if not root.exists():
         raise TargetError(
             f"{root}: target for {engine} does not exist",

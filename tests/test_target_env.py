@@ -1,0 +1,289 @@
+"""A hostile target: files patchkit cannot read, encodings other than UTF-8, FIFOs and
+directories where a source file should be, and an environment variable that is not a
+number.  Each is exit 2 naming the file (or exits 0 with the tree byte for byte as it
+should be), never a traceback (exit 3) and never a half-written tree.  Offline: a small
+package-layout tree stands in for an engine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from patchkit import fsio, record
+from patchkit.document import Document
+from patchkit.errors import TargetError
+from patchkit.target import open_target
+
+GATE = 'BACKENDS = ["a", "b"]\nGATE = "sm90"\n'
+KERNEL = "#if (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))\n  sync();\n#endif\n"
+
+RECIPES = {
+    "widen": """
+id = "widen"
+summary = "one python file"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+[ops.locator]
+contains = ['"a"', '"b"']
+[ops.params]
+element = '"c"'
+""",
+    "gate": """
+id = "gate"
+summary = "the same file, another op"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "set-default"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+[ops.locator]
+field = "GATE"
+[ops.params]
+value = '"sm120"'
+expect = '"sm90"'
+""",
+    "kernel": """
+id = "kernel"
+summary = "one C++ file"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "text-replace"
+engine = "sglang"
+file = "sglang/srt/kernel.cuh"
+[ops.params]
+find = "(__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
+replace = "(__CUDA_ARCH__ >= 900))"
+count = 1
+""",
+}
+
+
+def make_site(base: Path, files: dict[str, bytes] | None = None, record_rows: bool = True) -> Path:
+    """An installed-looking sglang 0.5.9 (a dist-info whose RECORD lists every file)."""
+    root = base / "site"
+    files = {
+        "sglang/__init__.py": b"",
+        "sglang/version.py": b'__version__ = "0.5.9"\n',
+        "sglang/srt/gate.py": GATE.encode(),
+        "sglang/srt/kernel.cuh": KERNEL.encode(),
+        **(files or {}),
+    }
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    di = root / "sglang-0.5.9.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n\n")
+    if record_rows:
+        rows = [(rel, record.hash_of(data), str(len(data))) for rel, data in files.items()]
+        (di / "RECORD").write_bytes(record.render([*rows, ("sglang-0.5.9.dist-info/RECORD", "", "")]))
+    return root
+
+
+@pytest.fixture
+def site(tmp_path):
+    root = make_site(tmp_path)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    for name, text in RECIPES.items():
+        (recipes / f"{name}.toml").write_text(text)
+    return root, recipes
+
+
+def snapshot(root: Path, state: bool = False) -> dict:
+    """Every entry under root (not .patchkit unless ``state``): file bytes, symlink targets."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if not state and rel.split("/")[0] == ".patchkit":
+            continue
+        if p.is_symlink():
+            out[rel] = ("link", os.readlink(p))
+        elif p.is_file():
+            out[rel] = (stat.S_IMODE(p.stat().st_mode), p.read_bytes())
+    return out
+
+
+def temps(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.name.endswith(".patchkit-tmp") or ".patchkit-" in p.name)
+
+
+def cli(run_cli, site, *args):
+    root, recipes = site
+    return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
+
+
+def pk(site, *args, prefix=(), timeout=60, env=None):
+    """The real `python -m patchkit` as a subprocess (a FIFO must not hang it: timeout)."""
+    root, recipes = site
+    cmd = [*prefix, sys.executable, "-m", "patchkit", "--recipes", str(recipes), *args, "-t", f"sglang={root}"]
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def assert_env_error(code, err, *words):
+    assert code == 2, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+# -- 1. encodings -----------------------------------------------------------------------------
+
+LATIN1 = b'# -*- coding: latin-1 -*-\n# caf\xe9 cr\xe8me\nBACKENDS = ["a", "b"]\nGATE = "sm90"\n'
+
+
+def test_a_python_file_is_read_and_written_in_the_encoding_its_coding_line_declares(tmp_path):
+    root = make_site(tmp_path, {"sglang/srt/gate.py": LATIN1})
+    doc = Document(open_target("sglang", root), "sglang/srt/gate.py")
+    assert doc.encoding == "iso-8859-1" and "# café crème" in doc.text
+    assert doc.module.code == doc.text and doc.new_bytes() == LATIN1
+    assert doc.encode("GATE = 'é'\n") == "GATE = 'é'\n".encode("latin-1")
+    with pytest.raises(TargetError, match="cannot hold"):
+        doc.encode("GATE = '\u20ac'\n")  # no euro sign in latin-1
+
+
+LATIN1_ONE = b'# -*- coding: latin-1 -*-\n# caf\xe9 cr\xe8me\nBACKENDS = ["a", "b"]\n'
+PLANNER_DECODES_AS_UTF8 = pytest.mark.xfail(
+    strict=True,
+    reason="patchkit/planner.py compile_error compiles the whole edited file decoded as UTF-8 (here: a file whose"
+    " one statement leaves no view to compile instead); it must decode with Document.decode (or compile the"
+    " bytes, which honours PEP 263): remove this marker with that change",
+)
+
+
+@pytest.mark.parametrize("data", [LATIN1, pytest.param(LATIN1_ONE, marks=PLANNER_DECODES_AS_UTF8)])
+def test_apply_and_revert_of_a_latin1_python_file_are_byte_for_byte(tmp_path, run_cli, data):
+    root = make_site(tmp_path, {"sglang/srt/gate.py": data})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(RECIPES["widen"])
+    site = (root, recipes)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 0, err
+    assert (root / "sglang/srt/gate.py").read_bytes() == data.replace(b'"b"]', b'"b", "c"]')
+    code, out, err = cli(run_cli, site, "revert", "widen")
+    assert code == 0, err
+    assert (root / "sglang/srt/gate.py").read_bytes() == data
+
+
+@pytest.mark.parametrize(
+    "data, said",
+    [
+        (b'BACKENDS = ["a", "b"]\n# caf\xe9\n', ":2: not valid utf-8"),  # no coding line: UTF-8
+        (b'# caf\xe9\nBACKENDS = ["a", "b"]\n', ":1: not valid utf-8"),  # on a line tokenize checks itself
+        (b'# coding: ascii\nBACKENDS = ["a", "b"]  # caf\xe9\n', ":2: not valid ascii"),
+        (b'# coding: klingon\nBACKENDS = ["a", "b"]\n', "unknown encoding"),
+    ],
+)
+def test_a_python_file_that_is_not_valid_in_its_encoding_is_exit_2_naming_the_file(site, run_cli, data, said):
+    root, _ = site
+    (root / "sglang/srt/gate.py").write_bytes(data)
+    before = snapshot(root, state=True)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert_env_error(code, err, f"{root / 'sglang/srt/gate.py'}", said, "patchkit will not edit")
+    assert snapshot(root, state=True) == before
+
+
+def test_a_cxx_file_that_is_not_utf8_round_trips_byte_for_byte(site, run_cli):
+    root, _ = site
+    kernel = b"// caf\xe9 \xff\xfe\n" + KERNEL.encode() + b"/* \x80 */\n"
+    (root / "sglang/srt/kernel.cuh").write_bytes(kernel)
+    code, out, err = cli(run_cli, site, "apply", "kernel")
+    assert code == 0, err
+    assert (root / "sglang/srt/kernel.cuh").read_bytes() == kernel.replace(b" && (__CUDA_ARCH__ < 1200))", b")")
+    assert cli(run_cli, site, "revert", "kernel")[0] == 0
+    assert (root / "sglang/srt/kernel.cuh").read_bytes() == kernel
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="patchkit/planner.py unified_diff decodes both sides as UTF-8 with surrogateescape, and printing a lone"
+    " surrogate is a UnicodeEncodeError (exit 3); it must decode with Document.decode: remove this marker with that",
+)
+@pytest.mark.parametrize(
+    "recipe, rel, data",
+    [("widen", "sglang/srt/gate.py", LATIN1), ("kernel", "sglang/srt/kernel.cuh", b"// caf\xe9\n" + KERNEL.encode())],
+)
+def test_diff_shows_a_file_that_is_not_utf8(site, run_cli, recipe, rel, data):
+    root, _ = site
+    (root / rel).write_bytes(data)
+    code, out, err = cli(run_cli, site, "diff", recipe)
+    assert code == 0, err
+    assert "caf" in out
+
+
+# -- 2. what is not a readable regular file ------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_fifo_or_directory_where_a_source_file_should_be_is_exit_2_and_never_hangs(site, run_cli, kind):
+    root, _ = site
+    gate = root / "sglang/srt/gate.py"
+    gate.unlink()
+    said = f"is a {'FIFO' if kind == 'fifo' else 'directory'}"
+    if kind == "fifo":
+        os.mkfifo(gate)
+        p = pk(site, "apply", "widen", timeout=60)  # a subprocess, so that a hang fails rather than blocks
+        assert_env_error(p.returncode, p.stderr, str(gate), said)
+    else:
+        gate.mkdir()
+    for command in ("status", "apply", "revert"):
+        code, out, err = cli(run_cli, site, command, "widen")
+        assert_env_error(code, err, str(gate), said)
+
+
+def _unprivileged() -> tuple[str, ...]:
+    """A command prefix under which permission bits bind: none for a normal user; for root,
+    setpriv dropping the capabilities that let root read anything (skip where unavailable)."""
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        pytest.skip("running as root without setpriv: cannot make a file unreadable")
+    prefix = (setpriv, "--bounding-set=-dac_override,-dac_read_search", "--")
+    with tempfile.NamedTemporaryFile() as f:
+        os.chmod(f.name, 0)
+        probe = subprocess.run([*prefix, sys.executable, "-c", f"open({f.name!r}).read()"], capture_output=True)
+    if probe.returncode == 0 or b"PermissionError" not in probe.stderr:
+        pytest.skip(f"setpriv could not drop root's read override here: {probe.stderr[-200:]!r}")
+    return prefix
+
+
+@pytest.mark.parametrize("what", ["sglang/srt/gate.py", "sglang/srt"])
+def test_a_file_or_directory_this_user_cannot_read_is_exit_2(site, what):
+    root, _ = site
+    prefix = _unprivileged()
+    before = snapshot(root)
+    os.chmod(root / what, 0)
+    try:
+        p = pk(site, "apply", "widen", prefix=prefix)
+        assert_env_error(p.returncode, p.stderr, f"{root / what}", "cannot be read", "Permission denied")
+    finally:
+        os.chmod(root / what, 0o755 if (root / what).is_dir() else 0o644)
+    assert snapshot(root) == before and not temps(root)
+
+
+# -- 4. the lock timeout ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["abc", "", "nan", "-1"])
+def test_a_lock_timeout_that_is_not_a_number_of_seconds_is_exit_2_naming_the_variable(
+    site, run_cli, monkeypatch, value
+):
+    monkeypatch.setenv(fsio.LOCK_TIMEOUT_ENV, value)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert_env_error(code, err, f"{fsio.LOCK_TIMEOUT_ENV}={value!r}", "seconds", ">= 0")

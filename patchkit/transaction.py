@@ -37,7 +37,7 @@ from typing import Callable, Optional
 
 from patchkit import fsio, record
 from patchkit.errors import TargetError
-from patchkit.journal import BLOBS, Journal, sha256
+from patchkit.journal import BLOBS, PATH, Journal, sha256
 from patchkit.target import STATE_DIR
 from patchkit.target import TXN_PENDING as PENDING
 
@@ -99,14 +99,35 @@ def pending_roots(roots: list[Path]) -> list[Path]:
     return sorted(out)
 
 
-def sweep(root: Path) -> None:
-    """Remove temp files a kill left in patchkit's own state (a record or blob half-written).
+def _temps(d: Path, name: str = "*") -> list[Path]:
+    """patchkit's temp files in ``d`` (for files called ``name``): fsio.write_temp's random
+    names, and the ``.NAME.patchkit-PID.tmp`` older releases wrote."""
+    try:
+        return [*d.glob(f".{name}.*.patchkit-tmp"), *d.glob(f".{name}.patchkit-*.tmp")]
+    except OSError:
+        return []
+
+
+def _unlink(paths) -> None:
+    for p in paths:
+        with contextlib.suppress(OSError):  # best effort: a temp left is swept by a later run
+            os.unlink(p)
+
+
+def sweep(root: Path, beside: tuple = ()) -> None:
+    """Remove temp files a kill left: in patchkit's own state (a record or blob
+    half-written) and beside the files in ``beside``.  A run that never committed leaves
+    its temps beside files its pending marker names (``recover`` removes those); this also
+    catches those of a run whose marker is gone, or of a release that wrote none.
     Call with the root locked: no other run can be writing them."""
     for d in (_state(root), _state(root) / BLOBS):
-        if d.is_dir():
-            for tmp in d.glob(".*.patchkit-tmp"):
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+        _unlink(_temps(d))
+    for path in sorted(set(beside)):
+        _unlink(_temps(Path(path).parent, glob_escape(Path(path).name)))
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def recover(roots: list[Path]) -> list[str]:
@@ -117,28 +138,39 @@ def recover(roots: list[Path]) -> list[str]:
         doc = _read(_state(root) / PENDING)
         if doc is None:
             continue
-        commit = _commit_record(doc)
-        if commit is not None:
-            for e in commit["entries"]:
-                tmp, path = Path(e["tmp"]), Path(e["path"])
-                if tmp.exists():
-                    fsio.replace(tmp, path)
-            for d in {Path(e["path"]).parent for e in commit["entries"]}:
-                fsio.fsync_dir(d)
-            recipes = ", ".join(commit.get("recipes", ()))
-            notes.append(f"finished the `patchkit {commit.get('action')}` that a kill interrupted ({recipes})")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(_state(Path(doc["primary"])) / COMMIT)
-        else:
-            # Never committed: every file is as it was.  Remove the temps it left beside them.
-            for e in doc["entries"]:
-                path = Path(e["path"])
-                for tmp in path.parent.glob(f".{path.name}.*.patchkit-tmp"):
-                    with contextlib.suppress(FileNotFoundError):
-                        tmp.unlink()
-        for r in doc.get("roots", ()):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(_state(Path(r)) / PENDING)
+        try:
+            notes += _recover(doc)
+        except OSError as e:
+            raise TargetError(
+                f"{e.filename or root}: cannot finish the write a kill interrupted ({e.strerror or e})",
+                "fix the cause (permissions, a full disk, an immutable file), then run `patchkit apply` or"
+                " `patchkit revert` again: either finishes it first",
+            ) from None
+    return notes
+
+
+def _recover(doc: dict) -> list[str]:
+    notes = []
+    commit = _commit_record(doc)
+    if commit is not None:
+        for e in commit["entries"]:
+            tmp, path = Path(e["tmp"]), Path(e["path"])
+            if tmp.exists():
+                fsio.replace(tmp, path)
+        for d in {Path(e["path"]).parent for e in commit["entries"]}:
+            fsio.fsync_dir(d)
+        recipes = ", ".join(commit.get("recipes", ()))
+        notes.append(f"finished the `patchkit {commit.get('action')}` that a kill interrupted ({recipes})")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_state(Path(doc["primary"])) / COMMIT)
+    else:
+        # Never committed: every file is as it was.  Remove the temps it left beside them.
+        for e in doc["entries"]:
+            path = Path(e["path"])
+            _unlink(_temps(path.parent, glob_escape(path.name)))
+    for r in doc.get("roots", ()):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_state(Path(r)) / PENDING)
     return notes
 
 
@@ -147,7 +179,9 @@ def recover(roots: list[Path]) -> list[str]:
 
 def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
     """Every (path, new bytes, old bytes or None) the plan means, journal and RECORD included."""
-    out: list[tuple[Path, bytes, Optional[bytes]]] = [(f.path, f.new_bytes(), f.original) for f in plan.files]
+    out: list[tuple[Path, bytes, Optional[bytes]]] = [
+        (f.real, f.new_bytes(), f.original if f.exists else None) for f in plan.files
+    ]
     out += record.plan_updates(session, plan)
     journals: dict[Path, Journal] = {}
     for f in plan.files:
@@ -183,17 +217,39 @@ def check(session, plan) -> None:
                 f"{state}: is a symlink; patchkit keeps its journal and lock inside the target only",
                 "remove the symlink (patchkit recreates the directory)",
             )
-        if not os.access(state if state.is_dir() else root, os.W_OK | os.X_OK):
-            raise TargetError(
-                f"{state if state.is_dir() else root}: not writable by this user",
-                "patch a copy, or a venv you own; or build a patched wheel with `patchkit wheel`",
-            )
+        _writable(state if state.is_dir() else root, directory=True)
+        if state.is_dir():
+            for name in (PATH, "lock", PENDING, COMMIT, record.MEMORY):
+                _writable(state / name)
+            if (state / BLOBS).is_dir():
+                _writable(state / BLOBS, directory=True)
+    seen: dict[Path, str] = {}
     for f in plan.files:
-        if not os.access(f.path.parent, os.W_OK | os.X_OK) or (f.path.exists() and not os.access(f.path, os.W_OK)):
+        other = seen.setdefault(f.real, f.where())
+        if other != f.where():
             raise TargetError(
-                f"{f.where()}: not writable by this user",
-                "patch a copy, or a venv you own; or build a patched wheel with `patchkit wheel`",
+                f"{f.where()} and {other} are one file (a symlink inside the target); two recipes' edits of it"
+                " would overwrite each other",
+                "name the file by one path in the recipes, or replace the symlink with a copy",
             )
+        _writable(f.real, where=f.where())
+    for path, _, _ in record.plan_updates(session, plan):
+        _writable(path)
+
+
+def _writable(path: Path, where: object = None, directory: bool = False) -> None:
+    """Refuse a file (or directory) this user cannot replace: its directory must take a new
+    entry, and an existing file must be writable (not read-only, not immutable)."""
+    d = path if directory else path.parent
+    while not d.exists() and d != d.parent:  # a directory the write will make (.patchkit)
+        d = d.parent
+    ok = os.access(d, os.W_OK | os.X_OK) and (directory or not path.exists() or os.access(path, os.W_OK))
+    if not ok:
+        raise TargetError(
+            f"{where or path}: not writable by this user",
+            "it is read-only, immutable (chattr +i) or another user's: patch a copy, or a venv you own;"
+            " or build a patched wheel with `patchkit wheel`",
+        )
 
 
 # -- the write --------------------------------------------------------------------------------
@@ -215,13 +271,13 @@ def write(session, plan, action: str) -> None:
         "journals": {str(j.root): j.engines for j in session.journals.values() if j.root in roots},
         "entries": [],
     }
-    for root in roots:
-        (_state(root) / BLOBS).mkdir(parents=True, exist_ok=True)
     txn["entries"] = [
         {"path": str(p), "new": sha256(n), "old": sha256(o) if o is not None else None} for p, n, o in writes
     ]
     temps: list[tuple[Path, Path]] = []
     try:
+        for root in roots:
+            (_state(root) / BLOBS).mkdir(parents=True, exist_ok=True)
         # (a) the markers name every path before a temp exists beside it (recover() finds the temps)
         for root in roots:
             fsio.atomic_write(_state(root) / PENDING, _dump(txn))
@@ -230,16 +286,17 @@ def write(session, plan, action: str) -> None:
             tmp = fsio.write_temp(path, new)
             e["tmp"] = str(tmp)
             temps.append((tmp, path))
-    except BaseException:
-        for tmp, _ in temps:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        for root in roots:
-            with contextlib.suppress(OSError):
-                os.unlink(_state(root) / PENDING)
+        # (c) the commit point, naming every temp: from here on the transaction only goes
+        # forward.  Until its rename is done, a failure leaves every file as it was.
+        fsio.atomic_write(_state(primary) / COMMIT, _dump(txn))
+    except BaseException as e:
+        if _committed(txn):  # interrupted (^C) just after the commit point: only forward from here
+            raise
+        _unlink(tmp for tmp, _ in temps)
+        _unlink(_state(root) / PENDING for root in roots)
+        if isinstance(e, OSError):  # EPERM, EACCES, EROFS, ENOSPC, EDQUOT, EIO: never a bug
+            raise fsio.cannot_write(Path(e.filename or primary), e) from None
         raise
-    # (c) the commit point, naming every temp: from here on the transaction only goes forward.
-    fsio.atomic_write(_state(primary) / COMMIT, _dump(txn))
     # (d)
     try:
         for tmp, path in temps:
@@ -252,12 +309,26 @@ def write(session, plan, action: str) -> None:
             "fix the cause, then run `patchkit apply` or `patchkit revert`: either finishes this write first",
         ) from None
     # (e)
-    os.unlink(_state(primary) / COMMIT)
-    for root in roots:
-        os.unlink(_state(root) / PENDING)
+    try:
+        os.unlink(_state(primary) / COMMIT)
+        for root in roots:
+            os.unlink(_state(root) / PENDING)
+    except OSError as e:
+        raise TargetError(
+            f"{e.filename or primary}: every file is written, but this transaction record could not be removed"
+            f" ({e.strerror})",
+            "fix the cause, then run `patchkit apply` or `patchkit revert`: either removes it first",
+        ) from None
     for j in session.journals.values():
         if j.root in roots:
             _drop_blobs(j)
+
+
+def _committed(txn: dict) -> bool:
+    try:
+        return _commit_record(txn) is not None
+    except (TargetError, OSError):
+        return False
 
 
 def _drop_blobs(j: Journal) -> None:
@@ -289,8 +360,9 @@ def run(make_plan: Callable[[], tuple], action: str, dry_run: bool):
         if stuck:
             with fsio.locked([r for r in stuck if r not in roots]):
                 notes += recover(stuck)
+        beside = _beside(session)
         for root in roots:
-            sweep(root)
+            sweep(root, tuple(p for p in beside if root in p.parents))
         if stuck or _changed(session):
             session, plan = make_plan()
             check(session, plan)
@@ -300,12 +372,24 @@ def run(make_plan: Callable[[], tuple], action: str, dry_run: bool):
     return session, plan, notes
 
 
+def _beside(session) -> set[Path]:
+    """Files beside which a killed run may have left temps: those this run read, every file
+    the journals say patchkit wrote, and the RECORDs."""
+    out = {f.real for f in session.files.values()}
+    for engine, t in session.targets.items():
+        for logical in session.journal(engine).engines.get(engine, {}).get("files", {}):
+            with contextlib.suppress(TargetError):
+                out.add(Path(os.path.realpath(t.path(logical))))
+        out.update(t.root.glob("*.dist-info/RECORD"))
+    return out
+
+
 def _changed(session) -> bool:
     """Did a file or journal this plan read change before the lock was taken?"""
     for f in session.files.values():
         try:
-            now = f.path.read_bytes() if f.path.is_file() else None
-        except OSError:
+            now = fsio.read_file(f.path)
+        except TargetError:
             return True
         if now != (f.original if f.exists else None):
             return True

@@ -1,11 +1,14 @@
-"""A hostile target: files patchkit cannot read, encodings other than UTF-8, FIFOs and
-directories where a source file should be, and an environment variable that is not a
-number.  Each is exit 2 naming the file (or exits 0 with the tree byte for byte as it
+"""A hostile target: files patchkit cannot read or write, encodings other than UTF-8,
+FIFOs and directories where a source file should be, symlinks inside the tree, a RECORD
+that was already stale, temps a killed run left, and an environment variable that is not
+a number.  Each is exit 2 naming the file (or exits 0 with the tree byte for byte as it
 should be), never a traceback (exit 3) and never a half-written tree.  Offline: a small
 package-layout tree stands in for an engine."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import shutil
 import stat
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fsio, record
+from patchkit import fsio, record, transaction
 from patchkit.document import Document
 from patchkit.errors import TargetError
 from patchkit.target import open_target
@@ -263,7 +266,7 @@ def _unprivileged() -> tuple[str, ...]:
     return prefix
 
 
-@pytest.mark.parametrize("what", ["sglang/srt/gate.py", "sglang/srt"])
+@pytest.mark.parametrize("what", ["sglang/srt/gate.py", "sglang/srt", "sglang-0.5.9.dist-info/RECORD"])
 def test_a_file_or_directory_this_user_cannot_read_is_exit_2(site, what):
     root, _ = site
     prefix = _unprivileged()
@@ -277,6 +280,126 @@ def test_a_file_or_directory_this_user_cannot_read_is_exit_2(site, what):
     assert snapshot(root) == before and not temps(root)
 
 
+# -- 3. what cannot be written ---------------------------------------------------------------------
+
+
+def _chattr(path: Path, flag: str) -> None:
+    chattr = shutil.which("chattr")
+    if not chattr:
+        pytest.skip("no chattr")
+    p = subprocess.run([chattr, flag, str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"chattr {flag} is not supported here: {p.stderr.strip()}")
+
+
+@pytest.mark.parametrize("what", ["sglang/srt/gate.py", "sglang-0.5.9.dist-info/RECORD", "sglang/srt"])
+def test_an_immutable_file_is_exit_2_with_nothing_written(site, run_cli, what):
+    root, _ = site
+    before = snapshot(root, state=True)
+    _chattr(root / what, "+i")
+    try:
+        code, out, err = cli(run_cli, site, "apply", "widen")
+        assert_env_error(code, err, "not writable", "immutable")
+        assert snapshot(root, state=True) == before and not temps(root)
+    finally:
+        subprocess.run(["chattr", "-i", str(root / what)], check=True)
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+
+
+class Faults:
+    """Make the n-th call of one write step fail with an OSError (counting only patchkit's
+    own write steps: its temp files, their fsync, their rename)."""
+
+    def __init__(self, monkeypatch, step: str, n: int, err: int):
+        self.step, self.n, self.err, self.seen = step, n, err, 0
+        real_mkstemp, real_fsync, real_replace = tempfile.mkstemp, os.fsync, os.replace
+
+        def mkstemp(*a, **kw):
+            self.hit("mkstemp", kw.get("dir"))
+            return real_mkstemp(*a, **kw)
+
+        def fsync(fd):
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                self.hit("fsync", None)
+            return real_fsync(fd)
+
+        def replace(src, dst):
+            if str(src).endswith(".patchkit-tmp"):
+                self.hit("rename", dst)
+            return real_replace(src, dst)
+
+        monkeypatch.setattr(fsio.tempfile, "mkstemp", mkstemp)
+        monkeypatch.setattr(fsio.os, "fsync", fsync)
+        monkeypatch.setattr(fsio.os, "replace", replace)
+
+    def hit(self, step: str, path) -> None:
+        if step == self.step:
+            self.seen += 1
+            if self.seen == self.n:
+                raise OSError(self.err, os.strerror(self.err), str(path) if path else None)
+
+
+ERRNOS = [errno.EPERM, errno.EACCES, errno.EROFS, errno.ENOSPC, errno.EDQUOT]
+
+
+@pytest.mark.parametrize("step", ["mkstemp", "fsync", "rename"])
+def test_an_environment_error_at_any_write_step_is_exit_2_and_before_the_commit_point_changes_nothing(
+    tmp_path, run_cli, monkeypatch, step
+):
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    for name, text in RECIPES.items():
+        (recipes / f"{name}.toml").write_text(text)
+    template = make_site(tmp_path / "template")
+    pristine = snapshot(template)
+
+    def fresh(name: str) -> tuple[Path, Path]:
+        root = tmp_path / name
+        shutil.copytree(template, root, symlinks=True)
+        return root, recipes
+
+    site = fresh("count")
+    counting = Faults(monkeypatch, step, 0, 0)  # count the steps of one clean apply
+    assert cli(run_cli, site, "apply", "widen", "kernel")[0] == 0
+    monkeypatch.undo()
+    applied, steps = snapshot(site[0]), counting.seen
+    assert steps >= 6  # the marker, two files, RECORD, blobs, journal, the commit record
+    for n in range(1, steps + 1):
+        site = fresh(f"run-{n}")
+        root, state = site[0], site[0] / ".patchkit"
+        Faults(monkeypatch, step, n, ERRNOS[n % len(ERRNOS)])
+        code, out, err = cli(run_cli, site, "apply", "widen", "kernel")
+        monkeypatch.undo()
+        assert_env_error(code, err, str(root))
+        if "the write stopped half-way" in err:  # after the commit point: the next run finishes it
+            assert step == "rename"
+            code, out, err = cli(run_cli, site, "apply", "widen", "kernel")
+            assert code == 0 and "finished the `patchkit apply`" in out, err
+        else:
+            assert snapshot(root) == pristine, (step, n, err)
+            assert not temps(root), (step, n, temps(root))
+            assert not (state / transaction.PENDING).exists() and not (state / transaction.COMMIT).exists()
+            assert cli(run_cli, site, "apply", "widen", "kernel")[0] == 0
+        assert snapshot(root) == applied
+
+
+def test_a_transaction_record_that_cannot_be_removed_is_exit_2_and_the_next_run_clears_it(site, run_cli, monkeypatch):
+    root, _ = site
+    real = os.unlink
+
+    def unlink(p, *a, **kw):
+        if str(p).endswith(transaction.COMMIT):
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(p))
+        return real(p, *a, **kw)
+
+    monkeypatch.setattr(transaction.os, "unlink", unlink)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    monkeypatch.undo()
+    assert_env_error(code, err, "every file is written")
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert not (root / ".patchkit" / transaction.COMMIT).exists()
+
+
 # -- 4. the lock timeout ---------------------------------------------------------------------------
 
 
@@ -287,3 +410,128 @@ def test_a_lock_timeout_that_is_not_a_number_of_seconds_is_exit_2_naming_the_var
     monkeypatch.setenv(fsio.LOCK_TIMEOUT_ENV, value)
     code, out, err = cli(run_cli, site, "apply", "widen")
     assert_env_error(code, err, f"{fsio.LOCK_TIMEOUT_ENV}={value!r}", "seconds", ">= 0")
+
+
+# -- 5. a symlink inside the target ----------------------------------------------------------------
+
+
+def test_a_symlinked_file_inside_the_target_stays_a_link_and_its_file_round_trips(site, run_cli):
+    root, _ = site
+    real = root / "sglang" / "shared" / "gate.py"
+    real.parent.mkdir()
+    os.replace(root / "sglang/srt/gate.py", real)
+    os.chmod(real, 0o640)
+    (root / "sglang/srt/gate.py").symlink_to("../shared/gate.py")
+    before = snapshot(root)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 0, err
+    assert (root / "sglang/srt/gate.py").is_symlink()
+    assert b'"c"' in real.read_bytes() and stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert cli(run_cli, site, "status", "widen")[0] == 0
+    code, out, err = cli(run_cli, site, "revert", "widen")
+    assert code == 0, err
+    assert snapshot(root) == before
+
+
+# -- 6. RECORD ---------------------------------------------------------------------------------------
+
+
+def _rows(root: Path, name: str = "sglang-0.5.9.dist-info") -> dict:
+    return {p: (h, s) for p, h, s in record.parse((root / name / "RECORD").read_bytes())}
+
+
+def _true(root: Path, rel: str, name: str = "sglang-0.5.9.dist-info") -> bool:
+    data = (root / rel).read_bytes()
+    return _rows(root, name)[rel] == (record.hash_of(data), str(len(data)))
+
+
+def test_revert_gives_back_a_record_row_that_was_stale_before_apply(site, run_cli):
+    root, _ = site
+    gate = root / "sglang/srt/gate.py"
+    gate.write_bytes(gate.read_bytes() + b"# the user's line\n")  # RECORD no longer matches
+    rec = root / "sglang-0.5.9.dist-info/RECORD"
+    original = rec.read_bytes()
+    for _ in range(2):  # and again: re-applying makes the row true again
+        assert cli(run_cli, site, "apply", "widen")[0] == 0
+        assert _true(root, "sglang/srt/gate.py")
+        assert cli(run_cli, site, "apply", "gate")[0] == 0
+        assert _true(root, "sglang/srt/gate.py")
+        assert cli(run_cli, site, "revert", "widen")[0] == 0
+        assert _true(root, "sglang/srt/gate.py")  # the file is not back yet: its row follows it
+        assert cli(run_cli, site, "revert", "gate")[0] == 0
+        assert rec.read_bytes() == original
+
+
+def test_a_bytecode_row_patchkit_emptied_comes_back_on_revert(site, run_cli):
+    root, _ = site
+    rec = root / "sglang-0.5.9.dist-info/RECORD"
+    pyc = "sglang/srt/__pycache__/gate.cpython-311.pyc"
+    rec.write_bytes(rec.read_bytes() + f"{pyc},sha256=abc,3\n".encode())
+    original = rec.read_bytes()
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    assert _rows(root)[pyc] == ("", "") and _true(root, "sglang/srt/gate.py")
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert rec.read_bytes() == original
+
+
+def test_every_record_that_lists_a_file_follows_it(site, run_cli):
+    root, _ = site
+    old = root / "sglang-0.5.8.dist-info"  # what an interrupted upgrade leaves behind
+    old.mkdir()
+    shutil.copy(root / "sglang-0.5.9.dist-info/RECORD", old / "RECORD")
+    originals = {p: p.read_bytes() for p in root.glob("*.dist-info/RECORD")}
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    for name in ("sglang-0.5.8.dist-info", "sglang-0.5.9.dist-info"):
+        assert _true(root, "sglang/srt/gate.py", name), name
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert {p: p.read_bytes() for p in root.glob("*.dist-info/RECORD")} == originals
+
+
+def test_a_record_rewritten_by_a_reinstall_is_the_original_again(site, run_cli):
+    root, _ = site
+    rec = root / "sglang-0.5.9.dist-info/RECORD"
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    # pip reinstalls: the pristine file and a RECORD of its own (here: CRLF endings)
+    (root / "sglang/srt/gate.py").write_text(GATE)
+    reinstalled = rec.read_bytes().replace(b"\n", b"\r\n")
+    reinstalled = reinstalled.replace(
+        record.hash_of((root / "sglang/srt/gate.py").read_bytes().replace(b'"b"]', b'"b", "c"]')).encode(),
+        record.hash_of(GATE.encode()).encode(),
+    )
+    rec.write_bytes(reinstalled)
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    assert _true(root, "sglang/srt/gate.py")
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert rec.read_bytes() == reinstalled
+
+
+# -- 7. temps a killed run left --------------------------------------------------------------------
+
+
+def test_temps_a_killed_run_left_beside_target_files_are_removed_by_the_next_locked_run(site, run_cli):
+    root, _ = site
+    assert cli(run_cli, site, "apply", "kernel")[0] == 0
+    srt, di = root / "sglang/srt", root / "sglang-0.5.9.dist-info"
+    left = [
+        srt / ".kernel.cuh.patchkit-4242.tmp",  # an older release's name
+        srt / ".kernel.cuh.k2j4h5g3.patchkit-tmp",  # fsio.write_temp's
+        srt / ".gate.py.x8f7d6s5.patchkit-tmp",
+        di / ".RECORD.a1b2c3d4.patchkit-tmp",
+        root / ".patchkit" / ".journal.json.q1w2e3r4.patchkit-tmp",
+    ]
+    for p in left:
+        p.write_bytes(b"half")  # no pending marker names them (it was lost, or never written)
+    keep = srt / ".gate.py.notes"
+    keep.write_bytes(b"not ours")
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    assert [p for p in left if p.exists()] == [] and keep.exists()
+
+
+def test_the_record_memory_is_part_of_the_transaction(site, run_cli):
+    root, _ = site
+    gate = root / "sglang/srt/gate.py"
+    gate.write_bytes(gate.read_bytes() + b"# stale\n")
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    mem = json.loads((root / ".patchkit" / record.MEMORY).read_text())
+    (entry,) = mem["records"]["sglang-0.5.9.dist-info/RECORD"].values()
+    assert set(entry["rows"]) == {"sglang/srt/gate.py"}

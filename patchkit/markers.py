@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from patchkit import relocate, view
+from patchkit import fsio, relocate, view
+from patchkit.errors import TargetError
 from patchkit.model import OpSpec
 from patchkit.ops._cst import ast_near, contains_seq, tokens
 
@@ -34,10 +35,10 @@ def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
             files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
         for logical, path in files:
             try:
-                data = path.read_bytes()
-            except OSError:
-                continue  # an unreadable file holds no marker we could vouch for
-            if all(w in data for w in words):
+                data = fsio.read_file(path)
+            except TargetError:
+                continue  # a FIFO, a directory, an unreadable file: no marker we could vouch for
+            if data is not None and all(w in data for w in words):
                 line = statement_line(
                     data.decode("utf-8", "replace"), frags, words, f.tree if logical == m.file else None
                 )

@@ -125,7 +125,7 @@ CHECKS: dict[str, Callable[[Edit], Optional[str]]] = {
 def compile_error(f: Document) -> Optional[str]:
     """The ``compile`` check, on a whole edited file: None, or why it does not compile."""
     code, new = f.printed()
-    whole = new.decode("utf-8", "surrogateescape")
+    whole = f.decode(new)
     # A view's code stands for the whole file and is cheaper to compile; a construct whose
     # binding the view left out (nonlocal) can fail there alone, so the whole file decides.
     for text in (code, whole) if f.view is not None else (whole,):
@@ -377,7 +377,7 @@ def unified_diff(files: list[Document], reverse: bool = False) -> str:
     """A diff per file, with paths relative to the target root (``git apply`` there)."""
     out = []
     for f in files:
-        old, new = f.original.decode("utf-8", "surrogateescape"), f.new_bytes().decode("utf-8", "surrogateescape")
+        old, new = f.decode(f.original), f.decode(f.new_bytes())
         if reverse:
             old, new = new, old
         rel = f.target.relpath(f.logical)

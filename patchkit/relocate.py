@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from patchkit import pyscope, view
+from patchkit import fsio, pyscope, view
 from patchkit.errors import TargetError
 from patchkit.model import OpSpec
 from patchkit.ops import DONE, PENDING, Located
@@ -272,8 +272,10 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
         if logical == skip:
             continue
         try:
-            data = path.read_bytes()
-        except OSError:
+            data = fsio.read_file(path)
+        except TargetError:
+            continue  # a FIFO, a directory, an unreadable file: no site we could vouch for
+        if data is None:
             continue
         if all(w in data for w in words) and could_hold(op, data.decode("utf-8", "replace")):
             chosen.append(logical)

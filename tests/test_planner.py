@@ -182,6 +182,9 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
         def where(self, line=None):
             return f"x.py:{line}"
 
+        def decode(self, data):
+            return data.decode("utf-8")
+
     assert planner.compile_error(Doc()) is None
     Doc.printed = lambda self: ("return 5\n", b"return 5\n")
     assert "refused by the compile check" in planner.compile_error(Doc())

@@ -160,15 +160,9 @@ def test_a_python_file_is_read_and_written_in_the_encoding_its_coding_line_decla
 
 
 LATIN1_ONE = b'# -*- coding: latin-1 -*-\n# caf\xe9 cr\xe8me\nBACKENDS = ["a", "b"]\n'
-PLANNER_DECODES_AS_UTF8 = pytest.mark.xfail(
-    strict=True,
-    reason="patchkit/planner.py compile_error compiles the whole edited file decoded as UTF-8 (here: a file whose"
-    " one statement leaves no view to compile instead); it must decode with Document.decode (or compile the"
-    " bytes, which honours PEP 263): remove this marker with that change",
-)
 
 
-@pytest.mark.parametrize("data", [LATIN1, pytest.param(LATIN1_ONE, marks=PLANNER_DECODES_AS_UTF8)])
+@pytest.mark.parametrize("data", [LATIN1, LATIN1_ONE])
 def test_apply_and_revert_of_a_latin1_python_file_are_byte_for_byte(tmp_path, run_cli, data):
     root = make_site(tmp_path, {"sglang/srt/gate.py": data})
     recipes = tmp_path / "recipes"
@@ -212,11 +206,6 @@ def test_a_cxx_file_that_is_not_utf8_round_trips_byte_for_byte(site, run_cli):
     assert (root / "sglang/srt/kernel.cuh").read_bytes() == kernel
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="patchkit/planner.py unified_diff decodes both sides as UTF-8 with surrogateescape, and printing a lone"
-    " surrogate is a UnicodeEncodeError (exit 3); it must decode with Document.decode: remove this marker with that",
-)
 @pytest.mark.parametrize(
     "recipe, rel, data",
     [("widen", "sglang/srt/gate.py", LATIN1), ("kernel", "sglang/srt/kernel.cuh", b"// caf\xe9\n" + KERNEL.encode())],

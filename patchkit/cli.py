@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -403,12 +404,33 @@ def fork_export(ctx, name, target, out, force, as_json):
     sys.exit(run(_project(ctx), name, target, out, force=force, as_json=as_json))
 
 
+def _facts_file(ctx, param, value):
+    """--facts FILE must be a JSON object recorded by `doctor --json` (checked here, so that a
+    missing or garbled file is a usage error, exit 2, not a failure inside doctor)."""
+    if value is None:
+        return None
+    import json
+
+    from patchkit.project import decode_utf8, read_config
+
+    hint = "pass the file `patchkit doctor --json` wrote"
+    raw = read_config(Path(value), "facts file", hint)
+    try:
+        data = json.loads(decode_utf8(raw, value, "facts file"))
+    except (ValueError, RecursionError) as e:
+        raise PatchkitError(f"{value}: not JSON ({e})", hint) from None
+    if not isinstance(data, dict):
+        raise PatchkitError(f"{value}: holds JSON {type(data).__name__}, not the object `doctor --json` writes", hint)
+    return value
+
+
 @cli.command()
 @click.option("--python", metavar="PATH", help="Check this interpreter (default: the one patchkit runs in).")
 @click.option(
     "--facts",
     "facts_file",
     metavar="FILE",
+    callback=_facts_file,
     help="Judge facts recorded earlier with --json (e.g. on another machine) instead of collecting them.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the findings and the raw facts as one JSON document.")
@@ -484,18 +506,45 @@ def pin(ctx, engine, version, force):
     sys.exit(run(_project(ctx), engine, version, force))
 
 
+def _wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for --json (before any ``--``), even one click refused."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def _one_line(text: str) -> str:
+    """A message as one line: a newline or other control character in a value is shown escaped."""
+    return "".join(c if c == "\t" or ord(c) >= 32 and ord(c) != 127 else repr(c)[1:-1] for c in text)
+
+
+def _fail(code: int, line: str, message: str, hint: str, as_json: bool) -> None:
+    """Report an error that ends the command: one line on stderr and, with --json, one JSON
+    document on stdout (``{"error": {"message", "hint", "exit"}}``), then exit ``code``."""
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"error": {"message": message, "hint": hint, "exit": code}}, indent=2))
+    click.echo(_one_line(line), err=True)
+    sys.exit(code)
+
+
 def main(argv=None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    as_json = _wants_json(args)
     try:
-        cli.main(args=argv, prog_name="patchkit", standalone_mode=False)
+        cli.main(args=args, prog_name="patchkit", standalone_mode=False)
     except PatchkitError as e:
-        click.echo(f"patchkit: error: {e}", err=True)
-        sys.exit(e.exit_code)
+        _fail(e.exit_code, f"patchkit: error: {e}", e.message, e.hint, as_json)
     except click.exceptions.Abort:
         click.echo("patchkit: aborted", err=True)
         sys.exit(130)
-    except click.exceptions.ClickException as e:
+    except click.exceptions.NoArgsIsHelpError as e:  # `patchkit` or `patchkit fork` alone: the help
         e.show()
         sys.exit(2)
+    except click.exceptions.ClickException as e:  # a usage error: an unknown option, a missing argument
+        ctx = getattr(e, "ctx", None)
+        hint = f"see `{ctx.command_path} --help`" if ctx is not None else "see `patchkit --help`"
+        message = e.format_message()
+        _fail(2, f"patchkit: error: {message} (hint: {hint})", message, hint, as_json)
     except KeyboardInterrupt:
         click.echo("patchkit: interrupted; files are written all-or-nothing, so none was left half-written", err=True)
         sys.exit(130)
@@ -505,10 +554,6 @@ def main(argv=None) -> None:
         if os.environ.get("PATCHKIT_DEBUG"):
             raise
         what = str(e) if isinstance(e, OpBug) else f"{type(e).__name__}: {e}"
-        click.echo(
-            f"patchkit: internal error: {what} (this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback"
-            " and report it)",
-            err=True,
-        )
-        sys.exit(3)
+        hint = "this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback and report it"
+        _fail(3, f"patchkit: internal error: {what} ({hint})", what, hint, as_json)
     sys.exit(0)

@@ -28,19 +28,34 @@ class Pin:
     rev: str
 
 
+KEYS = ("index", "version", "wheel", "sha256", "repo", "rev")
+FORMAT_HINT = "each engine is a table of strings: [sglang] version, wheel, sha256, index, repo, rev"
+
+
 def load(path: Path) -> dict[str, Pin]:
-    if not path.is_file():
-        raise PatchkitError(f"{path}: pins file not found", "run from the patchkit project, or pass --pins FILE")
+    from patchkit.project import decode_utf8, read_config
+
+    raw = read_config(path, "pins file", "run from the patchkit project, or pass --pins FILE")
+    text = decode_utf8(raw, str(path), "pins file")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise PatchkitError(f"{path}: invalid TOML: {e}") from None
+        raise PatchkitError(f"{path}: invalid TOML: {e}", FORMAT_HINT) from None
+    except RecursionError:
+        raise PatchkitError(f"{path}: invalid TOML: nested too deeply", FORMAT_HINT) from None
     pins = {}
     for engine, t in data.items():
         if engine not in ENGINES:
             raise PatchkitError(f"{path}: [{engine}]: unknown engine", f"engines: {', '.join(ENGINES)}")
         if not isinstance(t, dict) or "version" not in t:
-            raise PatchkitError(f'{path}: [{engine}]: needs at least version = "..."')
+            raise PatchkitError(f'{path}: [{engine}]: needs at least version = "..."', FORMAT_HINT)
+        for key in KEYS:
+            value = t.get(key, "")
+            if not isinstance(value, str):
+                raise PatchkitError(
+                    f"{path}: [{engine}] {key}: must be a string, not {type(value).__name__} {value!r}",
+                    f'e.g. {key} = "..."',
+                )
         pins[engine] = Pin(
             engine,
             t.get("index", ENGINES[engine].dist),

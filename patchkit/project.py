@@ -3,7 +3,9 @@ trees (.patchkit/ beside the pins), and the targets of an invocation."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -12,12 +14,120 @@ from patchkit.errors import PatchkitError
 from patchkit.target import ENGINES, Target, open_target, parse_target_arg
 
 PINS_FILE = "upstream_pins.toml"
+PINS_ENV = "PATCHKIT_PINS"
+MAX_CONFIG_BYTES = 1 << 20  # a recipe or a pins file is a few KiB; anything past 1 MiB is not one
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def read_config(path: Path, what: str, hint: str, error: type[PatchkitError] = PatchkitError) -> bytes:
+    """The bytes of a small configuration file the user wrote (a recipe, the pins): only a
+    regular file, opened non-blocking and checked before a byte is read (a FIFO never
+    blocks, /dev/zero is refused), and at most MAX_CONFIG_BYTES.  Anything else is ``error``
+    (exit 2) naming ``path`` and what is wrong; ``hint`` says where such a file belongs."""
+    if "\0" in str(path):
+        raise error(f"{str(path)!r}: the path of a {what} holds a NUL byte", "name the file without it")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise error(f"{path}: is a broken symlink (to {os.readlink(path)}), not a {what}", hint) from None
+        raise error(f"{path}: {what} not found", hint) from None
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket
+            raise error(f"{path}: is not a regular file, not a {what}", hint) from None
+        raise _unreadable(path, what, e, error) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise error(f"{path}: is {kind}, not a {what}", hint)
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise _too_big(path, what, error)
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES:
+            b = os.read(fd, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+        if size > MAX_CONFIG_BYTES:  # it grew, or it is a file whose size stat does not know
+            raise _too_big(path, what, error)
+        return b"".join(chunks)
+    except OSError as e:
+        raise _unreadable(path, what, e, error) from None
+    finally:
+        os.close(fd)
+
+
+def _too_big(path: Path, what: str, error: type[PatchkitError]) -> PatchkitError:
+    return error(
+        f"{path}: is larger than {MAX_CONFIG_BYTES // (1 << 20)} MiB, the limit for a {what}",
+        f"a {what} is a few KiB of TOML; point at the right file",
+    )
+
+
+def _unreadable(path: Path, what: str, e: OSError, error: type[PatchkitError]) -> PatchkitError:
+    if e.errno in (errno.EACCES, errno.EPERM):
+        hint = "this user may not read it; fix its permissions"
+    elif e.errno == errno.ELOOP:
+        hint = "a symlink loop; replace the symlink with the real file"
+    else:
+        hint = "fix the cause, then run the command again"
+    return error(f"{path}: the {what} cannot be read ({e.strerror or e})", hint)
+
+
+def decode_utf8(raw: bytes, shown: str, what: str, error: type[PatchkitError] = PatchkitError) -> str:
+    """A configuration file's text; a byte that is not UTF-8 is ``error`` naming its line and
+    column (never a silent U+FFFD).  A leading byte-order mark is dropped."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(
+            f"{shown}:{line}: byte 0x{raw[e.start]:02x} at column {col} is not UTF-8; a {what} must be UTF-8 text",
+            "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _explicit_pins(value: str, label: str, hint: str) -> Path:
+    """A pins file the user named (``--pins``, ``PATCHKIT_PINS``): it must be there, and be a
+    regular file; it is never silently replaced by the one the upward search would find."""
+    if "\0" in value:
+        raise PatchkitError(f"{label}{value!r}: the path holds a NUL byte", hint)
+    path = Path(value)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            why = f"the pins file is a broken symlink (to {os.readlink(path)})"
+            raise PatchkitError(f"{label}{path}: {why}", hint) from None
+        raise PatchkitError(f"{label}{path}: the pins file does not exist", hint) from None
+    except OSError as e:
+        raise PatchkitError(f"{label}{path}: the pins file cannot be read ({e.strerror or e})", hint) from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise PatchkitError(f"{label}{path}: is {kind}, not a pins file", hint)
+    return path
 
 
 def find_pins(start: Optional[Path] = None) -> Optional[Path]:
-    env = os.environ.get("PATCHKIT_PINS")
+    env = os.environ.get(PINS_ENV)
     if env:
-        return Path(env)
+        return _explicit_pins(
+            env,
+            f"{PINS_ENV}=",
+            f"set {PINS_ENV} to an existing upstream_pins.toml, or unset it to find one in . or above",
+        )
     d = (start or Path.cwd()).resolve()
     for p in (d, *d.parents):
         if (p / PINS_FILE).is_file():
@@ -37,7 +147,17 @@ class Project:
     def locate(
         cls, pins: Optional[str] = None, recipes: Optional[str] = None, workspace: Optional[str] = None
     ) -> "Project":
-        pins_path = Path(pins) if pins else find_pins()
+        for option, value in (("--pins", pins), ("--recipes", recipes), ("--workspace", workspace)):
+            if value is not None and not value:
+                raise PatchkitError(f"{option}: the path is empty", f"name a path after {option}, or leave it out")
+            if value and "\0" in value:
+                raise PatchkitError(f"{option} {value!r}: the path holds a NUL byte", "name the path without it")
+        if pins:
+            pins_path: Optional[Path] = _explicit_pins(
+                pins, "--pins ", "pass an existing upstream_pins.toml, or leave --pins out to find one in . or above"
+            )
+        else:
+            pins_path = find_pins()
         base = pins_path.parent if pins_path else Path.cwd()
         return cls(
             pins_path=pins_path,
@@ -68,8 +188,14 @@ class Project:
         targets: dict[str, Target] = {}
         for arg in target_args:
             engine, path = parse_target_arg(arg)
+            if not path:
+                raise PatchkitError(
+                    f"--target {arg!r}: no path after '='", f"e.g. --target {engine or 'sglang'}=./{engine or 'sglang'}"
+                )
+            if "\0" in path:
+                raise PatchkitError(f"--target {arg!r}: the path holds a NUL byte", "name the path without it")
             if engine in targets:
-                raise PatchkitError(f"--target {engine}= given twice")
+                raise PatchkitError(f"--target {engine}= given twice", "give one --target per engine")
             targets[engine] = open_target(engine, path)
         if target_args:
             return targets  # never mix a given tree with a workspace one silently

@@ -4,10 +4,13 @@ and what to do, and raises RecipeError (exit 2)."""
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
+import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from patchkit.errors import RecipeError
 from patchkit.model import Marker, OpSpec, Recipe
 from patchkit.ops import KINDS, OpParamError
+from patchkit.project import decode_utf8, read_config
 from patchkit.target import ENGINES, logical_prefixes
 
 TOP_KEYS = {
@@ -44,6 +48,47 @@ OP_KEYS = {
 MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+# libcst's native parser overflows the C stack on a few thousand levels of nesting (a crash,
+# not an exception), so Python snippets nesting deeper than this are refused before it sees
+# them.  CPython itself refuses more than 200 nested brackets.
+MAX_BRACKETS = 200
+MAX_AST_DEPTH = 1000
+
+
+def _nesting(src: str) -> str:
+    """Why a Python snippet nests too deeply to parse safely, or ""."""
+    depth = top = 0
+    for c in src:
+        if c in "([{":
+            depth += 1
+            top = max(top, depth)
+        elif c in ")]}":
+            depth -= 1
+    if top > MAX_BRACKETS:
+        return f"nests {top} levels of brackets deep (at most {MAX_BRACKETS})"
+    try:
+        tree = ast.parse(textwrap.dedent(src))
+    except (RecursionError, MemoryError):
+        return "nests too deeply for Python's own parser"
+    except (SyntaxError, ValueError):
+        return ""  # not a complete snippet (or a NUL byte): the op kind says what is wrong
+    stack = [(tree, 1)]
+    while stack:  # no recursion: the tree may be thousands of levels deep
+        node, d = stack.pop()
+        if d > MAX_AST_DEPTH:
+            return f"nests more than {MAX_AST_DEPTH} levels deep"
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return ""
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
 
 
 def _type_ok(value: Any, t: str) -> bool:
@@ -70,6 +115,16 @@ _TYPE_WORDS = {
     "table": "a table",
     "list[str]": "a list of strings",
     "list[table]": "an array of tables",
+}
+
+
+_TYPE_EXAMPLES = {
+    "str": '"..."',
+    "int": "1",
+    "bool": "true",
+    "table": "{ ... }",
+    "list[str]": '["..."]',
+    "list[table]": "[{ ... }]",
 }
 
 
@@ -134,14 +189,23 @@ class _Ctx:
                 hint = f"did you mean {close[0]!r}?" if close else f"{what} keys are: {', '.join(allowed)}"
                 raise self.fail((*where, key), [*crumbs, key], f"unknown key {key!r}", hint)
             if not _type_ok(value, allowed[key]):
+                shown = repr(value)
+                if len(shown) > 60:
+                    shown = shown[:57] + "..."
                 raise self.fail(
-                    (*where, key), [*crumbs, key], f"must be {_TYPE_WORDS[allowed[key]]}, not {_tname(value)} {value!r}"
+                    (*where, key),
+                    [*crumbs, key],
+                    f"must be {_TYPE_WORDS[allowed[key]]}, not {_tname(value)} {shown}",
+                    f"e.g. {key} = {_TYPE_EXAMPLES[allowed[key]]}",
                 )
 
 
+NOT_A_RECIPE = "a recipe is a regular UTF-8 .toml file of a few KiB; move anything else out of the recipes directory"
+
+
 def load_recipe(path: Path) -> Recipe:
-    raw_bytes = path.read_bytes()
-    text = raw_bytes.decode("utf-8", errors="replace")
+    raw_bytes = read_config(path, "recipe", NOT_A_RECIPE, RecipeError)
+    text = decode_utf8(raw_bytes, _display(path), "recipe", RecipeError)
     ctx = _Ctx(path, text)
     try:
         data = tomllib.loads(text)
@@ -151,6 +215,11 @@ def load_recipe(path: Path) -> Recipe:
         raise RecipeError(
             f"{loc}: invalid TOML: {str(e).split(' (at')[0]}",
             "check quoting; code snippets are easiest in '''literal strings'''",
+        ) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise RecipeError(
+            f"{_display(path)}: invalid TOML: arrays or inline tables nested too deeply to read",
+            "a recipe needs only a few levels of nesting; fix the file",
         ) from None
     ctx.check_keys(data, TOP_KEYS, (), [], "recipe")
     for key in ("id", "summary", "engines", "ops"):
@@ -162,7 +231,7 @@ def load_recipe(path: Path) -> Recipe:
                 "a recipe needs id, summary, rationale, bundles, [engines] and [[ops]]",
             )
     rid = data["id"]
-    if not ID_RE.match(rid):
+    if not ID_RE.fullmatch(rid):
         raise ctx.fail(
             ("id",),
             ["id"],
@@ -178,6 +247,14 @@ def load_recipe(path: Path) -> Recipe:
         )
     if not data["summary"].strip():
         raise ctx.fail(("summary",), ["summary"], "is empty", "say in one line what the recipe does")
+    for b in data.get("bundles", ()):
+        if not ID_RE.fullmatch(b):
+            raise ctx.fail(
+                ("bundles",),
+                ["bundles"],
+                f"{b!r} is not a valid bundle name",
+                "use lowercase letters, digits and dashes, e.g. 'sm120'",
+            )
     engines: dict[str, SpecifierSet] = {}
     for eng, spec in data["engines"].items():
         if eng not in ENGINES:
@@ -218,7 +295,21 @@ def load_recipe(path: Path) -> Recipe:
 
 
 def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: str) -> None:
-    if file.startswith("/") or re.match(r"^[A-Za-z]:", file) or "\\" in file:
+    if any(ord(c) < 32 or ord(c) == 127 for c in file):
+        raise ctx.fail(
+            where,
+            crumbs,
+            f"{file!r} holds a control character",
+            "name the file relative to the package, e.g. 'sglang/srt/server_args.py'",
+        )
+    if "\\" in file:
+        raise ctx.fail(
+            where,
+            crumbs,
+            f"{file!r} uses backslashes",
+            f"use forward slashes, e.g. {file.replace(chr(92), '/').lstrip('/')!r}",
+        )
+    if file.startswith("/") or re.match(r"^[A-Za-z]:", file):
         raise ctx.fail(
             where,
             crumbs,
@@ -280,7 +371,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
             else "use a Python op for .py files",
         )
     scope = raw.get("scope", "")
-    if scope and not SCOPE_RE.match(scope):
+    if scope and not SCOPE_RE.fullmatch(scope):
         raise ctx.fail(
             (*where, "scope"),
             [*crumbs, "scope"],
@@ -294,6 +385,18 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
     for section, allowed in (("locator", cls.LOCATOR), ("params", cls.PARAMS)):
         table = raw.get(section, {})
         ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}")
+    if cls.language == "python":
+        for section in ("locator", "params"):
+            for key, value in raw.get(section, {}).items():
+                for src in _strings(value):
+                    why = _nesting(src)
+                    if why:
+                        raise ctx.fail(
+                            (*where, section, key),
+                            [*crumbs, f"{section}.{key}"],
+                            why,
+                            "a snippet in a recipe is a few lines of ordinary code; fix the recipe",
+                        )
     for req in cls.REQUIRED:
         section, key = req.split(".")
         if key not in raw.get(section, {}):
@@ -303,7 +406,10 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
     except OpParamError as e:
         section = e.field.split(".")[0]
         raise ctx.fail(
-            (*where, section, e.field.split(".")[-1].split("[")[0]), [*crumbs, e.field], e.message, e.hint
+            (*where, section, e.field.split(".")[-1].split("[")[0]),
+            [*crumbs, e.field],
+            e.message,
+            e.hint or f"see the {kind} row of the op table in README.md",
         ) from None
     markers = []
     for j, m in enumerate(raw.get("markers", []), 1):
@@ -316,9 +422,32 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
                 "is required and must not be empty",
                 "list code fragments that upstream's version must all contain",
             )
+        why = next((w for w in map(_nesting, m["contains"]) if w), "") if cls.language == "python" else ""
+        if why:
+            raise ctx.fail(
+                (*mw, "contains"),
+                [*mc, "contains"],
+                why,
+                "a marker lists short fragments of upstream's code; fix the recipe",
+            )
+        if not all(m["contains"]):
+            raise ctx.fail(
+                (*mw, "contains"),
+                [*mc, "contains"],
+                "holds an empty string, which every file contains",
+                "list code fragments that upstream's version must all contain",
+            )
         mfile = m.get("file", file)
         _check_file(ctx, (*mw, "file"), [*mc, "file"], engine, mfile)
-        markers.append(Marker(file=mfile, scope=m.get("scope", scope), contains=tuple(m["contains"])))
+        mscope = m.get("scope", scope)
+        if mscope and not SCOPE_RE.fullmatch(mscope):
+            raise ctx.fail(
+                (*mw, "scope"),
+                [*mc, "scope"],
+                f"{mscope!r} is not a qualified name",
+                "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for the op's scope",
+            )
+        markers.append(Marker(file=mfile, scope=mscope, contains=tuple(m["contains"])))
     return OpSpec(
         index=i,
         kind=kind,
@@ -343,13 +472,30 @@ class Catalog:
 
     @classmethod
     def load(cls, directory: Path) -> "Catalog":
-        if not directory.is_dir():
+        if "\0" in str(directory):
+            raise RecipeError(
+                f"{str(directory)!r}: the recipes directory's path holds a NUL byte", "pass --recipes DIR"
+            )
+        try:
+            names = os.listdir(directory)  # not glob(): it would read an unreadable directory as empty
+        except FileNotFoundError:
             raise RecipeError(
                 f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR"
-            )
+            ) from None
+        except NotADirectoryError:
+            raise RecipeError(
+                f"{directory}: is not a directory; recipes live in a directory of .toml files",
+                "pass --recipes DIR",
+            ) from None
+        except OSError as e:
+            raise RecipeError(
+                f"{directory}: the recipes directory cannot be read ({e.strerror or e})",
+                "fix its permissions, or pass --recipes DIR",
+            ) from None
         recipes: list[Recipe] = []
         seen: dict[str, Path] = {}
-        for path in sorted(directory.glob("*.toml")):
+        for name in sorted(n for n in names if n.endswith(".toml")):
+            path = directory / name
             r = load_recipe(path)
             recipes.append(r)
             seen[r.id] = path

@@ -31,7 +31,11 @@ CASES = [
         lambda s: s.replace('bundles = ["b"]', 'bundles = ["b"]\nbundle = "x"'),
         "r.toml:5 > bundle: unknown key 'bundle' (hint: did you mean 'bundles'?)",
     ),
-    ("id wrong type", lambda s: s.replace('id = "r"', "id = 3"), "r.toml:1 > id: must be a string, not int 3"),
+    (
+        "id wrong type",
+        lambda s: s.replace('id = "r"', "id = 3"),
+        'r.toml:1 > id: must be a string, not int 3 (hint: e.g. id = "...")',
+    ),
     (
         "id mismatch",
         lambda s: s.replace('id = "r"', 'id = "other"'),
@@ -79,7 +83,7 @@ CASES = [
     (
         "param wrong type",
         lambda s: s.replace("element = '\"b\"'", "element = 12"),
-        "r.toml:17 > op #1 > params > element: must be a string, not int 12",
+        'r.toml:17 > op #1 > params > element: must be a string, not int 12 (hint: e.g. element = "...")',
     ),
     (
         "missing required param",
@@ -90,7 +94,7 @@ CASES = [
         "param not python",
         lambda s: s.replace("element = '\"b\"'", "element = '\"b'"),
         "r.toml:17 > op #1 > params.element: is not a Python expression: '\"b' (tokenizer error: unterminated "
-        "string literal)",
+        "string literal) (hint: see the list-element row of the op table in README.md)",
     ),
     (
         "absolute path",
@@ -147,7 +151,8 @@ CASES = [
             .split("[ops.locator]")[0]
             + '[ops.params]\nfind = "a"\nreplace = "b"\ncount = 0\n'
         ),
-        "r.toml:16 > op #1 > params.count: must be at least 1, not 0",
+        "r.toml:16 > op #1 > params.count: must be at least 1, not 0 (hint: see the text-replace row of the op table "
+        "in README.md)",
     ),
 ]
 

@@ -1,7 +1,10 @@
 """The command line: a thin click layer over patchkit.commands.  Arguments in, exit code out.
 
 The one top-level error handler lives in ``main``: a PatchkitError (bad recipe, bad target,
-bad flag) becomes one line on stderr and exit 2, never a traceback.
+bad flag) or a usage error click finds becomes one line on stderr, ``patchkit: error: WHAT
+(hint: WHAT TO DO)``, and exit 2, never a traceback; anything else is a bug, exit 3.  With
+``--json`` the same error is also one JSON document on stdout:
+``{"error": {"message": ..., "hint": ..., "exit": 2}}``.
 """
 
 from __future__ import annotations

@@ -40,7 +40,9 @@ def load(path: Path) -> dict[str, Pin]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise PatchkitError(f"{path}: invalid TOML: {e}", FORMAT_HINT) from None
+        m = re.search(r"\(at line (\d+)", str(e))
+        where = f"{path}:{m.group(1)}" if m else str(path)
+        raise PatchkitError(f"{where}: invalid TOML: {str(e).split(' (at')[0]}", FORMAT_HINT) from None
     except RecursionError:
         raise PatchkitError(f"{path}: invalid TOML: nested too deeply", FORMAT_HINT) from None
     pins = {}

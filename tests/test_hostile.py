@@ -107,6 +107,7 @@ def test_the_table_is_well_formed():
         assert set(c) <= KEYS, (c["name"], set(c) - KEYS)
         assert {"name", "category", "args", "exit"} <= set(c), c["name"]
         assert c["exit"] in (0, 1, 2), c["name"]
+        assert c.get("xfail", "owned elsewhere: ").startswith("owned elsewhere: "), c["name"]
 
 
 # -- building a row's world ------------------------------------------------------------------
@@ -352,3 +353,26 @@ def _check(case, where, code, out, err, outside_before, target_before):
         doc = json.loads(out)  # exactly one JSON document, whatever the exit code
         if code == 2:
             assert doc["error"]["exit"] == 2 and doc["error"]["message"] and doc["error"]["hint"], doc
+
+
+def test_a_bug_with_json_is_one_json_document_too(tmp_path, capsys, monkeypatch):
+    """Exit 3 (a bug, not the input) with --json: the error document carries ``"exit": 3``,
+    and stderr still has the one human line."""
+    from patchkit.cli import main
+    from patchkit.project import Project
+
+    def broken(self):
+        raise RuntimeError("a bug in catalog")
+
+    monkeypatch.setattr(Project, "catalog", broken)
+    monkeypatch.delenv("PATCHKIT_DEBUG", raising=False)
+    (tmp_path / "recipes").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        main(["--recipes", "recipes", "list", "--json"])
+    out, err = capsys.readouterr()
+    assert e.value.code == 3
+    doc = json.loads(out)
+    assert doc["error"]["exit"] == 3 and doc["error"]["message"] == "RuntimeError: a bug in catalog", doc
+    assert "PATCHKIT_DEBUG=1" in doc["error"]["hint"]
+    assert err.startswith("patchkit: internal error: RuntimeError: a bug in catalog") and len(err.splitlines()) == 1

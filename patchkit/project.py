@@ -70,7 +70,7 @@ def read_config(path: Path, what: str, hint: str, error: type[PatchkitError] = P
 def _too_big(path: Path, what: str, error: type[PatchkitError]) -> PatchkitError:
     return error(
         f"{path}: is larger than {MAX_CONFIG_BYTES // (1 << 20)} MiB, the limit for a {what}",
-        f"a {what} is a few KiB of TOML; point at the right file",
+        f"a {what} is a few KiB; point at the right file",
     )
 
 

@@ -23,6 +23,7 @@ class Found(NamedTuple):
     recipe: str
     label: str  # "blocker #1"
     file: str  # logical name
+    scope: str
     path: str  # where it is, absolute
     line: int
     message: str
@@ -91,5 +92,5 @@ def find(session, recipe: Recipe, planned: bool = False) -> list[Found]:
         text = doc.new_bytes().decode("utf-8", "surrogateescape") if planned and doc.edited else doc.text
         line = search(text, b.scope, b.contains)
         if line is not None:
-            out.append(Found(recipe.id, b.label, b.file, str(doc.path), line, b.message))
+            out.append(Found(recipe.id, b.label, b.file, b.scope, str(doc.path), line, b.message))
     return out

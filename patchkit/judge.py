@@ -427,8 +427,11 @@ def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
                 session.file(op.engine, op.file).want(op.scope, view.patterns(op.impl))
     out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
     _add_lines([ev for _, evs in out for ev in evs])
-    for r in recipes:
-        session.blocked[r.id] = blockers.find(session, r)
+    for r, evs in out:
+        # A blocker in the very scope one of the recipe's pending ops edits is what that op
+        # takes away (apply checks it is gone afterwards): it does not block yet.
+        pending = {(ev.file.logical, ev.scope) for ev in evs if ev.state == State.PENDING}
+        session.blocked[r.id] = [b for b in blockers.find(session, r) if (b.file, b.scope) not in pending]
     return out
 
 

@@ -5,6 +5,7 @@ and what to do, and raises RecipeError (exit 2)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import hashlib
 import os
@@ -22,7 +23,7 @@ else:  # pragma: no cover
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchkit.errors import RecipeError
-from patchkit.model import Marker, OpSpec, Recipe
+from patchkit.model import Blocker, Marker, OpSpec, Recipe, When
 from patchkit.ops import KINDS, OpParamError
 from patchkit.project import decode_utf8, read_config
 from patchkit.target import ENGINES, logical_prefixes
@@ -34,6 +35,8 @@ TOP_KEYS = {
     "bundles": "list[str]",
     "engines": "table",
     "ops": "list[table]",
+    "variants": "list[table]",
+    "blockers": "list[table]",
 }
 OP_KEYS = {
     "kind": "str",
@@ -44,6 +47,16 @@ OP_KEYS = {
     "params": "table",
     "markers": "list[table]",
     "jit_modules": "list[str]",
+    "when": "table",
+}
+VARIANT_KEYS = {"when": "table", "ops": "list[table]"}
+BLOCKER_KEYS = {
+    "engine": "str",
+    "file": "str",
+    "scope": "str",
+    "contains": "list[str]",
+    "message": "str",
+    "when": "table",
 }
 MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -129,34 +142,44 @@ _TYPE_EXAMPLES = {
 
 
 class _Lines:
-    """Where each key of a TOML file stands, for error messages (tomllib gives no positions)."""
+    """Where each key of a TOML file stands, for error messages (tomllib gives no positions).
+    Arrays of tables are numbered from 1, as in messages: ("variants", 2, "ops", 1, "kind")."""
 
     _KEY = re.compile(r'^\s*("?)([A-Za-z0-9_.-]+)\1\s*=')
 
     def __init__(self, text: str) -> None:
         self.at: dict[tuple, int] = {}
         section: tuple = ()
-        n_ops = 0
-        n_markers = 0
+        counts: dict[str, int] = {}
+        arrays: set[str] = set()
         for lineno, line in enumerate(text.splitlines(), 1):
             s = line.strip()
-            if s.startswith("[[ops.markers]]"):
-                n_markers += 1
-                section = ("ops", n_ops, "markers", n_markers)
-            elif s.startswith("[[ops]]"):
-                n_ops += 1
-                n_markers = 0
-                section = ("ops", n_ops)
-            elif s.startswith("[ops."):
-                section = ("ops", n_ops, s[5:].split("]")[0].strip())
+            if s.startswith("[["):
+                name = s[2:].split("]]")[0].strip()
+                arrays.add(name)
+                counts[name] = counts.get(name, 0) + 1
+                for k in [k for k in counts if k.startswith(name + ".")]:
+                    counts[k] = 0
+                section = self._path(name, counts, arrays)
             elif s.startswith("["):
-                section = (s.strip("[]").strip(),)
+                section = self._path(s[1:].split("]")[0].strip(), counts, arrays)
             else:
                 m = self._KEY.match(line)
                 if m:
                     self.at.setdefault((*section, m.group(2)), lineno)
                     continue
             self.at.setdefault(section, lineno)
+
+    @staticmethod
+    def _path(name: str, counts: dict[str, int], arrays: set[str]) -> tuple:
+        out: list = []
+        parts = name.split(".")
+        for i, part in enumerate(parts):
+            out.append(part)
+            prefix = ".".join(parts[: i + 1])
+            if prefix in arrays:
+                out.append(counts.get(prefix, 0))
+        return tuple(out)
 
     def line(self, *path) -> int | None:
         path = tuple(path)
@@ -281,17 +304,102 @@ def load_recipe(path: Path) -> Recipe:
         raise ctx.fail(("engines",), ["engines"], "names no engine", 'e.g. [engines] sglang = ">=0.5.9"')
     if not data["ops"]:
         raise ctx.fail(("ops",), ["ops"], "recipe has no ops", "add at least one [[ops]] table")
-    ops = tuple(_load_op(ctx, i, raw, engines) for i, raw in enumerate(data["ops"], 1))
+    ops = [_load_op(ctx, i, raw, engines) for i, raw in enumerate(data["ops"], 1)]
+    for vi, var in enumerate(data.get("variants", ()), 1):
+        vw, vc = ("variants", vi), [f"variant #{vi}"]
+        ctx.check_keys(var, VARIANT_KEYS, vw, vc, "variant")
+        for key in ("when", "ops"):
+            if not var.get(key):
+                raise ctx.fail(
+                    vw, [*vc, key], "is required", "a [[variants]] table has `when` and its [[variants.ops]]"
+                )
+        when = _load_when(ctx, (*vw, "when"), [*vc, "when"], var["when"], engines)
+        for j, raw in enumerate(var["ops"], 1):
+            i = len(ops) + 1
+            if "when" in raw:
+                raise ctx.fail(
+                    (*vw, "ops", j, "when"),
+                    [*vc, f"op #{i}", "when"],
+                    "an op of a variant takes the variant's `when`",
+                    "move the op out of [[variants]], or into a variant with its own `when`",
+                )
+            op = _load_op(ctx, i, raw, engines, where=(*vw, "ops", j))
+            ops.append(dataclasses.replace(op, when=when))
+    blockers = tuple(_load_blocker(ctx, k, raw, engines) for k, raw in enumerate(data.get("blockers", ()), 1))
     return Recipe(
         id=rid,
         summary=data["summary"].strip(),
         rationale=data.get("rationale", "").strip(),
         bundles=tuple(data.get("bundles", ())),
         engines=engines,
-        ops=ops,
+        ops=tuple(ops),
         path=path,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        blockers=blockers,
     )
+
+
+def _load_when(ctx: _Ctx, where: tuple, crumbs: list[str], raw: dict, engines: dict) -> When:
+    """``when = { sglang = ">=0.5.19" }``: the releases an op, a variant or a blocker is for."""
+    out = []
+    for eng, spec in sorted(raw.items()):
+        if eng not in engines:
+            raise ctx.fail(
+                (*where, eng),
+                [*crumbs, eng],
+                f"engine {eng!r} is not in the recipe's [engines]",
+                f"name one of {', '.join(engines)}",
+            )
+        if not isinstance(spec, str):
+            raise ctx.fail(
+                (*where, eng),
+                [*crumbs, eng],
+                f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}",
+                f'e.g. when = {{ {eng} = ">=0.5.19" }}',
+            )
+        try:
+            out.append((eng, SpecifierSet(spec)))
+        except InvalidSpecifier:
+            raise ctx.fail(
+                (*where, eng), [*crumbs, eng], f"{spec!r} is not a valid version specifier", 'e.g. ">=0.5.19,<0.5.21"'
+            ) from None
+    if not out:
+        raise ctx.fail(where, crumbs, "names no engine", 'e.g. when = { sglang = ">=0.5.19" }')
+    return tuple(out)
+
+
+def _load_blocker(ctx: _Ctx, k: int, raw: dict, engines: dict) -> Blocker:
+    where, crumbs = ("blockers", k), [f"blocker #{k}"]
+    ctx.check_keys(raw, BLOCKER_KEYS, where, crumbs, "blocker")
+    for key in ("engine", "file", "contains", "message"):
+        if not raw.get(key):
+            raise ctx.fail(
+                where,
+                [*crumbs, key],
+                "is required and must not be empty",
+                "a blocker needs engine, file, contains (code fragments, in order) and message;"
+                " scope and when are optional",
+            )
+    engine = raw["engine"]
+    if engine not in engines:
+        raise ctx.fail(
+            (*where, "engine"),
+            [*crumbs, "engine"],
+            f"engine {engine!r} is not in the recipe's [engines]",
+            f'add {engine} = "<versions>" under [engines]',
+        )
+    _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, raw["file"])
+    scope = raw.get("scope", "")
+    if scope and not SCOPE_RE.fullmatch(scope):
+        raise ctx.fail(
+            (*where, "scope"), [*crumbs, "scope"], f"{scope!r} is not a qualified name", "e.g. '_resolve_backend'"
+        )
+    if any(not c.strip() for c in raw["contains"]):
+        raise ctx.fail(
+            (*where, "contains"), [*crumbs, "contains"], "holds an empty fragment", "every file contains it; remove it"
+        )
+    when = _load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else ()
+    return Blocker(k, engine, raw["file"], scope, tuple(raw["contains"]), raw["message"].strip(), when)
 
 
 def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: str) -> None:
@@ -329,8 +437,8 @@ def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: s
         )
 
 
-def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
-    where, crumbs = ("ops", i), [f"op #{i}"]
+def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> OpSpec:
+    where, crumbs = where or ("ops", i), [f"op #{i}"]
     ctx.check_keys(raw, OP_KEYS, where, crumbs, "op")
     for key in ("kind", "engine", "file"):
         if key not in raw:
@@ -457,6 +565,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict) -> OpSpec:
         impl=impl,
         markers=tuple(markers),
         jit_modules=tuple(raw.get("jit_modules", ())),
+        when=_load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else (),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from patchkit.commands import OK, Options, say
+from patchkit.model import describe_when
 
 
 def list_(opts: Options) -> int:
@@ -53,10 +54,24 @@ def show(opts: Options) -> int:
             say("  rationale:")
             for line in r.rationale.splitlines():
                 say(f"    {line}")
-        say("  ops:")
-        for op in r.ops:
-            say(f"    #{op.index} {op.kind} on {op.engine}:{op.file}" + (f" in {op.scope}" if op.scope else ""))
-            for m in op.markers:
-                say(f"       upstream marker: {m.file}::{m.scope or '<module>'} contains {list(m.contains)}")
+        variants = r.variants()
+        say("  ops:" if len(variants) == 1 else "  ops, per version variant:")
+        by_index = {op.index: op for op in r.ops}
+        for when, indices in variants:
+            indent = "    "
+            if len(variants) > 1:
+                say(f"    for {describe_when(when)}:")
+                indent = "      "
+            for i in indices:
+                op = by_index[i]
+                say(f"{indent}#{op.index} {op.kind} on {op.engine}:{op.file}" + (f" in {op.scope}" if op.scope else ""))
+                for m in op.markers:
+                    say(f"{indent}   upstream marker: {m.file}::{m.scope or '<module>'} contains {list(m.contains)}")
+        if r.blockers:
+            say("  blockers (while one stands, the recipe is `blocked`):")
+            for b in r.blockers:
+                where = f"{b.engine}:{b.file}" + (f"::{b.scope}" if b.scope else "")
+                say(f"    {b.label} for {describe_when(b.when)}: {where} contains {list(b.contains)}")
+                say(f"       {b.message}")
         say("")
     return OK

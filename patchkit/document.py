@@ -99,7 +99,8 @@ class Document:
     @property
     def module(self) -> cst.Module:
         if self._module is None:
-            self.view = view.build(self.text, self._wants, self.tree) if self._wants and self.tree else None
+            tree = self.tree  # first: a file that would crash libcst is refused here
+            self.view = view.build(self.text, self._wants, tree) if self._wants and tree else None
             if self.view is not None:
                 self._module = self.view.module
                 return self._module
@@ -116,10 +117,22 @@ class Document:
     def tree(self) -> Optional[ast.Module]:
         """The original text's ``ast`` (None when it does not parse), parsed once."""
         if self._tree is None:
+            if "\x00" in self.text:
+                raise TargetError(
+                    f"{self.where(self.text.count(chr(10), 0, self.text.index(chr(0))) + 1)}: holds a NUL byte,"
+                    " so it is not Python source",
+                    "the target tree is damaged; restore it (e.g. `patchkit sync --force`, or reinstall the package)",
+                )
             try:
                 self._tree = ast.parse(self.text)
             except (SyntaxError, ValueError):
                 self._tree = False
+            except (MemoryError, RecursionError):
+                # Checked before libcst ever sees it: its parser can crash the interpreter.
+                raise TargetError(
+                    f"{self.where()}: nests too deeply for Python's own parser; patchkit will not edit it",
+                    "the target tree is damaged or generated; restore it, or leave this file out of the recipe",
+                ) from None
         return self._tree or None
 
     def whole_module(self) -> cst.Module:

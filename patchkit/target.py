@@ -153,7 +153,11 @@ def _open(engine: str, root: Path) -> Target:
             f"pass --target {engine}=DIR with an existing tree, or run `patchkit sync`",
         )
     if not root.is_dir():
-        raise TargetError(f"{root}: target for {engine} is not a directory")
+        raise TargetError(
+            f"{root}: target for {engine} is not a directory",
+            f"point --target {engine}= at the directory holding the tree"
+            " (a git checkout, an unpacked wheel, site-packages)",
+        )
     root = root.resolve()
     info = ENGINES[engine]
     if (root / info.git_marker).exists() and (root / info.layouts["git"][0][1] / "__init__.py").is_file():

@@ -26,9 +26,12 @@ demo: setup
 test-fast: setup
 	PATCHKIT_OFFLINE_TESTS=1 $(BIN)/python -m pytest -q -m "not real"
 
-# Both tiers: the offline one under its guard, then the tests on real releases from the index.
+# Both tiers: the offline one under its guard, then the tests on real releases from the index,
+# on REAL_JOBS pytest-xdist workers (REAL_JOBS=0: in this process).  Tests that share
+# module fixtures or patchkit's drift cache carry one xdist_group and run on one worker.
+REAL_JOBS ?= 2
 test: test-fast
-	$(BIN)/python -m pytest -q -m real
+	$(BIN)/python -m pytest -q -m real -n $(REAL_JOBS) --dist loadgroup
 
 bench: setup
 	$(BIN)/python bench/run.py

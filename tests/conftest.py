@@ -2,8 +2,10 @@
 
 Real upstream releases come from the package index through patchkit's own cache
 (``PATCHKIT_CACHE``, default ~/.cache/patchkit), unpacked once per session and copied per
-test, so every test works on a pristine tree of its own.  A test that needs them carries
+test, so every test works on a pristine tree of its own (``tree(..., links=True)``: hard
+links for the files the test leaves to patchkit, guarded).  A test that needs them carries
 ``@pytest.mark.real`` (one that uses the ``release_dir``/``tree`` fixtures gets it here).
+`make test` runs that tier on two pytest-xdist workers (``--dist loadgroup``).
 
 The offline tier (``make test-fast``: ``PATCHKIT_OFFLINE_TESTS=1 pytest -m "not real"``; a
 plain ``-m "not real"`` counts too) runs behind a network guard: an internet socket, a name
@@ -45,6 +47,9 @@ def offline_tier(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "real: runs against real releases downloaded from the package index")
+    # pytest-xdist's own marker (`make test` runs the real tier with --dist loadgroup): the
+    # tests of one group run on one worker, in one go.  Declared here too for a run without xdist.
+    config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
     if offline_tier(config):
         # Children (python -m patchkit, pip, git) inherit these: no index, no remote git, an
         # empty cache.  The in-process guard below names the test; these stop what it cannot see.
@@ -144,51 +149,155 @@ def _offline_guard(request, monkeypatch):
 
 # -- real releases -----------------------------------------------------------------------------
 
-_unpacked: dict[tuple[str, str], Path] = {}
+# Files of a release (wheel layout) that tests edit by hand, in place: a linked tree (see
+# ``tree``) holds private copies of these, and of every dist-info file.
+EDITED_IN_PLACE = frozenset(
+    {
+        "sglang/srt/model_executor/model_runner.py",
+        "sglang/srt/layers/communicator.py",
+        "sglang/srt/server_args.py",
+        "sglang/srt/utils/common.py",
+        "sglang/version.py",
+        "flashinfer/jit/comm.py",
+        "flashinfer/data/include/flashinfer/comm/trtllm_allreduce.cuh",
+        "flashinfer/_build_meta.py",
+    }
+)
+
+
+def _stamp(root: Path) -> dict[str, tuple[int, int, int]]:
+    """relative path -> (size, mtime, mode) of every file under ``root``."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            out[os.path.relpath(os.path.join(dirpath, name), root)] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+def _private(rel: str) -> bool:
+    return rel in EDITED_IN_PLACE or ".dist-info/" in rel
+
+
+def copy_linked(src: Path, dest: Path) -> Path:
+    """A copy of the release ``src`` whose files are hard links to it, except the ones tests
+    edit in place (``EDITED_IN_PLACE``, dist-info), which are private copies.  patchkit never
+    writes through a link: it writes a temp file and renames it over the target
+    (patchkit/fsio.py), which leaves the release alone.  Several times faster than a copy."""
+
+    def link(s: str, d: str) -> str:
+        if not _private(os.path.relpath(s, src).replace(os.sep, "/")):
+            try:
+                os.link(s, d)
+                return d
+            except OSError:  # another file system: copy
+                pass
+        return shutil.copy2(s, d)
+
+    shutil.copytree(src, dest, symlinks=True, copy_function=link)
+    return dest
+
+
+class Releases:
+    """The ``release_dir`` fixture: ``release_dir(engine, version)`` -> a pristine unpacked
+    wheel, unpacked once per session (shared; do not modify).  ``changes(engine, version)``
+    lists its files that are not as unpacked: written through a hard link (``tree``)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.unpacked: dict[tuple[str, str], Path] = {}
+        self.stamps: dict[tuple[str, str], dict[str, tuple[int, int, int]]] = {}
+
+    def __call__(self, engine: str, version: str) -> Path:
+        key = (engine, version)
+        if key not in self.unpacked:
+            whl = fetch.fetch_wheel(ENGINES[engine].dist, version)
+            dest = self.base / f"{engine}-{version}"
+            shutil.rmtree(dest, ignore_errors=True)  # one a test damaged (see ``tree``)
+            with zipfile.ZipFile(whl) as z:
+                z.extractall(dest)
+            self.stamps[key] = _stamp(dest)
+            self.unpacked[key] = dest
+        return self.unpacked[key]
+
+    def changes(self, engine: str, version: str) -> list[str]:
+        key = (engine, version)
+        if key not in self.unpacked:
+            return []
+        now, was = _stamp(self.unpacked[key]), self.stamps[key]
+        return sorted(k for k in was.keys() | now.keys() if was.get(k) != now.get(k))
+
+    def forget(self, engine: str, version: str) -> None:
+        """Unpack it afresh when next asked for."""
+        self.unpacked.pop((engine, version), None)
 
 
 @pytest.fixture(scope="session")
 def release_dir(tmp_path_factory):
     """release_dir(engine, version) -> a pristine unpacked wheel (shared; do not modify)."""
-    base = tmp_path_factory.mktemp("releases")
-
-    def get(engine: str, version: str) -> Path:
-        key = (engine, version)
-        if key not in _unpacked:
-            whl = fetch.fetch_wheel(ENGINES[engine].dist, version)
-            dest = base / f"{engine}-{version}"
-            with zipfile.ZipFile(whl) as z:
-                z.extractall(dest)
-            _unpacked[key] = dest
-        return _unpacked[key]
-
-    return get
+    releases = Releases(tmp_path_factory.mktemp("releases"))
+    yield releases
+    # The backstop for links made outside ``tree`` (git_layout(links=True)): nothing wrote
+    # through them into a release.
+    damaged = {f"{e} {v}": releases.changes(e, v)[:5] for e, v in list(releases.unpacked)}
+    damaged = {k: v for k, v in damaged.items() if v}
+    assert not damaged, f"a test wrote through a hard link into a shared release: {damaged}"
 
 
 @pytest.fixture
 def tree(release_dir, tmp_path):
-    """tree(engine, version=pinned) -> a private copy of a real release (wheel layout)."""
+    """tree(engine, version=pinned, name=None, links=False) -> a private copy of a real
+    release (wheel layout).
 
-    def make(engine: str, version: str | None = None, name: str | None = None) -> Path:
-        src = release_dir(engine, version or PINNED[engine])
-        dest = tmp_path / (name or f"{engine}-{version or PINNED[engine]}")
+    ``links=True`` makes it in a fraction of the time: files are hard links to the shared
+    release, except ``EDITED_IN_PLACE`` and the dist-info, which are copies.  For tests that
+    write other files only through patchkit (temp file + rename: the link is replaced, not
+    written through).  A test that writes through a link anyway fails at teardown, naming
+    the files, and the damaged release is unpacked afresh for the next test."""
+    linked: set[tuple[str, str]] = set()
+
+    def make(engine: str, version: str | None = None, name: str | None = None, links: bool = False) -> Path:
+        version = version or PINNED[engine]
+        src = release_dir(engine, version)
+        dest = tmp_path / (name or f"{engine}-{version}")
+        if links:
+            linked.add((engine, version))
+            return copy_linked(src, dest)
         shutil.copytree(src, dest, symlinks=True)
         return dest
 
-    return make
+    yield make
+    damaged = []
+    for engine, version in sorted(linked):
+        changed = release_dir.changes(engine, version)
+        if changed:
+            release_dir.forget(engine, version)
+            damaged.append(f"{engine} {version}: {', '.join(changed[:5])}")
+    if damaged:
+        pytest.fail(
+            "the test wrote through a hard link into a shared release ("
+            + "; ".join(damaged)
+            + "): make that tree with links=False, or add the file to conftest.EDITED_IN_PLACE",
+            pytrace=False,
+        )
 
 
-def git_layout(engine: str, wheel_tree: Path, dest: Path) -> Path:
-    """Rearrange an unpacked wheel into the upstream repository layout (python/sglang, include/...)."""
+def git_layout(engine: str, wheel_tree: Path, dest: Path, links: bool = False) -> Path:
+    """Rearrange an unpacked wheel into the upstream repository layout (python/sglang, include/...).
+    ``links=True``: hard links to ``wheel_tree``'s files, for a tree nothing writes in place
+    (e.g. one only committed to git and cloned)."""
+    copy = os.link if links else shutil.copy2
     dest.mkdir(parents=True, exist_ok=True)
     if engine == "sglang":
-        shutil.copytree(wheel_tree / "sglang", dest / "python" / "sglang")
+        shutil.copytree(wheel_tree / "sglang", dest / "python" / "sglang", copy_function=copy)
     else:
-        shutil.copytree(wheel_tree / "flashinfer", dest / "flashinfer", ignore=shutil.ignore_patterns("data"))
+        shutil.copytree(
+            wheel_tree / "flashinfer", dest / "flashinfer", ignore=shutil.ignore_patterns("data"), copy_function=copy
+        )
         for sub in ("include", "csrc"):
             src = wheel_tree / "flashinfer" / "data" / sub
             if src.exists():
-                shutil.copytree(src, dest / sub)
+                shutil.copytree(src, dest / sub, copy_function=copy)
     return dest
 
 

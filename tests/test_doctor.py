@@ -132,7 +132,7 @@ def isolated(monkeypatch, tmp_path):
 
 @pytest.mark.real
 def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated, tmp_path):
-    imported = tree("sglang", name="imported")
+    imported = tree("sglang", name="imported", links=True)
     ws = tmp_path / "ws"
     (ws / "trees").mkdir(parents=True)
     shutil.copytree(imported, ws / "trees" / "sglang", symlinks=True)
@@ -182,7 +182,7 @@ def test_workspace_patched_but_imported_copy_not_is_loud(tree, run_cli, isolated
 
 @pytest.mark.real
 def test_jit_builds_older_than_the_patched_sources_are_flagged(tree, run_cli, isolated, tmp_path):
-    sg, fi = tree("sglang"), tree("flashinfer")
+    sg, fi = tree("sglang", links=True), tree("flashinfer", links=True)
     isolated.setenv("PYTHONPATH", os.pathsep.join([str(sg), str(fi)]))
     assert run_cli("apply", "allreduce-fusion", "--python", sys.executable)[0] == 0
     cache = tmp_path / "fiws" / ".cache" / "flashinfer" / "0.6.3" / "120a" / "cached_ops"
@@ -204,7 +204,7 @@ def test_jit_builds_older_than_the_patched_sources_are_flagged(tree, run_cli, is
 
 @pytest.mark.real
 def test_stale_journal_after_a_reinstall_is_explained(tree, run_cli, isolated):
-    site = tree("sglang")
+    site = tree("sglang", links=True)
     pristine = (site / "sglang/srt/server_args.py").read_bytes()
     assert run_cli("apply", "max-running-requests", "-t", f"sglang={site}")[0] == 0
     (site / "sglang/srt/server_args.py").write_bytes(pristine)  # what `pip install --force-reinstall` does

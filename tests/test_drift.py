@@ -11,6 +11,10 @@ from patchkit import drift
 from patchkit.errors import PatchkitError
 from tests.conftest import ROOT
 
+# One worker under pytest-xdist: drift unpacks releases into, and caches verdicts in, the
+# shared ~/.cache/patchkit (trees/, drift/), which two processes must not fill at once.
+pytestmark = pytest.mark.xdist_group("drift")
+
 # A fixed listing of sglang releases around 0.5.11..0.5.15 (0.5.15rc0 is made up, to have a
 # pre-release inside the range): the range tests read it instead of the live index, so a new
 # post-release, or a yanked one, upstream changes nothing here.
@@ -115,7 +119,7 @@ def test_flashinfer_0_6_17_has_the_flashinfer_half_upstream(run_cli):
 
 @pytest.mark.real
 def test_status_on_a_pristine_newer_tree_answers_like_drift(run_cli, tree):
-    s, f = tree("sglang", "0.5.15"), tree("flashinfer", "0.6.3")
+    s, f = tree("sglang", "0.5.15", links=True), tree("flashinfer", "0.6.3", links=True)
     code, out, _ = run_cli("status", "-t", f"sglang={s}", "-t", f"flashinfer={f}", "--json")
     st = json.loads(out)
     _, dr = drift_json(run_cli, "--to", "sglang==0.5.15")

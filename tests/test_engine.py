@@ -21,7 +21,7 @@ from tests.test_sm120 import FILES, snapshot
 
 @pytest.fixture
 def pair(tree):
-    s, f = tree("sglang"), tree("flashinfer")
+    s, f = tree("sglang", links=True), tree("flashinfer", links=True)
     return s, f, ["-t", f"sglang={s}", "-t", f"flashinfer={f}"]
 
 
@@ -250,7 +250,7 @@ def test_target_without_engine_sources(run_cli, tmp_path):
 
 
 def test_recipe_needing_an_absent_engine(tree, run_cli):
-    s = tree("sglang")
+    s = tree("sglang", links=True)
     code, out, err = run_cli("status", "allreduce-fusion", "-t", f"sglang={s}")
     assert code == 2
     assert err.strip() == (

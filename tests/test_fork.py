@@ -21,7 +21,8 @@ import unidiff
 
 from tests.conftest import ROOT, git, git_layout, pk
 
-pytestmark = pytest.mark.real
+# One worker under pytest-xdist, so that the module's upstream repositories are built once.
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("fork")]
 
 RECIPES = ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
 SGLANG_RELEASES = ["0.5.9", "0.5.12", "0.5.13"]
@@ -65,13 +66,14 @@ def run_json(run_cli, *args: str) -> tuple[int, dict, str]:
 
 @pytest.fixture(scope="module")
 def sglang_upstream(release_dir, tmp_path_factory) -> Path:
-    """SGLang's three releases as upstream history (each release replaces the tree)."""
+    """SGLang's three releases as upstream history (each release replaces the tree).  Its
+    files are hard links to the releases: tests only clone it, never write in it."""
     repo = tmp_path_factory.mktemp("upstream") / "sglang"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     for v in SGLANG_RELEASES:
         shutil.rmtree(repo / "python", ignore_errors=True)
-        git_layout("sglang", release_dir("sglang", v), repo)
+        git_layout("sglang", release_dir("sglang", v), repo, links=True)
         # Something outside the package, as a real checkout has (docs, tests, kernels):
         # fork commits must carry it along untouched.
         (repo / "README.md").write_text(f"SGLang {v}\n")
@@ -79,20 +81,23 @@ def sglang_upstream(release_dir, tmp_path_factory) -> Path:
         git(repo, "commit", "-q", "-m", f"sglang {v}")
         git(repo, "tag", f"v{v}")
     git(repo, "gc", "-q")
-    return repo
+    yield repo
+    for v in SGLANG_RELEASES:
+        assert not release_dir.changes("sglang", v), f"sglang {v} was written through a link"
 
 
 @pytest.fixture(scope="module")
 def flashinfer_upstream(release_dir, tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("upstream") / "flashinfer"
-    git_layout("flashinfer", release_dir("flashinfer", "0.6.3"), repo)
+    git_layout("flashinfer", release_dir("flashinfer", "0.6.3"), repo, links=True)
     (repo / "README.md").write_text("FlashInfer 0.6.3\n")
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "flashinfer 0.6.3")
     git(repo, "tag", "v0.6.3")
     git(repo, "gc", "-q")
-    return repo
+    yield repo
+    assert not release_dir.changes("flashinfer", "0.6.3"), "flashinfer 0.6.3 was written through a link"
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +167,7 @@ def test_each_commit_equals_applying_that_recipe_alone(synced, synced_copy, tree
     """Check every commit against `patchkit apply <recipe>` run by hand on its parent."""
     _, doc = synced
     repo = synced_copy
-    flashinfer = tree("flashinfer")  # allreduce-fusion also edits FlashInfer; apply needs a tree
+    flashinfer = tree("flashinfer", links=True)  # allreduce-fusion also edits FlashInfer; apply needs a tree
     for step in doc["recipes"]:
         c = step["commit"]
         wt = tmp_path / step["id"]
@@ -500,7 +505,7 @@ def test_flashinfer_fork_carries_only_the_flashinfer_ops(flashinfer_upstream, tr
     # beside it for the recipe's other half).
     wt = tmp_path / "by-hand"
     git(repo, "worktree", "add", "-q", "--detach", str(wt), "v0.6.3")
-    sg = git_layout("sglang", tree("sglang"), tmp_path / "sg")
+    sg = git_layout("sglang", tree("sglang", links=True), tmp_path / "sg")
     code, out, err = run_cli("apply", "allreduce-fusion", "-t", f"flashinfer={wt}", "-t", f"sglang={sg}")
     assert code == 0, out + err
     git(wt, "add", "-A")

@@ -36,7 +36,7 @@ def trees_at(tree):
     """trees_at(sglang_version, flashinfer_version) -> (sglang tree, flashinfer tree, their -t options)."""
 
     def make(sg: str = "0.5.9", fi: str = "0.6.3"):
-        s, f = tree("sglang", sg), tree("flashinfer", fi)
+        s, f = tree("sglang", sg, links=True), tree("flashinfer", fi, links=True)
         return s, f, ["-t", f"sglang={s}", "-t", f"flashinfer={f}"]
 
     return make
@@ -172,7 +172,7 @@ def test_diff_touches_nothing_and_git_applies_to_the_same_bytes(trees_at, run_cl
     assert code == 0, err
     assert snapshot(s) == before
     assert out.startswith(f"# sglang: {s}\n--- a/sglang/srt/")
-    other = tree("sglang", name="by-git-apply")
+    other = tree("sglang", name="by-git-apply", links=True)
     subprocess.run(["git", "apply", "-p1", "-"], input=out, text=True, cwd=other, check=True)
     run_cli("apply", "autotune-cutlass", "max-running-requests", *t)
     # apply also rehashes the wheel's RECORD, which the source diff leaves out.
@@ -232,7 +232,7 @@ def test_other_releases(trees_at, run_cli, release_dir, sg, fi):
 
 
 def test_out_of_range_is_skipped_but_status_tells_the_truth(tree, run_cli):
-    s = tree("sglang", "0.5.13")
+    s = tree("sglang", "0.5.13", links=True)
     code, out, err = run_cli("status", "autotune-cutlass", "moe-backend-sm120", "-t", f"sglang={s}", "--json")
     doc = json.loads(out)
     assert code == 0

@@ -23,7 +23,8 @@ import pytest
 
 from patchkit.project import Project
 
-pytestmark = pytest.mark.real
+# One worker under pytest-xdist, so that the module's wheels (sm120_wheels) are built once.
+pytestmark = [pytest.mark.real, pytest.mark.xdist_group("wheel")]
 
 SGLANG_ONLY = ("autotune-cutlass", "max-running-requests", "moe-backend-sm120")
 SM120 = ("allreduce-fusion", *SGLANG_ONLY)
@@ -319,7 +320,7 @@ def test_in_place_keeps_record_true_and_pip_uninstall_clean(installed_sglang, ru
 def test_record_is_written_with_the_files_or_not_at_all(tree, run_cli, monkeypatch):
     from patchkit import fsio
 
-    site = tree("sglang")  # an unpacked wheel: package layout with a dist-info RECORD
+    site = tree("sglang", links=True)  # an unpacked wheel: package layout with a dist-info RECORD
     di = site / "sglang-0.5.9.dist-info"
     snapshot = {
         p: p.read_bytes()
@@ -344,7 +345,7 @@ def test_record_is_written_with_the_files_or_not_at_all(tree, run_cli, monkeypat
 def test_system_site_packages_are_refused(tree, run_cli, monkeypatch):
     from patchkit import record
 
-    site = tree("sglang")
+    site = tree("sglang", links=True)
     server_args = site / "sglang/srt/server_args.py"
     pristine = server_args.read_bytes()
     monkeypatch.setattr(record, "system_locations", lambda: [site])

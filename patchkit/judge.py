@@ -406,6 +406,36 @@ def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
 Evaluation = list[tuple[Recipe, list[Verdict]]]
 
 
+def _follow_anchors(session: Session, recipe: Recipe, evs: list[Verdict]) -> None:
+    """Ops of a recipe whose file is gone follow an op of the same file that moved: they are
+    looked for in the file it went to, and their message says they followed."""
+    went = {}
+    for ev in evs:
+        if ev.state == State.MOVED and ev.file.logical != ev.op.file:
+            went.setdefault((ev.op.engine, ev.op.file), ev)
+    for ev in evs:
+        anchor = went.get((ev.op.engine, ev.op.file))
+        if anchor is None or ev.file.exists or ev.state != State.MISSING:
+            continue
+        there = anchor.file
+        follow = f"followed {anchor.op.label}, which moved to {there.logical}"
+        try:
+            loc = _locate(ev.op, there, ev.op.scope)
+        except PatchkitError:
+            loc = Located(State.MISSING)
+        if loc.state == State.PENDING:
+            ev.file, ev.scope, ev.located, ev.state = there, ev.op.scope, loc, State.MOVED
+            ev.message = f"{follow}; pending there"
+        elif loc.state == State.DONE:
+            ev.file, ev.scope, ev.located = there, ev.op.scope, loc
+            ev.state, why = _who_made_it(session, recipe, ev.op, ev, False)
+            ev.message = f"{follow}; {why}" if why else follow
+        else:
+            ev.message = f"{ev.op.file} does not exist; {follow}, but this op's site is not there either"
+        if ev.file.is_python and ev.file.exists and ev.located.nodes:
+            ev.root = (ev.file.module, ev.file.view)
+
+
 def target_versions(session: Session, recipe: Recipe) -> dict[str, Optional[str]]:
     return {e: (session.targets[e].version if e in session.targets else None) for e in recipe.engines}
 
@@ -426,6 +456,8 @@ def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
             if op.engine in session.targets and op.impl.language == "python":
                 session.file(op.engine, op.file).want(op.scope, view.patterns(op.impl))
     out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
+    for r, evs in out:
+        _follow_anchors(session, r, evs)
     _add_lines([ev for _, evs in out for ev in evs])
     for r, evs in out:
         # A blocker in the very scope one of the recipe's pending ops edits is what that op

@@ -327,7 +327,8 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
         return [("", loc)] if loc.state in (DONE, PENDING) else []
     names = _scopes_at(f.text, needles(op)) if op.impl.SCOPED else [""]
     found = []
-    for name in names:
+    seen: set[int] = set()  # one site is one candidate: the module also holds its defs' nodes
+    for name in sorted(names, key=lambda n: n == ""):  # innermost scopes first, the module last
         if name == skip_scope:
             continue
         try:
@@ -335,8 +336,10 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
         except pyscope.ScopeError:
             continue  # e.g. a def nested in an if: not addressable as a scope
         loc = op.impl.locate(chain[-1])
-        if loc.state in (DONE, PENDING):
+        ids = {id(n) for n in loc.nodes}
+        if loc.state in (DONE, PENDING) and not (ids and ids <= seen):
             found.append((name, loc))
+            seen |= ids
     if not found and op.impl.SCOPED and "" not in names and skip_scope != "":
         loc = op.impl.locate(f.whole_module())
         if loc.state in (DONE, PENDING):

@@ -118,3 +118,49 @@ def test_a_bug_in_an_op_is_exit_3_naming_the_recipe_and_the_op(mini, run_cli, co
     assert "internal error: buggy > op #1 (crashing): TypeError: a bug in this op" in err, err
     assert (root / "sglang/srt/lists.py").read_bytes() == before
     assert not Path(root / ".patchkit").exists()
+
+
+# A gate renamed and moved to another file: its words also stand at module level (the flags
+# it reads), so the module scope holds the very site its function holds.
+GATE_OLD = '''_is_a = True
+_is_b = False
+
+
+def helper():
+    return 1
+'''
+GATE_NEW = '''_is_a = True
+_is_b = False
+
+
+def renamed_gate(n):
+    return (_is_a or _is_b) and n > 0
+'''
+GATE_RECIPE = """
+id = "widen"
+summary = "widen the gate"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "old_gate"
+[ops.locator]
+operands = ["_is_a", "_is_b"]
+[ops.params]
+operand = "_is_c"
+"""
+
+
+def test_one_site_is_one_candidate_when_relocating(tmp_path, run_cli):
+    """The function holding the chain and the module holding the function are one place:
+    the op reads moved (to the function), never ambiguous with "2 places"."""
+    root = mini_sglang(tmp_path / "site", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(GATE_RECIPE)
+    code, out, _ = run_cli("--recipes", str(recipes), "status", "widen", "-t", f"sglang={root}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "moved", op
+    assert op["location"] == "sglang/srt/gate2.py::renamed_gate:6", op

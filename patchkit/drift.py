@@ -181,11 +181,29 @@ def cell(r: dict) -> str:
     return r["state"]
 
 
+def signature(results: list[dict]) -> dict[tuple[str, str], str]:
+    """What bisect compares between releases: each recipe's cell, each op's state and where
+    it stands (file::scope, without the line, which moves with every edit upstream), and the
+    blockers standing.  Keys are (recipe, "" | "op #n" | "blockers")."""
+    out: dict[tuple[str, str], str] = {}
+    for r in results:
+        out[(r["id"], "")] = cell(r)
+        for o in r["ops"]:
+            where = o["location"].rsplit(":", 1)[0] if o["location"].count(":") >= 3 else o["location"]
+            out[(r["id"], f"op #{o['index']}")] = f"{o['state']} at {where or o['file']}"
+        stand = sorted(f"{b['blocker']} at {b['file']}" for b in r.get("blockers", ()))
+        if stand:
+            out[(r["id"], "blockers")] = ", ".join(stand)
+    return out
+
+
 def bisect(
     evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: list[str]
-) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str]]]:
-    """Find each change of state between consecutive releases, evaluating O(log n) releases
-    per change.  Returns (the evaluated releases, [(recipe, from_version, to_version, old, new)])."""
+) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str, str]]]:
+    """Find each change between consecutive releases, of a recipe's state, of an op's state
+    or place, or of the blockers standing, evaluating O(log n) releases per change.
+    Returns (the evaluated releases, [(recipe, what, from_version, to_version, old, new)])
+    where ``what`` is "" for the recipe, "op #n", or "blockers"."""
     seen: dict[str, list[dict]] = {}
 
     def at(idxs: list[int]) -> None:
@@ -194,7 +212,7 @@ def bisect(
             seen.update(evaluate_at(need))
 
     def sig(i: int) -> dict:
-        return {r["id"]: cell(r) for r in seen[versions[i]]}
+        return signature(seen[versions[i]])
 
     changes = []
     at([0, len(versions) - 1])
@@ -206,13 +224,13 @@ def bisect(
         if hi - lo == 1:
             a, b = sig(lo), sig(hi)
             changes += [
-                (rid, versions[lo], versions[hi], a.get(rid, "-"), b.get(rid, "-"))
-                for rid in a
-                if a.get(rid) != b.get(rid)
+                (k[0], k[1], versions[lo], versions[hi], a.get(k, "-"), b.get(k, "-"))
+                for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)
             ]
             continue
         mid = (lo + hi) // 2
         at([mid])
         stack += [(mid, hi), (lo, mid)]
-    changes.sort(key=lambda c: (c[0], Version(c[2])))
+    changes.sort(key=lambda c: (c[0], Version(c[3]), c[1]))
     return seen, changes

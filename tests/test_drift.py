@@ -21,6 +21,23 @@ pytestmark = pytest.mark.xdist_group("drift")
 LISTED = ["0.5.10", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15rc0", "0.5.15"]
 
 
+OLD_GATE = """
+id = "gate"
+summary = "the layer gate as it stood in 0.5.9-0.5.20"
+[engines]
+sglang = ">=0.5.9,<0.5.13"
+[[ops]]
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/layers/communicator.py"
+[ops.locator]
+anchor = "_is_sm100_supported = _is_cuda and is_sm100_supported()"
+position = "after"
+[ops.params]
+code = "_is_sm120_supported = _is_cuda and is_sm120_supported()"
+"""
+
+
 def drift_json(run_cli, *args):
     code, out, err = run_cli("drift", *args, "--json")
     assert out.strip().startswith("{"), err
@@ -44,15 +61,17 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
     code, doc = drift_json(run_cli, "--to", "sglang==0.5.13")
     assert code == 0
     assert states(doc) == {
-        "allreduce-fusion": ("pending", False),
-        "autotune-cutlass": ("upstream", False),
-        "max-running-requests": ("pending", False),
-        "moe-backend-sm120": ("upstream", False),
+        "allreduce-fusion": ("pending", True),
+        "autotune-cutlass": ("upstream", True),
+        "max-running-requests": ("pending", True),
+        "moe-backend-sm120": ("upstream", True),
     }
     assert doc["retire"] == ["autotune-cutlass", "moe-backend-sm120"]
-    assert ops(doc, "autotune-cutlass") == [
-        ("sglang", "upstream", "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune")
-    ]
+    ((engine, state, location),) = ops(doc, "autotune-cutlass")
+    assert (engine, state) == ("sglang", "upstream")
+    assert location.startswith(
+        "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune:"
+    )
     moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"] == "upstream marker matched at sglang/srt/server_args.py:3351"
     assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
@@ -66,10 +85,10 @@ def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
     code, doc = drift_json(run_cli, "--to", "sglang==0.5.15")
     assert code == 0
     assert states(doc) == {
-        "allreduce-fusion": ("pending", False),
-        "autotune-cutlass": ("upstream", False),
-        "max-running-requests": ("pending", False),
-        "moe-backend-sm120": ("upstream", False),
+        "allreduce-fusion": ("pending", True),
+        "autotune-cutlass": ("upstream", True),
+        "max-running-requests": ("pending", True),
+        "moe-backend-sm120": ("upstream", True),
     }
     at = recipe(doc, "autotune-cutlass")["ops"][0]
     where = "sglang/srt/model_executor/runner/flashinfer_autotune.py::should_run_flashinfer_autotune:"
@@ -84,36 +103,48 @@ def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
 
 
 @pytest.mark.real
-def test_sglang_0_5_20_drift_that_needs_work(run_cli):
-    """0.5.20 moved ServerArgs' fields into arg_groups and rewrote communicator.py's gates."""
+def test_sglang_0_5_20_is_judged_with_its_own_variants(run_cli):
+    """0.5.20 moved ServerArgs' fields into arg_groups and rewrote communicator.py's gates on
+    get_platform(): the recipes' 0.5.19+ variants name the new places, and the look-alikes of
+    max_running_requests (MemoryPoolConfig) are never candidates."""
     code, doc = drift_json(run_cli, "--to", "sglang==0.5.20")
-    assert code == 1
+    assert code == 0
     assert states(doc) == {
-        "allreduce-fusion": ("missing", False),
-        "autotune-cutlass": ("upstream", False),
-        "max-running-requests": ("ambiguous", False),
-        "moe-backend-sm120": ("upstream", False),
+        "allreduce-fusion": ("pending", True),
+        "autotune-cutlass": ("upstream", True),
+        "max-running-requests": ("pending", True),
+        "moe-backend-sm120": ("upstream", True),
     }
-    mrr = recipe(doc, "max-running-requests")["ops"][0]
-    assert mrr["message"] == (
-        "not in ServerArgs; found in 2 places: sglang/srt/arg_groups/fields/schedule.py::Schedule, "
-        "sglang/srt/model_executor/pool_configurator.py::MemoryPoolConfig"
-    )
+    (mrr,) = recipe(doc, "max-running-requests")["ops"]
+    assert mrr["index"] == 2 and mrr["location"].startswith("sglang/srt/arg_groups/fields/schedule.py::Schedule:")
     ar = recipe(doc, "allreduce-fusion")["ops"]
-    assert [o["state"] for o in ar] == ["pending", "missing", "pending", "pending", "pending"]
+    assert [(o["index"], o["state"]) for o in ar] == [
+        (3, "pending"),
+        (4, "pending"),
+        (5, "pending"),
+        (10, "pending"),
+        (11, "pending"),
+        (12, "pending"),
+    ]
+    assert [o["location"].split("::")[0] for o in ar if o["index"] in (10, 11, 12)] == [
+        "sglang/srt/layers/communicator.py",
+        "sglang/srt/layers/flashinfer_comm_fusion.py",
+        "sglang/srt/arg_groups/overrides.py",
+    ]
 
 
 @pytest.mark.real
 def test_flashinfer_0_6_17_has_the_flashinfer_half_upstream(run_cli):
     code, doc = drift_json(run_cli, "allreduce-fusion", "--to", "flashinfer==0.6.17")
     assert code == 0
-    assert states(doc) == {"allreduce-fusion": ("pending", False)}
+    assert states(doc) == {"allreduce-fusion": ("pending", True)}
     assert [(e, s) for e, s, _ in ops(doc, "allreduce-fusion")] == [
         ("sglang", "pending"),
         ("sglang", "pending"),
         ("sglang", "pending"),
         ("flashinfer", "upstream"),
         ("flashinfer", "upstream"),
+        ("sglang", "pending"),  # the auto-enable condition (SGLang < 0.5.15)
     ]
 
 
@@ -147,10 +178,27 @@ def test_bisect_finds_where_states_change_with_few_evaluations(run_cli, monkeypa
     doc = json.loads(out)
     assert doc["of"] == 7  # 0.5.11, 0.5.12, 0.5.12.post1, 0.5.13, 0.5.13.post1, 0.5.14, 0.5.15
     assert doc["versions"][0] == "0.5.11" and doc["versions"][-1] == "0.5.15"
-    assert doc["evaluated"] < doc["of"]
-    changes = {(c["recipe"], c["from"], c["to"], c["old"], c["new"]) for c in doc["changes"]}
-    assert ("autotune-cutlass", "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
-    assert ("moe-backend-sm120", "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
+    changes = {(c["recipe"], c["op"], c["from"], c["to"], c["old"], c["new"]) for c in doc["changes"]}
+    assert ("autotune-cutlass", None, "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
+    assert ("moe-backend-sm120", None, "0.5.12.post1", "0.5.13", "pending", "upstream") in changes
+    # Per op: the autotune list moved in 0.5.14 (to BaseRunner) and in 0.5.15 (to its own module)
+    # while the recipe stayed upstream; allreduce-fusion gained its _resolve_backend ops.
+    ops = {(c["recipe"], c["op"], c["to"]): c["new"] for c in doc["changes"] if c["op"]}
+    assert ops[("autotune-cutlass", "op #1", "0.5.14")].startswith("upstream at sglang/srt/model_executor/runner/")
+    assert "flashinfer_autotune.py::should_run_flashinfer_autotune" in ops[("autotune-cutlass", "op #1", "0.5.15")]
+    assert ops[("allreduce-fusion", "op #8", "0.5.14")] == (
+        "pending at sglang/srt/layers/flashinfer_comm_fusion.py::_resolve_backend"
+    )
+
+
+@pytest.mark.real
+def test_bisect_skips_releases_where_nothing_changes(run_cli, monkeypatch):
+    later = ["0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18"]
+    monkeypatch.setattr(drift, "index_versions", lambda dist: list(later))
+    code, out, err = run_cli("drift", "--across", "sglang==0.5.15..0.5.18", "--bisect", "--json")
+    doc = json.loads(out)
+    assert doc["of"] == 5 and doc["evaluated"] == 2, doc["versions"]  # both ends agree on every op
+    assert doc["changes"] == []
 
 
 @pytest.mark.real
@@ -169,8 +217,12 @@ def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
         and 'rev = "v0.5.12.post1"                        # tag matching the release' in new
     )
     assert "# tag matching the release" in new  # comments survive
-    # A release where a recipe goes missing is refused, and the file is left alone.
-    code, out, err = run_cli("--pins", str(pins), "--recipes", str(ROOT / "recipes"), "pin", "sglang", "0.5.20")
+    # A release where a recipe goes missing is refused, and the file is left alone (0.5.22
+    # judged with recipes written before communicator.py went away).
+    old = tmp_path / "old-recipes"
+    old.mkdir()
+    (old / "gate.toml").write_text(OLD_GATE)
+    code, out, err = run_cli("--pins", str(pins), "--recipes", str(old), "pin", "sglang", "0.5.22")
     assert code == 1
     assert "pin not moved" in err
     assert pins.read_text() == new

@@ -125,7 +125,10 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
             "matrix": {v: matrix[v] for v in shown},
         }
         if changes is not None:
-            doc["changes"] = [{"recipe": c[0], "from": c[1], "to": c[2], "old": c[3], "new": c[4]} for c in changes]
+            doc["changes"] = [
+                {"recipe": c[0], "op": c[1] or None, "from": c[2], "to": c[3], "old": c[4], "new": c[5]}
+                for c in changes
+            ]
         say(json.dumps(doc, indent=2))
         return OK if good else NOT_THERE
     ids = [r["id"] for r in matrix[shown[0]]]
@@ -147,10 +150,10 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
         say("(+Nup: N of the recipe's ops are already upstream in that release)")
     if changes is not None:
         say("")
-        for rid, v0, v1, s0, s1 in changes:
-            say(f"{rid}: {s0} at {v0} -> {s1} at {v1}")
+        for rid, what, v0, v1, s0, s1 in changes:
+            say(f"{rid}{' ' + what if what else ''}: {v0} -> {v1}: {s0}  =>  {s1}")
         if not changes:
-            say("no recipe changes state across the range")
+            say("no recipe, op or blocker changes across the range")
     return OK if good else NOT_THERE
 
 

@@ -72,11 +72,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
+# The longest tests of the real tier (a minute or more each), run first: on two pytest-xdist
+# workers the short ones then fill in around them, and no long one is left for the end.
+LONGEST_FIRST = ("tests/test_kill.py::", "tests/test_view.py::")
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "release_dir" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.real)
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keeps its order
 
 
 _PIP_NETWORK = {"download", "install", "index", "wheel", "search"}

@@ -241,6 +241,7 @@ def _location(engine: str, root: Path, recipes) -> dict:
     try:
         s = Session({engine: t})
         loc["recipes"] = {r.id: r.state for r in results(s, evaluate(s, mine))}
+        loc["journal_applied"] = sorted(s.journal(engine).engines.get(engine, {}).get("applied", {}))
     except PatchkitError as e:
         loc["error"] = str(e)
     norm = ENGINES[engine].dist.replace("-", "_")
@@ -458,14 +459,18 @@ def judge(facts: dict) -> list[Finding]:
                 "pip and patchkit?",
             )
         stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
-        journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st == State.MODIFIED}
+        lost = (State.MODIFIED, State.PENDING, State.PARTIAL)
+        recorded = set(loc.get("journal_applied") or ())
+        journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st in lost and rid in recorded}
         if stale and journal_says:
+            names = " ".join(sorted(journal_says))
             add(
                 WARN,
                 engine,
                 f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} "
-                f"are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?). Remove "
-                f"{loc['root']}/.patchkit, then apply again",
+                f"are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?); the stale "
+                f"record is dropped at the next write: `patchkit apply {names} --target {engine}={loc['root']}` "
+                "applies them again",
             )
         # The loud one: the workspace tree carries recipes that the imported copy does not.
         ws = facts.get("workspace", {}).get(engine)

@@ -194,12 +194,20 @@ def message(recipe: Recipe, engine: str, notes: tuple[str, ...] = ()) -> str:
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
 
-def _split_note(recipe: Recipe, engine: str) -> Optional[str]:
+def _split_note(recipe: Recipe, engine: str, carried) -> Optional[str]:
+    """Where the rest of a two-engine recipe belongs.  ``carried``: the ops of this engine's
+    version variant; the other engine's are named with every variant (its version is
+    the other fork's to know)."""
     others = sorted({op.engine for op in recipe.ops} - {engine})
     if not others:
         return None
-    mine = ", ".join(f"#{op.index}" for op in recipe.ops_for(engine))
-    theirs = "; ".join(f"{e} ops " + ", ".join(f"#{op.index}" for op in recipe.ops_for(e)) for e in others)
+    mine = ", ".join(f"#{op.index}" for op in carried if op.engine == engine)
+
+    def ops_of(e: str) -> str:
+        ops = recipe.ops_for(e)
+        return ", ".join(f"#{op.index}" for op in ops) + (" (per version variant)" if any(o.when for o in ops) else "")
+
+    theirs = "; ".join(f"{e} ops {ops_of(e)}" for e in others)
     return (
         f"This commit carries the {engine} ops ({mine}) of the recipe; its {theirs} belong in the "
         f"{'/'.join(others)} fork."
@@ -345,7 +353,7 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
         verdicts = results(session, judged)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
         for (r, evals), res in zip(judged, verdicts, strict=True):
-            split = _split_note(next(x for x in recipes if x.id == r.id), engine)
+            split = _split_note(next(x for x in recipes if x.id == r.id), engine, r.ops)
             if res.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED):
                 bad = [o for o in res.ops if o.state == res.state]
                 why = "; ".join(

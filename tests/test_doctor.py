@@ -213,8 +213,8 @@ def test_stale_journal_after_a_reinstall_is_explained(tree, run_cli, isolated):
     assert code == 1
     assert (
         f"[ WARN ] sglang: patchkit's journal in {site}/.patchkit says max-running-requests are applied, but "
-        f"sglang/srt/server_args.py are back to the released bytes (reinstalled?). Remove {site}/.patchkit, then "
-        "apply again" in out
+        "sglang/srt/server_args.py are back to the released bytes (reinstalled?); the stale record is dropped at "
+        f"the next write: `patchkit apply max-running-requests --target sglang={site}` applies them again" in out
     )
 
 

@@ -198,14 +198,14 @@ def test_partial_state(pair, run_cli):
     r = json.loads(out)["recipes"][0]
     # The file is the release's again, byte for byte: that op is pending, the recipe partial.
     assert code == 1 and r["state"] == "partial"
-    assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "pending", "applied"]
+    assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "pending", "applied", "applied"]
     assert "stale" in r["ops"][3]["message"]
     # Undone among other changes of the user's: patchkit's edit is gone, and it says so.
     comm.write_text("# mine\n" + comm.read_text())
     code, out, _ = run_cli("status", "allreduce-fusion", *t, "--json")
     r = json.loads(out)["recipes"][0]
     assert code == 1 and r["state"] == "modified"
-    assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "modified", "applied"]
+    assert [o["state"] for o in r["ops"]] == ["applied", "applied", "applied", "modified", "applied", "applied"]
 
 
 @pytest.mark.parametrize(

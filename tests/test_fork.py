@@ -149,7 +149,10 @@ def test_sync_makes_one_commit_per_recipe_on_the_pinned_tag(synced, recipes_dir)
         assert body.startswith(recipe["summary"] + "\n\n" + recipe["rationale"].strip() + "\n\n")
     # allreduce-fusion spans both engines: the sglang fork carries only its sglang file,
     # and the commit says where the rest belongs.
-    assert changed_files(repo, carried[0]) == {"python/sglang/srt/layers/communicator.py"}
+    assert changed_files(repo, carried[0]) == {
+        "python/sglang/srt/layers/communicator.py",
+        "python/sglang/srt/server_args.py",  # the auto-enable condition (SGLang < 0.5.15)
+    }
     assert "its flashinfer ops #4, #5 belong in the flashinfer fork" in git(
         repo, "log", "-1", "--format=%b", carried[0]
     )
@@ -496,7 +499,10 @@ def test_flashinfer_fork_carries_only_the_flashinfer_ops(flashinfer_upstream, tr
     (c,) = commits(repo, "v0.6.3..patchkit/sm120")
     assert trailer(repo, c) == ("allreduce-fusion", sha(recipes_dir / "allreduce-fusion.toml"))
     assert changed_files(repo, c) == {"flashinfer/jit/comm.py", "include/flashinfer/comm/trtllm_allreduce.cuh"}
-    assert "its sglang ops #1, #2, #3 belong in the sglang fork" in git(repo, "log", "-1", "--format=%b", c)
+    assert (
+        "its sglang ops #1, #2, #3, #6, #7, #8, #9, #10, #11, #12, #13, #14, #15 (per version variant) belong in"
+        in git(repo, "log", "-1", "--format=%b", c)
+    )
     patch = git(repo, "show", "--format=", c)
     assert patch.count("+#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))\n") == 13
     assert "+        supported_major_versions=[9, 10, 12]" in patch

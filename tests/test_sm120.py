@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, git_layout
+from tests.conftest import ROOT, git, git_layout
 
 pytestmark = pytest.mark.real
 
@@ -115,7 +115,7 @@ def test_status_json_shape(trees_at, run_cli):
         "sglang",
         "sglang/srt/model_executor/model_runner.py",
         "applied",
-        "sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune",
+        f"sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune:{op['line']}",
     )
     assert isinstance(op["line"], int) and op["line"] > 1000
     assert doc["targets"]["sglang"]["version"] == "0.5.9" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
@@ -231,21 +231,30 @@ def test_other_releases(trees_at, run_cli, release_dir, sg, fi):
     assert snapshot(f) == snapshot(release_dir("flashinfer", fi))
 
 
-def test_out_of_range_is_skipped_but_status_tells_the_truth(tree, run_cli):
+def test_out_of_range_is_skipped_but_status_tells_the_truth(tree, run_cli, tmp_path):
     s = tree("sglang", "0.5.13", links=True)
     code, out, err = run_cli("status", "autotune-cutlass", "moe-backend-sm120", "-t", f"sglang={s}", "--json")
     doc = json.loads(out)
     assert code == 0
     assert [(r["id"], r["state"], r["in_range"]) for r in doc["recipes"]] == [
-        ("autotune-cutlass", "upstream", False),
-        ("moe-backend-sm120", "upstream", False),
+        ("autotune-cutlass", "upstream", True),
+        ("moe-backend-sm120", "upstream", True),
     ]
     assert doc["retire"] == ["autotune-cutlass", "moe-backend-sm120"]
     assert "upstream marker matched at sglang/srt/server_args.py:" in doc["recipes"][1]["ops"][0]["message"]
-    code, out, err = run_cli("apply", "max-running-requests", "-t", f"sglang={s}", "--json")
+    # A recipe whose range ends before the target's version is skipped, and apply says why.
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    src = (ROOT / "recipes" / "max-running-requests.toml").read_text()
+    (recipes / "max-running-requests.toml").write_text(src.replace(">=0.5.9,<0.5.24", ">=0.5.9,<0.5.13"))
+    args = ("--recipes", str(recipes), "apply", "max-running-requests", "-t", f"sglang={s}")
+    code, out, err = run_cli(*args, "--json")
     assert code == 1
     r = json.loads(out)["recipes"][0]
     assert r["state"] == "skipped" and "0.5.13 not in" in r["message"]
+    code, out, err = run_cli(*args)
+    assert "nothing written: max-running-requests skipped, out of the version range" in out
+    assert "nothing to apply" not in out
 
 
 def test_jit_cache_note_and_clear(trees_at, run_cli, tmp_path, monkeypatch):

@@ -108,7 +108,10 @@ class Recipe:
             why = f"{eng} version unknown" if v is None else f"no variant for {eng} {v}"
             notes.append(f"{why}: judged with the {'newest' if above else 'oldest'} variant")
         ops = tuple(op for op in self.ops if holds(op.when, judged))
-        blockers = tuple(b for b in self.blockers if holds(b.when, judged))
+        # A blocker is a fact about the code of the version at hand, not a variant: where the
+        # version is known it decides, even outside the range (--ignore-range).
+        known = {e: (versions.get(e) if versions.get(e) is not None else judged[e]) for e in judged}
+        blockers = tuple(b for b in self.blockers if holds(b.when, known))
         return dataclasses.replace(self, ops=ops, blockers=blockers), "; ".join(notes)
 
     def ops_for(self, engine: str) -> tuple[OpSpec, ...]:

@@ -335,12 +335,6 @@ def test_the_gate_alone_is_blocked(sg, blocker, line, tree, release_dir, tmp_pat
     assert [(b["blocker"], b["file"], b["line"]) for b in r["blockers"]] == [(blocker, FUSION, at)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="patchkit bug: outside a recipe's range, Recipe.for_versions (patchkit/model.py) judges "
-    "blockers as for the nearest variant's version (99999), not the target's, so blocker #1 "
-    "(sglang >=0.5.14,<0.5.19) is dropped on 0.5.14 and apply --ignore-range writes the gate alone",
-)
 def test_a_blocker_stands_outside_the_recipe_range(tree, tmp_path, run_cli):
     s = tree("sglang", "0.5.14", links=True)
     recipes = gate_only(tmp_path, "0.5.14")

@@ -40,6 +40,7 @@ RECIPE = Recipe(
         ("0.5.23", [1, 4], [1], ""),
         ("0.5.30", [1, 4], [1], "no variant for sglang 0.5.30: judged with the newest variant"),
         ("0.5.8", [1, 2], [], "no variant for sglang 0.5.8: judged with the oldest variant"),
+        ("0.4.0", [1, 2], [], "no variant for sglang 0.4.0: judged with the oldest variant"),
         (None, [1, 4], [1], "sglang version unknown: judged with the newest variant"),
     ],
 )
@@ -87,3 +88,14 @@ def other():
 )
 def test_a_blocker_stands_where_its_fragments_do(scope, contains, line):
     assert blockers.search(CODE, scope, contains) == line
+
+
+def test_a_blocker_holds_for_the_real_version_outside_the_range():
+    """Ops outside the range come from the nearest variant; a blocker is a fact about the
+    code at hand, so the real version decides (what `apply --ignore-range` runs into)."""
+    import dataclasses
+
+    narrow = dataclasses.replace(RECIPE, engines={"sglang": SpecifierSet(">=0.5.9,<0.5.13")})
+    cut, said = narrow.for_versions({"sglang": "0.5.14"})
+    assert [o.index for o in cut.ops] == [1, 4] and said.startswith("no variant for sglang 0.5.14")
+    assert [b.index for b in cut.blockers] == [1]

@@ -105,6 +105,8 @@ class Recipe:
                 continue
             above = v is None or any(s.operator in ("<", "<=") and not s.contains(v, prereleases=True) for s in spec)
             judged[eng] = _EXTREME[above]
+            if not any(op.when for op in self.ops):
+                continue  # one variant: nothing to choose, and the range already says it
             why = f"{eng} version unknown" if v is None else f"no variant for {eng} {v}"
             notes.append(f"{why}: judged with the {'newest' if above else 'oldest'} variant")
         ops = tuple(op for op in self.ops if holds(op.when, judged))

@@ -122,20 +122,20 @@ def test_a_bug_in_an_op_is_exit_3_naming_the_recipe_and_the_op(mini, run_cli, co
 
 # A gate renamed and moved to another file: its words also stand at module level (the flags
 # it reads), so the module scope holds the very site its function holds.
-GATE_OLD = '''_is_a = True
+GATE_OLD = """_is_a = True
 _is_b = False
 
 
 def helper():
     return 1
-'''
-GATE_NEW = '''_is_a = True
+"""
+GATE_NEW = """_is_a = True
 _is_b = False
 
 
 def renamed_gate(n):
     return (_is_a or _is_b) and n > 0
-'''
+"""
 GATE_RECIPE = """
 id = "widen"
 summary = "widen the gate"

@@ -14,12 +14,12 @@ import fcntl
 import math
 import os
 import signal
-import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
 
+from patchkit import regular
 from patchkit.errors import TargetError
 from patchkit.target import STATE_DIR
 
@@ -43,44 +43,19 @@ def cannot_write(path: Path, e: OSError) -> TargetError:
     return TargetError(f"{path}: cannot write here ({e.strerror or e})", "fix the cause, then run the command again")
 
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
-
-
 def read_file(path: Path) -> bytes | None:
     """The bytes of a regular file, or None when there is nothing at ``path``.  Anything
     else there (a directory, a FIFO, a device) or a file that cannot be read is a
     TargetError: the file is opened non-blocking and checked before a byte is read, so a
-    FIFO in the tree never hangs patchkit."""
+    FIFO in the tree never hangs patchkit (patchkit/regular.py)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        return regular.read(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as e:
-        if e.errno == errno.ENXIO:  # a socket, or a FIFO that cannot be opened
-            raise not_regular(path, "not a regular file") from None
-        raise cannot_read(path, e) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file"))
-        os.set_blocking(fd, True)
-        chunks = []
-        while True:
-            b = os.read(fd, max(st.st_size + 1, 1 << 16))
-            if not b:
-                break
-            chunks.append(b)
-        return b"".join(chunks)
+    except regular.NotRegular as e:
+        raise not_regular(path, e.kind) from None
     except OSError as e:
         raise cannot_read(path, e) from None
-    finally:
-        os.close(fd)
 
 
 def not_regular(path: Path, kind: str) -> TargetError:

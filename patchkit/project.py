@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from patchkit import regular
 from patchkit.errors import PatchkitError
 from patchkit.target import ENGINES, Target, open_target, parse_target_arg
 
@@ -17,13 +18,7 @@ PINS_FILE = "upstream_pins.toml"
 PINS_ENV = "PATCHKIT_PINS"
 MAX_CONFIG_BYTES = 1 << 20  # a recipe or a pins file is a few KiB; anything past 1 MiB is not one
 
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
+_KINDS = regular.KINDS
 
 
 def read_config(path: Path, what: str, hint: str, error: type[PatchkitError] = PatchkitError) -> bytes:
@@ -34,37 +29,17 @@ def read_config(path: Path, what: str, hint: str, error: type[PatchkitError] = P
     if "\0" in str(path):
         raise error(f"{str(path)!r}: the path of a {what} holds a NUL byte", "name the file without it")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        return regular.read(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         if os.path.islink(path):
             raise error(f"{path}: is a broken symlink (to {os.readlink(path)}), not a {what}", hint) from None
         raise error(f"{path}: {what} not found", hint) from None
-    except OSError as e:
-        if e.errno == errno.ENXIO:  # a socket
-            raise error(f"{path}: is not a regular file, not a {what}", hint) from None
-        raise _unreadable(path, what, e, error) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-            raise error(f"{path}: is {kind}, not a {what}", hint)
-        if st.st_size > MAX_CONFIG_BYTES:
-            raise _too_big(path, what, error)
-        os.set_blocking(fd, True)
-        chunks, size = [], 0
-        while size <= MAX_CONFIG_BYTES:
-            b = os.read(fd, 1 << 16)
-            if not b:
-                break
-            chunks.append(b)
-            size += len(b)
-        if size > MAX_CONFIG_BYTES:  # it grew, or it is a file whose size stat does not know
-            raise _too_big(path, what, error)
-        return b"".join(chunks)
+    except regular.NotRegular as e:
+        raise error(f"{path}: is {e.kind}, not a {what}", hint) from None
+    except regular.TooBig:
+        raise _too_big(path, what, error) from None
     except OSError as e:
         raise _unreadable(path, what, e, error) from None
-    finally:
-        os.close(fd)
 
 
 def _too_big(path: Path, what: str, error: type[PatchkitError]) -> PatchkitError:

@@ -1,0 +1,62 @@
+"""Reading a file only when it is a regular file: opened non-blocking and checked before a
+byte is read, so a FIFO never blocks and a device (``/dev/zero``) is never read, with an
+optional size limit.  The one primitive under fsio.read_file (target files) and
+project.read_config (recipes, pins); each turns these exceptions into its own message.
+Standard library only: ``status`` imports it at start-up."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Optional
+
+KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+class NotRegular(Exception):
+    """Something other than a regular file stands at the path; ``kind`` says what."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+class TooBig(Exception):
+    """The file is larger than the limit."""
+
+
+def read(path, limit: Optional[int] = None) -> bytes:
+    """The bytes of the regular file at ``path``.  NotRegular, TooBig, or the OSError of
+    open/read (FileNotFoundError when nothing is there)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # a socket, or a FIFO that cannot be opened
+            raise NotRegular("not a regular file") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file"))
+        if limit is not None and st.st_size > limit:
+            raise TooBig()
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while True:
+            b = os.read(fd, 1 << 16 if limit is not None else max(st.st_size + 1, 1 << 16))
+            if not b:
+                break
+            chunks.append(b)
+            size += len(b)
+            if limit is not None and size > limit:  # it grew, or stat does not know its size
+                raise TooBig()
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -19,8 +19,11 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from patchkit import regular
 from patchkit.errors import TargetError
+
+# Reading is regular.py's (status imports it at start-up, and not this module); callers that
+# write as well find it here.
+from patchkit.regular import cannot_read, not_regular, read_file  # noqa: F401
 from patchkit.target import STATE_DIR
 
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
@@ -41,38 +44,6 @@ def cannot_write(path: Path, e: OSError) -> TargetError:
             " patch a copy, or a venv you own",
         )
     return TargetError(f"{path}: cannot write here ({e.strerror or e})", "fix the cause, then run the command again")
-
-
-def read_file(path: Path) -> bytes | None:
-    """The bytes of a regular file, or None when there is nothing at ``path``.  Anything
-    else there (a directory, a FIFO, a device) or a file that cannot be read is a
-    TargetError: the file is opened non-blocking and checked before a byte is read, so a
-    FIFO in the tree never hangs patchkit (patchkit/regular.py)."""
-    try:
-        return regular.read(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except regular.NotRegular as e:
-        raise not_regular(path, e.kind) from None
-    except OSError as e:
-        raise cannot_read(path, e) from None
-
-
-def not_regular(path: Path, kind: str) -> TargetError:
-    return TargetError(
-        f"{path}: is {kind}, where patchkit expects a source file; patchkit will not read or edit it",
-        "put the file there (e.g. `patchkit sync --force` for a workspace tree, or reinstall the package)",
-    )
-
-
-def cannot_read(path: Path, e: OSError) -> TargetError:
-    if e.errno in (errno.EACCES, errno.EPERM):
-        hint = "this user may not read it; fix its permissions, or patch a copy you own"
-    elif e.errno == errno.ELOOP:
-        hint = "a symlink loop; replace the symlink with the real file"
-    else:
-        hint = "fix the cause, then run the command again"
-    return TargetError(f"{path}: cannot be read ({e.strerror or e})", hint)
 
 
 def crash_point(label: str) -> None:

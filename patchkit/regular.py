@@ -9,7 +9,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from pathlib import Path
 from typing import Optional
+
+from patchkit.errors import TargetError
 
 KINDS = {
     stat.S_IFDIR: "a directory",
@@ -60,3 +63,35 @@ def read(path, limit: Optional[int] = None) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_file(path: Path) -> bytes | None:
+    """The bytes of a regular file, or None when there is nothing at ``path``.  Anything
+    else there (a directory, a FIFO, a device) or a file that cannot be read is a
+    TargetError: the file is opened non-blocking and checked before a byte is read, so a
+    FIFO in the tree never hangs patchkit (patchkit/regular.py)."""
+    try:
+        return read(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except NotRegular as e:
+        raise not_regular(path, e.kind) from None
+    except OSError as e:
+        raise cannot_read(path, e) from None
+
+
+def not_regular(path: Path, kind: str) -> TargetError:
+    return TargetError(
+        f"{path}: is {kind}, where patchkit expects a source file; patchkit will not read or edit it",
+        "put the file there (e.g. `patchkit sync --force` for a workspace tree, or reinstall the package)",
+    )
+
+
+def cannot_read(path: Path, e: OSError) -> TargetError:
+    if e.errno in (errno.EACCES, errno.EPERM):
+        hint = "this user may not read it; fix its permissions, or patch a copy you own"
+    elif e.errno == errno.ELOOP:
+        hint = "a symlink loop; replace the symlink with the real file"
+    else:
+        hint = "fix the cause, then run the command again"
+    return TargetError(f"{path}: cannot be read ({e.strerror or e})", hint)

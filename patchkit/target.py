@@ -96,12 +96,12 @@ class Target(NamedTuple):
 
 def _read_text(path: Path) -> Optional[str]:
     """A small metadata file's text, or None when there is no regular file there.  A file
-    that cannot be read is a TargetError (exit 2); a FIFO never blocks (fsio.read_file)."""
-    from patchkit import fsio  # fsio imports this module
+    that cannot be read is a TargetError (exit 2); a FIFO never blocks (regular.read_file)."""
+    from patchkit import regular
 
     if not path.is_file():  # follows symlinks; a FIFO or a directory is not a version file
         return None
-    data = fsio.read_file(path)
+    data = regular.read_file(path)
     return None if data is None else data.decode("utf-8", errors="replace")
 
 

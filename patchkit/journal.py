@@ -1,9 +1,10 @@
 """The journal: which ops patchkit itself wrote into a target, and the bytes it left.
 
-State comes from the code (ops locate their sites in the files as they are now).  The
-journal only answers what the code cannot: *who* wrote an edit that is present (patchkit:
-"applied", or upstream: "upstream"), and whether a file changed after patchkit wrote it
-(so revert never overwrites the user's own edits).  Deleting it loses no patch.
+State comes from the code (ops locate their sites in the files as they are now), and who
+made an edit from the pristine release (patchkit/pristine.py).  The journal is a shortcut
+for the latter (a file exactly as patchkit wrote it is patchkit's, no release needed) and
+the guard for the user's own later edits (revert refuses a file changed since patchkit
+wrote it).  Deleting or damaging it loses no patch.
 """
 
 from __future__ import annotations

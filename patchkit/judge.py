@@ -1,9 +1,13 @@
 """The judge: where each op's site is, and what state it is in.  Reads; never writes.
 
+``evaluate`` cuts each recipe to the version variant of the targets (Recipe.for_versions).
 For each op, ``judge`` locates its site in the recipe's file and scope, follows it when it
-moved (relocate.py), asks upstream markers (markers.py), and reads the journal for *who*
-made an edit that is there.  The answer is a ``Verdict``; ``results`` folds verdicts into
-the result values that every command reports.  This is where states are decided.
+moved (relocate.py; companion ops follow their anchor), asks upstream markers
+(markers.py), and decides *who* made an edit that is there: the journal when the file is
+exactly as patchkit wrote it, otherwise the pristine release (pristine.py), or
+``applied?`` when there is none.  Blockers that stand are found (blockers.py).  The
+answer is a ``Verdict``; ``results`` folds verdicts into the result values that every
+command reports.  This is where states are decided.
 """
 
 from __future__ import annotations

@@ -162,15 +162,32 @@ def across(
     for v in todo:
         release_tree(engine, v, say=say)
     args = [(str(recipes_dir), names, engine, v, others) for v in todo]
+    tick = _progress(len(args))
     if len(args) > 1 and jobs > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
-            done = list(pool.map(_worker, args))
+            done = [tick(r) for r in pool.map(_worker, args)]
     else:
-        done = [_worker(a) for a in args]
+        done = [tick(_worker(a)) for a in args]
     for v, res in done:
         out[v] = res
         (cdir / f"{_cache_key(catalog, names, engine, v, others)}.json").write_text(json.dumps(res))
     return {v: out[v] for v in versions}
+
+
+def _progress(total: int):
+    """A ``k/N releases judged`` line on stderr, rewritten in place, when stderr is a
+    terminal (never in logs or pipes); returns the function that counts one done."""
+    shown = total > 1 and sys.stderr.isatty()
+    count = [0]
+
+    def tick(result):
+        count[0] += 1
+        if shown:
+            end = "\n" if count[0] == total else ""
+            print(f"\r{count[0]}/{total} releases judged", end=end, file=sys.stderr, flush=True)
+        return result
+
+    return tick
 
 
 def cell(r: dict) -> str:

@@ -226,3 +226,23 @@ def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
     assert code == 1
     assert "pin not moved" in err
     assert pins.read_text() == new
+
+
+def test_progress_is_shown_on_a_terminal_only(monkeypatch, capsys):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    tick = drift._progress(3)
+    assert [tick(v) for v in "abc"] == ["a", "b", "c"]  # results pass through
+    assert term.getvalue() == "\r1/3 releases judged\r2/3 releases judged\r3/3 releases judged\n"
+    pipe = io.StringIO()  # a log or a pipe: nothing
+    monkeypatch.setattr(sys, "stderr", pipe)
+    tick = drift._progress(3)
+    [tick(v) for v in "abc"]
+    assert pipe.getvalue() == ""

@@ -358,3 +358,42 @@ def mini_sglang(root: Path, files: dict[str, str]) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root
+
+
+# The SGLang half of allreduce-fusion as written for 0.5.9-0.5.18, before it had variants
+# (ops #1-#3 of recipes/allreduce-fusion.toml without `when`): tests on releases where this
+# code moved or where a second gate refuses build their recipes from these.
+OLD_LAYER_GATE = """
+[[ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/layers/communicator.py"
+scope = "apply_flashinfer_allreduce_fusion"
+[ops.locator]
+operands = ["_is_sm90_supported", "_is_sm100_supported"]
+[ops.params]
+operand = "_is_sm120_supported"
+"""
+# Before 0.5.19: import is_sm120_supported and define the flag (ops #1, #2).
+OLD_FLAG = """
+[[ops]]
+kind = "ensure-import"
+engine = "sglang"
+file = "sglang/srt/layers/communicator.py"
+[ops.locator]
+module = "sglang.srt.utils"
+[ops.params]
+name = "is_sm120_supported"
+after = "is_sm100_supported"
+defined_in = "sglang/srt/utils/common.py"
+
+[[ops]]
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/layers/communicator.py"
+[ops.locator]
+anchor = "_is_sm100_supported = _is_cuda and is_sm100_supported()"
+position = "after"
+[ops.params]
+code = "_is_sm120_supported = _is_cuda and is_sm120_supported()"
+"""

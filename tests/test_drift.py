@@ -9,7 +9,7 @@ import pytest
 
 from patchkit import drift
 from patchkit.errors import PatchkitError
-from tests.conftest import ROOT
+from tests.conftest import OLD_FLAG, ROOT
 
 # One worker under pytest-xdist: drift unpacks releases into, and caches verdicts in, the
 # shared ~/.cache/patchkit (trees/, drift/), which two processes must not fill at once.
@@ -21,21 +21,15 @@ pytestmark = pytest.mark.xdist_group("drift")
 LISTED = ["0.5.10", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15rc0", "0.5.15"]
 
 
-OLD_GATE = """
+OLD_GATE = (
+    """
 id = "gate"
 summary = "the layer gate as it stood in 0.5.9-0.5.20"
 [engines]
 sglang = ">=0.5.9,<0.5.13"
-[[ops]]
-kind = "insert"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-[ops.locator]
-anchor = "_is_sm100_supported = _is_cuda and is_sm100_supported()"
-position = "after"
-[ops.params]
-code = "_is_sm120_supported = _is_cuda and is_sm120_supported()"
 """
+    + OLD_FLAG
+)
 
 
 def drift_json(run_cli, *args):

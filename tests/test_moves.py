@@ -9,41 +9,20 @@ import json
 
 import pytest
 
+from tests.conftest import OLD_FLAG, OLD_LAYER_GATE
+
 pytestmark = pytest.mark.real
 
-GATE_ONLY = """
+GATE_ONLY = (
+    """
 id = "old-gate"
 summary = "the SGLang half of allreduce-fusion as written for 0.5.9-0.5.13"
 [engines]
 sglang = ">=0.5.9,<0.5.14"
-[[ops]]
-kind = "ensure-import"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-[ops.locator]
-module = "sglang.srt.utils"
-[ops.params]
-name = "is_sm120_supported"
-after = "is_sm100_supported"
-[[ops]]
-kind = "insert"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-[ops.locator]
-anchor = "_is_sm100_supported = _is_cuda and is_sm100_supported()"
-position = "after"
-[ops.params]
-code = "_is_sm120_supported = _is_cuda and is_sm120_supported()"
-[[ops]]
-kind = "or-operand"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-scope = "apply_flashinfer_allreduce_fusion"
-[ops.locator]
-operands = ["_is_sm90_supported", "_is_sm100_supported"]
-[ops.params]
-operand = "_is_sm120_supported"
 """
+    + OLD_FLAG
+    + OLD_LAYER_GATE
+)
 
 ADD_NORM = "sglang/srt/layers/layer_boundary/residual/add_norm.py"
 

@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from tests.conftest import OLD_FLAG, OLD_LAYER_GATE
+
 pytestmark = pytest.mark.real
 
 # (sglang, flashinfer).  The first 19: every SGLang release with the flashinfer-python its
@@ -246,40 +248,6 @@ when = {{ sglang = ">=0.5.19" }}
 contains = ["if not (get_platform().is_sm90 or get_platform().is_sm100):", "requires SM90 or SM10X"]
 message = "_resolve_backend raises ValueError on SM120 at warm-up; with only the layer gate widened the server crashes"
 """
-LAYER_GATE = """
-[[ops]]
-kind = "or-operand"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-scope = "apply_flashinfer_allreduce_fusion"
-[ops.locator]
-operands = ["_is_sm90_supported", "_is_sm100_supported"]
-[ops.params]
-operand = "_is_sm120_supported"
-"""
-# Before 0.5.19: import is_sm120_supported and define the flag (ops #1, #2).
-FLAG = """
-[[ops]]
-kind = "ensure-import"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-[ops.locator]
-module = "sglang.srt.utils"
-[ops.params]
-name = "is_sm120_supported"
-after = "is_sm100_supported"
-defined_in = "sglang/srt/utils/common.py"
-
-[[ops]]
-kind = "insert"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-[ops.locator]
-anchor = "_is_sm100_supported = _is_cuda and is_sm100_supported()"
-position = "after"
-[ops.params]
-code = "_is_sm120_supported = _is_cuda and is_sm120_supported()"
-"""
 # 0.5.19 on, the flags read get_platform() (the recipe's 0.5.19-0.5.20 variant).
 PLATFORM_FLAG = """
 [[ops]]
@@ -297,7 +265,7 @@ FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
 
 def gate_only(tmp_path: Path, sg: str, blockers: bool = True) -> Path:
     """A recipes directory holding the gate-only recipe for ``sg`` (``blockers=False``: without them)."""
-    text = GATE_ONLY.format(ops=(FLAG if Version(sg) < Version("0.5.19") else PLATFORM_FLAG) + LAYER_GATE)
+    text = GATE_ONLY.format(ops=(OLD_FLAG if Version(sg) < Version("0.5.19") else PLATFORM_FLAG) + OLD_LAYER_GATE)
     if not blockers:
         text = text[: text.index("[[blockers]]")]
     d = tmp_path / ("recipes" if blockers else "recipes-no-blockers")

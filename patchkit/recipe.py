@@ -284,22 +284,14 @@ def load_recipe(path: Path) -> Recipe:
             raise ctx.fail(
                 ("engines", eng), ["engines", eng], f"unknown engine {eng!r}", f"engines: {', '.join(ENGINES)}"
             )
-        if not isinstance(spec, str):
-            raise ctx.fail(
-                ("engines", eng),
-                ["engines", eng],
-                f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}",
-                'e.g. sglang = ">=0.5.9,<0.5.13"',
-            )
-        try:
-            engines[eng] = SpecifierSet(spec)
-        except InvalidSpecifier:
-            raise ctx.fail(
-                ("engines", eng),
-                ["engines", eng],
-                f"{spec!r} is not a valid version specifier",
-                'use PEP 440, e.g. ">=0.5.9,<0.5.13"',
-            ) from None
+        engines[eng] = _specifier(
+            ctx,
+            ("engines", eng),
+            ["engines", eng],
+            spec,
+            'e.g. sglang = ">=0.5.9,<0.5.13"',
+            'use PEP 440, e.g. ">=0.5.9,<0.5.13"',
+        )
     if not engines:
         raise ctx.fail(("engines",), ["engines"], "names no engine", 'e.g. [engines] sglang = ">=0.5.9"')
     if not data["ops"]:
@@ -339,6 +331,27 @@ def load_recipe(path: Path) -> Recipe:
     )
 
 
+def _specifier(ctx: _Ctx, where: tuple, crumbs: list[str], spec, type_hint: str, syntax_hint: str) -> SpecifierSet:
+    """A PEP 440 range ([engines] or a `when`), or the error naming where it stands."""
+    if not isinstance(spec, str):
+        raise ctx.fail(where, crumbs, f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}", type_hint)
+    try:
+        return SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ctx.fail(where, crumbs, f"{spec!r} is not a valid version specifier", syntax_hint) from None
+
+
+def _check_engine(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, engines: dict) -> None:
+    """An op's or a blocker's engine must be one the recipe names in [engines]."""
+    if engine not in engines:
+        raise ctx.fail(
+            (*where, "engine"),
+            [*crumbs, "engine"],
+            f"engine {engine!r} is not in the recipe's [engines]",
+            f'add {engine} = "<versions>" under [engines]',
+        )
+
+
 def _load_when(ctx: _Ctx, where: tuple, crumbs: list[str], raw: dict, engines: dict) -> When:
     """``when = { sglang = ">=0.5.19" }``: the releases an op, a variant or a blocker is for."""
     out = []
@@ -350,19 +363,8 @@ def _load_when(ctx: _Ctx, where: tuple, crumbs: list[str], raw: dict, engines: d
                 f"engine {eng!r} is not in the recipe's [engines]",
                 f"name one of {', '.join(engines)}",
             )
-        if not isinstance(spec, str):
-            raise ctx.fail(
-                (*where, eng),
-                [*crumbs, eng],
-                f"must be a PEP 440 specifier string, not {_tname(spec)} {spec!r}",
-                f'e.g. when = {{ {eng} = ">=0.5.19" }}',
-            )
-        try:
-            out.append((eng, SpecifierSet(spec)))
-        except InvalidSpecifier:
-            raise ctx.fail(
-                (*where, eng), [*crumbs, eng], f"{spec!r} is not a valid version specifier", 'e.g. ">=0.5.19,<0.5.21"'
-            ) from None
+        hint = f'e.g. when = {{ {eng} = ">=0.5.19" }}'
+        out.append((eng, _specifier(ctx, (*where, eng), [*crumbs, eng], spec, hint, 'e.g. ">=0.5.19,<0.5.21"')))
     if not out:
         raise ctx.fail(where, crumbs, "names no engine", 'e.g. when = { sglang = ">=0.5.19" }')
     return tuple(out)
@@ -381,13 +383,7 @@ def _load_blocker(ctx: _Ctx, k: int, raw: dict, engines: dict) -> Blocker:
                 " scope and when are optional",
             )
     engine = raw["engine"]
-    if engine not in engines:
-        raise ctx.fail(
-            (*where, "engine"),
-            [*crumbs, "engine"],
-            f"engine {engine!r} is not in the recipe's [engines]",
-            f'add {engine} = "<versions>" under [engines]',
-        )
+    _check_engine(ctx, where, crumbs, engine, engines)
     _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, raw["file"])
     scope = raw.get("scope", "")
     if scope and not SCOPE_RE.fullmatch(scope):
@@ -459,13 +455,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
         )
     cls = KINDS[kind]
     engine = raw["engine"]
-    if engine not in engines:
-        raise ctx.fail(
-            (*where, "engine"),
-            [*crumbs, "engine"],
-            f"engine {engine!r} is not in the recipe's [engines]",
-            f'add {engine} = "<versions>" under [engines]',
-        )
+    _check_engine(ctx, where, crumbs, engine, engines)
     file = raw["file"]
     _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
     if (cls.language == "python") != file.endswith(".py"):

@@ -24,6 +24,28 @@ contains = ['"a"']
 element = '"b"'
 """
 
+# Version variants and blockers (`when`, [[variants]], [[blockers]]).
+VARIANT = """
+[[variants]]
+when = { sglang = ">=0.5.19" }
+[[variants.ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/x.py"
+[variants.ops.locator]
+contains = ['"a"']
+[variants.ops.params]
+element = '"b"'
+"""
+BLOCKER = """
+[[blockers]]
+engine = "sglang"
+file = "sglang/srt/y.py"
+scope = "g"
+contains = ["raise"]
+message = "g refuses"
+"""
+
 CASES = [
     # (name, edit to GOOD, expected stderr line)
     (
@@ -153,6 +175,67 @@ CASES = [
         ),
         "r.toml:16 > op #1 > params.count: must be at least 1, not 0 (hint: see the text-replace row of the op table "
         "in README.md)",
+    ),
+    (
+        "when bad specifier",
+        lambda s: s.replace('scope = "f"', 'scope = "f"\nwhen = { sglang = ">=banana" }'),
+        "r.toml:14 > op #1 > when > sglang: '>=banana' is not a valid version specifier (hint: e.g. "
+        '">=0.5.19,<0.5.21")',
+    ),
+    (
+        "when wrong type",
+        lambda s: s.replace('scope = "f"', 'scope = "f"\nwhen = { sglang = 5 }'),
+        "r.toml:14 > op #1 > when > sglang: must be a PEP 440 specifier string, not int 5 (hint: e.g. when "
+        '= { sglang = ">=0.5.19" })',
+    ),
+    (
+        "when engine not in engines",
+        lambda s: s.replace('scope = "f"', 'scope = "f"\nwhen = { flashinfer = ">=0.6" }'),
+        "r.toml:14 > op #1 > when > flashinfer: engine 'flashinfer' is not in the recipe's [engines] (hint: "
+        "name one of sglang)",
+    ),
+    (
+        "variant without when",
+        lambda s: s + VARIANT.replace('when = { sglang = ">=0.5.19" }\n', ""),
+        "r.toml:19 > variant #1 > when: is required (hint: a [[variants]] table has `when` and its [[variants.ops]])",
+    ),
+    (
+        "variant op with its own when",
+        lambda s: (
+            s
+            + VARIANT.replace(
+                'file = "sglang/srt/x.py"\n[variants', 'file = "sglang/srt/x.py"\nwhen = { sglang = "<1" }\n[variants'
+            )
+        ),
+        "r.toml:25 > variant #1 > op #2 > when: an op of a variant takes the variant's `when` (hint: move "
+        "the op out of [[variants]], or into a variant with its own `when`)",
+    ),
+    (
+        "unknown variant key",
+        lambda s: s + VARIANT.replace("[[variants.ops]]", "whn = 1\n[[variants.ops]]"),
+        "r.toml:21 > variant #1 > whn: unknown key 'whn' (hint: did you mean 'when'?)",
+    ),
+    (
+        "blocker without contains",
+        lambda s: s + BLOCKER.replace('contains = ["raise"]\n', ""),
+        "r.toml:19 > blocker #1 > contains: is required and must not be empty (hint: a blocker needs "
+        "engine, file, contains (code fragments, in order) and message; scope and when are optional)",
+    ),
+    (
+        "blocker engine not in engines",
+        lambda s: (
+            s
+            + BLOCKER.replace(
+                'engine = "sglang"\nfile = "sglang/srt/y.py"', 'engine = "flashinfer"\nfile = "flashinfer/y.py"'
+            )
+        ),
+        "r.toml:20 > blocker #1 > engine: engine 'flashinfer' is not in the recipe's [engines] (hint: add "
+        'flashinfer = "<versions>" under [engines])',
+    ),
+    (
+        "blocker empty fragment",
+        lambda s: s + BLOCKER.replace('["raise"]', '["raise", "  "]'),
+        "r.toml:23 > blocker #1 > contains: holds an empty fragment (hint: every file contains it; remove it)",
     ),
 ]
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-import libcst as cst
-
 from patchkit import blockers, confirm, markers, pristine, pyscope, relocate, transaction, verdicts, view
 from patchkit.document import Document
 from patchkit.errors import OpBug, PatchkitError, TargetError
@@ -326,9 +324,12 @@ def pristine_state(session: Session, op: OpSpec, logical: str, scope_name: str) 
         return State.MISSING
     if not logical.endswith(".py"):
         return op.impl.locate(data.decode("utf-8", "surrogateescape")).state
+    module = ref.module(logical)
+    if module is None:
+        return State.MISSING
     try:
-        scope = pyscope.resolve(cst.parse_module(data), scope_name)[-1]
-    except (pyscope.ScopeError, cst.ParserSyntaxError):
+        scope = pyscope.resolve(module, scope_name)[-1]
+    except pyscope.ScopeError:
         return State.MISSING
     return op.impl.locate(scope).state
 

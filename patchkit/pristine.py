@@ -39,6 +39,7 @@ class Reference:
         self.what = ""  # e.g. "sglang 0.5.9's wheel", for messages
         self.why_not = ""
         self._files: dict[str, Optional[bytes]] = {}
+        self._modules: dict[str, object] = {}  # logical -> libcst Module, or None
         self._zip: Optional[zipfile.ZipFile] = None
         self._commit = ""
         try:
@@ -119,6 +120,19 @@ class Reference:
                 data = got.stdout if got.returncode == 0 else None
             self._files[logical] = data
         return self._files[logical]
+
+    def module(self, logical: str):
+        """The pristine Python file parsed (libcst), once per invocation however many ops
+        ask; None when the release has no such file or it does not parse."""
+        if logical not in self._modules:
+            import libcst as cst
+
+            data = self.read(logical)
+            try:
+                self._modules[logical] = None if data is None else cst.parse_module(data)
+            except cst.ParserSyntaxError:
+                self._modules[logical] = None
+        return self._modules[logical]
 
 
 def _source(root: Path) -> dict:

@@ -406,11 +406,11 @@ def test_a_lock_timeout_that_is_not_a_number_of_seconds_is_exit_2_naming_the_var
 
 def test_a_symlinked_file_inside_the_target_stays_a_link_and_its_file_round_trips(site, run_cli):
     root, _ = site
-    real = root / "sglang" / "shared" / "gate.py"
+    real = root / "sglang" / "common" / "gate.py"
     real.parent.mkdir()
     os.replace(root / "sglang/srt/gate.py", real)
     os.chmod(real, 0o640)
-    (root / "sglang/srt/gate.py").symlink_to("../shared/gate.py")
+    (root / "sglang/srt/gate.py").symlink_to("../common/gate.py")
     before = snapshot(root)
     code, out, err = cli(run_cli, site, "apply", "widen")
     assert code == 0, err

@@ -41,6 +41,9 @@ class Session:
         self.references: dict[Path, pristine.Reference] = {}
         self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
         self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
+        # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
+        # None when a file changed too recently for its timestamps to tell a later change.
+        self.swept: dict[str, Optional[str]] = {}
         # Recipes an interrupted apply/revert was writing when it was killed (per root).
         self.interrupted: dict[Path, transaction.Interrupted] = {}
         for t in targets.values():
@@ -79,6 +82,15 @@ class Session:
             self.references[t.root] = pristine.Reference(t)
         return self.references[t.root]
 
+    def sweep(self, engine: str) -> Target:
+        """A search of the engine's whole tree is about to read files nobody named: its
+        state is fingerprinted first (verdicts.tree_state), once, so that cached verdicts
+        are reused only while no file of the tree has changed.  Returns the target."""
+        t = self.targets[engine]
+        if engine not in self.swept:
+            self.swept[engine] = verdicts.tree_state(t)
+        return t
+
     def file(self, engine: str, logical: str) -> Document:
         key = (engine, logical)
         if key not in self.files:
@@ -113,7 +125,7 @@ class Verdict:
     message: str = ""
     lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
     root: Any = None  # (module, view) the nodes were found in, for their line numbers
-    searched: bool = False  # looked beyond the files it names: not cacheable by their digests
+    searched: bool = False  # depends on what no digest names (a reference had later): never cached
     stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
 
     @property
@@ -249,7 +261,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         ev = Verdict(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
     if ev.located.state == State.MISSING and not ours:
-        ev.searched = True
+        session.sweep(op.engine)
         found, mf, mscope, mloc = _relocate(session, op, f)
         if found == State.MOVED:
             old = op.file + ("::" + op.scope if op.scope else "")
@@ -291,7 +303,6 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             reason += " (patchkit had applied it)"
     if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:
         anywhere = ev.state != State.PENDING
-        ev.searched |= anywhere
         hit = markers.hit(session, op, anywhere=anywhere)
         if hit:
             ev.state, reason = State.UPSTREAM, hit
@@ -472,9 +483,12 @@ def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
     return out
 
 
-def cacheable(evaluated: Evaluation) -> bool:
-    """Can these verdicts be cached by the digests of the files read?  Not when a verdict
-    searched the tree beyond them."""
+def cacheable(session: Session, evaluated: Evaluation) -> bool:
+    """Can these verdicts be cached, keyed on the digests of the files read and the
+    fingerprints of the trees searched?  Not when a verdict depends on something neither
+    names, or a searched tree changed too recently for its fingerprint to be trusted."""
+    if any(fp is None for fp in session.swept.values()):
+        return False
     return not any(ev.searched for _, evs in evaluated for ev in evs)
 
 

@@ -30,10 +30,7 @@ def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
             continue
         frags = [tokens(c) for c in m.contains]
         words = tuple(w for c in m.contains for w in relocate.word_bytes(c))
-        files = [(m.file, f.path)] if f.exists else []
-        if anywhere:
-            files += [(lf, p) for lf, p in relocate.tree_files(session.targets[op.engine], ".py") if lf != m.file]
-        for logical, path in files:
+        for logical, path in _files(session, op, m.file, f, anywhere):
             try:
                 data = fsio.read_file(path)
             except TargetError:
@@ -45,6 +42,17 @@ def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
                 if line:
                     return f"upstream marker matched at {logical}:{line}"
     return None
+
+
+def _files(session, op: OpSpec, named: str, f, anywhere: bool):
+    """The marker's own file, then (``anywhere``) every other Python file of the engine's
+    tree; the tree is walked, and its state fingerprinted for the verdict cache
+    (``Session.sweep``), only when the named file does not hold the marker."""
+    if f.exists:
+        yield named, f.path
+    if anywhere:
+        target = session.sweep(op.engine)
+        yield from ((lf, p) for lf, p in relocate.tree_files(target, ".py") if lf != named)
 
 
 def statement_line(text: str, frags, words, tree: Optional[ast.Module] = None) -> Optional[int]:

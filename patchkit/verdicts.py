@@ -4,9 +4,15 @@ A verdict is reused only when every input that produced it is byte-identical (BL
 digests): patchkit's own code and the Python running it, every recipe file, the targets
 (root, layout, version), each file the evaluation read, and the provenance it used
 (journal, installed wheels' patchkit.json).
-Evaluations that searched the whole tree (relocation, an upstream marker found elsewhere)
-depend on files nobody listed, so they are never cached.  The cache can only make `status`
-faster, never different; deleting it (~/.cache/patchkit/verdicts) changes nothing else.
+An evaluation that searched an engine's whole tree (relocation, an upstream marker found
+elsewhere) also depends on every file that could have held a candidate, named or not: it is
+keyed on the state of that tree as well (``tree_state``: every directory and file, by
+inode, size, mtime and ctime, taken before the search read anything), as git's index and
+make know a file changed.  A tree with a change younger than RACY_NS when it was
+fingerprinted is not cached at all: a second change in the same timestamp tick could not be
+told.  Verdicts that depend on what nothing names (no pristine release to read yet) are
+never cached.  The cache can only make `status` faster, never different; deleting it
+(~/.cache/patchkit/verdicts) changes nothing else.
 """
 
 from __future__ import annotations
@@ -52,6 +58,48 @@ def code_hash() -> str:
                 st = os.stat(os.path.join(dirpath, fn))
                 h.update(f"{dirpath}/{fn}|{st.st_size}|{st.st_mtime_ns};".encode())
     return h.hexdigest()
+
+
+RACY_NS = 1_000_000_000  # a file changed less than 1 s before its tree was fingerprinted
+
+
+def tree_state(target) -> Optional[str]:
+    """A fingerprint of every directory and file under the target's package roots (dot
+    directories, patchkit's state among them, left out: no search reads them), or None when
+    one changed less than RACY_NS ago.  A new, removed, renamed or rewritten file changes
+    it; ctime cannot be set back by a tool that restores mtimes."""
+    import time
+
+    from patchkit.target import ENGINES
+
+    now = time.time_ns()
+    roots = sorted({str(target.root / pp) for _, pp in ENGINES[target.engine].layouts[target.layout]})
+    roots = [r for r in roots if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in roots)]
+    h = _hash(digest_size=32)
+    newest = 0
+    for root in roots:
+        stack = [root]
+        while stack:
+            d = stack.pop()
+            try:
+                it = os.scandir(d)
+            except OSError as e:
+                h.update(f"{d}!{e.errno};".encode())
+                continue
+            with it:
+                entries = sorted(it, key=lambda e: e.name)
+            for e in entries:
+                if e.name.startswith("."):
+                    continue
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                newest = max(newest, st.st_ctime_ns, st.st_mtime_ns)
+                h.update(f"{e.path}|{st.st_mode}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns};".encode())
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+    return None if newest > now - RACY_NS else h.hexdigest()
 
 
 def _dir() -> Path:
@@ -116,14 +164,18 @@ def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
     for path, sha in entry["files"].items():
         if _file_digest(Path(path)) != sha:
             return None
+    for engine, fp in entry.get("trees", {}).items():
+        if engine not in targets or tree_state(targets[engine]) != fp:
+            return None
     return [RecipeResult.from_json(r) for r in entry["results"]]
 
 
 def save(k: str, session, res: list[RecipeResult]) -> None:
     """Cache ``res`` under ``k``; only for verdicts that read no file beyond session.files
-    (judge.cacheable), which the caller checks."""
+    and the trees it swept (judge.cacheable), which the caller checks."""
     entry = {
         "files": {str(f.path): (digest_of(f.original) if f.exists else None) for f in session.files.values()},
+        "trees": dict(session.swept),
         "provenance": _provenance(session.targets),
         "results": [r.to_json() for r in res],
     }

@@ -172,8 +172,10 @@ def test_node_tokens_cannot_confuse_two_nodes_that_share_an_id():
 def test_code_hash_is_computed_not_remembered(monkeypatch):
     mutable = (dict, list, set)
     assert not [
-        k for k, v in vars(verdicts).items() if not k.startswith("__") and (k.isupper() or isinstance(v, mutable))
-    ]
+        k
+        for k, v in vars(verdicts).items()
+        if not k.startswith("__") and ((k.isupper() and not isinstance(v, int)) or isinstance(v, mutable))
+    ]  # an int constant (RACY_NS) remembers nothing
     before = verdicts.code_hash()
     assert verdicts.code_hash() == before
     monkeypatch.setattr(sys, "version", sys.version + " (another build)")

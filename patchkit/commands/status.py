@@ -48,7 +48,7 @@ def status(opts: Options, verbose: bool = True) -> int:
             say(n, err=True)
         targets = session.targets
         full = set(targets) == set(opts.project.targets(opts.targets, _engines(opts)))
-        if full and cacheable(evaluated) and not session.interrupted:
+        if full and cacheable(session, evaluated) and not session.interrupted:
             verdicts.save(verdicts.key(opts.project.recipes_dir, opts.names, targets, code=code), session, res)
     ok = all(r.state in GOOD for r in res)
     retire = [r.id for r in res if r.state == State.UPSTREAM]

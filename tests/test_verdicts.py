@@ -1,0 +1,91 @@
+"""The verdict cache (patchkit/verdicts.py) for verdicts that searched the whole tree.
+
+A relocated op's verdict depends on every file that could hold its site, not only on the
+files it names.  It is cached keyed on the tree's state, and any change to a file that could
+hold a candidate (a new file, an in-place rewrite, an append that keeps the directory's
+mtime) must be seen.  ``judge.evaluate`` is made to fail while the cache must answer, so a hit
+is proven by the answer coming back, and a miss by the evaluation running again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import mini_sglang
+from test_judge import GATE_NEW, GATE_OLD, GATE_RECIPE
+
+from patchkit import judge, verdicts
+
+
+@pytest.fixture
+def moved(tmp_path, run_cli, monkeypatch):
+    """A tree whose gate moved to gate2.py::renamed_gate, and status(...) -> op verdict.
+    ``status(cached=True)`` fails the test if the verdict is judged instead of read back."""
+    monkeypatch.setattr(verdicts, "RACY_NS", 0)  # the tree was written a moment ago
+    root = mini_sglang(
+        tmp_path / "site",
+        {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/other.py": "X = 1\n"},
+    )
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(GATE_RECIPE)
+    real = judge.evaluate
+
+    def status(cached: bool = False) -> dict:
+        def refuse(*a, **k):
+            raise AssertionError("judged again: the cache did not answer")
+
+        monkeypatch.setattr(judge, "evaluate", refuse if cached else real)
+        code, out, err = run_cli("--recipes", str(recipes), "status", "widen", "-t", f"sglang={root}", "--json")
+        monkeypatch.setattr(judge, "evaluate", real)
+        assert code in (0, 1), err
+        return json.loads(out)["recipes"][0]["ops"][0]
+
+    return root, status
+
+
+def test_a_searched_verdict_is_cached_and_read_back_unchanged(moved):
+    root, status = moved
+    first = status()
+    assert first["state"] == "moved" and first["location"] == "sglang/srt/gate2.py::renamed_gate:6"
+    assert status(cached=True) == first
+
+
+def test_a_new_file_holding_a_candidate_is_seen(moved):
+    root, status = moved
+    status()
+    (root / "sglang/srt/gate3.py").write_text(GATE_NEW.replace("renamed_gate", "other_gate"))
+    op = status()
+    assert op["state"] == "ambiguous", op
+    assert "gate3.py" in op["message"] and "gate2.py" in op["message"]
+
+
+def test_an_in_place_append_to_a_file_nobody_read_is_seen(moved):
+    """An append keeps the directory's mtime: only the file's own stat tells."""
+    root, status = moved
+    status()
+    d = root / "sglang/srt"
+    before = os.stat(d).st_mtime_ns
+    with open(d / "other.py", "a") as fh:
+        fh.write("\n\ndef third(n):\n    return (_is_a or _is_b) and n > 1\n")
+    assert os.stat(d).st_mtime_ns == before
+    op = status()
+    assert op["state"] == "ambiguous" and "other.py" in op["message"], op
+
+
+def test_the_moved_site_rewritten_in_place_is_seen(moved):
+    root, status = moved
+    status()
+    (root / "sglang/srt/gate2.py").write_text(GATE_OLD)
+    op = status()
+    assert op["state"] == "missing", op
+
+
+def test_a_tree_changed_within_the_racy_window_is_not_cached(moved, monkeypatch):
+    root, status = moved
+    monkeypatch.setattr(verdicts, "RACY_NS", 3600 * 10**9)  # every file is "just changed"
+    status()
+    with pytest.raises(AssertionError, match="judged again"):
+        status(cached=True)

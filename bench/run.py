@@ -198,6 +198,28 @@ def bench_relocate(work: Path) -> dict:
     return out
 
 
+def bench_today(work: Path) -> dict:
+    """status sm120 on today's trees (SGLang 0.5.23, FlashInfer 0.7.4), pristine: the first
+    time on this machine (no verdict cached, no view confirmed) and unchanged, against
+    `import click`."""
+    out = {}
+    sg, fi = work / "today-sg", work / "today-fi"
+    for src, dst in ((drift.release_tree("sglang", "0.5.23"), sg), (drift.release_tree("flashinfer", "0.7.4"), fi)):
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".patchkit"))
+    time.sleep(1.1)  # older than the verdict cache's racy window (patchkit/verdicts.py RACY_NS)
+    cmd = [*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"]
+
+    def first_time():
+        for d in ("verdicts", "confirmed"):
+            shutil.rmtree(cache_dir() / d, ignore_errors=True)
+
+    out["first"] = measure(cmd, setup=first_time)
+    subprocess.run(cmd, capture_output=True)
+    out["status"], out["click"] = interleaved([cmd, [PY, "-c", "import click"]], runs=max(RUNS, 21))
+    return out
+
+
 def bench_drift() -> dict:
     out = {}
     versions = drift.versions_between("sglang", "0.5.9", "0.5.23")
@@ -243,6 +265,7 @@ def main() -> None:
     try:
         a = bench_apply(work)
         r = bench_relocate(work)
+        t = bench_today(work)
         d = bench_drift()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -292,6 +315,21 @@ def main() -> None:
         ),
         ("  python -c 'import click'", fmt(a["click"]), rss(a["click"]), "", ""),
         (
+            "status sm120 on SGLang 0.5.23 + FlashInfer 0.7.4, first time (pristine)",
+            fmt(t["first"]),
+            rss(t["first"]),
+            "",
+            "<= 2 s",
+        ),
+        (
+            "  same, unchanged",
+            fmt(t["status"]),
+            rss(t["status"]),
+            f"{ratio(t['status'], t['click'])} bare `python -c 'import click'`",
+            "<= 1.5x",
+        ),
+        ("  python -c 'import click'", fmt(t["click"]), rss(t["click"]), "", ""),
+        (
             f"relocate an anchor, SGLang 0.5.23 ({r['_files']} .py files), in process",
             fmt(r["relocate (in process)"]),
             "",
@@ -319,7 +357,7 @@ def main() -> None:
             fmt(d["drift --across (trees cached, verdicts cold)"]),
             rss(d["drift --across (trees cached, verdicts cold)"]),
             "",
-            "< 20 s (warm)",
+            "< 15 s",
         ),
         (
             "  same, fully warm (verdict cache)",

@@ -200,7 +200,8 @@ def _relocate(
 
     Sites are found by content.  When several scopes hold one, a scope that kept the
     named scope's name (``_should_run_x`` -> ``Base._should_run_x`` or ``should_run_x``)
-    wins; otherwise the answer is ambiguous, with the candidates listed.
+    wins; otherwise they are ranked by how much of the original site's context each
+    shares (``_ranked``).
     """
     hits = []
     if named.exists:
@@ -224,10 +225,35 @@ def _relocate(
         f, sc, loc = hits[0]
         return State.MOVED, f, sc, loc
     if len(hits) > 1:
-        where = ", ".join(f"{f.logical}::{sc or '<module>'}" for f, sc, _ in hits[:8])
-        why = f"not in {op.scope or '<module>'}; found in {len(hits)} places: {where}"
-        return State.AMBIGUOUS, None, "", Located(State.AMBIGUOUS, reason=why)
+        return _ranked(session, op, named, hits)
     return None, None, "", Located(State.MISSING)
+
+
+def _ranked(
+    session: Session, op: OpSpec, named: Document, hits: list
+) -> tuple[Optional[State], Optional[Document], str, Located]:
+    """Several candidates, ranked like patch's context lines (relocate.rank, context.py):
+    the one that clearly shares most of the original site's context is where it moved,
+    and the reason names the runners-up as ``file::scope:line (score)``; a real tie is
+    ambiguous, listing every tied candidate, and those below them."""
+    ranking, lines = relocate.rank(session, op, named, hits)
+
+    def where(i: int, score: float) -> str:
+        f, sc, _ = hits[i]
+        return f"{f.logical}::{sc or '<module>'}" + (f":{lines[i]}" if lines[i] else "") + f" ({score:g})"
+
+    if ranking.clear:
+        (best, score), rest = ranking.order[0], ranking.order[1:]
+        f, sc, loc = hits[best]
+        why = f"closest in context ({score:g}); runners-up: " + ", ".join(where(i, s) for i, s in rest)
+        return State.MOVED, f, sc, Located(loc.state, loc.nodes, why)
+    tied, below = ranking.order[: ranking.tied], ranking.order[ranking.tied :]
+    why = f"not in {op.scope or '<module>'}; found in {len(hits)} places, tied on context: "
+    why += ", ".join(where(i, s) for i, s in tied)
+    if below:
+        why += "; below them: " + ", ".join(where(i, s) for i, s in below[:8])
+        why += f", and {len(below) - 8} more" if len(below) > 8 else ""
+    return State.AMBIGUOUS, None, "", Located(State.AMBIGUOUS, reason=why)
 
 
 def _context(session: Session, op: OpSpec) -> Optional[Located]:
@@ -265,7 +291,8 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         found, mf, mscope, mloc = _relocate(session, op, f)
         if found == State.MOVED:
             old = op.file + ("::" + op.scope if op.scope else "")
-            ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, f"moved from {old}")
+            why = f"moved from {old}" + (f"; {mloc.reason}" if mloc.reason else "")  # runners-up, when ranked
+            ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, why)
         elif found == State.AMBIGUOUS:
             ev.located = mloc
         elif mloc.reason:

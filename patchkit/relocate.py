@@ -13,6 +13,10 @@ tests that get dearer as the files get fewer:
 
 and only the few files left are parsed with libcst and asked (``scan_file``).  Every test is
 derived from that data: no op kind has filtering code of its own.
+
+When the site is found in several places, ``rank`` orders them by how much of the original
+site's context each shares (context.py); only the candidates already found are scored, and
+the only file parsed for it is the pristine copy of the op's named file.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from patchkit import fsio, pyscope, view
+from patchkit import context, fsio, pyscope, view
 from patchkit.errors import TargetError
 from patchkit.model import OpSpec
 from patchkit.ops import DONE, PENDING, Located
@@ -345,3 +349,98 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
         if loc.state in (DONE, PENDING):
             found.append(("", loc))
     return found
+
+
+# -- ranking candidates by context -----------------------------------------------------------
+
+
+def _parse(text: str) -> Optional[ast.Module]:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _pristine_site(op: OpSpec, ref, text: str) -> Optional[int]:
+    """The line where the op's site stands in the pristine copy of its named file and
+    scope (parsed with libcst, once per invocation: Reference.module), or None."""
+    if op.impl.language != "python":
+        loc = op.impl.locate(text)
+        nodes = [n for n in loc.nodes if isinstance(n, int)] if loc.state in (DONE, PENDING) else []
+        return min(nodes) if nodes else None
+    module = ref.module(op.file)
+    if module is None:
+        return None
+    try:
+        scope = pyscope.resolve(module, op.scope)[-1]
+    except pyscope.ScopeError:
+        return None
+    loc = op.impl.locate(scope)
+    if loc.state not in (DONE, PENDING) or not loc.nodes:
+        return None
+    lines = pyscope.line_numbers(module, None, loc.nodes, text)
+    return min(lines.values()) if lines else None
+
+
+def original_context(session, op: OpSpec, named) -> context.Context:
+    """The context of the op's original site, from the best copy that has it:
+
+    1. the pristine release's copy of the named file, when its named scope holds the site
+       (a checkout moved on since its tag, code moved by hand): the statements around it;
+    2. else the named scope as it stands, in the tree (``named``) or else in the pristine
+       copy: its statements are the site's siblings;
+    3. else only what the recipe says: the scope's name.
+
+    The file's imports (what the file the code left refers to) come from the tree's copy,
+    or else the pristine one.  The pristine copy is read only when it differs from the
+    tree's (the site is not in the tree's), and parsed only when it may hold the site."""
+    python = op.impl.language == "python"
+    here = named.tree if named.exists and python else None
+    ref = session.reference(op.engine)
+    data = ref.read(op.file) if ref.available else None
+    text = data.decode("utf-8", "surrogateescape") if data is not None else None
+    there = None
+    if text is not None and python and (here is None or data != named.original):
+        there = _parse(text)
+    tree = here or there
+    imports = context.imports_of(tree, op.file) if tree is not None else frozenset()
+    if text is not None and (not named.exists or data != named.original):
+        if all(w in data for w in needles(op)) and could_hold(op, text):
+            line = _pristine_site(op, ref, text)
+            if line is not None:
+                if not python:
+                    return context.of_lines(text, line, op.file)
+                if there is not None:
+                    return context.of_site(there, line, op.file, op.scope, imports)
+    for t in (here, there):
+        if t is not None:
+            got = context.of_scope(t, op.file, op.scope, imports)
+            if got is not None:
+                return got
+    return context.Context(op.file, op.scope, imports=imports)
+
+
+def candidate_context(f, scope: str, loc: Located) -> tuple[context.Context, Optional[int]]:
+    """A candidate site's context and the line it starts at (None when unknown)."""
+    if not f.is_python:
+        lines = [n for n in loc.nodes if isinstance(n, int)]
+        line = min(lines) if lines else None
+        return (context.of_lines(f.text, line, f.logical) if line else context.Context(f.logical)), line
+    found = pyscope.line_numbers(f.module, f.view, loc.nodes, f.text)
+    line = min(found.values()) if found else None
+    tree = f.tree
+    if line is None or tree is None:
+        return context.Context(f.logical, scope), line
+    return context.of_site(tree, line, f.logical, scope), line
+
+
+def rank(session, op: OpSpec, named, hits: list) -> tuple[context.Ranking, dict[int, Optional[int]]]:
+    """Rank (Document, scope, Located) hits by how much of the original site's context
+    each shares (context.score).  The ranking's keys are indices into ``hits``; the dict
+    gives each hit's line."""
+    original = original_context(session, op, named)
+    cands, lines = [], {}
+    for i, (f, sc, loc) in enumerate(hits):
+        ctx, lines[i] = candidate_context(f, sc, loc)
+        cands.append((i, ctx))
+    return context.rank(original, cands), lines

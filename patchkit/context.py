@@ -1,0 +1,293 @@
+"""Ranking relocation candidates by context, like patch's context lines.
+
+When an op's site is found in several places (relocate.py), the place it went is the one
+that shares most of the *original* site's context.  A context is a value (``Context``): the
+statements of the block the site stands in, the site's position there, the qualified name
+of the enclosing def or class, and, for the original, what its file imports.  It is built
+from an ``ast`` (``of_site``, ``of_scope``) or a text file's lines (``of_lines``), and
+``score`` compares two of them; neither reads a file.
+
+A statement is compared as a normalised token sequence: ``ast.unparse`` of it (layout,
+comments and quoting gone; a compound statement by its header, a def or class by its name
+and signature), together with its *head*, the name it binds or calls (``x``/``self.x`` of
+an assignment, ``f`` of a call, ``def f``).  A statement that names nothing (``pass``,
+``return None``) is no context.  A candidate scores, for each item of the original's
+context it shares:
+
+* a statement within ``NEAR`` (3) of the site, before or after it in its block, that the
+  candidate has within ``NEAR`` on the same side: 2 (1 when only the head is the same);
+* any other statement of the original's block that the candidate's block holds: 1 (0.5
+  for the head), and half that when the site itself is not known (``at`` None: the
+  named scope as it stands, which the code left);
+* its enclosing names: 2 when the qualified name is the original's, and 1 for each name
+  of the original's chain (``Class``, ``method``; leading ``_`` ignored) that is in its own;
+* 2 when the original's file imports the candidate's outermost def or class (or, for a
+  module-level candidate, anything) from the candidate's module: the file the code left
+  refers to where it went (``from .fields.schedule import Schedule``).
+
+``clear`` says when the best candidate is *clearly* best: its score exceeds every other's
+by at least ``MARGIN`` (1: one statement further away, or one enclosing name) and by at
+least ``SHARE`` (a quarter) of its own score, so that a long block's shared boilerplate
+cannot decide by a hair.  Otherwise the candidates within that margin of the best are a
+real tie.
+"""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+NEAR = 3  # statements before and after the site that are its "context lines"
+MARGIN = 1.0
+SHARE = 0.25
+
+Stmt = tuple[str, str]  # (normalised text, head); ("", "") is no context
+_NOTHING: Stmt = ("", "")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What surrounds a site.  ``block``: the statements of the block it stands in, in
+    order; ``at``: the index of the site's statement there, or None when the site itself
+    is not known (then ``block`` is the named scope's body, all of it siblings);
+    ``imports``: (module, name) pairs its file imports (name "" for ``import module``)."""
+
+    file: str = ""
+    scope: str = ""
+    block: tuple[Stmt, ...] = ()
+    at: Optional[int] = None
+    imports: frozenset = frozenset()
+
+    @property
+    def before(self) -> tuple[Stmt, ...]:
+        """Up to NEAR statements before the site, nearest first."""
+        return () if self.at is None else tuple(reversed(self.block[max(0, self.at - NEAR) : self.at]))
+
+    @property
+    def after(self) -> tuple[Stmt, ...]:
+        return () if self.at is None else self.block[self.at + 1 : self.at + 1 + NEAR]
+
+    @property
+    def others(self) -> tuple[Stmt, ...]:
+        """The block without the site's statement."""
+        return self.block if self.at is None else self.block[: self.at] + self.block[self.at + 1 :]
+
+    @property
+    def siblings(self) -> tuple[Stmt, ...]:
+        """The block without the site's statement and its NEAR neighbours."""
+        if self.at is None:
+            return self.block
+        return self.block[: max(0, self.at - NEAR)] + self.block[self.at + 1 + NEAR :]
+
+
+# -- scoring (pure) --------------------------------------------------------------------------
+
+
+def _share(mine: tuple[Stmt, ...], theirs: tuple[Stmt, ...], exact: float, head: float) -> float:
+    texts = {t for t, _ in theirs if t}
+    heads = {h for t, h in theirs if t and h}
+    return sum(exact if t in texts else head if h and h in heads else 0.0 for t, h in mine if t)
+
+
+def _chain(scope: str) -> list[str]:
+    return [p.lstrip("_") for p in scope.split(".") if p]
+
+
+def module_of(logical: str) -> str:
+    """``sglang/srt/x/y.py`` -> ``sglang.srt.x.y`` (a package's ``__init__`` -> the package)."""
+    mod = logical[:-3] if logical.endswith(".py") else logical
+    mod = mod.replace("/", ".")
+    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+def score(original: Context, cand: Context) -> float:
+    """How much of the original site's context the candidate shares (see the module doc)."""
+    s = _share(original.before, cand.before, 2.0, 1.0) + _share(original.after, cand.after, 2.0, 1.0)
+    known = original.at is not None  # else the block is the named scope as it stands: weaker
+    s += _share(original.siblings, cand.others, 1.0 if known else 0.5, 0.5 if known else 0.25)
+    if original.scope and cand.scope:
+        mine, theirs = _chain(original.scope), _chain(cand.scope)
+        s += (2.0 if mine == theirs else 0.0) + len(set(mine) & set(theirs))
+    if original.imports and cand.file and cand.file != original.file:
+        mod, top = module_of(cand.file), cand.scope.split(".", 1)[0]
+        if (mod, top) in original.imports if top else any(m == mod for m, _ in original.imports):
+            s += 2.0
+    return s
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Candidates (any values) with their scores, best first; ``clear``: the first is
+    clearly best; ``tied``: how many lead together (1 when clear)."""
+
+    order: tuple[tuple[object, float], ...]
+    clear: bool
+    tied: int
+
+
+def rank(original: Context, cands: list[tuple[object, Context]]) -> Ranking:
+    """Order candidates by ``score`` (a stable sort: ties keep the order given)."""
+    scored = sorted(((key, score(original, c)) for key, c in cands), key=lambda kv: -kv[1])
+    if not scored:
+        return Ranking((), False, 0)
+    best = scored[0][1]
+    need = max(MARGIN, SHARE * best)
+    tied = sum(1 for _, sc in scored if best - sc < need)
+    return Ranking(tuple(scored), tied == 1, tied)
+
+
+# -- building contexts from code (pure, over ast) ------------------------------------------
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def _unparse(node) -> str:
+    try:
+        return ast.unparse(node)
+    except (ValueError, TypeError, AttributeError, RecursionError):  # a node unparse cannot print
+        return ast.dump(node)
+
+
+def _header(s: ast.stmt) -> str:
+    """A compound statement by its header; a def or class by its name and signature."""
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return f"def {s.name}({_unparse(s.args)})"
+    if isinstance(s, ast.ClassDef):
+        return f"class {s.name}({', '.join(_unparse(b) for b in [*s.bases, *s.keywords])})"
+    if isinstance(s, (ast.If, ast.While)):
+        return f"{type(s).__name__.lower()} {_unparse(s.test)}"
+    if isinstance(s, (ast.For, ast.AsyncFor)):
+        return f"for {_unparse(s.target)} in {_unparse(s.iter)}"
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        return "with " + ", ".join(_unparse(i) for i in s.items)
+    if hasattr(ast, "Match") and isinstance(s, ast.Match):
+        return f"match {_unparse(s.subject)}"
+    return "try"  # Try/TryStar: its header names nothing
+
+
+def _head(s: ast.stmt) -> str:
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return f"def {s.name}"
+    if isinstance(s, ast.ClassDef):
+        return f"class {s.name}"
+    if isinstance(s, ast.Assign):
+        return " = ".join(_unparse(t) for t in s.targets)
+    if isinstance(s, (ast.AnnAssign, ast.AugAssign)):
+        return _unparse(s.target)
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
+        return _unparse(s.value.func) + "()"
+    return ""
+
+
+def stmt(s: ast.stmt) -> Stmt:
+    """A statement as context: (normalised text, head), or ("", "") when it names nothing."""
+    text = _header(s) if any(getattr(s, f, None) for f in _BODIES) else _unparse(s)
+    if not any(not keyword.iskeyword(w) for w in _IDENT.findall(text)):
+        return _NOTHING
+    return text, _head(s)
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _first(s: ast.stmt) -> int:
+    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+
+
+def _spans(s: ast.stmt, line: int) -> bool:
+    return _first(s) <= line <= (s.end_lineno or s.lineno)
+
+
+def _blocks(s: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists nested directly in ``s`` (except handlers' and match cases' bodies too)."""
+    out = []
+    for name in _BODIES:
+        items = getattr(s, name, None) or []
+        if items and isinstance(items[0], ast.stmt):
+            out.append(items)
+        else:
+            out += [c.body for c in items if getattr(c, "body", None)]
+    return out
+
+
+def site_block(tree: ast.Module, line: int) -> tuple[list[ast.stmt], Optional[int]]:
+    """The innermost block holding a statement whose own text holds ``line``, and that
+    statement's index there (None when no statement spans the line)."""
+    body: list[ast.stmt] = tree.body
+    while True:
+        i = next((k for k, s in enumerate(body) if _spans(s, line)), None)
+        if i is None:
+            return body, None
+        inner = next((b for b in _blocks(body[i]) if any(_spans(c, line) for c in b)), None)
+        if inner is None:
+            return body, i
+        body = inner
+
+
+def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
+    """The context of a site starting at ``line`` of a parsed Python file."""
+    block, at = site_block(tree, line)
+    return Context(file, scope, tuple(stmt(s) for s in block), at, imports)
+
+
+def scope_body(tree: ast.Module, qualname: str) -> Optional[list[ast.stmt]]:
+    """The body of def/class ``qualname`` (the module's for ""), or None when it is not
+    there once (as pyscope.resolve finds scopes: directly in the enclosing body)."""
+    node: object = tree
+    for part in [p for p in qualname.split(".") if p]:
+        hits = [
+            d
+            for d in getattr(node, "body", ())
+            if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and d.name == part
+        ]
+        if len(hits) != 1:
+            return None
+        node = hits[0]
+    return list(getattr(node, "body", ()))
+
+
+def of_scope(tree: ast.Module, file: str, scope: str, imports: frozenset = frozenset()) -> Optional[Context]:
+    """The context of a site that is not known, from its scope's statements; None when the
+    scope is not there."""
+    body = scope_body(tree, scope)
+    return None if body is None else Context(file, scope, tuple(stmt(s) for s in body), None, imports)
+
+
+def imports_of(tree: ast.Module, logical: str) -> frozenset:
+    """(module, name) of every import in a file, anywhere in its statements; relative
+    imports resolved against the file's package."""
+    package = module_of(logical).split(".")
+    if not logical.endswith("__init__.py"):
+        package = package[:-1]
+    out = set()
+    todo = list(tree.body)
+    while todo:
+        s = todo.pop()
+        if isinstance(s, ast.Import):
+            out |= {(a.name, "") for a in s.names}
+        elif isinstance(s, ast.ImportFrom):
+            base = package[: len(package) - s.level + 1] if s.level else []
+            mod = ".".join([*base, *(s.module.split(".") if s.module else [])])
+            out |= {(mod, a.name) for a in s.names}
+            out |= {(f"{mod}.{a.name}", "") for a in s.names}  # `from pkg import module`
+        else:
+            for b in _blocks(s):
+                todo += b
+    return frozenset(out)
+
+
+def of_lines(text: str, line: int, file: str) -> Context:
+    """A text file's site: its non-blank lines, whitespace collapsed, are the block."""
+    block, at = [], None
+    for n, ln in enumerate(text.splitlines(), 1):
+        norm = " ".join(ln.split())
+        if n == line:
+            at = len(block)
+        if norm:
+            block.append((norm, ""))
+        elif n == line:
+            block.append(_NOTHING)
+    return Context(file, "", tuple(block), at)

@@ -11,7 +11,9 @@ The checks, each named in the message when it refuses an edit:
   nothing (after revert it reads pending again);
 - ``round-trip``: the inverse edit gives back the original code, byte for byte;
 - ``compile``: the edited file still compiles (``compile()``, not only ``ast.parse``: a
-  ``return`` at module level parses but does not compile).
+  ``return`` at module level parses but does not compile);
+- ``names`` (apply): no scope an op edited is left with a name that is not defined there
+  and was before the edit (pyflakes; patchkit/verify/names.py).
 """
 
 from __future__ import annotations
@@ -139,6 +141,24 @@ def compile_error(f: Document) -> Optional[str]:
     return f"{f.where(err.lineno)}: refused by the compile check: the edited file would not compile ({err.msg})"
 
 
+def names_errors(f: Document, evs: list[Verdict]) -> list[str]:
+    """The ``names`` check, on an edited Python file: each name the edits leave undefined in
+    a scope an op edited, that was not undefined there before (patchkit/verify/names.py),
+    named with the op that edits that scope."""
+    from patchkit.verify import names
+
+    out = []
+    for u in names.check(f, list(dict.fromkeys(ev.scope for ev in evs))):
+        mine = [ev for ev in evs if ev.scope == u.scope] or evs
+        ev = next((e for e in mine if u.name in repr(vars(e.op.impl))), mine[0])
+        out.append(
+            f"{ev.recipe.id} > {ev.op.label} > {f.where(u.line)}: refused by the names check: `{u.name}` is not"
+            " defined after the edit (no import, assignment, definition or builtin of that name);"
+            " import or define it in the recipe"
+        )
+    return out
+
+
 # -- editing ----------------------------------------------------------------------------------
 
 
@@ -179,6 +199,7 @@ def _edit_all(
     else:
         state, said = (State.APPLIED, "applied now") if forward else (State.PENDING, "reverted now")
     touched: list[Document] = []
+    edited: dict[int, list[Verdict]] = {}  # id(document) -> the verdicts whose edit it took
     for ev in todo:
         why = _edit(ev, forward=forward, force=force)
         if why:
@@ -186,6 +207,7 @@ def _edit_all(
             continue
         if ev.file not in touched:
             touched.append(ev.file)
+        edited.setdefault(id(ev.file), []).append(ev)
         plan.marks.append(Mark(action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
         plan.jit_modules.update(ev.op.jit_modules)
         overrides[(ev.recipe.id, ev.op.index)] = ev.result(state, said)
@@ -195,6 +217,10 @@ def _edit_all(
         why = compile_error(f) if f.is_python else None
         if why:
             plan.blockers.append(f"{why}; nothing was written")
+            continue
+        undefined = names_errors(f, edited[id(f)]) if forward and f.is_python else []
+        if undefined:
+            plan.blockers += [f"{why}; nothing was written" for why in undefined]
             continue
         plan.files.append(f)
 

@@ -1,0 +1,1 @@
+"""`patchkit verify`: prove a recipe on the real toolchain (names resolve; CUDA builds)."""

@@ -562,12 +562,15 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
 class Catalog:
     """Every recipe of a recipes/ directory, and the bundles they name."""
 
-    def __init__(self, recipes: list[Recipe]) -> None:
+    def __init__(self, recipes: list[Recipe], broken: dict[str, "Broken"] | None = None) -> None:
         self.recipes = {r.id: r for r in recipes}
         self.bundles: dict[str, list[str]] = {}
         for r in recipes:
             for b in r.bundles:
                 self.bundles.setdefault(b, []).append(r.id)
+        # Recipe files that do not load, by the id their file name gives: a command that
+        # names one (or a bundle it claims) fails with its error; any other warns and goes on.
+        self.broken: dict[str, Broken] = broken or {}
 
     @classmethod
     def load(cls, directory: Path) -> "Catalog":
@@ -593,12 +596,17 @@ class Catalog:
             ) from None
         recipes: list[Recipe] = []
         seen: dict[str, Path] = {}
+        broken: dict[str, Broken] = {}
         for name in sorted(n for n in names if n.endswith(".toml")):
             path = directory / name
-            r = load_recipe(path)
+            try:
+                r = load_recipe(path)
+            except RecipeError as e:
+                broken[path.stem] = Broken(path, e, _claimed_bundles(path))
+                continue
             recipes.append(r)
             seen[r.id] = path
-        cat = cls(recipes)
+        cat = cls(recipes, broken)
         for b in cat.bundles:
             if b in cat.recipes:
                 raise RecipeError(
@@ -608,6 +616,11 @@ class Catalog:
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[Recipe]:
         """Recipes named by ids or bundle names, in catalog order; no names = all."""
+        for name in names:  # a broken recipe named, or a bundle it claims: its error
+            for b in self.broken.values():
+                if name == b.path.stem or (name in b.bundles and name not in self.recipes):
+                    raise b.error
+        self.warn()
         if not names:
             return list(self.recipes.values())
         wanted: list[str] = []
@@ -623,3 +636,39 @@ class Catalog:
                 raise RecipeError(f"unknown recipe or bundle {name!r}", hint)
             wanted += [i for i in ids if i not in wanted]
         return [r for r in self.recipes.values() if r.id in wanted]
+
+    def warn(self) -> None:
+        """One line on stderr per broken recipe file (once per process): the commands that
+        do not name it go on without it."""
+        for b in self.broken.values():
+            line = f"patchkit: warning: {b.error} (skipped; `patchkit check` lists every error)"
+            if line not in _WARNED:
+                _WARNED.add(line)
+                print(line, file=sys.stderr)
+
+
+_WARNED: set[str] = set()
+
+
+@dataclasses.dataclass(frozen=True)
+class Broken:
+    """A recipe file that does not load: where, why, and the bundles it seems to claim."""
+
+    path: Path
+    error: RecipeError
+    bundles: tuple[str, ...] = ()
+
+
+def _claimed_bundles(path: Path) -> tuple[str, ...]:
+    """The bundles a recipe file that does not load says it belongs to, as far as can be
+    told: its ``bundles`` if the TOML reads, else the names on a ``bundles = [...]`` line."""
+    try:  # only a regular file, never blocking (a FIFO), as load_recipe reads it
+        text = read_config(path, "recipe", NOT_A_RECIPE, RecipeError).decode("utf-8", "replace")
+    except RecipeError:
+        return ()
+    try:
+        value = tomllib.loads(text).get("bundles", ())
+    except (tomllib.TOMLDecodeError, RecursionError):
+        m = re.search(r"^\s*bundles\s*=\s*\[([^\]]*)\]", text, re.M)
+        value = re.findall(r"""["']([^"']+)["']""", m.group(1)) if m else ()
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()

@@ -247,7 +247,7 @@ def test_malformed_recipe(tmp_path, run_cli, name, edit, expected):
     text = edit(GOOD)
     assert text != GOOD, "the case must change the recipe"
     (d / "r.toml").write_text(text)
-    code, out, err = run_cli("--recipes", str(d), "list", cwd=tmp_path)
+    code, out, err = run_cli("--recipes", str(d), "list", "r", cwd=tmp_path)  # named: its error
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err

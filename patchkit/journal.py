@@ -52,6 +52,19 @@ class Journal:
     def _eng(self, engine: str) -> dict:
         return self.engines.setdefault(engine, {"applied": {}, "files": {}})
 
+    # the release written against ----------------------------------------------------------
+    def version(self, engine: str) -> str | None:
+        """The engine's version when patchkit last wrote into it (None: never, or a journal
+        written before patchkit recorded it)."""
+        v = self.engines.get(engine, {}).get("version")
+        return v if isinstance(v, str) else None
+
+    def wrote_against(self, engine: str, version: str | None) -> None:
+        """Record the version of the tree a write is made against (an upgrade since then is
+        told apart from a hand edit: patchkit/judge.py)."""
+        if version:
+            self._eng(engine)["version"] = version
+
     # provenance ---------------------------------------------------------------------------
     def applied_ops(self, engine: str, recipe: str) -> set[int]:
         """Ops patchkit wrote: by an apply here, or into the patched wheel installed here."""
@@ -131,6 +144,8 @@ def _shape_error(engines) -> str:
             or not isinstance(e.get("files", {}), dict)
         ):
             return f"engines.{eng} has the wrong shape"
+        if not isinstance(e.get("version", ""), str):
+            return f"engines.{eng}.version is not a string"
         for rid, entry in e.get("applied", {}).items():
             ops = entry.get("ops") if isinstance(entry, dict) else None
             if not isinstance(ops, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ops):

@@ -227,15 +227,27 @@ def _edit_all(
 
 def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
     """Records the code contradicts (an upgrade, a reinstall) are dropped with the write:
-    the journal's entry for the file, and the op marks of ops this plan does not edit."""
+    the journal's entry for the file, and the op marks of ops this plan does not edit.
+    The journal then records the version of each engine the plan writes into."""
     edits = plan.edits()
+    stale: dict[str, set[str]] = {}
     for _, evs in evaluated:
         for ev in evs:
             if not ev.stale:
                 continue
+            stale.setdefault(ev.op.engine, set()).add(ev.file.logical)
             session.journal(ev.op.engine).forget_file(ev.op.engine, ev.file.logical)
             if (ev.recipe.id, ev.op.index) not in edits:
                 plan.marks.append(Mark("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+    for engine, files in sorted(stale.items()):
+        was, now = session.journal(engine).version(engine), session.targets[engine].version
+        if was and now and was != now:
+            plan.notes.append(
+                f"{engine} was upgraded from {was} to {now} since patchkit last wrote it: its record of"
+                f" {len(files)} file(s) the upgrade replaced is dropped (those files are not your edits)"
+            )
+    for engine in sorted({f.target.engine for f in plan.files} | {m.engine for m in plan.marks}):
+        session.journal(engine).wrote_against(engine, session.targets[engine].version)
 
 
 # The verdicts whose site holds (or is to hold) an edit a recipe answers for.

@@ -16,9 +16,9 @@ context it shares:
 
 * a statement within ``NEAR`` (3) of the site, before or after it in its block, that the
   candidate has within ``NEAR`` on the same side: 2 (1 when only the head is the same);
-* any other statement of the original's block that the candidate's block holds: 1 (0.5
-  for the head), and half that when the site itself is not known (``at`` None: the
-  named scope as it stands, which the code left);
+* any other statement of the original's block (or a near one found only further away)
+  that the candidate's block holds: 1 (0.5 for the head), and half that when the site
+  itself is not known (``at`` None: the named scope as it stands, which the code left);
 * its enclosing names: 2 when the qualified name is the original's, and 1 for each name
   of the original's chain (``Class``, ``method``; leading ``_`` ignored) that is in its own;
 * 2 when the original's file imports the candidate's outermost def or class (or, for a
@@ -86,10 +86,13 @@ class Context:
 # -- scoring (pure) --------------------------------------------------------------------------
 
 
-def _share(mine: tuple[Stmt, ...], theirs: tuple[Stmt, ...], exact: float, head: float) -> float:
-    texts = {t for t, _ in theirs if t}
-    heads = {h for t, h in theirs if t and h}
-    return sum(exact if t in texts else head if h and h in heads else 0.0 for t, h in mine if t)
+def _match(st: Stmt, texts: set, heads: set, exact: float, head: float) -> float:
+    text, h = st
+    return exact if text in texts else head if h and h in heads else 0.0
+
+
+def _pool(stmts: tuple[Stmt, ...]) -> tuple[set, set]:
+    return {t for t, _ in stmts if t}, {h for t, h in stmts if t and h}
 
 
 def _chain(scope: str) -> list[str]:
@@ -105,9 +108,12 @@ def module_of(logical: str) -> str:
 
 def score(original: Context, cand: Context) -> float:
     """How much of the original site's context the candidate shares (see the module doc)."""
-    s = _share(original.before, cand.before, 2.0, 1.0) + _share(original.after, cand.after, 2.0, 1.0)
-    known = original.at is not None  # else the block is the named scope as it stands: weaker
-    s += _share(original.siblings, cand.others, 1.0 if known else 0.5, 0.5 if known else 0.25)
+    block = _pool(cand.others)
+    sib = 1.0 if original.at is not None else 0.5  # at None: the named scope as it stands, weaker
+    s = sum(_match(st, *block, sib, sib / 2) for st in original.siblings if st[0])
+    for mine, theirs in ((original.before, cand.before), (original.after, cand.after)):
+        near = _pool(theirs)
+        s += sum(max(_match(st, *near, 2.0, 1.0), _match(st, *block, sib, sib / 2)) for st in mine if st[0])
     if original.scope and cand.scope:
         mine, theirs = _chain(original.scope), _chain(cand.scope)
         s += (2.0 if mine == theirs else 0.0) + len(set(mine) & set(theirs))

@@ -1,0 +1,285 @@
+"""Relocation ranks tied candidates by context, like patch's context lines (patchkit/context.py).
+
+When an op's site is found in several places, the one that clearly shares most of the
+original site's context is where it moved (``moved``, the runners-up named as
+file::scope:line (score)); a real tie stays ``ambiguous``, listing every tied candidate.
+The scoring is a pure function over values; then whole status runs on small hand-written
+trees: the original context from the pristine release (a git checkout's tag), from the
+named scope as it stands, from the recipe alone, and from what the file the code left imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+
+from patchkit import context
+from patchkit.context import Context
+from tests.conftest import git, mini_sglang
+
+SA = "sglang/srt/server_args.py"
+
+
+def ctx(src: str, marker: str, file: str = "sglang/srt/m.py", scope: str = "", imports=frozenset()) -> Context:
+    """The context of the first line of ``src`` holding ``marker``."""
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if marker in ln)
+    return context.of_site(ast.parse(src), line, file, scope, imports)
+
+
+def block(*fields: str, site: str = "max_running_requests") -> str:
+    body = [f"    {f}: Optional[int] = None" for f in fields]
+    return "class C:\n" + "\n".join(body) + "\n"
+
+
+# -- the score, over values -----------------------------------------------------------------
+
+
+def test_statements_around_the_site_break_a_tie():
+    original = ctx(block("a", "b", "max_running_requests", "c", "d"), "max_running")
+    near = ctx(block("x", "b", "max_running_requests", "c", "y"), "max_running")
+    far = ctx(block("x", "y", "max_running_requests", "z", "w"), "max_running")
+    assert context.score(original, near) == 4.0  # b before, c after: 2 each
+    assert context.score(original, far) == 0.0
+    r = context.rank(original, [("far", far), ("near", near)])
+    assert r.clear and r.order[0] == ("near", 4.0) and r.order[1] == ("far", 0.0)
+
+
+def test_a_neighbour_on_the_wrong_side_or_too_far_is_not_a_context_line():
+    original = ctx(block("a", "max_running_requests", "b"), "max_running")
+    swapped = ctx(block("b", "max_running_requests", "a"), "max_running")
+    assert context.score(original, swapped) == 2.0  # two siblings (1 each), no context line
+    moved_away = ctx(block("a", "p", "q", "r", "max_running_requests"), "max_running")
+    assert context.score(original, moved_away) == 1.0  # `a` is only a sibling there
+    assert context.score(original, ctx(block("p", "a", "max_running_requests"), "max_running")) == 2.0
+
+
+def test_siblings_beyond_the_near_statements_break_a_tie():
+    fields = ["s1", "s2", "s3", "n1", "n2", "n3", "max_running_requests", "m1", "m2", "m3"]
+    original = ctx(block(*fields), "max_running")
+    kin = ctx(block("s1", "s2", "s3", "x1", "x2", "x3", "max_running_requests", "y1"), "max_running")
+    stranger = ctx(block("t1", "t2", "t3", "x1", "x2", "x3", "max_running_requests", "y1"), "max_running")
+    assert context.score(original, kin) == 3.0 and context.score(original, stranger) == 0.0
+    assert context.rank(original, [("stranger", stranger), ("kin", kin)]).order[0][0] == "kin"
+
+
+def test_a_statement_that_changed_but_binds_the_same_name_counts_half():
+    original = ctx("class C:\n    a: Optional[int] = None\n    max_running_requests = None\n", "max_running")
+    annotated = ctx(
+        'class C:\n    a: A[Optional[int], "help"] = None\n    max_running_requests = None\n', "max_running"
+    )
+    assert context.score(original, annotated) == 1.0
+
+
+def test_layout_and_comments_do_not_matter_and_statements_that_name_nothing_are_no_context():
+    original = ctx("def f(n):\n    pass\n    y = g( n ,\n  2)  # c\n    return [n]\n", "return")
+    same = ctx("def f(n):\n    y = g(n, 2)\n    return [n]\n", "return")
+    empty = ctx("def f(n):\n    pass\n    return None\n    return [n]\n", "return [n]")
+    assert context.score(original, same) == 2.0
+    assert context.score(original, empty) == 0.0
+
+
+def test_enclosing_names_break_a_tie():
+    original = Context("sglang/srt/old.py", "Config.ServerArgs")
+    same = Context("sglang/srt/a.py", "Config.ServerArgs")
+    other = Context("sglang/srt/b.py", "_Legacy.ServerArgs")
+    assert context.score(original, same) == 4.0  # the qualified name (2) and both its names
+    assert context.score(original, other) == 1.0
+    assert context.score(original, Context("sglang/srt/b.py", "_Config.serverargs")) == 1.0  # `_` ignored, case kept
+    r = context.rank(original, [("other", other), ("same", same)])
+    assert r.clear and [k for k, _ in r.order] == ["same", "other"]
+
+
+def test_the_file_the_code_left_importing_a_candidate_points_at_it():
+    src = "from .fields.schedule import Schedule\nimport sglang.srt.pool\n"
+    imports = context.imports_of(ast.parse(src), SA)
+    assert ("sglang.srt.fields.schedule", "Schedule") in imports
+    original = Context(SA, "ServerArgs", imports=imports)
+    assert context.score(original, Context("sglang/srt/fields/schedule.py", "Schedule")) == 2.0
+    assert context.score(original, Context("sglang/srt/fields/schedule.py", "Other")) == 0.0
+    assert context.score(original, Context("sglang/srt/pool.py", "")) == 2.0  # a module-level candidate
+    assert context.score(original, Context("sglang/srt/elsewhere.py", "Schedule")) == 0.0
+
+
+def test_a_real_tie_is_not_clear_and_counts_every_tied_candidate():
+    original = ctx(block("a", "max_running_requests", "b"), "max_running")
+    twin = ctx(block("a", "max_running_requests", "b"), "max_running")
+    r = context.rank(original, [("one", twin), ("two", twin), ("three", ctx(block("max_running_requests"), "max"))])
+    assert not r.clear and r.tied == 2 and [k for k, _ in r.order] == ["one", "two", "three"]
+
+
+def test_clearly_best_needs_a_margin_of_one_and_a_quarter_of_its_score():
+    assert context.MARGIN == 1.0 and context.SHARE == 0.25
+    site, none = ("max_running_requests = None", "max_running_requests"), ("", "")
+    stmts = tuple((f"s{i} = {i}", f"s{i}") for i in range(12))
+    original = Context(block=(site, none, none, none, *stmts), at=0)  # s0..s11: siblings, 1 each
+
+    def cand(n: int) -> Context:
+        return Context(block=stmts[:n])
+
+    # 3 against 2 differs by 1: clear.  12 against 10 differs by 2, less than 12/4: a tie.
+    assert context.rank(original, [("a", cand(3)), ("b", cand(2))]).clear
+    r = context.rank(original, [("a", cand(12)), ("b", cand(10))])
+    assert not r.clear and r.tied == 2
+    assert context.rank(original, [("a", cand(12)), ("b", cand(9))]).clear
+    # Without the original site, the named scope's statements count half: 1.5 against 1.
+    assert not context.rank(Context(block=stmts), [("a", cand(3)), ("b", cand(2))]).clear
+    # Nothing shared at all is no winner, however many candidates.
+    assert not context.rank(original, [("a", Context()), ("b", Context())]).clear
+
+
+def test_the_site_block_is_the_innermost_one_holding_the_line():
+    src = "def f(x):\n    a = 1\n    if x:\n        b = 2\n        return [x,\n                b]\n    c = 3\n"
+    inner = ctx(src, "b]")  # a line inside the statement: the statement is the site
+    assert inner.block[inner.at][0] == "return [x, b]" and inner.before == (("b = 2", "b"),)
+    outer = ctx(src, "if x")
+    assert outer.block[outer.at][0] == "if x" and outer.before == (("a = 1", "a"),)
+    assert outer.after == (("c = 3", "c"),)
+
+
+# -- whole runs on small trees --------------------------------------------------------------
+
+RECIPE = """
+id = "mrr"
+summary = "raise the default"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "set-default"
+engine = "sglang"
+file = "sglang/srt/server_args.py"
+scope = "{scope}"
+[ops.locator]
+field = "max_running_requests"
+[ops.params]
+value = "1024"
+expect = "None"
+"""
+
+
+def fields(cls: str, *names: str) -> str:
+    return f"class {cls}:\n" + "".join(f"    {n}: Optional[int] = None\n" for n in names)
+
+
+ORIGINAL = "from typing import Optional\n\n\n" + fields(
+    "ServerArgs", "model_path", "mem_fraction_static", "max_running_requests", "max_queued_requests", "port"
+)
+SCHEDULE = "from typing import Optional\n\n\n" + fields(
+    "Schedule", "mem_fraction_static", "max_running_requests", "max_queued_requests"
+)
+POOL = "from typing import Optional\n\n\n" + fields("PoolConfig", "total_tokens", "max_running_requests", "swa_tokens")
+
+
+@pytest.fixture
+def status(tmp_path, run_cli, monkeypatch):
+    """status(root, scope="ServerArgs") -> the op's verdict, with no pristine release to be
+    had but a git checkout's tag (offline, an empty cache)."""
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+
+    def run(root, scope: str = "ServerArgs") -> dict:
+        recipes = tmp_path / "recipes"
+        recipes.mkdir(exist_ok=True)
+        (recipes / "mrr.toml").write_text(RECIPE.format(scope=scope))
+        code, out, err = run_cli("--recipes", str(recipes), "status", "mrr", "-t", f"sglang={root}", "--json")
+        assert code == 1, err  # moved or ambiguous: not the asked-for state
+        return json.loads(out)["recipes"][0]["ops"][0]
+
+    return run
+
+
+def line_of(path, text: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+
+
+def test_the_statements_around_the_original_site_in_the_tagged_release_decide(tmp_path, status):
+    """A checkout moved on since its tag: the fields left server_args.py, and two classes now
+    hold the field.  The tag has the original site; its neighbours are in sched.py."""
+    repo = tmp_path / "sglang"
+    pkg = repo / "python" / "sglang"
+    mini_sglang(repo / "python", {"sglang/srt/__init__.py": "", SA: ORIGINAL})
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.5.9")
+    git(repo, "tag", "v0.5.9")
+    (pkg / "srt/server_args.py").write_text(
+        "from typing import Optional\n\n\n" + fields("ServerArgs", "model_path", "port")
+    )
+    (pkg / "srt/sched.py").write_text(SCHEDULE)
+    (pkg / "srt/pool.py").write_text(POOL)
+    op = status(repo)
+    sched, pool = line_of(pkg / "srt/sched.py", "max_running"), line_of(pkg / "srt/pool.py", "max_running")
+    assert op["state"] == "moved", op
+    assert op["location"] == f"sglang/srt/sched.py::Schedule:{sched}"
+    assert op["message"] == (
+        f"moved from {SA}::ServerArgs; closest in context (4); runners-up: sglang/srt/pool.py::PoolConfig:{pool} (0)"
+    )
+
+
+def test_the_named_scope_as_it_stands_gives_siblings(tmp_path, status):
+    """No pristine release: the named class as it stands (its other fields) is the context."""
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            SA: "from typing import Optional\n\n\n"
+            + fields("ServerArgs", "mem_fraction_static", "max_queued_requests"),
+            "sglang/srt/sched.py": SCHEDULE,
+            "sglang/srt/pool.py": POOL,
+        },
+    )
+    op = status(root)
+    assert op["state"] == "moved" and op["location"].startswith("sglang/srt/sched.py::Schedule:"), op
+    assert re.search(r"closest in context \(1\); runners-up: sglang/srt/pool.py::PoolConfig:\d+ \(0\)$", op["message"])
+
+
+def test_the_file_the_code_left_imports_where_it_went(tmp_path, status):
+    """ServerArgs assembled from namespaces (SGLang 0.5.20): server_args.py imports Schedule."""
+    args = "from sglang.srt.sched import Schedule\n\n\nclass ServerArgs:\n    NAMESPACES = [Schedule]\n"
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            SA: args,
+            "sglang/srt/sched.py": "from typing import Optional\n\n\n" + fields("Schedule", "max_running_requests"),
+            "sglang/srt/pool.py": "from typing import Optional\n\n\n" + fields("PoolConfig", "max_running_requests"),
+        },
+    )
+    op = status(root)
+    assert op["state"] == "moved" and op["location"].startswith("sglang/srt/sched.py::Schedule:"), op
+    assert "runners-up: sglang/srt/pool.py::PoolConfig:" in op["message"]
+
+
+def test_enclosing_names_decide_when_the_named_file_is_gone(tmp_path, status):
+    """Only the recipe's scope name is left: Config.ServerArgs is where it went, not
+    Legacy.ServerArgs (both keep the leaf name, so that alone cannot tell)."""
+    nested = (
+        "from typing import Optional\n\n\n"
+        "class {outer}:\n    class ServerArgs:\n        max_running_requests: Optional[int] = None\n"
+    )
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            "sglang/srt/a.py": nested.format(outer="Legacy"),
+            "sglang/srt/b.py": nested.format(outer="Config"),
+        },
+    )
+    op = status(root, scope="Config.ServerArgs")
+    assert op["state"] == "moved" and op["location"] == "sglang/srt/b.py::Config.ServerArgs:6", op
+    assert op["message"].endswith("closest in context (4); runners-up: sglang/srt/a.py::Legacy.ServerArgs:6 (1)")
+
+
+def test_a_real_tie_stays_ambiguous_listing_every_candidate(tmp_path, status):
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            f"sglang/srt/{n}.py": "from typing import Optional\n\n\n" + fields(c, "max_running_requests")
+            for n, c in (("one", "One"), ("two", "Two"), ("three", "Three"))
+        },
+    )
+    op = status(root)
+    assert op["state"] == "ambiguous", op
+    assert op["message"] == (
+        "not in ServerArgs; found in 3 places, tied on context: "
+        "sglang/srt/one.py::One:5 (0), sglang/srt/three.py::Three:5 (0), sglang/srt/two.py::Two:5 (0)"
+    )

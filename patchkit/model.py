@@ -73,6 +73,38 @@ class OpSpec:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """What a recipe says `patchkit verify --build` must find in the device code it builds."""
+
+    index: int  # 1-based: "expect #1"
+    kind: str  # "no-empty-kernels" | "same-count"
+    arch: str  # e.g. "120a"
+    module: str = ""  # a JIT module's units; "" = the units that include an edited file
+    instruction: str = ""  # same-count: the PTX instruction counted
+    as_arch: str = ""  # same-count: the build it must equal
+
+    @property
+    def label(self) -> str:
+        return f"expect #{self.index} ({self.kind})"
+
+    def describe(self) -> str:
+        units = f"the units of {self.module}" if self.module else "the units that include an edited file"
+        if self.kind == "no-empty-kernels":
+            return f"on {self.arch}, no kernel of {units} is empty (patched)"
+        return f"on {self.arch}, {units} hold as many {self.instruction} as on {self.as_arch} (patched)"
+
+
+@dataclass(frozen=True)
+class VerifySpec:
+    """A recipe's [verify] table: the archs `verify --build` builds by default, the PTX
+    instructions it counts beside griddepcontrol, and the expectations it judges."""
+
+    arch: tuple[str, ...] = ()
+    count: tuple[str, ...] = ()
+    expect: tuple[Expectation, ...] = ()
+
+
+@dataclass(frozen=True)
 class Recipe:
     id: str
     summary: str
@@ -83,6 +115,7 @@ class Recipe:
     path: Path
     sha256: str
     blockers: tuple[Blocker, ...] = ()
+    verify: VerifySpec = VerifySpec()
 
     def variants(self) -> list[tuple[When, tuple[int, ...]]]:
         """(when, op indices) per version variant, in file order; () holds the common ops."""

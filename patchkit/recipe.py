@@ -23,7 +23,7 @@ else:  # pragma: no cover
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchkit.errors import RecipeError
-from patchkit.model import Blocker, Marker, OpSpec, Recipe, When
+from patchkit.model import Blocker, Expectation, Marker, OpSpec, Recipe, VerifySpec, When
 from patchkit.ops import KINDS, OpParamError
 from patchkit.project import decode_utf8, read_config
 from patchkit.target import ENGINES, logical_prefixes
@@ -37,7 +37,17 @@ TOP_KEYS = {
     "ops": "list[table]",
     "variants": "list[table]",
     "blockers": "list[table]",
+    "verify": "table",
 }
+VERIFY_KEYS = {"arch": "list[str]", "count": "list[str]", "expect": "list[table]"}
+EXPECT_KEYS = {"kind": "str", "arch": "str", "module": "str", "instruction": "str", "as_arch": "str"}
+# expectation kind -> (its required keys, its optional keys), beside `kind`
+EXPECT_KINDS = {
+    "no-empty-kernels": (("arch",), ("module",)),
+    "same-count": (("arch", "instruction", "as_arch"), ("module",)),
+}
+ARCH_RE = re.compile(r"^[1-9][0-9]{1,2}[af]?$")  # "120a", "90a", "100f", "89"
+PTX_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$")  # "griddepcontrol", "mma.sync"
 OP_KEYS = {
     "kind": "str",
     "engine": "str",
@@ -318,6 +328,7 @@ def load_recipe(path: Path) -> Recipe:
             op = _load_op(ctx, i, raw, engines, where=(*vw, "ops", j))
             ops.append(dataclasses.replace(op, when=when))
     blockers = tuple(_load_blocker(ctx, k, raw, engines) for k, raw in enumerate(data.get("blockers", ()), 1))
+    verify = _load_verify(ctx, data["verify"], ops) if "verify" in data else VerifySpec()
     return Recipe(
         id=rid,
         summary=data["summary"].strip(),
@@ -328,7 +339,82 @@ def load_recipe(path: Path) -> Recipe:
         path=path,
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
         blockers=blockers,
+        verify=verify,
     )
+
+
+def _arch(ctx: _Ctx, where: tuple, crumbs: list[str], value: str) -> str:
+    if not ARCH_RE.fullmatch(value):
+        raise ctx.fail(
+            where,
+            crumbs,
+            f"{value!r} is not a CUDA arch",
+            'write the compute capability\'s digits and its suffix, e.g. "120a" (sm_120a) or "90a"',
+        )
+    return value
+
+
+def _load_verify(ctx: _Ctx, raw: dict, ops: list[OpSpec]) -> VerifySpec:
+    """``[verify]``: what `patchkit verify --build` builds by default and must find there."""
+    ctx.check_keys(raw, VERIFY_KEYS, ("verify",), ["verify"], "[verify]")
+    archs = tuple(_arch(ctx, ("verify", "arch"), ["verify", "arch"], a) for a in raw.get("arch", ()))
+    for name in raw.get("count", ()):
+        if not PTX_RE.fullmatch(name):
+            raise ctx.fail(
+                ("verify", "count"),
+                ["verify", "count"],
+                f"{name!r} is not a PTX instruction name",
+                'e.g. count = ["griddepcontrol", "mma.sync"]',
+            )
+    modules = sorted({m for op in ops for m in op.jit_modules})
+    expect = []
+    for k, e in enumerate(raw.get("expect", ()), 1):
+        where, crumbs = ("verify", "expect", k), ["verify", f"expect #{k}"]
+        ctx.check_keys(e, EXPECT_KEYS, where, crumbs, "[[verify.expect]]")
+        kind = e.get("kind")
+        if kind not in EXPECT_KINDS:
+            raise ctx.fail(
+                (*where, "kind"),
+                [*crumbs, "kind"],
+                "is required" if kind is None else f"unknown expectation {kind!r}",
+                f"kinds: {', '.join(EXPECT_KINDS)}",
+            )
+        required, optional = EXPECT_KINDS[kind]
+        for key in e:
+            if key != "kind" and key not in required + optional:
+                raise ctx.fail(
+                    (*where, key),
+                    [*crumbs, key],
+                    f"{kind} takes no {key}",
+                    f"{kind} takes {', '.join(required + optional)}",
+                )
+        for key in required:
+            if not e.get(key):
+                raise ctx.fail(where, [*crumbs, key], "is required", f"{kind} needs {', '.join(required)}")
+        arch = _arch(ctx, (*where, "arch"), [*crumbs, "arch"], e["arch"])
+        as_arch = _arch(ctx, (*where, "as_arch"), [*crumbs, "as_arch"], e["as_arch"]) if "as_arch" in e else ""
+        if as_arch == arch:
+            raise ctx.fail(
+                (*where, "as_arch"), [*crumbs, "as_arch"], "is the arch itself", "compare with another arch, e.g. 90a"
+            )
+        instruction = e.get("instruction", "")
+        if instruction and not PTX_RE.fullmatch(instruction):
+            raise ctx.fail(
+                (*where, "instruction"),
+                [*crumbs, "instruction"],
+                f"{instruction!r} is not a PTX instruction name",
+                'e.g. instruction = "griddepcontrol"',
+            )
+        module = e.get("module", "")
+        if module and module not in modules:
+            raise ctx.fail(
+                (*where, "module"),
+                [*crumbs, "module"],
+                f"{module!r} is not a JIT module any op of the recipe names",
+                f"the ops' jit_modules: {', '.join(modules)}" if modules else "name it in an op's jit_modules first",
+            )
+        expect.append(Expectation(k, kind, arch, module, instruction, as_arch))
+    return VerifySpec(archs, tuple(raw.get("count", ())), tuple(expect))
 
 
 def _specifier(ctx: _Ctx, where: tuple, crumbs: list[str], spec, type_hint: str, syntax_hint: str) -> SpecifierSet:

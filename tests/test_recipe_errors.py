@@ -46,8 +46,76 @@ contains = ["raise"]
 message = "g refuses"
 """
 
+# What `verify --build` proves ([verify]); the op names a JIT module an expectation may name.
+VERIFY = """
+[verify]
+arch = ["120a"]
+count = ["griddepcontrol"]
+[[verify.expect]]
+kind = "same-count"
+arch = "120a"
+instruction = "griddepcontrol"
+as_arch = "90a"
+"""
+
+
+def _with_verify(s: str, old: str = "", new: str = "") -> str:
+    jit = s.replace('scope = "f"\n', 'scope = "f"\njit_modules = ["trtllm_comm"]\n')
+    return jit + VERIFY.replace(old, new)
+
+
 CASES = [
     # (name, edit to GOOD, expected stderr line)
+    (
+        "verify: unknown key",
+        lambda s: _with_verify(s, "count =", "counts ="),
+        "r.toml:22 > verify > counts: unknown key 'counts' (hint: did you mean 'count'?)",
+    ),
+    (
+        "verify: arch not a list",
+        lambda s: _with_verify(s, 'arch = ["120a"]', 'arch = "120a"'),
+        "r.toml:21 > verify > arch: must be a list of strings, not string '120a' (hint: e.g. arch = [\"...\"])",
+    ),
+    (
+        "verify: bad arch",
+        lambda s: _with_verify(s, '["120a"]', '["sm_120a"]'),
+        "r.toml:21 > verify > arch: 'sm_120a' is not a CUDA arch (hint: write the compute capability's digits"
+        ' and its suffix, e.g. "120a" (sm_120a) or "90a")',
+    ),
+    (
+        "verify: bad instruction to count",
+        lambda s: _with_verify(s, 'count = ["griddepcontrol"]', 'count = ["grid dep"]'),
+        "r.toml:22 > verify > count: 'grid dep' is not a PTX instruction name (hint: e.g. count ="
+        ' ["griddepcontrol", "mma.sync"])',
+    ),
+    (
+        "verify: unknown expectation",
+        lambda s: _with_verify(s, '"same-count"', '"same-counts"'),
+        "r.toml:24 > verify > expect #1 > kind: unknown expectation 'same-counts' (hint: kinds:"
+        " no-empty-kernels, same-count)",
+    ),
+    (
+        "verify: expectation missing a key",
+        lambda s: _with_verify(s, 'as_arch = "90a"\n', ""),
+        "r.toml:23 > verify > expect #1 > as_arch: is required (hint: same-count needs arch, instruction, as_arch)",
+    ),
+    (
+        "verify: a key the kind does not take",
+        lambda s: _with_verify(s, '"same-count"', '"no-empty-kernels"'),
+        "r.toml:26 > verify > expect #1 > instruction: no-empty-kernels takes no instruction (hint:"
+        " no-empty-kernels takes arch, module)",
+    ),
+    (
+        "verify: compared with itself",
+        lambda s: _with_verify(s, 'as_arch = "90a"', 'as_arch = "120a"'),
+        "r.toml:27 > verify > expect #1 > as_arch: is the arch itself (hint: compare with another arch, e.g. 90a)",
+    ),
+    (
+        "verify: a module no op names",
+        lambda s: _with_verify(s, 'as_arch = "90a"', 'as_arch = "90a"\nmodule = "vllm_comm"'),
+        "r.toml:28 > verify > expect #1 > module: 'vllm_comm' is not a JIT module any op of the recipe names"
+        " (hint: the ops' jit_modules: trtllm_comm)",
+    ),
     (
         "unknown top key",
         lambda s: s.replace('bundles = ["b"]', 'bundles = ["b"]\nbundle = "x"'),

@@ -1,12 +1,47 @@
-"""Where patchkit keeps what it downloads and computes (a module of its own so that a
-fast `status` can find its cache without importing the download machinery)."""
+"""Where patchkit keeps what it downloads and computes, and where it finds recipes outside a
+project (a module of its own, standard library only, so that a fast `status` can find its
+cache and recipe directories without importing the download machinery or a parser)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
+
+CACHE_ENV = "PATCHKIT_CACHE"
 
 
 def cache_dir() -> Path:
     """~/.cache/patchkit, or $PATCHKIT_CACHE."""
-    return Path(os.environ.get("PATCHKIT_CACHE", Path.home() / ".cache" / "patchkit"))
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "patchkit"))
+
+
+def config_dir() -> Path:
+    """$XDG_CONFIG_HOME/patchkit, default ~/.config/patchkit (a relative XDG_CONFIG_HOME is
+    ignored, as the XDG base directory specification says)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "patchkit"
+
+
+def user_recipes_dir() -> Path:
+    """The user's own recipes, for every project: ``config_dir()/recipes``."""
+    return config_dir() / "recipes"
+
+
+def shipped_recipes_dir() -> Optional[Path]:
+    """The recipes installed with patchkit (the package ``patchkit.recipes``, which the
+    build maps from the checkout's ``recipes/``), or the checkout's ``recipes/`` when
+    patchkit runs from a source tree that was not installed.  None when neither exists."""
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("patchkit.recipes")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or ()) if spec is not None else ():
+        if os.path.isdir(loc):
+            return Path(loc)
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "recipes").is_dir():
+        return checkout / "recipes"
+    return None

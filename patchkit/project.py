@@ -96,6 +96,8 @@ def _explicit_pins(value: str, label: str, hint: str) -> Path:
 
 
 def find_pins(start: Optional[Path] = None) -> Optional[Path]:
+    """``PATCHKIT_PINS``, else the nearest upstream_pins.toml in ``start`` (the working
+    directory) or above, else None (commands that need no workspace work without one)."""
     env = os.environ.get(PINS_ENV)
     if env:
         return _explicit_pins(
@@ -107,22 +109,95 @@ def find_pins(start: Optional[Path] = None) -> Optional[Path]:
     for p in (d, *d.parents):
         if (p / PINS_FILE).is_file():
             return p / PINS_FILE
-    # An editable install run from elsewhere: the checkout holding this package.
-    here = Path(__file__).resolve().parents[1] / PINS_FILE
-    return here if here.is_file() else None
+    return None
+
+
+RECIPES_ENV = "PATCHKIT_RECIPES"
+NO_SHIPPED_ENV = "PATCHKIT_NO_SHIPPED_RECIPES"  # "1": only the recipes named or found, none of patchkit's own
+# Where a recipe directory comes from, nearest first (``patchkit list`` shows it).
+PATH, PROJECT, USER, SHIPPED = "path", "project", "user", "shipped"
+
+
+@dataclass(frozen=True)
+class RecipeDir:
+    """One place recipes are read from: ``origin`` is PATH (``--recipes``, PATCHKIT_RECIPES),
+    PROJECT, USER or SHIPPED; an ``explicit`` one (named by the user) must exist."""
+
+    path: Path
+    origin: str
+    explicit: bool = False
+    named: str = ""  # how the user named it, for messages: "--recipes DIR", "PATCHKIT_RECIPES=..."
+
+
+def _has_recipes(d: Path) -> bool:
+    try:
+        return any(n.endswith(".toml") for n in os.listdir(d))
+    except OSError:
+        return False
+
+
+def find_project_recipes(start: Optional[Path] = None) -> Optional[Path]:
+    """The nearest project's ``recipes/`` in ``start`` (the working directory) or above: the
+    first directory that holds upstream_pins.toml or a recipes/ with a .toml file in it."""
+    d = (start or Path.cwd()).resolve()
+    for p in (d, *d.parents):
+        if (p / PINS_FILE).is_file() or _has_recipes(p / "recipes"):
+            return p / "recipes"
+    return None
+
+
+def recipe_dirs(
+    given: tuple[str, ...] = (), pins_path: Optional[Path] = None, explicit_pins: bool = False
+) -> list[RecipeDir]:
+    """Every place recipes are read from, nearest first: ``--recipes`` (in the order given),
+    PATCHKIT_RECIPES (os.pathsep-separated, in order), the project's recipes/ (beside pins
+    named with --pins or PATCHKIT_PINS, else found upward from the working directory), the
+    user's (``$XDG_CONFIG_HOME/patchkit/recipes``), the ones shipped with patchkit (unless
+    PATCHKIT_NO_SHIPPED_RECIPES=1).  A directory reached twice counts once, at its nearest
+    place."""
+    from patchkit import paths
+
+    out: list[RecipeDir] = [RecipeDir(Path(g), PATH, True, f"--recipes {g}") for g in given]
+    for entry in os.environ.get(RECIPES_ENV, "").split(os.pathsep):
+        if entry:
+            if "\0" in entry:
+                raise PatchkitError(f"{RECIPES_ENV}={entry!r}: a path holds a NUL byte", "name the path without it")
+            out.append(RecipeDir(Path(entry), PATH, True, f"{RECIPES_ENV}={entry}"))
+    project = pins_path.parent / "recipes" if explicit_pins and pins_path else find_project_recipes()
+    if project is not None:
+        out.append(RecipeDir(project, PROJECT))
+    out.append(RecipeDir(paths.user_recipes_dir(), USER))
+    shipped = None if os.environ.get(NO_SHIPPED_ENV) == "1" else paths.shipped_recipes_dir()
+    if shipped is not None:
+        out.append(RecipeDir(shipped, SHIPPED))
+    seen: set[str] = set()
+    unique = []
+    for rd in out:
+        try:
+            real = os.path.realpath(rd.path)
+        except (OSError, ValueError):
+            real = str(rd.path)
+        if real not in seen:
+            seen.add(real)
+            unique.append(rd)
+    return unique
 
 
 @dataclass
 class Project:
     pins_path: Optional[Path]
-    recipes_dir: Path
+    recipe_dirs: list[RecipeDir]
     workspace: Path
 
     @classmethod
     def locate(
-        cls, pins: Optional[str] = None, recipes: Optional[str] = None, workspace: Optional[str] = None
+        cls,
+        pins: Optional[str] = None,
+        recipes: "str | tuple[str, ...] | list[str] | None" = None,
+        workspace: Optional[str] = None,
     ) -> "Project":
-        for option, value in (("--pins", pins), ("--recipes", recipes), ("--workspace", workspace)):
+        given = (recipes,) if isinstance(recipes, str) else tuple(recipes or ())
+        for option, value in (("--pins", pins), *(("--recipes", g) for g in given), ("--workspace", workspace)):
             if value is not None and not value:
                 raise PatchkitError(f"{option}: the path is empty", f"name a path after {option}, or leave it out")
             if value and "\0" in value:
@@ -133,17 +208,23 @@ class Project:
             )
         else:
             pins_path = find_pins()
+        explicit = bool(pins or os.environ.get(PINS_ENV))
         base = pins_path.parent if pins_path else Path.cwd()
         return cls(
             pins_path=pins_path,
-            recipes_dir=Path(recipes) if recipes else base / "recipes",
+            recipe_dirs=recipe_dirs(given, pins_path, explicit),
             workspace=Path(workspace) if workspace else base / ".patchkit",
         )
+
+    @property
+    def recipes_dir(self) -> Path:
+        """The nearest recipe directory (where a new recipe would go)."""
+        return self.recipe_dirs[0].path
 
     def catalog(self):
         from patchkit.recipe import Catalog  # validating recipes needs libcst; load it only then
 
-        return Catalog.load(self.recipes_dir)
+        return Catalog.load(self.recipe_dirs)
 
     def pins(self) -> dict:
         if self.pins_path is None:

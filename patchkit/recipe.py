@@ -5,6 +5,7 @@ and what to do, and raises RecipeError (exit 2)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -23,7 +24,7 @@ else:  # pragma: no cover
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchkit.errors import RecipeError
-from patchkit.model import Blocker, Expectation, Marker, OpSpec, Recipe, VerifySpec, When
+from patchkit.model import Blocker, Example, Expectation, Marker, OpSpec, Recipe, VerifySpec, When
 from patchkit.ops import KINDS, OpParamError
 from patchkit.project import decode_utf8, read_config
 from patchkit.target import ENGINES, logical_prefixes
@@ -58,7 +59,9 @@ OP_KEYS = {
     "markers": "list[table]",
     "jit_modules": "list[str]",
     "when": "table",
+    "examples": "list[table]",
 }
+EXAMPLE_KEYS = {"before": "str", "after": "str"}
 VARIANT_KEYS = {"when": "table", "ops": "list[table]"}
 BLOCKER_KEYS = {
     "engine": "str",
@@ -206,128 +209,219 @@ def _display(path: Path) -> str:
     return str(path)
 
 
+class _Stop(Exception):
+    """A part of a recipe that already reported its errors (``_Ctx.errors``): skip the rest."""
+
+
 class _Ctx:
-    def __init__(self, path: Path, text: str) -> None:
+    """Where a recipe's errors go.  Strict (``errors`` None, every command): the first error
+    is raised.  Collecting (``patchkit check``): each part of the recipe (a top-level key, an
+    op, a marker, an example, a blocker) records its errors and the next part is read."""
+
+    def __init__(self, path: Path, text: str, errors: list | None = None) -> None:
         self.path, self.lines = path, _Lines(text)
+        self.errors = errors
 
     def fail(self, where: tuple, crumbs: list[str], message: str, hint: str = "") -> RecipeError:
         line = self.lines.line(*where)
         loc = f"{_display(self.path)}:{line}" if line else _display(self.path)
-        return RecipeError(" > ".join([loc, *crumbs]) + f": {message}", hint)
+        return _error(loc, crumbs, message, hint)
 
-    def check_keys(self, table: dict, allowed: dict[str, str], where: tuple, crumbs: list[str], what: str) -> None:
+    @contextlib.contextmanager
+    def part(self):
+        """One part of the recipe: in collecting mode, its error is recorded and reading goes on."""
+        try:
+            yield
+        except RecipeError as e:
+            if self.errors is None:
+                raise
+            self.errors.append(e)
+        except _Stop:
+            if self.errors is None:  # pragma: no cover - strict mode raises before a _Stop
+                raise
+
+    def check_keys(self, table: dict, allowed: dict[str, str], where: tuple, crumbs: list[str], what: str) -> set:
+        """Unknown keys and values of the wrong type; the bad keys (collecting: all of them)."""
+        bad = set()
         for key, value in table.items():
             if key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"{what} keys are: {', '.join(allowed)}"
-                raise self.fail((*where, key), [*crumbs, key], f"unknown key {key!r}", hint)
-            if not _type_ok(value, allowed[key]):
+                err = self.fail((*where, key), [*crumbs, key], f"unknown key {key!r}", hint)
+            elif not _type_ok(value, allowed[key]):
                 shown = repr(value)
                 if len(shown) > 60:
                     shown = shown[:57] + "..."
-                raise self.fail(
+                err = self.fail(
                     (*where, key),
                     [*crumbs, key],
                     f"must be {_TYPE_WORDS[allowed[key]]}, not {_tname(value)} {shown}",
                     f"e.g. {key} = {_TYPE_EXAMPLES[allowed[key]]}",
                 )
+            else:
+                continue
+            if self.errors is None:
+                raise err
+            self.errors.append(err)
+            bad.add(key)
+        return bad
+
+    def mark(self) -> int:
+        return len(self.errors or ())
+
+    def stop_if_failed(self, since: int) -> None:
+        """After the parts of a unit: if any of them failed, the unit is not built."""
+        if self.errors is not None and len(self.errors) > since:
+            raise _Stop
+
+
+def _error(loc: str, crumbs: list[str], message: str, hint: str = "") -> RecipeError:
+    """A recipe error, carrying its parts for `patchkit check`'s breadcrumb line."""
+    e = RecipeError(" > ".join([loc, *crumbs]) + f": {message}", hint)
+    e.loc, e.crumbs, e.what = loc, list(crumbs), message
+    return e
 
 
 NOT_A_RECIPE = "a recipe is a regular UTF-8 .toml file of a few KiB; move anything else out of the recipes directory"
 
 
 def load_recipe(path: Path) -> Recipe:
+    """A recipe, validated; the first error is raised (RecipeError, exit 2)."""
+    return _load(path, None)
+
+
+def check_recipe(path: Path) -> tuple[Recipe | None, list[RecipeError]]:
+    """Every error of a recipe file (``patchkit check``), and the recipe when there is none."""
+    errors: list[RecipeError] = []
+    try:
+        recipe = _load(path, errors)
+    except _Stop:
+        recipe = None
+    except RecipeError as e:
+        errors.append(e)
+        recipe = None
+    return (None if errors else recipe), errors
+
+
+def _load(path: Path, errors: list | None) -> Recipe:
     raw_bytes = read_config(path, "recipe", NOT_A_RECIPE, RecipeError)
     text = decode_utf8(raw_bytes, _display(path), "recipe", RecipeError)
-    ctx = _Ctx(path, text)
+    ctx = _Ctx(path, text, errors)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         loc = f"{_display(path)}:{m.group(1)}" if m else _display(path)
-        raise RecipeError(
-            f"{loc}: invalid TOML: {str(e).split(' (at')[0]}",
+        raise _error(
+            loc,
+            [],
+            f"invalid TOML: {str(e).split(' (at')[0]}",
             "check quoting; code snippets are easiest in '''literal strings'''",
         ) from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
-        raise RecipeError(
-            f"{_display(path)}: invalid TOML: arrays or inline tables nested too deeply to read",
+        raise _error(
+            _display(path),
+            [],
+            "invalid TOML: arrays or inline tables nested too deeply to read",
             "a recipe needs only a few levels of nesting; fix the file",
         ) from None
-    ctx.check_keys(data, TOP_KEYS, (), [], "recipe")
+    bad = ctx.check_keys(data, TOP_KEYS, (), [], "recipe")
+    data = {k: v for k, v in data.items() if k not in bad}
     for key in ("id", "summary", "engines", "ops"):
-        if key not in data:
+        with ctx.part():
+            if key not in data and key not in bad:
+                raise ctx.fail(
+                    (),
+                    [],
+                    f"missing required key {key!r}",
+                    "a recipe needs id, summary, rationale, bundles, [engines] and [[ops]]",
+                )
+    rid = data.get("id", path.stem)
+    with ctx.part():
+        if not ID_RE.fullmatch(rid):
             raise ctx.fail(
-                (),
-                [],
-                f"missing required key {key!r}",
-                "a recipe needs id, summary, rationale, bundles, [engines] and [[ops]]",
+                ("id",),
+                ["id"],
+                f"{rid!r} is not a valid recipe id",
+                "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'",
             )
-    rid = data["id"]
-    if not ID_RE.fullmatch(rid):
-        raise ctx.fail(
-            ("id",),
-            ["id"],
-            f"{rid!r} is not a valid recipe id",
-            "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'",
-        )
-    if rid != path.stem:
-        raise ctx.fail(
-            ("id",),
-            ["id"],
-            f"{rid!r} does not match the file name {path.name!r}",
-            f"rename the file to {rid}.toml or set id = {path.stem!r}",
-        )
-    if not data["summary"].strip():
-        raise ctx.fail(("summary",), ["summary"], "is empty", "say in one line what the recipe does")
+        if rid != path.stem:
+            raise ctx.fail(
+                ("id",),
+                ["id"],
+                f"{rid!r} does not match the file name {path.name!r}",
+                f"rename the file to {rid}.toml or set id = {path.stem!r}",
+            )
+    with ctx.part():
+        if "summary" in data and not data["summary"].strip():
+            raise ctx.fail(("summary",), ["summary"], "is empty", "say in one line what the recipe does")
     for b in data.get("bundles", ()):
-        if not ID_RE.fullmatch(b):
-            raise ctx.fail(
-                ("bundles",),
-                ["bundles"],
-                f"{b!r} is not a valid bundle name",
-                "use lowercase letters, digits and dashes, e.g. 'sm120'",
-            )
+        with ctx.part():
+            if not ID_RE.fullmatch(b):
+                raise ctx.fail(
+                    ("bundles",),
+                    ["bundles"],
+                    f"{b!r} is not a valid bundle name",
+                    "use lowercase letters, digits and dashes, e.g. 'sm120'",
+                )
     engines: dict[str, SpecifierSet] = {}
-    for eng, spec in data["engines"].items():
-        if eng not in ENGINES:
-            raise ctx.fail(
-                ("engines", eng), ["engines", eng], f"unknown engine {eng!r}", f"engines: {', '.join(ENGINES)}"
+    for eng, spec in data.get("engines", {}).items():
+        with ctx.part():
+            if eng not in ENGINES:
+                raise ctx.fail(
+                    ("engines", eng), ["engines", eng], f"unknown engine {eng!r}", f"engines: {', '.join(ENGINES)}"
+                )
+            engines[eng] = _specifier(
+                ctx,
+                ("engines", eng),
+                ["engines", eng],
+                spec,
+                'e.g. sglang = ">=0.5.9,<0.5.13"',
+                'use PEP 440, e.g. ">=0.5.9,<0.5.13"',
             )
-        engines[eng] = _specifier(
-            ctx,
-            ("engines", eng),
-            ["engines", eng],
-            spec,
-            'e.g. sglang = ">=0.5.9,<0.5.13"',
-            'use PEP 440, e.g. ">=0.5.9,<0.5.13"',
-        )
-    if not engines:
-        raise ctx.fail(("engines",), ["engines"], "names no engine", 'e.g. [engines] sglang = ">=0.5.9"')
-    if not data["ops"]:
-        raise ctx.fail(("ops",), ["ops"], "recipe has no ops", "add at least one [[ops]] table")
-    ops = [_load_op(ctx, i, raw, engines) for i, raw in enumerate(data["ops"], 1)]
+    with ctx.part():
+        if "engines" in data and not data["engines"]:
+            raise ctx.fail(("engines",), ["engines"], "names no engine", 'e.g. [engines] sglang = ">=0.5.9"')
+    with ctx.part():
+        if "ops" in data and not data["ops"]:
+            raise ctx.fail(("ops",), ["ops"], "recipe has no ops", "add at least one [[ops]] table")
+    ops: list[OpSpec] = []
+    n = 0  # op numbers run through the file, whether or not an op loads
+    for raw in data.get("ops", ()):
+        n += 1
+        with ctx.part():
+            ops.append(_load_op(ctx, n, raw, engines))
     for vi, var in enumerate(data.get("variants", ()), 1):
         vw, vc = ("variants", vi), [f"variant #{vi}"]
-        ctx.check_keys(var, VARIANT_KEYS, vw, vc, "variant")
-        for key in ("when", "ops"):
-            if not var.get(key):
-                raise ctx.fail(
-                    vw, [*vc, key], "is required", "a [[variants]] table has `when` and its [[variants.ops]]"
-                )
-        when = _load_when(ctx, (*vw, "when"), [*vc, "when"], var["when"], engines)
-        for j, raw in enumerate(var["ops"], 1):
-            i = len(ops) + 1
-            if "when" in raw:
-                raise ctx.fail(
-                    (*vw, "ops", j, "when"),
-                    [*vc, f"op #{i}", "when"],
-                    "an op of a variant takes the variant's `when`",
-                    "move the op out of [[variants]], or into a variant with its own `when`",
-                )
-            op = _load_op(ctx, i, raw, engines, where=(*vw, "ops", j))
-            ops.append(dataclasses.replace(op, when=when))
-    blockers = tuple(_load_blocker(ctx, k, raw, engines) for k, raw in enumerate(data.get("blockers", ()), 1))
+        vbad = ctx.check_keys(var, VARIANT_KEYS, vw, vc, "variant")
+        var = {k: v for k, v in var.items() if k not in vbad}
+        when: When = ()
+        with ctx.part():
+            for key in ("when", "ops"):
+                if not var.get(key) and key not in vbad:
+                    raise ctx.fail(
+                        vw, [*vc, key], "is required", "a [[variants]] table has `when` and its [[variants.ops]]"
+                    )
+            if var.get("when"):
+                when = _load_when(ctx, (*vw, "when"), [*vc, "when"], var["when"], engines)
+        for j, raw in enumerate(var.get("ops", ()), 1):
+            n += 1
+            with ctx.part():
+                if "when" in raw:
+                    raise ctx.fail(
+                        (*vw, "ops", j, "when"),
+                        [*vc, f"op #{n}", "when"],
+                        "an op of a variant takes the variant's `when`",
+                        "move the op out of [[variants]], or into a variant with its own `when`",
+                    )
+                op = _load_op(ctx, n, raw, engines, where=(*vw, "ops", j))
+                ops.append(dataclasses.replace(op, when=when))
+    blockers_: list[Blocker] = []
+    for k, raw in enumerate(data.get("blockers", ()), 1):
+        with ctx.part():
+            blockers_.append(_load_blocker(ctx, k, raw, engines))
+    ctx.stop_if_failed(0)
+    blockers = tuple(blockers_)
     verify = _load_verify(ctx, data["verify"], ops) if "verify" in data else VerifySpec()
     return Recipe(
         id=rid,
@@ -521,9 +615,13 @@ def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: s
 
 def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> OpSpec:
     where, crumbs = where or ("ops", i), [f"op #{i}"]
-    ctx.check_keys(raw, OP_KEYS, where, crumbs, "op")
+    since = ctx.mark()
+    bad = ctx.check_keys(raw, OP_KEYS, where, crumbs, "op")
+    raw = {k: v for k, v in raw.items() if k not in bad}
     for key in ("kind", "engine", "file"):
         if key not in raw:
+            if key in bad:
+                raise _Stop  # already said
             raise ctx.fail(
                 where,
                 crumbs,
@@ -531,47 +629,89 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
                 "an op needs kind, engine, file, and usually scope, locator and params",
             )
     kind = raw["kind"]
-    if kind not in KINDS:
-        close = difflib.get_close_matches(kind, KINDS, n=1)
-        raise ctx.fail(
-            (*where, "kind"),
-            [*crumbs, "kind"],
-            f"unknown op kind {kind!r}",
-            f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(sorted(KINDS))}",
-        )
-    cls = KINDS[kind]
+    cls = KINDS.get(kind)
+    with ctx.part():
+        if cls is None:
+            close = difflib.get_close_matches(kind, KINDS, n=1)
+            raise ctx.fail(
+                (*where, "kind"),
+                [*crumbs, "kind"],
+                f"unknown op kind {kind!r}",
+                f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(sorted(KINDS))}",
+            )
     engine = raw["engine"]
-    _check_engine(ctx, where, crumbs, engine, engines)
     file = raw["file"]
-    _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
-    if (cls.language == "python") != file.endswith(".py"):
-        raise ctx.fail(
-            (*where, "file"),
-            [*crumbs, "file"],
-            f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is "
-            f"{'not ' if cls.language == 'python' else ''}one",
-            "use text-replace for C++/CUDA/CMake files"
-            if cls.language == "python"
-            else "use a Python op for .py files",
-        )
+    with ctx.part():
+        _check_engine(ctx, where, crumbs, engine, engines)
+        _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
+        if cls is not None and (cls.language == "python") != file.endswith(".py"):
+            raise ctx.fail(
+                (*where, "file"),
+                [*crumbs, "file"],
+                f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is "
+                f"{'not ' if cls.language == 'python' else ''}one",
+                "use text-replace for C++/CUDA/CMake files"
+                if cls.language == "python"
+                else "use a Python op for .py files",
+            )
     scope = raw.get("scope", "")
-    if scope and not SCOPE_RE.fullmatch(scope):
-        raise ctx.fail(
-            (*where, "scope"),
-            [*crumbs, "scope"],
-            f"{scope!r} is not a qualified name",
-            "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level",
-        )
-    if scope and not cls.SCOPED:
-        raise ctx.fail(
-            (*where, "scope"), [*crumbs, "scope"], f"{kind} works on the whole file and takes no scope", "remove scope"
-        )
+    with ctx.part():
+        if scope and not SCOPE_RE.fullmatch(scope):
+            raise ctx.fail(
+                (*where, "scope"),
+                [*crumbs, "scope"],
+                f"{scope!r} is not a qualified name",
+                "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for module level",
+            )
+        if scope and cls is not None and not cls.SCOPED:
+            raise ctx.fail(
+                (*where, "scope"),
+                [*crumbs, "scope"],
+                f"{kind} works on the whole file and takes no scope",
+                "remove scope",
+            )
+    impl = None
+    if cls is not None:
+        with ctx.part():
+            impl = _load_impl(ctx, cls, kind, raw, where, crumbs)
+    markers = []
+    for j, m in enumerate(raw.get("markers", []), 1):
+        with ctx.part():
+            markers.append(_load_marker(ctx, m, j, cls, where, crumbs, engine, file, scope))
+    examples = []
+    for j, ex in enumerate(raw.get("examples", []), 1):
+        with ctx.part():
+            examples.append(_load_example(ctx, ex, j, where, crumbs))
+    when: When = ()
+    with ctx.part():
+        when = _load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else ()
+    ctx.stop_if_failed(since)
+    return OpSpec(
+        index=i,
+        kind=kind,
+        engine=engine,
+        file=file,
+        scope=scope,
+        impl=impl,
+        markers=tuple(markers),
+        jit_modules=tuple(raw.get("jit_modules", ())),
+        when=when,
+        examples=tuple(examples),
+    )
+
+
+def _load_impl(ctx: _Ctx, cls, kind: str, raw: dict, where: tuple, crumbs: list[str]):
+    """The op kind's object, built from its locator and params."""
+    since = ctx.mark()
+    tables = {}
     for section, allowed in (("locator", cls.LOCATOR), ("params", cls.PARAMS)):
         table = raw.get(section, {})
-        ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}")
+        bad = ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}")
+        tables[section] = {k: v for k, v in table.items() if k not in bad}
+    ctx.stop_if_failed(since)
     if cls.language == "python":
         for section in ("locator", "params"):
-            for key, value in raw.get(section, {}).items():
+            for key, value in tables[section].items():
                 for src in _strings(value):
                     why = _nesting(src)
                     if why:
@@ -583,10 +723,10 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
                         )
     for req in cls.REQUIRED:
         section, key = req.split(".")
-        if key not in raw.get(section, {}):
+        if key not in tables[section]:
             raise ctx.fail((*where, section), [*crumbs, req], "is required", f"{kind} needs {', '.join(cls.REQUIRED)}")
     try:
-        impl = cls(raw.get("locator", {}), raw.get("params", {}))
+        return cls(tables["locator"], tables["params"])
     except OpParamError as e:
         section = e.field.split(".")[0]
         raise ctx.fail(
@@ -595,61 +735,80 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
             e.message,
             e.hint or f"see the {kind} row of the op table in README.md",
         ) from None
-    markers = []
-    for j, m in enumerate(raw.get("markers", []), 1):
-        mw, mc = (*where, "markers", j), [*crumbs, f"marker #{j}"]
-        ctx.check_keys(m, MARKER_KEYS, mw, mc, "marker")
-        if not m.get("contains"):
+
+
+def _load_marker(ctx: _Ctx, m: dict, j: int, cls, where, crumbs, engine: str, file: str, scope: str) -> Marker:
+    mw, mc = (*where, "markers", j), [*crumbs, f"marker #{j}"]
+    if ctx.check_keys(m, MARKER_KEYS, mw, mc, "marker"):
+        raise _Stop
+    if not m.get("contains"):
+        raise ctx.fail(
+            mw,
+            [*mc, "contains"],
+            "is required and must not be empty",
+            "list code fragments that upstream's version must all contain",
+        )
+    python = cls is None or cls.language == "python"
+    why = next((w for w in map(_nesting, m["contains"]) if w), "") if python else ""
+    if why:
+        raise ctx.fail(
+            (*mw, "contains"),
+            [*mc, "contains"],
+            why,
+            "a marker lists short fragments of upstream's code; fix the recipe",
+        )
+    if not all(m["contains"]):
+        raise ctx.fail(
+            (*mw, "contains"),
+            [*mc, "contains"],
+            "holds an empty string, which every file contains",
+            "list code fragments that upstream's version must all contain",
+        )
+    mfile = m.get("file", file)
+    _check_file(ctx, (*mw, "file"), [*mc, "file"], engine, mfile)
+    mscope = m.get("scope", scope)
+    if mscope and not SCOPE_RE.fullmatch(mscope):
+        raise ctx.fail(
+            (*mw, "scope"),
+            [*mc, "scope"],
+            f"{mscope!r} is not a qualified name",
+            "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for the op's scope",
+        )
+    return Marker(file=mfile, scope=mscope, contains=tuple(m["contains"]))
+
+
+def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str]) -> Example:
+    """``[[ops.examples]] before = ... after = ...``: a small file (or the op's scope in one)
+    that `patchkit check` applies the op to."""
+    ew, ec = (*where, "examples", j), [*crumbs, f"example #{j}"]
+    if ctx.check_keys(ex, EXAMPLE_KEYS, ew, ec, "example"):
+        raise _Stop
+    for key in ("before", "after"):
+        if key not in ex:
             raise ctx.fail(
-                mw,
-                [*mc, "contains"],
-                "is required and must not be empty",
-                "list code fragments that upstream's version must all contain",
+                ew,
+                [*ec, key],
+                "is required",
+                "an example has `before` (code the op finds pending) and `after` (exactly what apply makes of it)",
             )
-        why = next((w for w in map(_nesting, m["contains"]) if w), "") if cls.language == "python" else ""
-        if why:
-            raise ctx.fail(
-                (*mw, "contains"),
-                [*mc, "contains"],
-                why,
-                "a marker lists short fragments of upstream's code; fix the recipe",
-            )
-        if not all(m["contains"]):
-            raise ctx.fail(
-                (*mw, "contains"),
-                [*mc, "contains"],
-                "holds an empty string, which every file contains",
-                "list code fragments that upstream's version must all contain",
-            )
-        mfile = m.get("file", file)
-        _check_file(ctx, (*mw, "file"), [*mc, "file"], engine, mfile)
-        mscope = m.get("scope", scope)
-        if mscope and not SCOPE_RE.fullmatch(mscope):
-            raise ctx.fail(
-                (*mw, "scope"),
-                [*mc, "scope"],
-                f"{mscope!r} is not a qualified name",
-                "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for the op's scope",
-            )
-        markers.append(Marker(file=mfile, scope=mscope, contains=tuple(m["contains"])))
-    return OpSpec(
-        index=i,
-        kind=kind,
-        engine=engine,
-        file=file,
-        scope=scope,
-        impl=impl,
-        markers=tuple(markers),
-        jit_modules=tuple(raw.get("jit_modules", ())),
-        when=_load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else (),
-    )
+    if ex["before"] == ex["after"]:
+        raise ctx.fail((*ew, "after"), [*ec, "after"], "equals before", "an example shows the edit the op makes")
+    line = ctx.lines.line(*ew)
+    return Example(before=ex["before"], after=ex["after"], line=line or 0)
 
 
 class Catalog:
-    """Every recipe of a recipes/ directory, and the bundles they name."""
+    """Every recipe of the recipe directories in play, and the bundles they name.  A recipe
+    in a nearer directory overrides one with the same id farther away; ``origin[id]`` says
+    where each comes from (project.PATH, PROJECT, USER, SHIPPED) and ``shadowed[id]`` lists
+    the farther files it overrides."""
 
-    def __init__(self, recipes: list[Recipe], broken: dict[str, "Broken"] | None = None) -> None:
+    def __init__(
+        self, recipes: list[Recipe], broken: dict[str, "Broken"] | None = None, origin: dict[str, str] | None = None
+    ) -> None:
         self.recipes = {r.id: r for r in recipes}
+        self.origin: dict[str, str] = dict(origin or {})
+        self.shadowed: dict[str, list[Path]] = {}
         self.bundles: dict[str, list[str]] = {}
         for r in recipes:
             for b in r.bundles:
@@ -659,40 +818,40 @@ class Catalog:
         self.broken: dict[str, Broken] = broken or {}
 
     @classmethod
-    def load(cls, directory: Path) -> "Catalog":
-        if "\0" in str(directory):
-            raise RecipeError(
-                f"{str(directory)!r}: the recipes directory's path holds a NUL byte", "pass --recipes DIR"
-            )
-        try:
-            names = os.listdir(directory)  # not glob(): it would read an unreadable directory as empty
-        except FileNotFoundError:
-            raise RecipeError(
-                f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR"
-            ) from None
-        except NotADirectoryError:
-            raise RecipeError(
-                f"{directory}: is not a directory; recipes live in a directory of .toml files",
-                "pass --recipes DIR",
-            ) from None
-        except OSError as e:
-            raise RecipeError(
-                f"{directory}: the recipes directory cannot be read ({e.strerror or e})",
-                "fix its permissions, or pass --recipes DIR",
-            ) from None
+    def load(cls, dirs) -> "Catalog":
+        """The catalog of ``dirs``: one recipes directory (a Path), or the project's
+        RecipeDir list, nearest first.  An explicit directory (``--recipes``,
+        PATCHKIT_RECIPES) must exist; the project's, the user's and the shipped ones are
+        read where they exist."""
+        from patchkit.project import PATH, RecipeDir
+
+        if isinstance(dirs, (str, Path)):
+            dirs = [RecipeDir(Path(dirs), PATH, True)]
         recipes: list[Recipe] = []
+        origin: dict[str, str] = {}
         seen: dict[str, Path] = {}
+        shadowed: dict[str, list[Path]] = {}
         broken: dict[str, Broken] = {}
-        for name in sorted(n for n in names if n.endswith(".toml")):
-            path = directory / name
-            try:
-                r = load_recipe(path)
-            except RecipeError as e:
-                broken[path.stem] = Broken(path, e, _claimed_bundles(path))
+        for rd in dirs:
+            names = _listdir(rd)
+            if names is None:
                 continue
-            recipes.append(r)
-            seen[r.id] = path
-        cat = cls(recipes, broken)
+            for name in sorted(n for n in names if n.endswith(".toml")):
+                path = rd.path / name
+                rid = name[: -len(".toml")]
+                if rid in seen or rid in broken:  # a nearer directory has this id: it overrides this file
+                    shadowed.setdefault(rid, []).append(path)
+                    continue
+                try:
+                    r = load_recipe(path)
+                except RecipeError as e:  # commands that do not name it warn and go on
+                    broken[rid] = Broken(path, e, _claimed_bundles(path))
+                    continue
+                recipes.append(r)
+                origin[r.id] = rd.origin
+                seen[r.id] = path
+        cat = cls(recipes, broken, origin)
+        cat.shadowed = shadowed
         for b in cat.bundles:
             if b in cat.recipes:
                 raise RecipeError(
@@ -758,3 +917,31 @@ def _claimed_bundles(path: Path) -> tuple[str, ...]:
         m = re.search(r"^\s*bundles\s*=\s*\[([^\]]*)\]", text, re.M)
         value = re.findall(r"""["']([^"']+)["']""", m.group(1)) if m else ()
     return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _listdir(rd) -> list[str] | None:
+    """The names in a recipe directory; None for an implicit one that is not there.  Not
+    glob(): it would read an unreadable directory as empty."""
+    directory = rd.path
+    if "\0" in str(directory):
+        raise RecipeError(f"{str(directory)!r}: the recipes directory's path holds a NUL byte", "pass --recipes DIR")
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        if not rd.explicit:
+            return None
+        raise RecipeError(
+            f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR"
+        ) from None
+    except NotADirectoryError:
+        if not rd.explicit:
+            return None
+        raise RecipeError(
+            f"{directory}: is not a directory; recipes live in a directory of .toml files",
+            "pass --recipes DIR",
+        ) from None
+    except OSError as e:
+        raise RecipeError(
+            f"{directory}: the recipes directory cannot be read ({e.strerror or e})",
+            "fix its permissions, or pass --recipes DIR",
+        ) from None

@@ -50,6 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # pytest-xdist's own marker (`make test` runs the real tier with --dist loadgroup): the
     # tests of one group run on one worker, in one go.  Declared here too for a run without xdist.
     config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
+    # Recipes are only those a test names or finds from its working directory: none from
+    # the user's ~/.config/patchkit/recipes, none shipped with the installed patchkit (a test
+    # of those layers sets them up itself: tests/test_project.py, tests/test_install.py).
+    config._patchkit_empty_config = tempfile.mkdtemp(prefix="patchkit-empty-config-")
+    os.environ.update({"XDG_CONFIG_HOME": config._patchkit_empty_config, "PATCHKIT_NO_SHIPPED_RECIPES": "1"})
     if offline_tier(config):
         # Children (python -m patchkit, pip, git) inherit these: no index, no remote git, an
         # empty cache.  The in-process guard below names the test; these stop what it cannot see.
@@ -67,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(getattr(config, "_patchkit_empty_config", ""), ignore_errors=True)
     cache = getattr(config, "_patchkit_empty_cache", None)
     if cache:
         shutil.rmtree(cache, ignore_errors=True)

@@ -134,7 +134,7 @@ def test_a_failure_before_the_commit_point_leaves_everything_as_it_was(site, run
     assert not list(root.rglob("*.patchkit-tmp"))
     assert not (root / ".patchkit" / transaction.PENDING).exists()
     monkeypatch.undo()
-    assert cli(run_cli, site, "status")[0] == 1  # pending, as before
+    assert cli(run_cli, site, "status", "widen")[0] == 1  # pending, as before
 
 
 def test_a_write_stopped_after_the_commit_point_reads_interrupted_and_apply_finishes(site, run_cli, monkeypatch):
@@ -160,7 +160,7 @@ def test_a_write_stopped_after_the_commit_point_reads_interrupted_and_apply_fini
     assert code == 2 and "the write stopped half-way" in err, err
     assert snapshot(root) not in (pristine, applied)  # a mixed tree, which only the record explains
 
-    code, out, err = cli(run_cli, site, "status", "--json")
+    code, out, err = cli(run_cli, site, "status", "widen", "--json")
     doc = json.loads(out)
     assert code == 1
     (r,) = doc["recipes"]

@@ -27,9 +27,56 @@ recipe or target error; 3 a bug in patchkit.
 """
 
 
+GLOBAL_META = "patchkit.global"  # --pins/--recipes/--workspace given after the subcommand
+
+
 def _project(ctx: click.Context) -> Project:
+    """The project of the invocation, from the global options wherever they were given:
+    before the subcommand or after it (after wins for --pins and --workspace; --recipes
+    adds up, in the order given, nearest first)."""
     o = ctx.find_root().params
-    return Project.locate(o.get("pins"), o.get("recipes"), o.get("workspace"))
+    late = ctx.meta.get(GLOBAL_META, {})
+    recipes = tuple(o.get("recipes") or ()) + tuple(late.get("recipes", ()))
+    return Project.locate(late.get("pins", o.get("pins")), recipes, late.get("workspace", o.get("workspace")))
+
+
+GLOBAL_HELP = {
+    "pins": "upstream_pins.toml to use (default: $PATCHKIT_PINS, else found in . or above).",
+    "recipes": "A directory of recipes to read first; repeatable, the first given is nearest. Then come "
+    "$PATCHKIT_RECIPES, the project's recipes/ (found in . or above), ~/.config/patchkit/recipes and the "
+    "shipped ones; a nearer recipe overrides one with the same id.",
+    "workspace": "Where `sync` puts the pinned trees (default: .patchkit/ beside the pins).",
+}
+
+
+def _global_options(group: click.Group) -> None:
+    """Accept --pins, --recipes and --workspace after any subcommand as well as before it
+    (`patchkit list --recipes DIR`); what is given there is kept in ctx.meta for _project."""
+
+    def keep(ctx, param, value):
+        if value not in (None, ()):
+            got = ctx.meta.setdefault(GLOBAL_META, {})
+            got[param.name] = got.get(param.name, ()) + value if param.multiple else value
+        return value
+
+    for cmd in group.commands.values():
+        if not any(p.name == "recipes" for p in cmd.params):
+            cmd.params += [
+                click.Option(["--pins"], metavar="FILE", expose_value=False, callback=keep, help=GLOBAL_HELP["pins"]),
+                click.Option(
+                    ["--recipes"],
+                    metavar="DIR",
+                    multiple=True,
+                    expose_value=False,
+                    callback=keep,
+                    help=GLOBAL_HELP["recipes"],
+                ),
+                click.Option(
+                    ["--workspace"], metavar="DIR", expose_value=False, callback=keep, help=GLOBAL_HELP["workspace"]
+                ),
+            ]
+        if isinstance(cmd, click.Group):
+            _global_options(cmd)
 
 
 def _opts(ctx, names, target, as_json) -> Options:
@@ -74,11 +121,9 @@ def target_options(f):
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="patchkit")
-@click.option("--pins", metavar="FILE", help="upstream_pins.toml to use (default: found in . or above).")
-@click.option("--recipes", metavar="DIR", help="Recipes directory (default: recipes/ beside the pins).")
-@click.option(
-    "--workspace", metavar="DIR", help="Where `sync` puts the pinned trees (default: .patchkit/ beside the pins)."
-)
+@click.option("--pins", metavar="FILE", help=GLOBAL_HELP["pins"])
+@click.option("--recipes", metavar="DIR", multiple=True, help=GLOBAL_HELP["recipes"])
+@click.option("--workspace", metavar="DIR", help=GLOBAL_HELP["workspace"])
 def cli(pins, recipes, workspace):
     """Declarative, verifiable, revertible patches for SGLang and FlashInfer.
 
@@ -91,7 +136,10 @@ def cli(pins, recipes, workspace):
       patchkit revert allreduce-fusion     take back exactly one recipe
       patchkit apply sm120 -t sglang=./sglang -t flashinfer=./flashinfer
 
-    Recipes live in recipes/*.toml; a bundle is every recipe that lists it in `bundles`.
+    Recipes are TOML files: those shipped with patchkit, and your own in
+    ~/.config/patchkit/recipes, a project's recipes/, $PATCHKIT_RECIPES or --recipes DIR
+    (`patchkit list` says where each comes from).  A bundle is every recipe that lists it
+    in `bundles`.  --pins, --recipes and --workspace may also follow the subcommand.
     """
 
 
@@ -533,6 +581,7 @@ def _fail(code: int, line: str, message: str, hint: str, as_json: bool) -> None:
 def main(argv=None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     as_json = _wants_json(args)
+    _global_options(cli)
     try:
         cli.main(args=args, prog_name="patchkit", standalone_mode=False)
     except PatchkitError as e:

@@ -5,8 +5,10 @@ index (cached, hash-checked against the pin when the version is the pinned one),
 it into a private temp dir, applies the recipes there exactly as ``patchkit apply`` would
 (Session, plan_apply, commit: all edits verified, or nothing is built), and zips it again:
 
-* the version gets a PEP 440 local label (``0.5.9`` -> ``0.5.9+sm120``), in the dist-info
-  directory name, METADATA's ``Version:`` and the file name;
+* the version gets a PEP 440 local label, the label given and a short digest of the recipes
+  the wheel carries (``0.5.9`` -> ``0.5.9+sm120.1a2b3c4d``: ``recipes_digest``), in the
+  dist-info directory name, METADATA's ``Version:`` and the file name.  A changed recipe is
+  a new version, so pip installs it over the old build instead of saying "already installed";
 * ``<dist-info>/patchkit.json`` names the recipes and their sha256, and the source wheel;
 * RECORD is written anew, one row per file (sha256, urlsafe base64, no padding; size);
 * the zip is reproducible: entries sorted (dist-info last, RECORD at the very end), one fixed
@@ -18,6 +20,7 @@ patchkit's own state (``.patchkit/``) never goes into the wheel.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -61,6 +64,7 @@ class Built:
     source_sha256: str
     recipes: list[dict]
     seconds: float
+    recipes_digest: str = ""  # the label's last part (recipes_digest)
 
     def to_json(self) -> dict:
         return {
@@ -73,6 +77,7 @@ class Built:
             "source_wheel": self.source_wheel,
             "source_sha256": self.source_sha256,
             "recipes": self.recipes,
+            "recipes_digest": self.recipes_digest,
             "seconds": round(self.seconds, 2),
         }
 
@@ -116,6 +121,19 @@ def local_label(label: str) -> str:
             "use letters, digits and dots, e.g. --label sm120 or --label sm120.v2",
         ) from None
     return norm
+
+
+DIGEST_CHARS = 8
+
+
+def recipes_digest(recipes: list[Recipe]) -> str:
+    """A short digest of the recipes' content (each file's sha256, by id): the last part of a
+    wheel's local label.  The same recipes give the same digest; any byte changed in one of
+    them gives another."""
+    h = hashlib.sha256()
+    for r in sorted(recipes, key=lambda r: r.id):
+        h.update(f"{r.id}\0{r.sha256}\n".encode())
+    return h.hexdigest()[:DIGEST_CHARS]
 
 
 def labelled(version: str, label: str) -> str:
@@ -274,6 +292,8 @@ def build_one(
     if len(wheel_name_parts) not in (5, 6):
         raise PatchkitError(f"{whl.name}: not a wheel file name (name-version-[build-]python-abi-platform.whl)")
     mine = per_engine(recipes, src.engine)
+    digest = recipes_digest(mine)
+    label = f"{label}.{digest}"
     new_version = labelled(src.version, label)
     with tempfile.TemporaryDirectory(prefix=f"patchkit-wheel-{src.engine}-") as tmp:
         tree = Path(tmp) / "tree"
@@ -317,6 +337,7 @@ def build_one(
             "tool": "patchkit",
             "patchkit_version": __version__,
             "label": label,
+            "recipes_digest": digest,
             "engine": src.engine,
             "base": {"dist": info.dist, "version": src.version, "wheel": whl.name, "sha256": src_sha},
             "version": new_version,
@@ -346,6 +367,7 @@ def build_one(
         source_sha256=src_sha,
         recipes=provenance["recipes"],
         seconds=time.monotonic() - t0,
+        recipes_digest=digest,
     )
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import hashlib
 import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -28,6 +30,17 @@ pytestmark = [pytest.mark.real, pytest.mark.xdist_group("wheel")]
 
 SGLANG_ONLY = ("autotune-cutlass", "max-running-requests", "moe-backend-sm120")
 SM120 = ("allreduce-fusion", *SGLANG_ONLY)
+
+
+@functools.lru_cache(maxsize=None)
+def labels() -> dict[str, str]:
+    """The local label of each engine's sm120 wheel: the bundle's name, then the digest of
+    the recipes that wheel carries (sglang: all four; flashinfer: allreduce-fusion)."""
+    from patchkit.model import per_engine
+    from patchkit.wheel import recipes_digest
+
+    recipes = Project.locate().catalog().select(("sm120",))
+    return {e: f"sm120.{recipes_digest(per_engine(recipes, e))}" for e in ("sglang", "flashinfer")}
 
 
 # -- an independent RECORD verifier ----------------------------------------------------------
@@ -127,8 +140,8 @@ def sm120_wheels(tmp_path_factory):
     )
     wheels = sorted(out.glob("*.whl"))
     assert [w.name for w in wheels] == [
-        "flashinfer_python-0.6.3+sm120-py3-none-any.whl",
-        "sglang-0.5.9+sm120-py3-none-any.whl",
+        f"flashinfer_python-0.6.3+{labels()['flashinfer']}-py3-none-any.whl",
+        f"sglang-0.5.9+{labels()['sglang']}-py3-none-any.whl",
     ]
     return {"flashinfer": wheels[0], "sglang": wheels[1]}
 
@@ -145,13 +158,13 @@ def test_wheel_is_relabelled_hashed_and_names_its_recipes(sm120_wheels):
             assert not any(n.startswith(".patchkit") for n in names)
             di = {n.split("/")[0] for n in names if ".dist-info/" in n}
             assert (
-                di == {"sglang-0.5.9+sm120.dist-info"}
+                di == {f"sglang-0.5.9+{labels()['sglang']}.dist-info"}
                 if engine == "sglang"
-                else {"flashinfer_python-0.6.3+sm120.dist-info"}
+                else {f"flashinfer_python-0.6.3+{labels()['flashinfer']}.dist-info"}
             )
             (di,) = di
             meta = z.read(f"{di}/METADATA").decode()
-            assert f"\nVersion: {'0.5.9' if engine == 'sglang' else '0.6.3'}+sm120\n" in meta
+            assert f"\nVersion: {'0.5.9' if engine == 'sglang' else '0.6.3'}+{labels()[engine]}\n" in meta
             assert names[-1] == f"{di}/RECORD"
             assert all(zi.date_time == (1980, 1, 1, 0, 0, 0) for zi in z.infolist())
             prov = json.loads(z.read(f"{di}/patchkit.json"))
@@ -164,7 +177,8 @@ def test_wheel_is_relabelled_hashed_and_names_its_recipes(sm120_wheels):
                     "=[9,10,12]", "=[9, 10, 12]"
                 )
         ids = [r["id"] for r in prov["recipes"]]
-        assert prov["label"] == "sm120" and prov["engine"] == engine
+        assert prov["label"] == labels()[engine] and prov["engine"] == engine
+        assert prov["recipes_digest"] == labels()[engine].split(".")[-1]
         assert ids == (list(SM120) if engine == "sglang" else ["allreduce-fusion"])
         for r in prov["recipes"]:
             assert r["sha256"] == catalog.recipes[r["id"]].sha256
@@ -196,10 +210,41 @@ def test_source_date_epoch_sets_the_timestamp(tmp_path, run_cli, monkeypatch):
     )
     assert code == 0, err
     (w,) = json.loads(out)["wheels"]
-    assert w["version"] == "0.5.9+mrr"
+    assert re.fullmatch(r"0\.5\.9\+mrr\.[0-9a-f]{8}", w["version"]), w["version"]
     with zipfile.ZipFile(w["path"]) as z:
         assert {zi.date_time for zi in z.infolist()} == {(2023, 11, 14, 22, 13, 20)}
         assert {(zi.external_attr >> 16) & 0o777 for zi in z.infolist()} <= {0o644, 0o755}
+
+
+def test_a_changed_recipe_is_a_new_version_and_the_same_recipes_the_same_bytes(tmp_path, run_cli):
+    from tests.conftest import ROOT
+
+    copy = tmp_path / "recipes"
+    shutil.copytree(ROOT / "recipes", copy)
+
+    def build(recipes: Path, out: str) -> dict:
+        code, printed, err = run_cli(
+            "--recipes", str(recipes), "wheel", "max-running-requests", "--from", "sglang==0.5.9", "-o",
+            str(tmp_path / out), "--json",
+        )  # fmt: skip
+        assert code == 0, err
+        (w,) = json.loads(printed)["wheels"]
+        return w
+
+    # The same recipe content, from another directory: the same version and the same bytes.
+    a, b = build(ROOT / "recipes", "a"), build(copy, "b")
+    assert a["version"] == b["version"] == f"0.5.9+max.running.requests.{a['recipes_digest']}"
+    assert Path(a["path"]).name == Path(b["path"]).name
+    assert Path(a["path"]).read_bytes() == Path(b["path"]).read_bytes()
+    # The recipe changed (another default): another version, which pip installs over the old one.
+    f = copy / "max-running-requests.toml"
+    assert f.read_text().count("1024") >= 1
+    f.write_text(f.read_text().replace("1024", "2048"))
+    c = build(copy, "c")
+    assert c["version"] == f"0.5.9+max.running.requests.{c['recipes_digest']}"
+    assert c["recipes_digest"] != a["recipes_digest"] and c["version"] != a["version"]
+    with zipfile.ZipFile(c["path"]) as z:
+        assert "max_running_requests: Optional[int] = 2048" in z.read("sglang/srt/server_args.py").decode()
 
 
 def test_half_of_a_two_engine_recipe_is_refused(tmp_path, run_cli):
@@ -241,8 +286,9 @@ def test_installed_wheels_carry_the_recipes(sm120_wheels, tmp_path, run_cli):
     py, site = make_venv(tmp_path / "venv")
     pip(py, "install", "--no-deps", "--no-compile", str(sm120_wheels["sglang"]), str(sm120_wheels["flashinfer"]))
     shown = pip(py, "show", "sglang").stdout
-    assert "Version: 0.5.9+sm120" in shown
-    for di in ("sglang-0.5.9+sm120.dist-info", "flashinfer_python-0.6.3+sm120.dist-info"):
+    assert f"Version: 0.5.9+{labels()['sglang']}" in shown
+    sglang_di = site / f"sglang-0.5.9+{labels()['sglang']}.dist-info"
+    for di in (sglang_di.name, f"flashinfer_python-0.6.3+{labels()['flashinfer']}.dist-info"):
         assert verify_installed(site, site / di) == []
     # The code as installed does what the recipes say, and the dist-info's patchkit.json
     # says patchkit put it there, so every op reads "applied" (not "upstream").
@@ -255,14 +301,14 @@ def test_installed_wheels_carry_the_recipes(sm120_wheels, tmp_path, run_cli):
     code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
     assert code == 0, out + err
     assert json.loads(out)["targets"] == {
-        "sglang": {"root": str(site.resolve()), "layout": "package", "version": "0.5.9+sm120"}
+        "sglang": {"root": str(site.resolve()), "layout": "package", "version": f"0.5.9+{labels()['sglang']}"}
     }
     # Applying on top changes nothing (idempotent): no file, no RECORD.
-    before = (site / "sglang-0.5.9+sm120.dist-info" / "RECORD").read_bytes()
+    before = (sglang_di / "RECORD").read_bytes()
     code, out, err = run_cli("apply", "sm120", "--python", str(py))
     assert code == 0, out + err
     assert "nothing to apply" in out
-    assert (site / "sglang-0.5.9+sm120.dist-info" / "RECORD").read_bytes() == before
+    assert (sglang_di / "RECORD").read_bytes() == before
 
 
 # -- in place --------------------------------------------------------------------------------

@@ -71,6 +71,7 @@ def wheel(
     for b in built:
         say(f"built {b.path}  ({b.dist} {b.base_version} -> {b.version}, {b.seconds:.1f}s)")
         say(f"  sha256 {b.sha256}")
+        say(f"  recipes digest {b.recipes_digest}: the label's last part; a changed recipe is a new version")
         for r in b.recipes:
             how = "already upstream" if r["state"] == State.UPSTREAM else f"ops {', '.join(f'#{i}' for i in r['ops'])}"
             say(f"  {r['id']:<24} {how}  (recipe sha256 {r['sha256'][:12]})")

@@ -283,3 +283,33 @@ def test_a_real_tie_stays_ambiguous_listing_every_candidate(tmp_path, status):
         "not in ServerArgs; found in 3 places, tied on context: "
         "sglang/srt/one.py::One:5 (0), sglang/srt/three.py::Three:5 (0), sglang/srt/two.py::Two:5 (0)"
     )
+
+
+# -- a real release -------------------------------------------------------------------------
+
+# max-running-requests as written for SGLang 0.5.9-0.5.19 (its first op, without `when`).
+OLD_MRR = RECIPE.format(scope="ServerArgs").replace('id = "mrr"', 'id = "mrr-old"')
+
+
+@pytest.mark.real
+def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path, run_cli):
+    """From 0.5.20 the field lives in arg_groups/fields/schedule.py::Schedule, with look-alikes
+    in MemoryPoolConfig and, on 0.5.23, the API type DeploymentInfo.  server_args.py, which
+    the field left, imports Schedule: the old op reads moved there, the runners-up named.
+    (One release: the search of a whole tree costs ~10 s.)"""
+    s = tree("sglang", "0.5.23", links=True)
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "mrr-old.toml").write_text(OLD_MRR)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "mrr-old", "-t", f"sglang={s}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    sched = "sglang/srt/arg_groups/fields/schedule.py"
+    pool = "sglang/srt/model_executor/pool_configurator.py"
+    api = "sglang/api/v1/api_types.py"
+    assert op["state"] == "moved", op
+    assert op["location"] == f"{sched}::Schedule:{line_of(s / sched, 'max_running_requests:')}"
+    assert op["message"] == (
+        f"moved from {SA}::ServerArgs; closest in context (2); runners-up: "
+        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.5), "
+        f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0)"
+    ), op

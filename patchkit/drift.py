@@ -128,8 +128,8 @@ def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[
 
 
 def _worker(args) -> tuple[str, list[dict]]:
-    recipes_dir, names, engine, version, others = args
-    catalog = Catalog.load(Path(recipes_dir))
+    recipe_dirs, names, engine, version, others = args
+    catalog = Catalog.load(recipe_dirs)
     trees = {e: release_tree(e, v) for e, v in others.items()}
     trees[engine] = release_tree(engine, version)
     return version, [r.to_json() for r in judge_release(catalog, names, trees)]
@@ -137,7 +137,7 @@ def _worker(args) -> tuple[str, list[dict]]:
 
 def across(
     catalog: Catalog,
-    recipes_dir: Path,
+    recipe_dirs: "Path | list",
     names: tuple[str, ...],
     engine: str,
     versions: list[str],
@@ -161,7 +161,7 @@ def across(
         release_tree(e, v, say=say)
     for v in todo:
         release_tree(engine, v, say=say)
-    args = [(str(recipes_dir), names, engine, v, others) for v in todo]
+    args = [(recipe_dirs, names, engine, v, others) for v in todo]  # the workers load the same catalog
     tick = _progress(len(args))
     if len(args) > 1 and jobs > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:

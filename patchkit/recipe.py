@@ -809,6 +809,7 @@ class Catalog:
         self.recipes = {r.id: r for r in recipes}
         self.origin: dict[str, str] = dict(origin or {})
         self.shadowed: dict[str, list[Path]] = {}
+        self.dirs: list = []  # the RecipeDirs read, nearest first
         self.bundles: dict[str, list[str]] = {}
         for r in recipes:
             for b in r.bundles:
@@ -850,8 +851,10 @@ class Catalog:
                 recipes.append(r)
                 origin[r.id] = rd.origin
                 seen[r.id] = path
+        recipes.sort(key=lambda r: r.id)  # by id wherever each comes from: an override keeps its place in a bundle
         cat = cls(recipes, broken, origin)
         cat.shadowed = shadowed
+        cat.dirs = list(dirs)
         for b in cat.bundles:
             if b in cat.recipes:
                 raise RecipeError(

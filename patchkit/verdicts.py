@@ -108,13 +108,19 @@ def _dir() -> Path:
     return cache_dir() / "verdicts"
 
 
-def key(recipes_dir: Path, names: tuple[str, ...], targets: dict, code: Optional[str] = None) -> str:
+def key(recipe_dirs, names: tuple[str, ...], targets: dict, code: Optional[str] = None) -> str:
     """The cache key of a `status` invocation; ``code`` is ``code_hash()``, computed here
-    when not given."""
+    when not given.  ``recipe_dirs`` is every recipe directory in play, nearest first
+    (Project.recipe_dirs; one Path is one directory): each one's place, and every recipe
+    file in it, by name and content, so that a recipe added, changed or removed anywhere
+    (shipped, the user's, the project's, a --recipes directory) is a new key."""
     h = _hash((code_hash() if code is None else code).encode(), digest_size=32)
     h.update(repr(sorted(names)).encode())
-    for p in sorted(recipes_dir.glob("*.toml")):
-        h.update(p.name.encode() + (_file_digest(p) or "").encode())
+    for d in [recipe_dirs] if isinstance(recipe_dirs, Path) else recipe_dirs:
+        d = getattr(d, "path", d)
+        h.update(f"dir|{d}|".encode())
+        for p in sorted(d.glob("*.toml")):
+            h.update(p.name.encode() + (_file_digest(p) or "").encode())
     for engine, t in sorted(targets.items()):
         h.update(f"{engine}|{t.root}|{t.layout}|{t.version}".encode())
     return h.hexdigest()

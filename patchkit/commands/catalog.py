@@ -22,6 +22,9 @@ def list_(opts: Options) -> int:
                             "bundles": list(r.bundles),
                             "engines": {e: str(s) for e, s in r.engines.items()},
                             "ops": len(r.ops),
+                            "source": cat.origin.get(r.id, ""),
+                            "path": str(r.path),
+                            "overrides": [str(p) for p in cat.shadowed.get(r.id, ())],
                         }
                         for r in recipes
                     ],
@@ -33,7 +36,7 @@ def list_(opts: Options) -> int:
         return OK
     for r in recipes:
         engines = ", ".join(f"{e}{s}" for e, s in r.engines.items())
-        say(f"{r.id:<24} {engines}")
+        say(f"{r.id:<24} {engines}  [{_source(cat, r)}]")
         say(f"    {r.summary}")
     if cat.bundles:
         say("\nbundles:")
@@ -42,10 +45,22 @@ def list_(opts: Options) -> int:
     return OK
 
 
+def _source(cat, r) -> str:
+    """Where a recipe comes from, as `list` shows it: shipped, user, project or path, and
+    what it overrides (``project, overrides shipped``)."""
+    from patchkit.project import PATH, PROJECT, SHIPPED, USER
+
+    where = {str(rd.path): rd.origin for rd in getattr(cat, "dirs", ())}
+    over = [where.get(str(p.parent), str(p)) for p in cat.shadowed.get(r.id, ())]
+    origin = cat.origin.get(r.id, "")
+    known = (PATH, PROJECT, USER, SHIPPED)
+    return origin + (f", overrides {', '.join(over)}" if over else "") if origin in known else str(r.path.parent)
+
+
 def show(opts: Options) -> int:
     cat = opts.project.catalog()
     for r in cat.select(opts.names):
-        say(f"{r.id}  ({r.path})")
+        say(f"{r.id}  ({r.path}, {_source(cat, r)})")
         say(f"  summary:   {r.summary}")
         say(f"  bundles:   {', '.join(r.bundles) or '-'}")
         say("  engines:   " + ", ".join(f"{e} {s}" for e, s in r.engines.items()))

@@ -104,7 +104,7 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
     others = {e: v for e, v in _pinned(project).items() if e != engine}
 
     def run(vs: list[str]) -> dict[str, list[dict]]:
-        return D.across(catalog, project.recipes_dir, names, engine, vs, others, jobs=jobs, say=_err)
+        return D.across(catalog, project.recipe_dirs, names, engine, vs, others, jobs=jobs, say=_err)
 
     changes = None
     if bisect:

@@ -21,7 +21,7 @@ def _fast(opts: Options, code: str):
         return None
     if any(t.root.joinpath(STATE_DIR, TXN_PENDING).exists() for t in targets.values()):
         return None  # a write was interrupted: judge it for real
-    k = verdicts.key(opts.project.recipes_dir, opts.names, targets, code=code)
+    k = verdicts.key(opts.project.recipe_dirs, opts.names, targets, code=code)
     res = verdicts.load(k, targets)
     return (res, targets) if res is not None else None
 
@@ -49,7 +49,7 @@ def status(opts: Options, verbose: bool = True) -> int:
         targets = session.targets
         full = set(targets) == set(opts.project.targets(opts.targets, _engines(opts)))
         if full and cacheable(session, evaluated) and not session.interrupted:
-            verdicts.save(verdicts.key(opts.project.recipes_dir, opts.names, targets, code=code), session, res)
+            verdicts.save(verdicts.key(opts.project.recipe_dirs, opts.names, targets, code=code), session, res)
     ok = all(r.state in GOOD for r in res)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
     if opts.json:

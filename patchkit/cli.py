@@ -557,6 +557,48 @@ def pin(ctx, engine, version, force):
     sys.exit(run(_project(ctx), engine, version, force))
 
 
+@cli.command("new")
+@click.argument("rid", metavar="ID")
+@click.option(
+    "--engine",
+    type=click.Choice(["sglang", "flashinfer"]),
+    default="sglang",
+    show_default=True,
+    help="The engine the template's ops edit.",
+)
+@click.option(
+    "--out", "-o", metavar="FILE", help="Where to write it (default: ID.toml in the project's recipes/; - for stdout)."
+)
+@click.pass_context
+def new_cmd(ctx, rid, engine, out):
+    """Write a commented template recipe: every key explained, one op of each kind to uncomment.
+
+    The template passes `patchkit check` as written; its one live op is a placeholder
+    that applies nowhere until you change it.
+    """
+    from patchkit.commands.author import new as run
+
+    sys.exit(run(_project(ctx), rid, engine, out))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document: every error, with file and line.")
+@click.pass_context
+def check(ctx, paths, as_json):
+    """Validate recipes and run their examples; report every error in every file.
+
+    \b
+    PATH is a recipe file or a directory of them (default: every recipe in play).  Each
+    error is one line, FILE:LINE: RECIPE: WHERE: WHAT (hint: ...); a failing example
+    ([[ops.examples]] before/after, run both ways) is followed by a unified diff.
+    Exit 0 when there is none, 2 otherwise.
+    """
+    from patchkit.commands.author import check as run
+
+    sys.exit(run(_project(ctx), tuple(paths), as_json=as_json))
+
+
 def _wants_json(args: list[str]) -> bool:
     """Whether the command line asks for --json (before any ``--``), even one click refused."""
     return "--json" in (args[: args.index("--")] if "--" in args else args)

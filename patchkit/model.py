@@ -54,6 +54,16 @@ class Blocker:
 
 
 @dataclass(frozen=True)
+class Example:
+    """``[[ops.examples]]``: a small file (holding the op's scope) on which the op is pending,
+    and exactly what apply makes of it.  `patchkit check` runs it both ways."""
+
+    before: str
+    after: str
+    line: int = 0  # where it stands in the recipe file
+
+
+@dataclass(frozen=True)
 class OpSpec:
     """One edit of a recipe, validated and bound to its op kind (``impl``)."""
 
@@ -66,6 +76,7 @@ class OpSpec:
     markers: tuple[Marker, ...] = ()
     jit_modules: tuple[str, ...] = ()  # FlashInfer JIT modules whose cache this edit invalidates
     when: When = ()  # the releases this op is for (a version variant); () = every release
+    examples: tuple[Example, ...] = ()  # run by `patchkit check`
 
     @property
     def label(self) -> str:

@@ -3,6 +3,7 @@ and the examples a recipe carries.  Offline: recipes only, no target."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -92,3 +93,289 @@ def _copy_shipped(tmp_path):
     d = tmp_path / "recipes"
     shutil.copytree(ROOT / "recipes", d)
     return d
+
+
+# -- check: every error in every file -----------------------------------------------------------
+
+# (name, recipe text, the breadcrumb lines `check` must print for it, in order)
+BAD_FILES = [
+    (
+        "several errors in one file",
+        GOOD.format(id="many")
+        .replace('summary = "widen a list"', 'summary = ""\nbundle = "x"')
+        .replace('sglang = ">=0.5.9"', 'sglang = ">=banana"\ntorch = ">=2"')
+        .replace('scope = "f"', 'scope = "f g"\nkindd = 1')
+        .replace("element = '\"b\"'", 'element = \'"b"\'\naction = "toggle"'),
+        [
+            "many.toml:3: many: bundle: unknown key 'bundle' (hint: did you mean 'bundles'?)",
+            "many.toml:2: many: summary: is empty (hint: say in one line what the recipe does)",
+            "many.toml:7: many: engines > sglang: '>=banana' is not a valid version specifier",
+            "many.toml:8: many: engines > torch: unknown engine 'torch' (hint: engines: sglang, flashinfer)",
+            "many.toml:15: many: op #1 > kindd: unknown key 'kindd' (hint: did you mean 'kind'?)",
+            "many.toml:12: many: op #1 > engine: engine 'sglang' is not in the recipe's [engines]",
+            "many.toml:14: many: op #1 > scope: 'f g' is not a qualified name",
+            "many.toml:20: many: op #1 > params.action: must be 'add' or 'remove', not 'toggle'",
+        ],
+    ),
+    (
+        "every op, variant op, marker and blocker",
+        GOOD.format(id="ops")
+        + """
+[[ops]]
+kind = "list-elemnt"
+engine = "sglang"
+file = "sglang/srt/x.py"
+
+[[ops]]
+kind = "text-replace"
+engine = "sglang"
+file = "sglang/srt/x.py"
+[ops.params]
+find = "a"
+replace = "b"
+count = 0
+[[ops.markers]]
+contains = []
+
+[[variants]]
+when = { sglang = ">=0.5.19" }
+[[variants.ops]]
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/x.py"
+when = { sglang = ">=1" }
+[variants.ops.locator]
+anchor = "x = 1"
+
+[[blockers]]
+engine = "sglang"
+file = "/etc/passwd"
+contains = ["raise"]
+message = "m"
+""",
+        [
+            "ops.toml:19: ops: op #2 > kind: unknown op kind 'list-elemnt' (hint: did you mean 'list-element'?)",
+            "ops.toml:26: ops: op #3 > file: text-replace edits non-Python files, and 'sglang/srt/x.py' is one",
+            "ops.toml:30: ops: op #3 > params.count: must be at least 1, not 0",
+            "ops.toml:31: ops: op #3 > marker #1 > contains: is required and must not be empty",
+            "ops.toml:40: ops: variant #1 > op #4 > when: an op of a variant takes the variant's `when`",
+            "ops.toml:46: ops: blocker #1 > file: '/etc/passwd' is an absolute path",
+        ],
+    ),
+    (
+        "invalid TOML",
+        'id = "toml"\nsummary = "x\n',
+        ["toml.toml:2: toml: recipe: invalid TOML: "],
+    ),
+]
+
+
+@pytest.mark.parametrize("name,text,lines", BAD_FILES, ids=[c[0] for c in BAD_FILES])
+def test_check_reports_every_error_in_every_file(tmp_path, run_cli, name, text, lines):
+    rid = lines[0].split(".toml")[0]
+    d = _recipes(tmp_path, {f"{rid}.toml": text, "good.toml": GOOD.format(id="good")})
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2, out + err
+    got = out.strip().splitlines()
+    assert len(got) == len(lines), "\n".join(got)
+    for want, line in zip(lines, got, strict=True):
+        assert line.startswith(f"{d}/{want}"), f"{line}\n  wanted {want}"
+    assert err.strip() == f"{len(lines)} error(s) in 1 of 2 recipe file(s)"
+
+
+def test_check_reports_every_file(tmp_path, run_cli):
+    """Two broken files and a good one: both broken files are reported, each error once."""
+    d = _recipes(
+        tmp_path,
+        {
+            "a.toml": GOOD.format(id="a").replace('scope = "f"', 'scope = "1"'),
+            "b.toml": GOOD.format(id="b").replace('kind = "list-element"', 'kind = "nope"'),
+            "c.toml": GOOD.format(id="c"),
+        },
+    )
+    code, out, err = run_cli("check", str(d / "a.toml"), str(d / "b.toml"), str(d / "c.toml"), cwd=tmp_path)
+    assert code == 2
+    assert [ln.split(": ")[0:3] for ln in out.strip().splitlines()] == [
+        [f"{d}/a.toml:12", "a", "op #1 > scope"],
+        [f"{d}/b.toml:9", "b", "op #1 > kind"],
+    ]
+    code, out, err = run_cli("check", str(d / "c.toml"), "--json", cwd=tmp_path)
+    assert code == 0 and json.loads(out) == {"ok": True, "files": 1, "examples": 0, "errors": []}
+
+
+def test_check_finds_cross_file_errors(tmp_path, run_cli):
+    d = _recipes(tmp_path, {"good.toml": GOOD.format(id="good").replace('["b"]', '["other"]')})
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "other.toml").write_text(GOOD.format(id="other"))
+    code, out, err = run_cli("check", str(d), str(tmp_path / "more"), cwd=tmp_path)
+    assert code == 2
+    assert "good: bundles: bundle name 'other' is also a recipe id" in out
+
+
+def test_check_defaults_to_every_recipe_in_play(tmp_path, run_cli):
+    d = _recipes(tmp_path, {"good.toml": GOOD.format(id="good"), "bad.toml": BROKEN["bad value"][0]})
+    code, out, err = run_cli("--recipes", str(d), "check", cwd=tmp_path)
+    assert code == 2
+    assert out.startswith(f"{d}/bad.toml:12: bad: op #1 > scope: 'f g' is not a qualified name")
+    assert err.strip() == "1 error(s) in 1 of 2 recipe file(s)"
+
+
+def test_check_shipped_recipes(run_cli):
+    """The shipped recipes pass, and max-running-requests's example is run."""
+    code, out, err = run_cli("--recipes", str(ROOT / "recipes"), "check", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["ok"] and doc["examples"] >= 1
+
+
+# -- examples -----------------------------------------------------------------------------------
+
+EXAMPLE = """
+[[ops.examples]]
+before = '''
+def f():
+    return ["a"]
+'''
+after = '''
+def f():
+    return ["a", "b"]
+'''
+"""
+
+# (name, edit of the passing example, what check says, whether a diff follows)
+BAD_EXAMPLES = [
+    ("after differs", lambda s: s.replace('["a", "b"]', '["a",  "b"]'), "does not give exactly `after`", True),
+    ("already applied", lambda s: s.replace('return ["a"]', 'return ["b", "a"]'), "reads done on `before`", False),
+    ("missing site", lambda s: s.replace('return ["a"]', "return []"), "reads missing on `before`", False),
+    ("scope absent", lambda s: s.replace('def f():\n    return ["a"]', 'def g():\n    return ["a"]'), "no `f`", False),
+    ("not Python", lambda s: s.replace('return ["a"]', "return [a"), "does not parse", False),
+    ("no after", lambda s: s[: s.index("after =")], "example #1 > after: is required", False),
+]
+
+
+def _with_example(tmp_path, example: str, op_edit=lambda s: s):
+    return _recipes(tmp_path, {"ex.toml": op_edit(GOOD.format(id="ex")) + example})
+
+
+def test_a_passing_example(tmp_path, run_cli):
+    d = _with_example(tmp_path, EXAMPLE)
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 0, out
+    assert "1 example(s): no errors" in out
+
+
+@pytest.mark.parametrize("name,edit,said,diff", BAD_EXAMPLES, ids=[c[0] for c in BAD_EXAMPLES])
+def test_a_failing_example(tmp_path, run_cli, name, edit, said, diff):
+    bad = edit(EXAMPLE)
+    assert bad != EXAMPLE
+    d = _with_example(tmp_path, bad)
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2
+    first, *rest = out.strip().splitlines()
+    assert first.startswith(f"{d}/ex.toml:18: ex: op #1 > example #1"), first
+    assert said in first, first
+    if diff:
+        assert rest[:2] == ["    --- after", "    +++ apply(before)"], rest
+        assert '    -    return ["a",  "b"]' in rest and '    +    return ["a", "b"]' in rest
+    else:
+        assert rest == []
+
+
+def test_an_example_whose_revert_loses_bytes(tmp_path, run_cli):
+    """An op whose revert does not give back `before` (replace-expr writes `match` back as
+    the recipe spells it): the example catches it, with the diff."""
+    op = lambda s: s.replace(  # noqa: E731
+        'kind = "list-element"', 'kind = "replace-expr"'
+    ).replace(
+        "[ops.locator]\ncontains = ['\"a\"']\n[ops.params]\nelement = '\"b\"'",
+        '[ops.locator]\nmatch = \'["a"]\'\n[ops.params]\nwith = \'["a", "b"]\'',
+    )
+    example = EXAMPLE.replace('return ["a"]', 'return [ "a" ]')
+    d = _with_example(tmp_path, example, op)
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2, out
+    assert "revert of `after` does not give back `before`" in out
+    assert '    -    return [ "a" ]' in out and '    +    return ["a"]' in out
+
+
+def test_a_text_example(tmp_path, run_cli):
+    text_op = """
+[[ops]]
+kind = "text-replace"
+engine = "sglang"
+file = "sglang/srt/k.cuh"
+[ops.params]
+find = "arch < 1200"
+replace = "arch < 1300"
+count = 2
+[[ops.examples]]
+before = "if (arch < 1200) {}\\nif (arch < 1200) {}\\n"
+after = "if (arch < 1300) {}\\nif (arch < 1300) {}\\n"
+"""
+    d = _recipes(tmp_path, {"t.toml": GOOD.format(id="t") + text_op})
+    assert run_cli("check", str(d), cwd=tmp_path)[0] == 0
+    (d / "t.toml").write_text(GOOD.format(id="t") + text_op.replace("count = 2", "count = 1"))
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2 and "op #2 > example #1: the op reads ambiguous on `before`" in out, out
+
+
+# -- new ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["sglang", "flashinfer"])
+def test_new_writes_a_template_that_check_accepts(tmp_path, run_cli, engine):
+    d = tmp_path / "recipes"
+    code, out, err = run_cli("--recipes", str(d), "new", "my-fix", "--engine", engine, cwd=tmp_path)
+    assert code == 0, err
+    path = d / "my-fix.toml"
+    text = path.read_text()
+    assert f'engine = "{engine}"' in text
+    code, out, err = run_cli("check", str(path), cwd=tmp_path)
+    assert code == 0, out
+    assert "1 example(s): no errors" in out
+    code, out, err = run_cli("--recipes", str(d), "new", "my-fix", cwd=tmp_path)
+    assert code == 2 and "already exists" in err
+    assert path.read_text() == text
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    """The commented-out blocks of the template: (title, the template with that block uncommented)."""
+    lines = text.splitlines(True)
+    out = []
+    for i, ln in enumerate(lines):
+        if ln.startswith("# --- "):
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("#") and not lines[j].startswith("# --- "):
+                j += 1
+            body = [x[2:] if x.startswith("# ") else x[1:] for x in lines[i + 1 : j]]
+            out.append((ln[6:].strip(), "".join(lines[:i] + body + lines[j:])))
+    return out
+
+
+@pytest.mark.parametrize("engine", ["sglang", "flashinfer"])
+def test_every_commented_block_of_the_template_is_valid(tmp_path, engine):
+    """Uncommenting any one block (an op of each kind, a variant, a blocker) keeps the recipe
+    valid: the template teaches only what loads."""
+    from patchkit.commands.author import template
+    from patchkit.ops import KINDS
+    from patchkit.recipe import check_recipe
+
+    blocks = _blocks(template("t", engine))
+    titles = [t for t, _ in blocks]
+    for kind in KINDS:
+        assert any(t.startswith(kind) for t in titles), kind
+    assert any(t.startswith("a version variant") for t in titles) and any(t.startswith("a blocker") for t in titles)
+    path = tmp_path / "t.toml"
+    for title, text in blocks:
+        path.write_text(text)
+        recipe, errors = check_recipe(path)
+        assert not errors, f"{title}: {[str(e) for e in errors]}"
+        assert len(recipe.ops) + len(recipe.blockers) == 2, title
+
+
+def test_new_refuses_a_bad_id_or_a_file_named_otherwise(tmp_path, run_cli):
+    assert run_cli("new", "Bad_Id", "-o", "-", cwd=tmp_path)[0] == 2
+    code, out, err = run_cli("new", "x", "-o", str(tmp_path / "y.toml"), cwd=tmp_path)
+    assert code == 2 and "named after its id" in err
+    code, out, err = run_cli("new", "x", "-o", "-", cwd=tmp_path)
+    assert code == 0 and out.startswith("# A patchkit recipe")

@@ -1,0 +1,417 @@
+"""Writing recipes: `new` (a commented template), `check` (every error of every recipe, and
+the examples they carry, run), and `capture` (a recipe from a hand edit of a tree)."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from patchkit.commands import NOT_THERE, OK, USAGE, say
+from patchkit.errors import PatchkitError, RecipeError
+from patchkit.project import Project
+
+# -- new ----------------------------------------------------------------------------------------
+
+_FILES = {
+    # engine: (a Python file, a class in it, a function, a C++ header)
+    "sglang": ("sglang/srt/server_args.py", "ServerArgs", "ServerArgs._handle_todo", "sglang/srt/TODO.cu"),
+    "flashinfer": ("flashinfer/jit/comm.py", "TodoConfig", "gen_todo_module", "include/flashinfer/TODO.cuh"),
+}
+
+TEMPLATE = '''\
+# A patchkit recipe: one TOML file per recipe, named after its id.
+#   patchkit check {path}   validates it and runs its examples (every error, one line each)
+#   patchkit show {id}      shows it as patchkit reads it
+#   patchkit diff {id}      what apply would write, touching nothing
+# Snippets of code are easiest in \'\'\'literal strings\'\'\' (no escapes).
+
+id = "{id}"  # lowercase letters, digits and dashes; the file name without .toml
+summary = "TODO: say in one line what this recipe does"  # `patchkit list` shows it
+rationale = """
+TODO: why, with numbers: what was measured before and after, on which hardware,
+and when upstream may make this recipe unnecessary.
+"""
+bundles = []  # e.g. ["sm120"]: `patchkit apply sm120` applies every recipe that lists it
+
+[engines]  # the releases the recipe is for (PEP 440); outside them apply skips it
+{engine} = "{spec}"
+
+# One [[ops]] table per edit.  Every op has:
+#   kind     one of the kinds below (README.md has the table of kinds)
+#   engine   an engine named in [engines]
+#   file     the path inside the installed package, the same in a git checkout, an unpacked
+#            wheel or site-packages (FlashInfer's C++: include/... and csrc/...)
+#   scope    "Class", "Class.method" or "function": where the op looks; leave it out for the
+#            whole module.  Matching is on Python tokens: layout and comments do not matter.
+#   when     optional: {{ {engine} = ">=X" }}, the releases this op is for (a version variant)
+#   [ops.locator]  how the op finds its site; [ops.params]  what it writes
+#   [[ops.markers]]  optional: code upstream wrote differently that does the same; the op
+#                    then reads `upstream` (contains = fragments, all in the scope, in order)
+#   [[ops.examples]] optional: before/after snippets that `patchkit check` runs both ways
+#
+# The op below is a placeholder: it names a field no release has, so apply reports it
+# missing until you change it.  Uncomment and adapt the kinds you need; delete the rest.
+
+[[ops]]
+kind = "set-default"
+engine = "{engine}"
+file = "{pyfile}"
+scope = "{cls}"
+[ops.locator]
+field = "todo_field"  # a class attribute / dataclass field of the scope
+[ops.params]
+value = "1024"  # the new default, as Python source
+expect = "None"  # upstream's default, exactly as upstream writes it: revert writes it back
+
+# apply to `before` must give exactly `after`, and revert `after` must give back `before`.
+# A Python example is a small module holding the op's scope.
+[[ops.examples]]
+before = \'\'\'
+class {cls}:
+    todo_field: Optional[int] = None
+\'\'\'
+after = \'\'\'
+class {cls}:
+    todo_field: Optional[int] = 1024
+\'\'\'
+
+# --- list-element: add (or remove) an element of a list, tuple or set literal
+# [[ops]]
+# kind = "list-element"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# contains = [\'"todo_a"\', \'"todo_b"\']  # the collection that holds these elements
+# # or: keyword = "supported_major_versions" (+ call = "f"), or: membership = "major"
+# [ops.params]
+# element = \'"todo_c"\'
+# after = \'"todo_a"\'  # optional: where it goes (default: at the end)
+# # uncomment = true   # turn the line `# "todo_c",` into the element (and back on revert)
+# # action = "remove"  # take the element out instead
+
+# --- or-operand: add an operand to an `a or b` chain
+# [[ops]]
+# kind = "or-operand"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# operands = ["_is_sm90_supported", "_is_sm100_supported"]  # operands the chain already has
+# [ops.params]
+# operand = "_is_sm120_supported"
+# # after = "_is_sm100_supported"  # optional: default at the end
+
+# --- set-default, other forms: a parameter's default, or a keyword of a call
+# [[ops]]
+# kind = "set-default"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# call = "parser.add_argument"  # the callee ...
+# arg = \'"--todo-flag"\'  # ... whose first argument is this ...
+# keyword = "default"  # ... and the keyword to set (or: param = "NAME" for a parameter of the scope)
+# [ops.params]
+# value = "True"
+# expect = "False"
+
+# --- insert: statements before/after an anchor statement, or at the start/end of the scope
+# [[ops]]
+# kind = "insert"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# anchor = \'if todo_condition:\'  # a statement, or the header of a compound one
+# position = "before"  # or "after"; or instead of anchor: at = "start" / "end"
+# [ops.params]
+# code = \'\'\'
+#
+# if todo_other_condition:
+#     todo_value = 1
+# \'\'\'  # blank lines above the first statement are kept; revert removes exactly these
+
+# --- ensure-import: `from MODULE import NAME` at module level (no scope)
+# [[ops]]
+# kind = "ensure-import"
+# engine = "{engine}"
+# file = "{pyfile}"
+# [ops.locator]
+# module = "{engine}.todo_module"
+# [ops.params]
+# name = "todo_name"
+# # after = "other_name"  # optional: join an existing import after this name
+# # defined_in = "{engine}/todo_module.py"  # optional: the name must be defined there
+
+# --- replace-expr: replace an expression, matched token for token
+# [[ops]]
+# kind = "replace-expr"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# match = "major == 10"  # exactly as upstream writes it (revert writes it back)
+# count = 1  # how many times the scope holds it
+# [ops.params]
+# with = "major in (10, 12)"
+
+# --- text-replace: C++/CUDA/CMake/shell files (no scope); an exact number of occurrences
+# [[ops]]
+# kind = "text-replace"
+# engine = "{engine}"
+# file = "{cfile}"
+# [ops.params]
+# find = "(__CUDA_ARCH__ < 1200)"
+# replace = "(__CUDA_ARCH__ < 1300)"  # must not occur in the pristine file
+# count = 1
+
+# --- a version variant: ops for some releases only (here: where upstream moved the code).
+# # Op numbers run through the file: top-level [[ops]] first, then each variant's.
+# [[variants]]
+# when = {{ {engine} = ">=99.0" }}
+# [[variants.ops]]
+# kind = "set-default"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{cls}"
+# [variants.ops.locator]
+# field = "todo_field_renamed"
+# [variants.ops.params]
+# value = "1024"
+# expect = "None"
+
+# --- a blocker: code that defeats the recipe while it stands (the recipe reads `blocked`)
+# [[blockers]]
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# contains = ["if not todo_supported():", "raise ValueError"]  # fragments, in order
+# message = "TODO: what goes wrong while this code stands"
+# # when = {{ {engine} = ">=99.0" }}
+'''
+
+
+def template(rid: str, engine: str, shown_path: str = "") -> str:
+    pyfile, cls, func, cfile = _FILES[engine]
+    return TEMPLATE.format(
+        id=rid,
+        engine=engine,
+        spec=">=0",
+        pyfile=pyfile,
+        cls=cls,
+        func=func,
+        cfile=cfile,
+        path=shown_path or f"recipes/{rid}.toml",
+    )
+
+
+def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
+    """Write a commented template recipe (``-`` as --out: to stdout)."""
+    from patchkit.recipe import ID_RE
+
+    if not ID_RE.fullmatch(rid):
+        raise RecipeError(
+            f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'my-fix'"
+        )
+    if out == "-":
+        say(template(rid, engine).rstrip("\n"))
+        return OK
+    path = Path(out) if out else project.recipes_dir / f"{rid}.toml"
+    if path.name != f"{rid}.toml":
+        raise PatchkitError(
+            f"--out {path}: a recipe's file is named after its id",
+            f"write it to {path.with_name(rid + '.toml')}, or choose the id {path.stem!r}",
+        )
+    text = template(rid, engine, str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise PatchkitError(f"{path}: already exists", "choose another id, or delete the file first") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    say(f"wrote {path}: edit it, then `patchkit check {path}`")
+    return OK
+
+
+# -- check --------------------------------------------------------------------------------------
+
+
+def _paths(project: Project, given: tuple[str, ...]) -> list[Path]:
+    """The recipe files to check: the files and directories given, else every recipe in play."""
+    if not given:
+        cat = project.catalog()
+        files = [r.path for r in cat.recipes.values()] + [b.path for b in getattr(cat, "broken", {}).values()]
+        return sorted(set(files), key=str)
+    out: list[Path] = []
+    for g in given:
+        p = Path(g)
+        if p.is_dir():
+            out += sorted(p / n for n in os.listdir(p) if n.endswith(".toml"))
+        elif p.exists() or p.is_symlink():
+            out.append(p)
+        else:
+            raise PatchkitError(f"{g}: no such recipe file or directory", "name .toml files or directories of them")
+    return out
+
+
+class Finding(dict):
+    """One error: file, line, recipe, where, message, hint, diff (for a failing example)."""
+
+    def line_text(self) -> str:
+        loc = f"{self['file']}:{self['line']}" if self["line"] else self["file"]
+        hint = f" (hint: {self['hint']})" if self["hint"] else ""
+        return f"{loc}: {self['recipe']}: {self['where'] or 'recipe'}: {self['message']}{hint}"
+
+
+def _finding(path: Path, rid: str, e: RecipeError) -> Finding:
+    loc = getattr(e, "loc", None)
+    if loc is None:  # raised before the recipe's own checks: the file itself
+        msg = e.message
+        head, _, rest = msg.partition(": ")
+        loc, what, crumbs = head, rest or msg, []
+    else:
+        what, crumbs = e.what, e.crumbs
+    file, _, line = loc.rpartition(":") if loc.rpartition(":")[2].isdigit() else (loc, "", "")
+    return Finding(
+        file=file,
+        line=int(line) if line else 0,
+        recipe=rid,
+        where=" > ".join(crumbs),
+        message=what,
+        hint=e.hint,
+        diff="",
+    )
+
+
+def _diff(want: str, got: str, a: str, b: str) -> str:
+    return "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), a, b))
+
+
+def run_example(op, ex) -> Optional[tuple[str, str]]:
+    """Run one example of an op both ways; None, or (what fails, a unified diff or "")."""
+    import libcst as cst
+
+    from patchkit import pyscope
+    from patchkit.states import State
+
+    impl, python = op.impl, op.file.endswith(".py")
+
+    def scope_of(src: str, which: str):
+        if not python:
+            return None, src
+        try:
+            chain = pyscope.resolve(cst.parse_module(src), op.scope)
+        except cst.ParserSyntaxError as e:
+            raise ValueError(f"{which} does not parse as Python ({e.message})") from None
+        except pyscope.ScopeError as e:
+            raise ValueError(f"{which}: {e}") from None
+        return chain, chain[-1]
+
+    def printed(chain, node) -> str:
+        return node if chain is None else pyscope.splice(chain, node).code
+
+    try:
+        chain, scope = scope_of(ex.before, "before")
+        got = impl.locate(scope)
+        if got.state != State.PENDING:
+            why = f" ({got.reason})" if got.reason else ""
+            return f"the op reads {got.state} on `before`, not pending{why}", ""
+        after = printed(chain, impl.apply(scope))
+        if after != ex.after:
+            return "apply to `before` does not give exactly `after`", _diff(ex.after, after, "after", "apply(before)")
+        chain, scope = scope_of(ex.after, "after")
+        got = impl.locate(scope)
+        if got.state != State.DONE:
+            why = f" ({got.reason})" if got.reason else ""
+            return f"the op reads {got.state} on `after`, not applied{why}", ""
+        back = printed(chain, impl.revert(scope))
+        if back != ex.before:
+            return "revert of `after` does not give back `before`", _diff(ex.before, back, "before", "revert(after)")
+    except (ValueError, LookupError, cst.CSTValidationError) as e:
+        return f"the op cannot run on the example: {e}", ""
+    return None
+
+
+def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> int:
+    """Every error in every recipe file, one breadcrumb line each; exit 2 if any."""
+    from patchkit.recipe import check_recipe
+
+    files = _paths(project, given)
+    findings: list[Finding] = []
+    loaded = []
+    examples = 0
+    for path in files:
+        recipe, errors = check_recipe(path)
+        findings += [_finding(path, path.stem, e) for e in errors]
+        if recipe is None:
+            continue
+        loaded.append(recipe)
+        for op in recipe.ops:
+            for j, ex in enumerate(op.examples, 1):
+                examples += 1
+                bad = run_example(op, ex)
+                if bad:
+                    what, diff = bad
+                    findings.append(
+                        Finding(
+                            file=str(path),
+                            line=ex.line,
+                            recipe=recipe.id,
+                            where=f"op #{op.index} > example #{j}",
+                            message=what,
+                            hint="fix the example, or the op" if diff else "",
+                            diff=diff,
+                        )
+                    )
+    ids: dict[str, Path] = {}
+    for r in loaded:  # across files: ids and bundle names
+        if r.id in ids:
+            findings.append(
+                Finding(
+                    file=str(r.path),
+                    line=0,
+                    recipe=r.id,
+                    where="id",
+                    message=f"also the id of {ids[r.id]}",
+                    hint="one recipe per id",
+                    diff="",
+                )
+            )
+        ids.setdefault(r.id, r.path)
+    for r in loaded:
+        for b in r.bundles:
+            if b in ids:
+                findings.append(
+                    Finding(
+                        file=str(r.path),
+                        line=0,
+                        recipe=r.id,
+                        where="bundles",
+                        message=f"bundle name {b!r} is also a recipe id",
+                        hint="rename the bundle or the recipe",
+                        diff="",
+                    )
+                )
+    if as_json:
+        say(json.dumps({"ok": not findings, "files": len(files), "examples": examples, "errors": findings}, indent=2))
+    else:
+        for f in findings:
+            say(f.line_text())
+            if f["diff"]:
+                say("    " + f["diff"].rstrip("\n").replace("\n", "\n    "))
+        broken = len({f["file"] for f in findings})
+        summary = (
+            f"{len(findings)} error(s) in {broken} of {len(files)} recipe file(s)"
+            if findings
+            else f"{len(files)} recipe file(s), {examples} example(s): no errors"
+        )
+        say(summary, err=bool(findings))
+    return USAGE if findings else OK
+
+
+__all__ = ["NOT_THERE", "check", "new", "run_example", "template"]

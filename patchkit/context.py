@@ -26,7 +26,7 @@ context it shares:
   refers to where it went (``from .fields.schedule import Schedule``).
 
 ``clear`` says when the best candidate is *clearly* best: its score exceeds every other's
-by at least ``MARGIN`` (1: one statement further away, or one enclosing name) and by at
+by at least ``MARGIN`` (1: one shared sibling statement, or one enclosing name) and by at
 least ``SHARE`` (a quarter) of its own score, so that a long block's shared boilerplate
 cannot decide by a hair.  Otherwise the candidates within that margin of the best are a
 real tie.

@@ -139,6 +139,14 @@ def test_the_site_block_is_the_innermost_one_holding_the_line():
     assert outer.after == (("c = 3", "c"),)
 
 
+def test_a_text_file_site_is_ranked_by_its_lines():
+    original = context.of_lines("a\n\n  b   c\nSITE\nd\n", 4, "include/x.cuh")
+    assert original.before == (("b c", ""), ("a", "")) and original.after == (("d", ""),)
+    near = context.of_lines("b c\nSITE\nd\n", 2, "include/y.cuh")
+    far = context.of_lines("d\nSITE\nq\n", 2, "include/z.cuh")
+    assert context.score(original, near) == 4.0 and context.score(original, far) == 1.0
+
+
 # -- whole runs on small trees --------------------------------------------------------------
 
 RECIPE = """

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Callable
 from packaging.version import InvalidVersion, Version
 
 from patchkit import fetch
-from patchkit.errors import PatchkitError
+from patchkit.errors import FetchError, PatchkitError
 from patchkit.judge import Session, evaluate, results
 from patchkit.recipe import Catalog
 from patchkit.results import RecipeResult
@@ -78,22 +77,16 @@ def ok(res: list[RecipeResult]) -> bool:
 
 
 def index_versions(dist: str) -> list[str]:
-    """Every release the index lists for ``dist`` (newest last)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"],
-        capture_output=True,
-        text=True,
-    )
-    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
-    if proc.returncode != 0 or not m:
+    """Every release the index has a wheel of for ``dist`` (oldest first); the releases in
+    patchkit's cache when the index cannot be asked (offline, unreachable)."""
+    try:
+        return fetch.versions(dist)
+    except FetchError as e:
         cached = fetch.cache_dir() / "wheels" / dist
-        if cached.is_dir():
-            return sorted((p.name for p in cached.iterdir()), key=Version)
-        raise PatchkitError(
-            f"cannot list the releases of {dist} (pip index versions failed)",
-            "check that the package index is reachable",
-        )
-    return sorted((v.strip() for v in m.group(1).split(",")), key=Version)
+        got = sorted((p.name for p in cached.iterdir() if any(p.glob("*.whl"))), key=Version) if cached.is_dir() else []
+        if got:
+            return got
+        raise PatchkitError(f"cannot list the releases of {dist}: {e.message}", e.hint) from None
 
 
 def parse_range(value: str) -> tuple[str, str, str]:

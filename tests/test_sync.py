@@ -53,7 +53,7 @@ def test_hash_mismatch_is_refused_loudly(tmp_path, run_cli):
     code, out, err = run_cli("sync", "sglang", cwd=tmp_path)
     assert code == 2
     assert (
-        err.splitlines()[0] == "downloading sglang==0.5.9 from the package index (pip, no dependencies) ..."
+        err.splitlines()[0] == "downloading sglang==0.5.9 from the package index (sglang-0.5.9-py3-none-any.whl) ..."
     )  # progress
     assert (
         err.strip()

@@ -49,8 +49,9 @@ def test_pip_download(tmp_path):
     subprocess.run([*cmd, "patchkit-no-such-dist==0", "-d", str(tmp_path)], capture_output=True)
 
 
-def test_fetch_wheel_with_an_empty_cache():
+def test_fetch_wheel_with_an_empty_cache(monkeypatch):
     assert not any(fetch.cache_dir().iterdir())  # not ~/.cache/patchkit, where releases may lie
+    monkeypatch.delenv("PATCHKIT_OFFLINE")  # which would refuse before any network: the guard's turn
     fetch.fetch_wheel("sglang", "0.5.9")
 
 
@@ -73,7 +74,7 @@ REFUSED = {
     "test_connect_by_address": "connect to ('127.0.0.1', 9)",
     "test_connect_ex_whose_error_is_swallowed": "connect to ('::1', 9)",
     "test_pip_download": "run `pip download`",
-    "test_fetch_wheel_with_an_empty_cache": "run `pip download`",
+    "test_fetch_wheel_with_an_empty_cache": "look up 'offline.invalid'",  # the tier's PIP_INDEX_URL
 }
 
 

@@ -34,7 +34,45 @@ def _err(s: str) -> None:
 
 
 def _pinned(project: Project) -> dict[str, str]:
+    """The pinned versions, or none where there is no upstream_pins.toml (a broken one is
+    still an error)."""
+    if project.pins_path is None:
+        return {}
     return {e: p.version for e, p in project.pins().items()}
+
+
+def _required_by(tree, engine: str) -> str | None:
+    """The exact version of ``engine`` that a release unpacked in ``tree`` requires
+    (``Requires-Dist: flashinfer_python==0.6.12``, extras allowed), or None."""
+    import re
+
+    from patchkit.target import ENGINES
+
+    name = re.sub(r"[-_.]+", "[-_.]", ENGINES[engine].dist)  # a project name: letters, digits, - _ .
+    pattern = re.compile(rf"^Requires-Dist:\s*{name}\s*(?:\[[^]]*\])?\s*==\s*([^\s;,]+)\s*$", re.I | re.M)
+    for meta in sorted(tree.glob("*.dist-info/METADATA")):
+        m = pattern.search(meta.read_text(errors="replace"))
+        if m:
+            return m.group(1)
+    return None
+
+
+def _missing_engines(catalog, names, have: set[str], what: str) -> None:
+    """Fail before any download when a selected recipe edits an engine that nothing gives a
+    release of (no --to, no pin), naming the recipes and the way out."""
+    from patchkit.target import ENGINES
+
+    need: dict[str, list[str]] = {}
+    for r in catalog.select(names):
+        for e in r.engines:
+            if e not in have:
+                need.setdefault(e, []).append(r.id)
+    for e, ids in sorted(need.items()):
+        raise PatchkitError(
+            f"{what}: no {e} release to judge {', '.join(ids)} on (no --to {e}==VERSION, and no upstream_pins.toml)",
+            f"add --to {e}==VERSION, name recipes that edit only "
+            f"{' and '.join(x for x in ENGINES if x != e)}, or run where upstream_pins.toml is",
+        )
 
 
 def drift(
@@ -49,7 +87,7 @@ def drift(
     catalog = project.catalog()
     catalog.select(names)  # unknown names fail before any download
     if across:
-        return _across(project, catalog, names, across, bisect, as_json, jobs)
+        return _across(project, catalog, names, across, bisect, as_json, jobs, to)
     if bisect:
         raise PatchkitError(
             "--bisect goes with --across", "e.g. patchkit drift --across sglang==0.5.9..0.5.23 --bisect"
@@ -59,18 +97,34 @@ def drift(
             "drift needs --to ENGINE==VERSION (or ENGINE=PATH) or --across ENGINE==A..B",
             "e.g. patchkit drift --to sglang==0.5.13",
         )
+    specs = [D.parse_spec(spec) for spec in to]
+    given = {engine for _, engine, _ in specs}
+    pinned = {e: v for e, v in _pinned(project).items() if e not in given}
+    # What no --to and no pin gives: flashinfer from the given SGLang release's own
+    # requirement; anything else fails here, before a byte is downloaded.
+    derive = {"flashinfer"} if any(k == "release" and e == "sglang" for k, e, _ in specs) else set()
+    _missing_engines(catalog, names, given | set(pinned) | derive, "drift")
     trees = {}
-    for spec in to:
-        kind, engine, value = D.parse_spec(spec)
+    for kind, engine, value in specs:
         if kind == "path":
             from patchkit.target import open_target
 
             trees[engine] = open_target(engine, value).root
         else:
             trees[engine] = D.release_tree(engine, value, say=_err)
-    for engine, version in _pinned(project).items():
-        if engine not in trees:
-            trees[engine] = D.release_tree(engine, version, say=_err)
+    for engine, version in pinned.items():
+        trees[engine] = D.release_tree(engine, version, say=_err)
+    for engine in sorted(derive - set(trees)):
+        if not any(engine in r.engines for r in catalog.select(names)):
+            continue
+        version = _required_by(trees["sglang"], engine)
+        if version is None:
+            raise PatchkitError(
+                f"drift: no {engine} release given or pinned, and this SGLang release names no exact one",
+                f"add --to {engine}==VERSION",
+            )
+        _err(f"{engine} {version}: the version this SGLang release requires (no pin here; --to {engine}==V to choose)")
+        trees[engine] = D.release_tree(engine, version, say=_err)
     res = D.judge_release(catalog, names, trees)
     good = D.ok(res)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
@@ -98,10 +152,19 @@ def drift(
     return OK if good else NOT_THERE
 
 
-def _across(project, catalog, names, spec, bisect, as_json, jobs) -> int:
+def _across(project, catalog, names, spec, bisect, as_json, jobs, to=()) -> int:
     engine, a, b = D.parse_range(spec)
-    versions = D.versions_between(engine, a, b)
     others = {e: v for e, v in _pinned(project).items() if e != engine}
+    for s in to:  # --to OTHER==VERSION: the release of the other engine, instead of its pin
+        kind, e, v = D.parse_spec(s)
+        if kind != "release" or e == engine:
+            raise PatchkitError(
+                f"--to {s!r} with --across {spec}: only a release of the other engine goes with --across",
+                "e.g. --across sglang==0.5.9..0.5.23 --to flashinfer==0.6.3",
+            )
+        others[e] = v
+    _missing_engines(catalog, names, {engine, *others}, f"drift --across {spec}")
+    versions = D.versions_between(engine, a, b)
 
     def run(vs: list[str]) -> dict[str, list[dict]]:
         return D.across(catalog, project.recipe_dirs, names, engine, vs, others, jobs=jobs, say=_err)

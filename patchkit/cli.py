@@ -84,8 +84,35 @@ def _opts(ctx, names, target, as_json) -> Options:
     if python:  # --python: the copies that interpreter imports become the targets
         from patchkit.doctor import python_targets
 
-        target = tuple(target) + python_targets(python, _project(ctx), tuple(names), tuple(target))
+        target = tuple(target) + python_targets(python, _project(ctx), tuple(names), tuple(target), facts=_probe(ctx))
     return Options(names=tuple(names), targets=tuple(target), json=as_json, project=_project(ctx))
+
+
+def _probe(ctx):
+    """What the --python interpreter imports (doctor.probe_python), asked once per invocation."""
+    python = ctx.meta.get("patchkit.python")
+    if not python:
+        return None
+    if "patchkit.probe" not in ctx.meta:
+        from patchkit.doctor import probe_python
+
+        ctx.meta["patchkit.probe"] = probe_python(python)
+    return ctx.meta["patchkit.probe"]
+
+
+def _profile(ctx, target):
+    """The profile in play (patchkit/profile.py): the --python or --target tree's own, else
+    the workspace's patchkit.toml; ``exists`` is False when there is none."""
+    from patchkit import profile
+
+    roots = profile.target_roots(target, profile.python_roots(_probe(ctx)))
+    return profile.find(_project(ctx).pins_path, roots)
+
+
+SAVE_HELP = (
+    "Also record it in the profile (the --python/--target tree's .patchkit/profile.toml, else the workspace's "
+    "patchkit.toml; created if absent), keeping its comments and layout."
+)
 
 
 def _remember_python(ctx, param, value):
@@ -152,24 +179,50 @@ def cli(pins, recipes, workspace):
 @click.option(
     "--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed."
 )
+@click.option("--save", is_flag=True, help=SAVE_HELP + " A bundle joins bundles; a recipe leaves exclude.")
 @click.pass_context
-def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache):
-    """Apply recipes and bundles (default: none; name them).
+def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache, save):
+    """Apply recipes and bundles (default: what the profile names).
 
     Every edit of the invocation is planned in memory across all files and engines and
     checked (post-condition holds, a second apply is a no-op, revert restores the bytes,
     Python still parses) before anything is written; then all files are written
-    atomically, or none.  Applying an applied recipe changes nothing.
+    atomically, or none.  Applying an applied recipe changes nothing.  Recipes the
+    profile excludes are left out of the bundles named; a recipe whose rationale
+    carries a WARNING has it printed before its edits are written.
     """
     from patchkit.commands.apply import apply as run
+    from patchkit.commands.apply import save_profile
 
-    if not names:
-        raise PatchkitError(
-            "apply needs recipe or bundle names", "e.g. `patchkit apply sm120`; `patchkit list` shows them"
-        )
-    sys.exit(
-        run(_opts(ctx, names, target, as_json), dry_run=dry_run, ignore_range=ignore_range, clear_jit=clear_jit_cache)
+    prof = _profile(ctx, target)
+    given = tuple(names)
+    if not given:
+        if save:
+            raise PatchkitError("--save records the names given; there are none", "e.g. `patchkit apply sm120 --save`")
+        if not prof.exists:
+            raise PatchkitError(
+                "apply needs recipe or bundle names, or a profile that names them",
+                f"e.g. `patchkit apply sm120`; `patchkit apply sm120 --save` also records it in {prof.path}",
+            )
+        if not prof.names:
+            raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", _profile_hint())
+    opts = _opts(ctx, given or prof.names, target, as_json)
+    named = given or prof.recipes
+    code = run(
+        opts,
+        dry_run=dry_run,
+        ignore_range=ignore_range,
+        clear_jit=clear_jit_cache,
+        profile=prof if prof.exists else None,
+        named=named,
     )
+    sys.exit(save_profile(prof, "apply", given, code, dry_run, opts) if save else code)
+
+
+def _profile_hint() -> str:
+    from patchkit.profile import HINT
+
+    return HINT
 
 
 @cli.command()
@@ -183,8 +236,11 @@ def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache):
 @click.option(
     "--clear-jit-cache", is_flag=True, help="Delete FlashInfer's cached builds of the kernels whose sources changed."
 )
+@click.option(
+    "--save", is_flag=True, help=SAVE_HELP + " A recipe a bundle of the profile brings joins exclude; a bundle leaves."
+)
 @click.pass_context
-def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache):
+def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache, save):
     """Take back recipes patchkit applied, leaving the others (and your own edits) alone.
 
     Refuses, with exit 1, when a file changed after patchkit wrote it, and says which
@@ -194,7 +250,14 @@ def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache):
 
     if not names:
         raise PatchkitError("revert needs recipe or bundle names", "e.g. `patchkit revert allreduce-fusion`")
-    sys.exit(run(_opts(ctx, names, target, as_json), dry_run=dry_run, force=force, clear_jit=clear_jit_cache))
+    prof = _profile(ctx, target) if save else None
+    opts = _opts(ctx, names, target, as_json)
+    code = run(opts, dry_run=dry_run, force=force, clear_jit=clear_jit_cache)
+    if prof is not None:
+        from patchkit.commands.apply import save_profile
+
+        code = save_profile(prof, "revert", tuple(names), code, dry_run, opts)
+    sys.exit(code)
 
 
 @cli.command()
@@ -202,16 +265,22 @@ def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache):
 @click.option("--quiet", "-q", is_flag=True, help="Only show ops whose state differs from their recipe's.")
 @click.pass_context
 def status(ctx, names, target, as_json, quiet):
-    """Judge recipes against the code as it is now (default: all recipes).
+    """Judge recipes against the code as it is now (default: the profile's, else all recipes).
 
     \b
     States: applied (patchkit wrote it), upstream (the code already does it), pending,
     partial, moved, missing, ambiguous, modified, skipped.  Exit 0 only if every named
-    recipe is applied or upstream.
+    recipe is applied or upstream; a recipe the profile excludes counts as it should
+    be while none of its edits is in the code.
     """
     from patchkit.commands.status import status as run
 
-    sys.exit(run(_opts(ctx, names, target, as_json), verbose=not quiet))
+    prof = _profile(ctx, target)
+    given = tuple(names)
+    if not given and prof.exists:
+        names = prof.names + prof.exclude
+    profile = prof if prof.exists else None
+    sys.exit(run(_opts(ctx, names, target, as_json), verbose=not quiet, profile=profile, named=given or prof.recipes))
 
 
 @cli.command()
@@ -304,7 +373,8 @@ def sync(ctx, engines, source, mirror, force):
 @click.option(
     "--label",
     metavar="LABEL",
-    help="PEP 440 local version label (default: the names given, e.g. sm120 -> 0.5.9+sm120).",
+    help="PEP 440 local version label (default: the names given), followed by a digest of the recipes' content "
+    "(sm120 -> 0.5.9+sm120.1a2b3c4d): a changed recipe is a new version.",
 )
 @click.option(
     "--out", "-o", required=True, metavar="DIR", help="Directory to write the wheels into (created if absent)."
@@ -325,7 +395,7 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
 
     \b
       patchkit wheel sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 -o dist/
-      pip install --no-deps dist/sglang-0.5.9+sm120-py3-none-any.whl
+      pip install --no-deps dist/sglang-0.5.9+sm120.*-py3-none-any.whl
     """
     from patchkit.commands.wheel import wheel as run
 

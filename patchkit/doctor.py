@@ -115,13 +115,16 @@ def probe_python(python: str, timeout: float = 60) -> dict:
         raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?") from None
 
 
-def python_targets(python: str, project, names: tuple[str, ...], explicit: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """``ENGINE=ROOT`` target arguments for the copies ``python`` imports.
+def python_targets(
+    python: str, project, names: tuple[str, ...], explicit: tuple[str, ...] = (), facts: Optional[dict] = None
+) -> tuple[str, ...]:
+    """``ENGINE=ROOT`` target arguments for the copies ``python`` imports (``facts``: its
+    probe, when the caller has it already).
 
     Every engine the named recipes edit must come from that interpreter (or an explicit
     --target): quietly falling back to the workspace tree for one of them would patch a
     copy the server never loads."""
-    facts = probe_python(python)
+    facts = facts or probe_python(python)
     given = {a.split("=", 1)[0].strip() for a in explicit}
     recipes = project.catalog().select(names)
     needed = sorted({op.engine for r in recipes for op in r.ops})
@@ -326,12 +329,28 @@ def collect(project, python: Optional[str] = None) -> dict:
         tree = project.tree(engine)
         if tree.exists():
             facts["workspace"][engine] = _location(engine, tree, recipes)
+    facts["profile"] = _profile(project, probe, catalog)
     facts["aot_jit_cache"] = probe["modules"].get("flashinfer_jit_cache", {}).get("found", False)
     torch_m = probe["modules"].get("torch", {})
     facts["gpus"] = _gpus(probe["executable"], bool(torch_m.get("found")))
     fi = facts["engines"].get("flashinfer", {})
     facts["jit"] = _jit_cache((fi.get("location") or {}).get("version") or fi.get("version"))
     return facts
+
+
+def _profile(project, probe: dict, catalog) -> Optional[dict]:
+    """The profile doctor judges against (patchkit/profile.py): the imported copies' own,
+    else the workspace's; with the recipe ids it wants.  None when there is none."""
+    from patchkit import profile as P
+
+    prof = P.find(project.pins_path, P.target_roots((), P.python_roots(probe)))
+    if not prof.exists:
+        return None
+    try:
+        P.check(prof, catalog)
+    except PatchkitError as e:
+        return {"path": str(prof.path), "error": str(e)}
+    return {**prof.to_json(), "wanted": P.wanted(prof, catalog)}
 
 
 # -- judging ---------------------------------------------------------------------------------
@@ -399,6 +418,14 @@ def judge(facts: dict) -> list[Finding]:
 
     sha = facts.get("recipe_sha256", {})
     pins = facts.get("pins", {})
+    # Judged against the profile when there is one: what it excludes is never asked for.
+    profile = facts.get("profile") or {}
+    if profile.get("error"):
+        add(WARN, "profile", f"profile: {profile['error']}")
+    wanted = profile.get("wanted")  # None: no profile
+    excluded = set(profile.get("exclude", ()))
+    if wanted is not None:
+        add(INFO, "profile", f"profile {profile['path']}: " + _describe_profile(profile))
     engines = facts.get("engines", {})
     for engine, m in sorted(
         engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])
@@ -461,7 +488,9 @@ def judge(facts: dict) -> list[Finding]:
         stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
         lost = (State.MODIFIED, State.PENDING, State.PARTIAL)
         recorded = set(loc.get("journal_applied") or ())
-        journal_says = {rid for rid, st in (loc.get("recipes") or {}).items() if st in lost and rid in recorded}
+        journal_says = {
+            rid for rid, st in (loc.get("recipes") or {}).items() if st in lost and rid in recorded - excluded
+        }
         if stale and journal_says:
             names = " ".join(sorted(journal_says))
             add(
@@ -476,7 +505,7 @@ def judge(facts: dict) -> list[Finding]:
         ws = facts.get("workspace", {}).get(engine)
         if ws and Path(ws.get("root", "")).resolve() != Path(loc.get("root", "/nonexistent")).resolve():
             patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == State.APPLIED)
-            lacking = [rid for rid in patched_ws if _carried(loc, rid, sha.get(rid)) is None]
+            lacking = [rid for rid in patched_ws if _carried(loc, rid, sha.get(rid)) is None and rid not in excluded]
             if lacking:
                 add(
                     ERROR,
@@ -487,6 +516,25 @@ def judge(facts: dict) -> list[Finding]:
                     "wheel from `patchkit wheel`",
                 )
         states = loc.get("recipes") or {}
+        if wanted is not None:
+            lack = [rid for rid in wanted if rid in states and _carried(loc, rid, sha.get(rid)) is None]
+            if lack:
+                add(
+                    WARN,
+                    engine,
+                    f"{engine}: the profile wants {', '.join(lack)}, which the copy {py['executable']} imports lacks "
+                    f"({', '.join(f'{rid} {states[rid]}' for rid in lack)}): `patchkit apply --python "
+                    f"{py['executable']}`",
+                )
+            unwanted = [rid for rid in sorted(excluded) if _carried(loc, rid, sha.get(rid)) in ("applied", "wheel")]
+            for rid in unwanted:
+                how = _carried(loc, rid, sha.get(rid))
+                fix = (
+                    f"`patchkit revert {rid} --python {py['executable']}`"
+                    if how == "applied"
+                    else "rebuild the wheel without it (`patchkit wheel` of the profile's recipes) and install that"
+                )
+                add(WARN, engine, f"{engine}: the profile excludes {rid}, but the imported copy carries it: {fix}")
         carried = sorted(rid for rid in states if _carried(loc, rid, sha.get(rid)))
         if carried:
             add(
@@ -524,9 +572,11 @@ def judge(facts: dict) -> list[Finding]:
                 for engine, m in facts.get("engines", {}).items()
                 if m.get("found")
                 for rid, st in (m.get("location", {}).get("recipes") or {}).items()
-                if rid in ids and st in (State.PENDING, State.PARTIAL)
+                if rid in ids and st in (State.PENDING, State.PARTIAL) and rid not in excluded
             }
         )
+        if wanted is not None:
+            pending_here = []  # the profile decides what is wanted, and is judged above
         want = f"compute capability {major}.x"
         by_patchkit, by_wheel = False, []
         for engine, m in sorted(facts.get("engines", {}).items()):
@@ -607,6 +657,11 @@ def judge(facts: dict) -> list[Finding]:
         else:
             add(OK, "jit", f"no cached FlashInfer build predates the patched sources ({last['file']})")
     return out
+
+
+def _describe_profile(profile: dict) -> str:
+    parts = [f"{k} {', '.join(profile.get(k) or ())}" for k in ("bundles", "recipes", "exclude") if profile.get(k)]
+    return "; ".join(parts) or "empty"
 
 
 def exit_code(findings: list[Finding]) -> int:

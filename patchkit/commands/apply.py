@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from patchkit import jit, report, transaction
 from patchkit.commands import NOT_THERE, OK, Options, open_session, say
 from patchkit.planner import plan_apply, plan_revert, restored_notes, unified_diff
 from patchkit.states import GOOD, State
 
 
-def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool, notes) -> int:
+def _finish(
+    opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool, notes, extra=None
+) -> int:
     notes = session.notes() + list(notes) + list(plan.notes)
     if plan.files and not dry_run:
         notes += restored_notes(session, plan)
@@ -28,6 +32,7 @@ def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool,
                 would_write=written if dry_run else [],
                 errors=plan.blockers,
                 notes=notes,
+                **(extra or {}),
             )
         )
     else:
@@ -54,14 +59,56 @@ def _finish(opts: Options, command: str, plan, session, ok: bool, dry_run: bool,
     return OK if ok else NOT_THERE
 
 
-def apply(opts: Options, dry_run: bool = False, ignore_range: bool = False, clear_jit: bool = False) -> int:
-    """Apply recipes to their targets: all edits or none."""
+def warning(recipe) -> str:
+    """What a recipe warns of before it is applied: the paragraphs of its rationale that
+    begin with ``WARNING:``, as one line ("" when none)."""
+    paragraphs = re.split(r"\n\s*\n", recipe.rationale)
+    said = [" ".join(p.split())[len("WARNING:") :].strip() for p in paragraphs if p.lstrip().startswith("WARNING:")]
+    return " ".join(said)
+
+
+def apply(
+    opts: Options,
+    dry_run: bool = False,
+    ignore_range: bool = False,
+    clear_jit: bool = False,
+    profile=None,
+    named: tuple[str, ...] = (),
+) -> int:
+    """Apply recipes to their targets: all edits or none.  With a ``profile``, the recipes it
+    excludes are left out of the bundles named (a recipe in ``named`` is applied even so).
+    A recipe whose rationale carries a warning has it printed, once, before its edits are
+    written."""
+    warned: set[str] = set()
+    left: list[str] = []
 
     def make():
         recipes, session = open_session(opts)
-        return session, plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
+        if profile is not None:
+            from patchkit import profile as P
+
+            P.check(profile, P.Known(session.known))
+            left[:] = profile.left_out([r.id for r in recipes], named)
+            recipes = [r for r in recipes if r.id not in left]
+        plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
+        writing = {m.recipe for m in plan.marks if m.action == "applied"} if not plan.blockers else set()
+        for r in recipes:
+            w = warning(r) if r.id in writing and r.id not in warned else ""
+            if w:
+                warned.add(r.id)
+                say(f"warning: {r.id}: {w}", err=True)
+        return session, plan
 
     session, plan, notes = transaction.run(make, "apply", dry_run)
+    extra = {}
+    if profile is not None:
+        extra = {"profile": profile.to_json(), "excluded": list(left)}
+        if left:
+            notes = [
+                f"left out {', '.join(left)}: excluded by the profile {profile.path}"
+                " (name a recipe on its own to apply it anyway; --save then takes it out of exclude)",
+                *notes,
+            ]
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state in GOOD
@@ -71,7 +118,7 @@ def apply(opts: Options, dry_run: bool = False, ignore_range: bool = False, clea
         )
         for r in plan.results
     )
-    return _finish(opts, "apply", plan, session, ok, dry_run, clear_jit, notes)
+    return _finish(opts, "apply", plan, session, ok, dry_run, clear_jit, notes, extra)
 
 
 def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit: bool = False) -> int:
@@ -110,3 +157,22 @@ def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> in
         what = "applied by patchkit" if applied else "to apply"
         say(f"nothing {what} for {', '.join(r.id for r in recipes)}", err=True)
     return OK
+
+
+def save_profile(profile, action: str, names: tuple[str, ...], code: int, dry_run: bool, opts: Options) -> int:
+    """`--save`: record ``action`` of ``names`` in the profile, once the command reached the
+    asked-for state (exit 0).  Prints what changed; returns the command's exit code."""
+    from patchkit import profile as P
+
+    out = opts.json  # stdout holds the one JSON document: this goes to stderr
+    if dry_run:
+        say(f"--save: --dry-run, so the profile {profile.path} was not changed", err=out)
+        return code
+    if code != OK:
+        say(f"--save: {action} did not reach the asked-for state; the profile {profile.path} was not changed", err=out)
+        return code
+    catalog = opts.project.catalog()
+    saved, changes = P.save(profile, action, names, catalog)
+    what = "; ".join(changes) if changes else "already says so, unchanged"
+    say(f"profile {saved.path}: {what}", err=out)
+    return code

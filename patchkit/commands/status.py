@@ -32,8 +32,23 @@ def _engines(opts: Options) -> set[str]:
     return set(ENGINES)
 
 
-def status(opts: Options, verbose: bool = True) -> int:
-    """Judge each recipe against the code as it is; exit 0 only if all are applied or upstream."""
+# An excluded recipe is as the profile wants while none of its edits is in the code.
+_PRESENT = (State.APPLIED, State.APPLIED_UNSURE, State.MODIFIED)
+
+
+def _as_excluded(r, profile):
+    """(the result of a recipe the profile excludes, with why; whether it is as wanted)."""
+    ok = r.state != State.INTERRUPTED and not any(o.state in _PRESENT for o in r.ops)
+    said = f"excluded by the profile {profile.path}" + (
+        "" if ok else f", but its edits are here: `patchkit revert {r.id}`"
+    )
+    return r._replace(message="; ".join(m for m in (said, r.message) if m)), ok
+
+
+def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, ...] = ()) -> int:
+    """Judge each recipe against the code as it is; exit 0 only if all are applied or upstream.
+    With a ``profile``, a recipe it excludes (not in ``named``) is as wanted while none of
+    its edits is in the code: pending, reverted, skipped or missing."""
     code = verdicts.code_hash()  # once: the key the cache is read with is the key it is saved with
     hit = _fast(opts, code)
     if hit is not None:
@@ -50,12 +65,24 @@ def status(opts: Options, verbose: bool = True) -> int:
         full = set(targets) == set(opts.project.targets(opts.targets, _engines(opts)))
         if full and cacheable(session, evaluated) and not session.interrupted:
             verdicts.save(verdicts.key(opts.project.recipe_dirs, opts.names, targets, code=code), session, res)
-    ok = all(r.state in GOOD for r in res)
+    res = list(res)
+    excluded = set(profile.left_out([r.id for r in res], named)) if profile is not None else set()
+    oks = []
+    for i, r in enumerate(res):
+        if r.id in excluded:
+            res[i], fine = _as_excluded(r, profile)
+        else:
+            fine = r.state in GOOD
+        oks.append(fine)
+    ok = all(oks)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
+    extra = {"profile": profile.to_json(), "excluded": sorted(excluded)} if profile is not None else {}
     if opts.json:
-        say(report.as_json("status", res, ok, targets, retire=retire))
+        say(report.as_json("status", res, ok, targets, retire=retire, **extra))
     else:
         say(report.human(res, targets, verbose))
         if retire:
             say(f"\nupstream already does {', '.join(retire)}: these recipes can be retired.")
+        if profile is not None:
+            say(f"\nprofile {profile.path}: {profile.describe()}")
     return OK if ok else NOT_THERE

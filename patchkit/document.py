@@ -23,6 +23,12 @@ from patchkit.errors import TargetError
 from patchkit.target import Target
 
 _AST_DEFS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+_COMPOUND = tuple(
+    getattr(ast, n)
+    for n in ("FunctionDef", "AsyncFunctionDef", "ClassDef", "If", "For", "AsyncFor", "While", "With", "AsyncWith")
+    + ("Try", "TryStar", "Match")
+    if hasattr(ast, n)
+)
 
 
 def decode_source(path: Path, data: bytes, python: bool) -> tuple[str, str, str]:
@@ -177,26 +183,78 @@ class Document:
         chain = pyscope.resolve(self._whole, name)
         return chain, chain[-1]
 
+    def shallow_scope(self, name: str):
+        """The scope of the original file with every compound statement directly in its body
+        (a method, an ``if``, a nested class) left out as a ``pass`` line, parsed apart: what a
+        ``Reads.shallow`` op reads, to check what the view says at a fraction of the parse.
+        None when it cannot be cut out cleanly (then ``whole_scope`` is asked)."""
+        node = self._scope_node(name)
+        if node is None:
+            return None
+        lines = view.split_lines(self.text)
+        spans = []
+        for st in node.body:
+            if isinstance(st, _COMPOUND):
+                first = min(
+                    [st.lineno, *(d.lineno for d in st.decorator_list)]
+                    if hasattr(st, "decorator_list")
+                    else [st.lineno]
+                )
+                head = lines[first - 1]
+                if st.col_offset != len(head) - len(head.lstrip(" \t")) or st.end_lineno is None:
+                    return None  # shares its first line with other code: not cut out cleanly
+                spans.append((first, st.end_lineno))
+        src = self._scope_source(name, leave_out=spans)
+        if src is None:
+            return None
+        try:
+            module = cst.parse_module(src)
+        except cst.ParserSyntaxError:
+            return None
+        if not name:
+            return module
+        if len(module.body) == 1 and isinstance(module.body[0], (cst.ClassDef, cst.FunctionDef)):
+            return module.body[0]
+        return None
+
     def scope_text(self, name: str) -> str:
         """The text an op in scope ``name`` reads: its def or class, or the whole file."""
         src = self._scope_source(name)
         return self.text if src is None else src
 
-    def _scope_source(self, name: str) -> Optional[str]:
-        """The source of def/class ``name`` (as pyscope.resolve finds it), dedented to column
-        0; None for the module, or when it cannot be cut out cleanly (a multi-line string
-        reaching left of the def, a name defined twice)."""
-        if not name or self.tree is None:
-            return None
+    def _scope_node(self, name: str) -> Any:
+        """The ``ast`` node of def/class ``name`` (the module for ""), as pyscope.resolve
+        finds it; None when the file does not parse or the name is not one def/class."""
         node: Any = self.tree
-        for part in name.split("."):
+        if node is None:
+            return None
+        for part in name.split(".") if name else ():
             hits = [d for d in getattr(node, "body", ()) if isinstance(d, _AST_DEFS) and d.name == part]
             if len(hits) != 1:
                 return None
             node = hits[0]
+        return node
+
+    def _scope_source(self, name: str, leave_out: list[tuple[int, int]] = ()) -> Optional[str]:
+        """The source of def/class ``name`` dedented to column 0 (the module's for "", only
+        with ``leave_out``), each (first, last) line span of ``leave_out`` standing as one
+        ``pass`` line at its indentation; None for the module without ``leave_out``, or when
+        it cannot be cut out cleanly (a multi-line string reaching left of the def, a name
+        defined twice)."""
+        node = self._scope_node(name) if name or leave_out else None
+        if node is None:
+            return None
         lines = view.split_lines(self.text)
+        for first, last in sorted(leave_out, reverse=True):
+            head = lines[first - 1]
+            lines[first - 1 : last] = [head[: len(head) - len(head.lstrip(" \t"))] + "pass\n"]
+            # Later line numbers shift; spans are cut from the bottom up, and the scope's own
+            # span is taken below from the count of lines removed.
+        removed = sum(last - first for first, last in leave_out)
+        if not name:
+            return "".join(lines)
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-        seg = lines[start - 1 : node.end_lineno]
+        seg = lines[start - 1 : node.end_lineno - removed]
         indent = seg[0][: len(seg[0]) - len(seg[0].lstrip(" \t"))]
         out = []
         for ln in seg:

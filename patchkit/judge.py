@@ -178,10 +178,12 @@ def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, s
         k = confirm.key(session.code, recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
         if confirm.known(k) == loc.state:
             return loc
-        try:
-            _, scope = f.whole_scope(scope_name)
-        except pyscope.ScopeError:
-            scope = None
+        scope = f.shallow_scope(scope_name) if op.impl.reads.shallow else None
+        if scope is None:
+            try:
+                _, scope = f.whole_scope(scope_name)
+            except pyscope.ScopeError:
+                scope = None
         if scope is not None and op.impl.locate(scope).state == loc.state:
             confirm.remember(k, loc.state)
             return loc
@@ -376,8 +378,11 @@ def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: Verdict, ours
     """An edit is there, and the journal cannot vouch for it: the pristine release decides.
     It is upstream's only when that release has it; otherwise it is patchkit's, whether or
     not a journal remembers it.  With no release to read, ``applied?``."""
-    found = pristine_state(session, op, ev.file.logical, ev.scope)
     ref = session.reference(op.engine)
+    if ref.available and ref.read(ev.file.logical) == ev.file.original:
+        found: Optional[State] = State.DONE  # the release's own file, byte for byte: no parse needed
+    else:
+        found = pristine_state(session, op, ev.file.logical, ev.scope)
     if found == State.DONE:
         if ours:
             ev.stale = True

@@ -287,3 +287,76 @@ def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree,
     assert len(changes) == 5 and len(viewed) == 4 and all(viewed.values()), viewed  # each .py edited through a view
     monkeypatch.setattr(view, "build", lambda *a, **k: None)
     assert planned()[:2] == (changes, results)
+
+
+# -- shallow confirmation (Reads.shallow, Document.shallow_scope) ------------------------------
+
+SHALLOW = '''\
+import os
+
+if os.environ.get("X"):
+    FLAG = 1
+
+
+@decorated
+class Config:
+    """Docstring."""
+
+    name: str = "a"
+    limit: Optional[int] = None
+
+    @property
+    def method(self):
+        limit: int = 5
+        return limit
+
+    if TYPE_CHECKING:
+        hidden: int = 1
+
+    tail: int = 2
+'''
+
+
+def _doc(tmp_path, text: str):
+    from patchkit.document import Document
+    from patchkit.target import open_target
+    from tests.conftest import mini_sglang
+
+    root = mini_sglang(tmp_path / "site", {"sglang/srt/c.py": text})
+    return Document(open_target("sglang", root), "sglang/srt/c.py")
+
+
+def _code(node) -> str:
+    return node.code if isinstance(node, cst.Module) else cst.Module(body=[]).code_for_node(node)
+
+
+def test_golden_shallow_scope_leaves_out_nested_compound_statements(tmp_path):
+    d = _doc(tmp_path, SHALLOW)
+    assert _code(d.shallow_scope("Config")) == (
+        '@decorated\nclass Config:\n    """Docstring."""\n\n    name: str = "a"\n    limit: Optional[int] = None\n\n'
+        "    pass\n\n    pass\n\n    tail: int = 2\n"
+    )
+    assert d.shallow_scope("").code == "import os\n\npass\n\n\npass\n"
+    assert (
+        _code(d.shallow_scope("Config.method"))
+        == "@property\ndef method(self):\n    limit: int = 5\n    return limit\n"
+    )
+    assert d.shallow_scope("Nope") is None
+
+
+def test_a_compound_statement_sharing_its_line_is_not_cut(tmp_path):
+    d = _doc(tmp_path, "class C:\n    a = 1; b = 2\n    x: int = 0\n\nclass D:\n    x = 1\n    if y: z = 2\n")
+    assert _code(d.shallow_scope("C")) == "class C:\n    a = 1; b = 2\n    x: int = 0\n"
+    assert _code(d.shallow_scope("D")) == "class D:\n    x = 1\n    pass\n"
+
+
+def test_shallow_ops_answer_the_same_on_the_shallow_scope(tmp_path):
+    """The field in the method and the one under `if` are not the class's fields: a set-default
+    on `limit` / `hidden` answers the same on the shallow scope as on the whole class."""
+    d = _doc(tmp_path, SHALLOW)
+    whole = pyscope.resolve(cst.parse_module(SHALLOW), "Config")[-1]
+    for field_name, value, expect in (("limit", "1", "None"), ("hidden", "2", "1"), ("tail", "3", "2")):
+        op = KINDS["set-default"]({"field": field_name}, {"value": value, "expect": expect})
+        assert op.reads.shallow
+        assert op.locate(d.shallow_scope("Config")).state == op.locate(whole).state, field_name
+    assert not KINDS["set-default"]({"call": "f", "keyword": "k"}, {"value": "1", "expect": "2"}).reads.shallow

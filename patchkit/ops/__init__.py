@@ -63,12 +63,19 @@ class Reads:
                      nested in it, unless whole_statements).  Relocation skips a file where none
                      does.  Left out: the same as ``patterns`` (anywhere when that is None);
                      ``((),)``: anywhere.
+    shallow          Every candidate is a simple statement directly in the scope's body (a
+                     class's field, a module's import) or the scope's own header (a def's
+                     parameter): a compound statement nested in the scope (a method, an
+                     ``if``) never holds one.  A view's answer is then confirmed on the scope
+                     with those compound statements left out (Document.shallow_scope), so a
+                     6,000-line class is not parsed to confirm one field.
     """
 
     patterns: Optional[Patterns] = None
     whole_statements: bool = False
     file_words: tuple[str, ...] = ()
     sites: Optional[Patterns] = None
+    shallow: bool = False
 
     def __post_init__(self) -> None:
         if self.sites is None:

@@ -69,7 +69,7 @@ class EnsureImport(Op):
         self.context_files = (self.defined_in,) if self.defined_in else ()
         # Only the module's top-level imports, which every view keeps.  With no import from
         # the module, the site is after the last import: it can be in any file.
-        self.reads = Reads(patterns=(), sites=((),))
+        self.reads = Reads(patterns=(), sites=((),), shallow=True)
 
     def check_context(self, texts: dict[str, str | None]) -> Located | None:
         if self.defined_in is None:

@@ -56,6 +56,7 @@ class SetDefault(Op):
             patterns=((named,),),
             file_words=(named,),
             sites=tuple((*h, v) for h in holds for v in (params["value"], params["expect"])),
+            shallow=self.form != "call",  # a field is in the class's body, a param in the def's header
         )
 
     def _holders(self, scope) -> list:

@@ -1,4 +1,5 @@
-"""`pip install -U sglang` over a patched venv, then `patchkit apply --python PY` to patch again.
+"""`pip install -U sglang` over a patched venv, then `patchkit apply --python PY` to patch again
+(the venv's profile, `apply ... --save` wrote, names the recipes).
 
 Two real releases (sglang 0.5.9, then 0.5.10.post1) installed one after the other with real
 pip into a real venv.  The files pip replaced are not the user's edits: their bytes are what
@@ -52,6 +53,10 @@ def states(out: str) -> dict[str, dict[int, tuple[str, str]]]:
 
 def test_pip_upgrade_over_a_patched_venv_reads_pending_and_apply_patches_again(run_cli, tmp_path, monkeypatch):
     py, site = patched_venv(tmp_path, run_cli)
+    # The venv's own profile records what it should carry (--save: nothing to apply, only recorded).
+    code, out, err = run_cli("apply", *RECIPES, "--save", "--python", str(py))
+    profile = site.resolve() / ".patchkit" / "profile.toml"
+    assert code == 0 and f"profile {profile}: recipes += allreduce-fusion; recipes += moe-backend-sm120" in out, out
     install(py, ("sglang", "0.5.10.post1"))
 
     # Only the RECORD pip wrote to tell by: no pristine release to be had (an empty cache, offline).
@@ -67,8 +72,9 @@ def test_pip_upgrade_over_a_patched_venv_reads_pending_and_apply_patches_again(r
             assert UPGRADED in msg and "sglang-0.5.10.post1.dist-info/RECORD lists its bytes" in msg, msg
         assert ops["allreduce-fusion"][4][0] == "applied"  # flashinfer was not upgraded: still patched
 
-        # apply works without --force, and says why the records were stale.
-        code, out, err = run_cli("apply", *RECIPES, "--python", str(py))
+        # `patchkit apply --python PY`, the venv's profile naming the recipes, works without
+        # --force, and says why the records were stale.
+        code, out, err = run_cli("apply", "--python", str(py))
         assert code == 0, out + err
         assert UPGRADED in out
         assert "wrote 2 file(s)" in out

@@ -4,7 +4,10 @@ State comes from the code (ops locate their sites in the files as they are now),
 made an edit from the pristine release (patchkit/pristine.py).  The journal is a shortcut
 for the latter (a file exactly as patchkit wrote it is patchkit's, no release needed) and
 the guard for the user's own later edits (revert refuses a file changed since patchkit
-wrote it).  Deleting or damaging it loses no patch.
+wrote it).  Deleting or damaging it loses no patch.  Each engine's entry also records the
+version of the tree patchkit last wrote against (``version``; absent in journals written
+before it was kept), so that a file pip replaced since reads as an upgrade from that
+version (patchkit/judge.py: _stale_record).
 """
 
 from __future__ import annotations

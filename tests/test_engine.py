@@ -228,8 +228,9 @@ def test_partial_state(pair, run_cli):
         ),
         (
             ["apply"],
-            "patchkit: error: apply needs recipe or bundle names"
-            " (hint: e.g. `patchkit apply sm120`; `patchkit list` shows them)",
+            "patchkit: error: apply needs recipe or bundle names, or a profile that names them"
+            " (hint: e.g. `patchkit apply sm120`; `patchkit apply sm120 --save` also records it in"
+            f" {ROOT}/patchkit.toml)",
         ),
     ],
 )

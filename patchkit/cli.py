@@ -669,6 +669,36 @@ def check(ctx, paths, as_json):
     sys.exit(run(_project(ctx), tuple(paths), as_json=as_json))
 
 
+@cli.command()
+@click.argument("rid", metavar="ID")
+@click.option(
+    "--target",
+    "-t",
+    multiple=True,
+    required=True,
+    metavar="ENGINE=PATH",
+    help="The hand-edited tree (a git checkout, an unpacked wheel, site-packages). Repeat per engine.",
+)
+@click.option(
+    "--out", "-o", metavar="FILE", help="Where to write the recipe (default: ID.toml in the project's recipes/)."
+)
+@click.pass_context
+def capture(ctx, rid, target, out):
+    """Turn a hand edit of a tree into a recipe.
+
+    The tree is compared with the pristine release of its version (the release's wheel,
+    from the cache or the index; a checkout's tag).  Each changed hunk becomes the op that
+    makes it (a list element added, an or-operand, a default changed, statements
+    inserted, an import added; text-replace with an exact count for C++ and other text).
+    The recipe is applied to the pristine release in memory first and written only if it
+    gives exactly the edited bytes; otherwise capture names each hunk it could not
+    express and writes nothing (exit 1).
+    """
+    from patchkit.commands.author import capture as run
+
+    sys.exit(run(_project(ctx), rid, tuple(target), out))
+
+
 def _wants_json(args: list[str]) -> bool:
     """Whether the command line asks for --json (before any ``--``), even one click refused."""
     return "--json" in (args[: args.index("--")] if "--" in args else args)

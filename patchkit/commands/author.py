@@ -414,4 +414,125 @@ def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> in
     return USAGE if findings else OK
 
 
-__all__ = ["NOT_THERE", "check", "new", "run_example", "template"]
+# -- capture ------------------------------------------------------------------------------------
+
+
+def _recipe_path(project: Project, rid: str, out: Optional[str]) -> Path:
+    path = Path(out) if out else project.recipes_dir / f"{rid}.toml"
+    if path.name != f"{rid}.toml":
+        raise PatchkitError(
+            f"--out {path}: a recipe's file is named after its id",
+            f"write it to {path.with_name(rid + '.toml')}, or choose the id {path.stem!r}",
+        )
+    if path.exists() or path.is_symlink():
+        raise PatchkitError(f"{path}: already exists", "choose another id or --out, or delete the file first")
+    return path
+
+
+def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list[str]:
+    """Apply the captured recipe with the planner to a pristine copy of the changed files
+    (in memory: nothing is written there either) and compare with the edited bytes.
+    Returns what is wrong, or []."""
+    import tempfile
+
+    from patchkit.judge import Session
+    from patchkit.planner import plan_apply
+    from patchkit.recipe import load_recipe
+    from patchkit.target import ENGINES, Target, open_target
+
+    with tempfile.TemporaryDirectory(prefix="patchkit-capture-") as tmp:
+        rpath = Path(tmp) / "recipes" / f"{rid}.toml"
+        rpath.parent.mkdir()
+        rpath.write_text(text, encoding="utf-8")
+        try:
+            recipe = load_recipe(rpath)
+        except RecipeError as e:
+            return [f"the captured recipe does not load: {e}"]
+        trees = {}
+        for engine, t in targets.items():
+            root = Path(tmp) / "trees" / engine
+            pkg = ENGINES[engine].package
+            copy = Target(engine, root, "package", t.version)
+            files = {f"{pkg}/__init__.py": refs[engine].read(f"{pkg}/__init__.py") or b""}
+            files.update({c.logical: c.pristine for c in changed if c.engine == engine})
+            if f"{pkg}/_version.py" not in files:
+                files[f"{pkg}/_version.py"] = f'__version__ = "{t.version}"\n'.encode()
+            for logical, data in files.items():
+                p = root / copy.relpath(logical)
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+            trees[engine] = open_target(engine, root)
+        session = Session(trees)
+        plan = plan_apply(session, [recipe], ignore_range=True, dry_run=True)
+        if plan.blockers:
+            return [f"applied to the pristine release: {b}" for b in plan.blockers]
+        made = {(f.target.engine, f.logical): f.new_bytes() for f in plan.files}
+        wrong = []
+        for c in changed:
+            got = made.pop((c.engine, c.logical), c.pristine)
+            if got != c.edited:
+                old, new = (got or b"").decode("utf-8", "replace"), (c.edited or b"").decode("utf-8", "replace")
+                first = next(
+                    (i for i, (x, y) in enumerate(zip(old.splitlines(), new.splitlines(), strict=False)) if x != y),
+                    min(len(old.splitlines()), len(new.splitlines())),
+                )
+                wrong.append(f"{c.engine}:{c.logical}:{first + 1}: applying the recipe gives other bytes than the edit")
+        wrong += [f"{e}:{lg}: the recipe changes a file the edit did not" for e, lg in made]
+        return wrong
+
+
+def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optional[str]) -> int:
+    """A recipe from a hand edit: written only when it reproduces the edit exactly."""
+    from patchkit import capture as cap
+    from patchkit import pristine
+    from patchkit.recipe import ID_RE
+
+    if not ID_RE.fullmatch(rid):
+        raise RecipeError(
+            f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'my-fix'"
+        )
+    if not target_args:
+        raise PatchkitError("capture needs the edited tree", f"e.g. `patchkit capture {rid} -t sglang=./sglang`")
+    path = _recipe_path(project, rid, out)
+    targets = project.targets(tuple(target_args), set())
+    refs = {}
+    for engine, t in targets.items():
+        ref = pristine.Reference(t)
+        if not ref.available:
+            raise PatchkitError(
+                f"{t.root}: no pristine release to compare the edit with ({ref.why_not})",
+                "capture needs the release the tree was made from: go online, or put its wheel in patchkit's cache",
+            )
+        refs[engine] = ref
+    ops, failed, changed = cap.capture(targets, refs)
+    if not changed:
+        say(f"nothing to capture: {', '.join(r.what for r in refs.values())} and the tree(s) are the same", err=True)
+        return NOT_THERE
+    if failed:
+        for f in failed:
+            say(f"capture: cannot express {f}", err=True)
+        say(f"capture: nothing was written ({len(failed)} change(s) not expressed)", err=True)
+        return NOT_THERE
+    text = cap.recipe_toml(rid, targets, refs, ops)
+    wrong = prove(text, rid, targets, refs, changed)
+    if wrong:
+        for w in wrong:
+            say(f"capture: {w}", err=True)
+        say("capture: nothing was written (the recipe would not reproduce the edit exactly)", err=True)
+        return NOT_THERE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise PatchkitError(f"{path}: already exists", "choose another id or --out, or delete the file first") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    kinds = ", ".join(sorted({op.kind for op in ops}))
+    say(
+        f"wrote {path}: {len(ops)} op(s) ({kinds}) over {len(changed)} file(s); applied to the pristine release"
+        " it gives exactly the edited bytes"
+    )
+    return OK
+
+
+__all__ = ["NOT_THERE", "capture", "check", "new", "run_example", "template"]

@@ -1,0 +1,254 @@
+"""`patchkit capture`: a hand edit of a tree becomes a recipe that reproduces it exactly.
+
+Offline: a small SGLang checkout in git (its tag v0.5.9 is the pristine release), edited by
+hand, one op kind at a time, and the cases capture must refuse.  Real tier: each of the
+four sm120 recipes applied by patchkit to SGLang 0.5.9 / FlashInfer 0.6.3, its journal
+deleted (so the tree is a plain hand edit), captured, and the captured recipe applied to a
+fresh pristine copy gives the edited bytes exactly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, copy_linked, git
+
+# -- offline: a checkout with a tag -------------------------------------------------------------
+
+PRISTINE = {
+    "python/sglang/srt/mod.py": '''\
+"""A module."""
+
+from sglang.srt.utils import (
+    is_a,
+    is_b,
+)
+
+_A = is_a()
+_B = is_b()
+
+
+class Args:
+    max_requests: int = None
+    backend: str = "auto"
+
+    def check(self, major):
+        if _A or _B:
+            return major in [9, 10]
+        backends = [
+            "trtllm",
+            # "cutlass",
+            "mxfp4",
+        ]
+        return backends
+
+
+def add(parser, mode="fast"):
+    parser.add_argument("--level", type=int, default=1)
+    if mode == "slow":
+        return None
+    # keep going
+    return mode
+''',
+    "python/sglang/srt/kernel.cuh": "#if (__CUDA_ARCH__ < 1200)\nint x;\n#endif\n"
+    "#if (__CUDA_ARCH__ < 1200)\nint y;\n#endif\n",
+}
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A git checkout of a small sglang 0.5.9, tagged v0.5.9."""
+    repo = tmp_path / "sglang"
+    files = {
+        "python/sglang/__init__.py": "",
+        "python/sglang/version.py": '__version__ = "0.5.9"\n',
+        **PRISTINE,
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.5.9")
+    git(repo, "tag", "v0.5.9")
+    return repo
+
+
+MOD = "python/sglang/srt/mod.py"
+
+# (name, the hand edit of mod.py (old, new), the op kind capture must choose)
+EDITS = [
+    ("list element", ("major in [9, 10]", "major in [9, 10, 12]"), "list-element"),
+    ("uncomment", ('# "cutlass",', '"cutlass",'), "list-element"),
+    ("or operand", ("if _A or _B:", "if _A or _B or is_b():"), "or-operand"),
+    ("field default", ("max_requests: int = None", "max_requests: int = 1024"), "set-default"),
+    ("keyword default", ("type=int, default=1)", "type=int, default=2)"), "set-default"),
+    ("parameter default", ('mode="fast"', 'mode="slow"'), "set-default"),
+    ("import joined", ("    is_b,\n)", "    is_b,\n    is_c,\n)"), "ensure-import"),
+    ("statements inserted", ("_B = is_b()\n", "_B = is_b()\n_C = _A and _B\n"), "insert"),
+    (
+        "block inserted",
+        ("    # keep going\n", "    if mode == 'odd':\n        mode = 'even'\n    # keep going\n"),
+        "insert",
+    ),
+    ("expression replaced", ('mode == "slow"', 'mode in ("slow", "slower")'), "replace-expr"),
+]
+
+
+def _edit(repo: Path, rel: str, old: str, new: str) -> None:
+    p = repo / rel
+    text = p.read_text()
+    assert text.count(old) == 1, old
+    p.write_text(text.replace(old, new))
+
+
+def _fresh(repo: Path, dest: Path) -> Path:
+    """A pristine copy of the checkout at its tag."""
+    shutil.copytree(repo, dest)
+    git(dest, "checkout", "-q", "--", ".")
+    git(dest, "clean", "-qfd")
+    return dest
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".patchkit", "__pycache__")]
+        for name in files:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("name,edit,kind", EDITS, ids=[e[0] for e in EDITS])
+def test_capture_expresses_each_kind_of_hand_edit(tmp_path, checkout, run_cli, name, edit, kind):
+    _edit(checkout, MOD, *edit)
+    out = tmp_path / "out" / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    assert "gives exactly the edited bytes" in stdout
+    text = out.read_text()
+    assert f'kind = "{kind}"' in text, text
+    assert text.count("[[ops]]") == 1, text
+    # the recipe, applied by patchkit to a pristine copy, gives the edited bytes
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    code, stdout, err = run_cli("--recipes", str(out.parent), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(checkout)
+    code, stdout, err = run_cli("check", str(out), cwd=tmp_path)
+    assert code == 0, stdout
+
+
+def test_capture_several_edits_and_files_at_once(tmp_path, checkout, run_cli):
+    for _, edit, _ in EDITS[:4] + EDITS[6:8]:
+        _edit(checkout, MOD, *edit)
+    _edit(checkout, "python/sglang/srt/kernel.cuh", "int y;", "int y = 1;")
+    out = tmp_path / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
+    assert code == 0, err
+    assert out.read_text().count("[[ops]]") == 7
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    assert run_cli("--recipes", str(tmp_path), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    assert _files(fresh) == _files(checkout)
+
+
+def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, run_cli):
+    """C++ has no structural op: an exact-count text-replace, one op for the same change in
+    two places."""
+    _edit(
+        checkout,
+        "python/sglang/srt/kernel.cuh",
+        "int x;\n#endif\n#if (__CUDA_ARCH__ < 1200)",
+        "int x;\n#endif\n#if (__CUDA_ARCH__ < 1300)",
+    )
+    p = checkout / "python/sglang/srt/kernel.cuh"
+    p.write_text(p.read_text().replace("#if (__CUDA_ARCH__ < 1200)\nint x;", "#if (__CUDA_ARCH__ < 1300)\nint x;"))
+    out = tmp_path / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
+    assert code == 0, err
+    text = out.read_text()
+    assert 'kind = "text-replace"' in text and "count = 2" in text and text.count("[[ops]]") == 1, text
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    assert run_cli("--recipes", str(tmp_path), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    assert _files(fresh) == _files(checkout)
+
+
+# (name, edit of mod.py or a new file, what capture says about it)
+UNEXPRESSIBLE = [
+    ("a comment changed", (MOD, "# keep going", "# keep on going"), "mod.py:31: only comments or blank lines"),
+    ("a statement deleted", (MOD, "_B = is_b()\n", ""), "mod.py:9: lines deleted"),
+    ("a new file", ("python/sglang/srt/new.py", None, "x = 1\n"), "sglang/srt/new.py: a new file"),
+]
+
+
+@pytest.mark.parametrize("name,edit,said", UNEXPRESSIBLE, ids=[u[0] for u in UNEXPRESSIBLE])
+def test_what_capture_cannot_express_writes_nothing(tmp_path, checkout, run_cli, name, edit, said):
+    rel, old, new = edit
+    if old is None:
+        (checkout / rel).write_text(new)
+    else:
+        _edit(checkout, rel, old, new)
+    _edit(checkout, MOD, *EDITS[0][1])  # and one change it can express
+    out = tmp_path / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
+    assert code == 1, stdout + err
+    assert not out.exists()
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("capture: nothing was written"), err
+    assert len(lines) == 2 and said in lines[0], err
+
+
+def test_capture_refuses_what_it_cannot_compare_or_would_overwrite(tmp_path, checkout, run_cli):
+    out = tmp_path / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
+    assert code == 1 and "nothing to capture" in err and not out.exists()
+    out.write_text("keep me")
+    _edit(checkout, MOD, *EDITS[0][1])
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
+    assert code == 2 and "already exists" in err and out.read_text() == "keep me"
+    git(checkout, "tag", "-d", "v0.5.9")
+    code, stdout, err = run_cli("capture", "other", "-t", f"sglang={checkout}", "-o", str(tmp_path / "other.toml"))
+    assert code == 2 and "no pristine release" in err
+
+
+# -- real releases: the four sm120 recipes -------------------------------------------------------
+
+SM120 = ["autotune-cutlass", "max-running-requests", "moe-backend-sm120", "allreduce-fusion"]
+
+
+@pytest.fixture(scope="module")
+def pristine_trees():
+    from patchkit.drift import release_tree
+
+    return {"sglang": release_tree("sglang", "0.5.9"), "flashinfer": release_tree("flashinfer", "0.6.3")}
+
+
+def _copies(trees: dict[str, Path], dest: Path) -> dict[str, Path]:
+    out = {}
+    for engine, src in trees.items():
+        out[engine] = copy_linked(src, dest / engine)  # patchkit replaces files, never writes through
+        shutil.rmtree(out[engine] / ".patchkit", ignore_errors=True)
+    return out
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("rid", SM120)
+def test_capture_reproduces_each_sm120_recipe(tmp_path, run_cli, pristine_trees, rid):
+    edited = _copies(pristine_trees, tmp_path / "edited")
+    targets = [a for e, p in edited.items() for a in ("-t", f"{e}={p}")]
+    code, out, err = run_cli("--recipes", str(ROOT / "recipes"), "apply", rid, *targets, cwd=tmp_path)
+    assert code == 0, out + err
+    for p in edited.values():  # a hand edit: nothing says patchkit made it
+        shutil.rmtree(p / ".patchkit")
+    recipes = tmp_path / "captured"
+    code, out, err = run_cli("capture", f"cap-{rid}", *targets, "--out", str(recipes / f"cap-{rid}.toml"))
+    assert code == 0, err
+    fresh = _copies(pristine_trees, tmp_path / "fresh")
+    fresh_targets = [a for e, p in fresh.items() for a in ("-t", f"{e}={p}")]
+    code, out, err = run_cli("--recipes", str(recipes), "apply", f"cap-{rid}", *fresh_targets, cwd=tmp_path)
+    assert code == 0, out + err
+    for engine in edited:
+        assert _files(fresh[engine]) == _files(edited[engine]), engine

@@ -926,6 +926,8 @@ def _listdir(rd) -> list[str] | None:
     """The names in a recipe directory; None for an implicit one that is not there.  Not
     glob(): it would read an unreadable directory as empty."""
     directory = rd.path
+    env = rd.named.split("=", 1)[0] if rd.named.startswith("PATCHKIT_") else ""
+    where = f"fix or unset {env}" if env else "run from the project, or pass --recipes DIR"
     if "\0" in str(directory):
         raise RecipeError(f"{str(directory)!r}: the recipes directory's path holds a NUL byte", "pass --recipes DIR")
     try:
@@ -933,15 +935,14 @@ def _listdir(rd) -> list[str] | None:
     except FileNotFoundError:
         if not rd.explicit:
             return None
-        raise RecipeError(
-            f"{directory}: recipes directory not found", "run from the project, or pass --recipes DIR"
-        ) from None
+        named = f" (named by {env})" if env else ""
+        raise RecipeError(f"{directory}: recipes directory not found{named}", where) from None
     except NotADirectoryError:
         if not rd.explicit:
             return None
         raise RecipeError(
             f"{directory}: is not a directory; recipes live in a directory of .toml files",
-            "pass --recipes DIR",
+            where if env else "pass --recipes DIR",
         ) from None
     except OSError as e:
         raise RecipeError(

@@ -100,6 +100,7 @@ def probe_python(python: str, timeout: float = 60) -> dict:
             f"--python {python}: no such interpreter",
             "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python",
         )
+    exe = os.path.abspath(exe)  # the probe runs from /; absolute, not resolved (a venv's python is a link)
     try:
         proc = subprocess.run(
             [exe, "-c", PROBE, json.dumps(MODULES)], capture_output=True, text=True, timeout=timeout, cwd="/"

@@ -262,6 +262,38 @@ def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache, save):
 
 @cli.command()
 @target_options
+@click.option(
+    "--build", is_flag=True, help="Also compile the CUDA the edits reach, pristine and patched, with nvcc, to PTX."
+)
+@click.option("--arch", metavar="LIST", help="Archs to build for, e.g. 120a,90a (default: the recipe's [verify] arch).")
+@click.option("--nvcc", metavar="PATH", help="The nvcc to use (default: $CUDA_HOME/bin/nvcc, else nvcc on PATH).")
+@click.option("--jobs", "-j", type=int, metavar="N", help="nvcc processes at once (default: every core).")
+@click.pass_context
+def verify(ctx, names, target, as_json, build, arch, nvcc, jobs):
+    """Prove recipes on the real toolchain: names resolve, and (--build) the CUDA compiles.
+
+    \b
+    Python: apply is planned in memory with every check, the names check among them
+    (no edited scope is left with a name the edit made undefined).  --build: the FlashInfer
+    translation units that include an edited file, and the sources of the JIT modules the
+    recipe names (read from flashinfer/jit/*.py, never imported), compiled pristine and
+    patched for each arch, in parallel, cached in ~/.cache/patchkit/verify; per unit and
+    kernel family: built or nvcc's first error, empty kernels (a lone `ret`), counts of PTX
+    instructions (griddepcontrol, and what [verify] names), wall time.  Exit 1 when a
+    patched build fails or an expectation of [verify] does not hold.
+
+    \b
+      patchkit verify allreduce-fusion --build --arch 120a,90a
+    """
+    from patchkit.commands.verify import verify as run
+
+    if not names:
+        raise PatchkitError("verify needs recipe or bundle names", "e.g. `patchkit verify allreduce-fusion --build`")
+    sys.exit(run(_opts(ctx, names, target, as_json), build=build, arch=arch, nvcc=nvcc, jobs=jobs))
+
+
+@cli.command()
+@target_options
 @click.option("--quiet", "-q", is_flag=True, help="Only show ops whose state differs from their recipe's.")
 @click.pass_context
 def status(ctx, names, target, as_json, quiet):

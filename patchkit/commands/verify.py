@@ -1,0 +1,229 @@
+"""`verify`: prove recipes on the real toolchain, without the GPU they target.
+
+Python: apply is planned in memory (``--dry-run``), so every check of apply runs, the
+names check among them (no edited scope is left with a name the edit made undefined).
+CUDA (``--build``): the FlashInfer translation units the edits reach, and the JIT modules
+the recipes name, are compiled pristine and patched for each arch, and their PTX is judged
+against the recipes' ``[verify]`` expectations (patchkit/verify/)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+from patchkit.commands import NOT_THERE, OK, Options, say
+from patchkit.errors import PatchkitError
+from patchkit.recipe import ARCH_RE
+from patchkit.states import State
+
+
+def _session(opts: Options):
+    """Recipes and a Session; with --target for some engines only, each recipe is cut down
+    to its ops there (the device code is FlashInfer's: its tree alone can be verified)."""
+    from patchkit.judge import Session
+
+    catalog = opts.project.catalog()
+    recipes = catalog.select(opts.names)
+    needed = {e for r in recipes for e in r.engines}
+    targets = opts.project.targets(opts.targets, needed)
+    cut, left_out = [], []
+    for r in recipes:
+        if set(r.engines) <= set(targets):
+            cut.append(r)
+            continue
+        ops = tuple(op for op in r.ops if op.engine in targets)
+        left_out.append(
+            f"{r.id}: no target for {', '.join(sorted(set(r.engines) - set(targets)))}; its ops there are not checked"
+        )
+        if ops:
+            cut.append(
+                dataclasses.replace(
+                    r,
+                    ops=ops,
+                    blockers=tuple(b for b in r.blockers if b.engine in targets),
+                    engines={e: s for e, s in r.engines.items() if e in targets},
+                )
+            )
+    return cut, Session(targets, known=catalog.recipes), left_out
+
+
+def _archs(arch: Optional[str], recipes) -> list[str]:
+    if arch:
+        out = [a.strip().removeprefix("sm_") for a in arch.split(",") if a.strip()]
+        for a in out:
+            if not ARCH_RE.fullmatch(a):
+                raise PatchkitError(f"--arch {arch}: {a!r} is not a CUDA arch", "e.g. --arch 120a,90a")
+    else:
+        out = [a for r in recipes for a in r.verify.arch]
+    if not out:
+        raise PatchkitError(
+            "verify --build: no arch to build for", "pass --arch 120a (or declare arch under the recipe's [verify])"
+        )
+    for r in recipes:  # an expectation compares with another arch: build that one too
+        for e in r.verify.expect:
+            if e.as_arch and e.arch in out:
+                out.append(e.as_arch)
+    return list(dict.fromkeys(out))
+
+
+def _variants(session, recipes, plan):
+    """{real path: bytes} of the edited files of the FlashInfer target, pristine and patched:
+    apply's plan gives the patched bytes of pending edits; for edits already applied, a
+    revert plan gives the pristine ones."""
+    from patchkit.judge import Session
+    from patchkit.planner import plan_revert
+
+    pristine, patched = {}, {}
+    for f in plan.files:
+        if f.target.engine == "flashinfer":
+            pristine[f.path], patched[f.path] = f.original, f.new_bytes()
+    if any(o.state in (State.APPLIED, State.APPLIED_UNSURE) for r in plan.results for o in r.ops):
+        back = plan_revert(Session(session.targets, known=session.known), recipes, dry_run=True)
+        for f in back.files:
+            if f.target.engine == "flashinfer" and f.path not in patched:
+                pristine[f.path], patched[f.path] = f.new_bytes(), f.original
+    return pristine, patched
+
+
+def _jit_texts(fi, over: dict) -> dict[str, str]:
+    jit = fi.root / fi.relpath("flashinfer/jit/")
+    out = {}
+    for p in sorted(jit.rglob("*.py")):
+        data = over.get(p)
+        out["flashinfer/jit/" + p.relative_to(jit).as_posix()] = (
+            data.decode("utf-8", "replace") if data is not None else p.read_text("utf-8", "replace")
+        )
+    return out
+
+
+def build_report(session, recipes, pristine, patched, archs, nvcc, workers, progress) -> dict:
+    """Compile what the edits reach, pristine and patched, per arch; the report's ``build``."""
+    from patchkit.verify import build as B
+    from patchkit.verify import jitspec, report
+
+    count = tuple(
+        dict.fromkeys(
+            [
+                "griddepcontrol",
+                *(c for r in recipes for c in r.verify.count),
+                *(e.instruction for r in recipes for e in r.verify.expect if e.instruction),
+            ]
+        )
+    )
+    expects = [report.expectation_json(r.id, e) for r in recipes for e in r.verify.expect]
+    names = {m for r in recipes for op in r.ops for m in op.jit_modules}
+    fi = session.targets.get("flashinfer")
+    doc = {"archs": archs, "count": list(count), "jobs": workers, "units": [], "modules": [], "expectations": []}
+    edited_cpp = [p for p in patched if p.suffix in B.C_SUFFIXES]
+    if fi is None or not (edited_cpp or names):
+        doc["note"] = "nothing to build: the recipes edit no FlashInfer C++ and name no JIT module"
+        doc["expectations"] = report.judge(expects, [])
+        return doc
+    t0 = time.monotonic()
+    nvcc_id = B.nvcc_version(nvcc)
+    doc["nvcc"] = next((ln for ln in nvcc_id.splitlines() if "release" in ln), nvcc_id.splitlines()[-1]).strip()
+    tree = B.Tree(fi, B.find_tvm_ffi(fi))
+    mods = jitspec.find(_jit_texts(fi, patched), names)
+    mods_before = jitspec.find(_jit_texts(fi, pristine), names)
+    errors = [
+        f"JIT module {n}: no gen_jit_spec({n!r}, ...) in {fi.root / fi.relpath('flashinfer/jit/')}"
+        for n in sorted(names - set(mods))
+    ]
+    unit_mods: dict[Path, list[str]] = {}
+    for m in mods.values():
+        before = mods_before.get(m.name)
+        doc["modules"].append(
+            {
+                **m.to_json(),
+                "admits": {
+                    a: {"pristine": before.admits(a) if before else None, "patched": m.admits(a)} for a in archs
+                },
+            }
+        )
+        for src in m.sources:
+            p = fi.root / fi.relpath(src)
+            if p.suffix in B.UNIT_SUFFIXES:
+                if not p.is_file():
+                    errors.append(f"JIT module {m.name}: source {src} is not in the tree")
+                    continue
+                unit_mods.setdefault(p, []).append(m.name)
+        errors += [f"JIT module {m.name}: source {s} not read statically" for s in m.unread]
+    edited = set(edited_cpp)
+    reach = {u for u in tree.units() if edited & set(tree.closure(u, patched, external=False))}
+    units = sorted(set(unit_mods) | reach)
+    variants = {"pristine": pristine, "patched": patched}
+    jobs, index = [], {}
+    for u in units:
+        mflags = [f for name in unit_mods.get(u, []) for f in mods[name].flags]
+        for arch in archs:
+            flags = B.flags_for(arch, mflags)
+            for v, over in variants.items():
+                content = tree.digest(tree.closure(u, over), over)
+                key = B.key_for(nvcc_id, tree.rel(u), arch, flags, content)
+                jobs.append(B.Job(u, arch, v, flags, key))
+                index[(u, arch, v)] = key
+    results = B.run(nvcc, tree, jobs, variants, count, workers, progress)
+    for u in units:
+        doc["units"].append(
+            {
+                "unit": tree.logical(u) or tree.rel(u),
+                "modules": unit_mods.get(u, []),
+                "edited": u in reach,
+                "builds": {a: {v: results[index[(u, a, v)]].to_json() for v in variants} for a in archs},
+            }
+        )
+    doc["expectations"] = report.judge(expects, doc["units"])
+    doc["wall_seconds"] = round(time.monotonic() - t0, 2)
+    doc["errors"] = errors
+    return doc
+
+
+def verify(
+    opts: Options,
+    build: bool = False,
+    arch: Optional[str] = None,
+    nvcc: Optional[str] = None,
+    jobs: Optional[int] = None,
+) -> int:
+    from patchkit.planner import plan_apply
+    from patchkit.verify import build as B
+    from patchkit.verify import report
+
+    nvcc_path = B.find_nvcc(nvcc) if build else None  # no nvcc: exit 2 before anything is read
+    if jobs is not None and jobs < 1:
+        raise PatchkitError(f"--jobs {jobs}: must be at least 1", "e.g. --jobs 4 (default: every core)")
+    recipes, session, left_out = _session(opts)
+    archs = _archs(arch, recipes) if build else []
+    plan = plan_apply(session, recipes, dry_run=True)
+    doc: dict = {"command": "verify", "recipes": [], "errors": [], "notes": session.notes() + left_out}
+    for r in plan.results:
+        mine = [b for b in plan.blockers if b.startswith(f"{r.id} > ")]
+        edits = sum(1 for rec, _ in plan.edits() if rec == r.id)
+        doc["recipes"].append(
+            {
+                "id": r.id,
+                "state": str(r.state),
+                "python": "ok" if not mine else "FAILED",
+                "edits": edits,
+                "errors": mine,
+            }
+        )
+    doc["errors"] = list(plan.blockers)
+    if build:
+        pristine, patched = _variants(session, recipes, plan)
+        workers = jobs or os.cpu_count() or 1
+        progress = (lambda s: say(f"verify: {s}", err=True)) if not opts.json else (lambda s: None)
+        doc["build"] = build_report(session, recipes, pristine, patched, archs, nvcc_path, workers, progress)
+        doc["errors"] += doc["build"].pop("errors", [])
+    doc["ok"] = report.ok(doc)
+    if opts.json:
+        say(json.dumps(doc, indent=2))
+    else:
+        say(report.human(doc))
+        for n in doc["notes"]:
+            say(n)
+    return OK if doc["ok"] else NOT_THERE

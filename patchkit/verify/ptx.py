@@ -1,0 +1,109 @@
+"""What a PTX file says about its kernels: each ``.entry``, its instructions, whether its body
+is empty (a lone ``ret``: the source compiled it out, e.g. behind ``__CUDA_ARCH__ < 1200``),
+and how many of the chosen instructions it holds (``griddepcontrol`` matches
+``griddepcontrol.wait`` and ``griddepcontrol.launch_dependents``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)\s*\(", re.M)
+_PRED = re.compile(r"^@!?%\w+\s+")
+
+
+@dataclass
+class Kernel:
+    name: str  # mangled, as in the PTX
+    instructions: int
+    counts: dict[str, int]
+
+    @property
+    def empty(self) -> bool:
+        return self.instructions <= 1  # a lone `ret` (or nothing)
+
+
+@dataclass
+class Family:
+    """The kernels of one template (or function), their instances summed up."""
+
+    name: str  # e.g. flashinfer::trtllm_allreduce::oneShotAllReduceKernel
+    kernels: int = 0
+    empty: int = 0
+    least: int = 0  # instructions of the smallest instance
+    most: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "kernels": self.kernels,
+            "empty": self.empty,
+            "instructions": [self.least, self.most],
+            "counts": self.counts,
+        }
+
+
+def family(mangled: str) -> str:
+    """The qualified name of a mangled (Itanium) symbol, template arguments left out:
+    ``_ZN10flashinfer3fooIfEEvT_`` -> ``flashinfer::foo``; anything else as it is."""
+    s = mangled
+    if s.startswith("_ZN"):
+        i, parts = 3, []
+        while i < len(s) and s[i].isdigit():
+            j = i
+            while j < len(s) and s[j].isdigit():
+                j += 1
+            n = int(s[i:j])
+            parts.append(s[j : j + n])
+            i = j + n
+        return "::".join(parts) if parts else mangled
+    m = re.match(r"_Z(\d+)", s)
+    if m:
+        return s[m.end() : m.end() + int(m.group(1))]
+    return mangled
+
+
+def opcode(line: str) -> str:
+    """The instruction of one PTX body line (its predicate left out), or "" for a
+    directive, label, brace, comment or blank line."""
+    s = line.strip()
+    if not s or s[0] in ".{}/$" or s.endswith(":"):
+        return ""
+    s = _PRED.sub("", s)
+    return s.split(None, 1)[0].rstrip(";") if s else ""
+
+
+def _matches(op: str, name: str) -> bool:
+    return op == name or op.startswith(name + ".")
+
+
+def kernels(ptx: str, count: tuple[str, ...]) -> list[Kernel]:
+    """Every kernel (``.entry``) of a PTX text, with its instructions counted."""
+    out = []
+    for m in ENTRY.finditer(ptx):
+        start = ptx.find("\n{\n", m.end())
+        end = ptx.find("\n}\n", start + 1) if start >= 0 else -1
+        if start < 0 or end < 0:
+            continue
+        ops = [o for o in map(opcode, ptx[start + 3 : end].split("\n")) if o]
+        out.append(Kernel(m.group(1), len(ops), {c: sum(_matches(o, c) for o in ops) for c in count}))
+    return out
+
+
+def summary(ks: list[Kernel], count: tuple[str, ...]) -> dict:
+    """A build's kernels in figures: totals, and one row per family."""
+    fams: dict[str, Family] = {}
+    for k in ks:
+        f = fams.setdefault(family(k.name), Family(family(k.name), least=k.instructions, most=k.instructions))
+        f.kernels += 1
+        f.empty += k.empty
+        f.least, f.most = min(f.least, k.instructions), max(f.most, k.instructions)
+        for c in count:
+            f.counts[c] = f.counts.get(c, 0) + k.counts.get(c, 0)
+    return {
+        "kernels": len(ks),
+        "empty": sum(k.empty for k in ks),
+        "counts": {c: sum(k.counts.get(c, 0) for k in ks) for c in count},
+        "families": [f.to_json() for f in sorted(fams.values(), key=lambda f: f.name)],
+    }

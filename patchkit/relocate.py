@@ -389,7 +389,8 @@ def original_context(session, op: OpSpec, named) -> context.Context:
        (a checkout moved on since its tag, code moved by hand): the statements around it;
     2. else the named scope as it stands, in the tree (``named``) or else in the pristine
        copy: its statements are the site's siblings;
-    3. else only what the recipe says: the scope's name.
+    3. else only what the recipe says: the scope's name (its locator's words are in every
+       candidate, since the search requires them, so they cannot rank).
 
     The file's imports (what the file the code left refers to) come from the tree's copy,
     or else the pristine one.  The pristine copy is read only when it differs from the

@@ -81,7 +81,7 @@ FIELD = ("max_running_requests",)
             "ensure-import",
             {"module": "sglang.srt.utils"},
             {"name": "is_sm120_supported"},
-            Reads(patterns=(), sites=((),)),
+            Reads(patterns=(), sites=((),), shallow=True),
         ),
         (
             "insert",
@@ -143,6 +143,7 @@ FIELD = ("max_running_requests",)
                     ("max_running_requests :", "1024"),
                     ("max_running_requests :", "None"),
                 ),
+                shallow=True,
             ),
         ),
         (

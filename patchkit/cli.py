@@ -215,6 +215,7 @@ def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache, s
         clear_jit=clear_jit_cache,
         profile=prof if prof.exists else None,
         named=named,
+        saving=save,
     )
     sys.exit(save_profile(prof, "apply", given, code, dry_run, opts) if save else code)
 

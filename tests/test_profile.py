@@ -88,6 +88,7 @@ def test_sm120_without_allreduce_fusion(tree, run_cli, tmp_path, monkeypatch):
     code, out, err = run_cli("apply", "allreduce-fusion", *T)
     assert code == 0, out + err
     assert err.count("warning: allreduce-fusion: ") == 1 and "~3,700 to 236 tok/s" in err, err
+    assert "allreduce-fusion: applied as named, but the profile" in out
     code, out, err = run_cli("status", *T, "--json")
     assert code == 1
     assert "but its edits are here: `patchkit revert allreduce-fusion`" in _recipes(out)["allreduce-fusion"]["message"]

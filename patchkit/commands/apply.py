@@ -74,6 +74,7 @@ def apply(
     clear_jit: bool = False,
     profile=None,
     named: tuple[str, ...] = (),
+    saving: bool = False,
 ) -> int:
     """Apply recipes to their targets: all edits or none.  With a ``profile``, the recipes it
     excludes are left out of the bundles named (a recipe in ``named`` is applied even so).
@@ -81,6 +82,7 @@ def apply(
     written."""
     warned: set[str] = set()
     left: list[str] = []
+    insisted: list[str] = []  # named on their own although the profile excludes them
 
     def make():
         recipes, session = open_session(opts)
@@ -89,6 +91,7 @@ def apply(
 
             P.check(profile, P.Known(session.known))
             left[:] = profile.left_out([r.id for r in recipes], named)
+            insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
             recipes = [r for r in recipes if r.id not in left]
         plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
         writing = {m.recipe for m in plan.marks if m.action == "applied"} if not plan.blockers else set()
@@ -109,6 +112,11 @@ def apply(
                 " (name a recipe on its own to apply it anyway; --save then takes it out of exclude)",
                 *notes,
             ]
+        if insisted and not saving:
+            notes.append(
+                f"{', '.join(insisted)}: applied as named, but the profile {profile.path} excludes it, so `status`"
+                " reads the tree as not matching the profile; --save takes it out of exclude"
+            )
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state in GOOD

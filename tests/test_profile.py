@@ -106,6 +106,10 @@ def test_sm120_without_allreduce_fusion(tree, run_cli, tmp_path, monkeypatch):
     assert profile.read_text() == PROFILE
     assert {p: p.read_bytes() for p in pristine} == pristine
     assert run_cli("status", *T)[0] == 0
+    # Without the profile, applying the bundle brings allreduce-fusion, and its warning, once.
+    profile.unlink()
+    code, out, err = run_cli("apply", "sm120", "--dry-run", *T)
+    assert code == 0 and err.count("warning: allreduce-fusion: ") == 1, out + err
 
 
 # -- offline: reading and checking ------------------------------------------------------------

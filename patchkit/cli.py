@@ -146,11 +146,33 @@ def target_options(f):
     return f
 
 
+COLOR_HELP = "Colour the output: auto (on a terminal, unless NO_COLOR is set), always, or never."
+
+
+def _color(ctx, param, value):
+    """--color: the context's colour setting, which click.echo follows (and the contexts of
+    subcommands inherit).  auto: on a terminal, unless NO_COLOR is set (no-color.org)."""
+    if value == "auto":
+        ctx.color = False if os.environ.get("NO_COLOR") else None
+    elif value is not None:
+        ctx.color = value == "always"
+    return value
+
+
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="patchkit")
 @click.option("--pins", metavar="FILE", help=GLOBAL_HELP["pins"])
 @click.option("--recipes", metavar="DIR", multiple=True, help=GLOBAL_HELP["recipes"])
 @click.option("--workspace", metavar="DIR", help=GLOBAL_HELP["workspace"])
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    expose_value=False,
+    callback=_color,
+    help=COLOR_HELP,
+)
 def cli(pins, recipes, workspace):
     """Declarative, verifiable, revertible patches for SGLang and FlashInfer.
 
@@ -317,10 +339,7 @@ def status(ctx, names, target, as_json, quiet):
 
 
 @cli.command()
-@click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
-@click.option(
-    "--target", "-t", multiple=True, metavar="ENGINE=PATH", help="Work on this tree instead of the workspace."
-)
+@target_options
 @click.option(
     "--applied",
     is_flag=True,
@@ -328,15 +347,16 @@ def status(ctx, names, target, as_json, quiet):
 )
 @click.option("--ignore-range", is_flag=True, help="Include recipes outside their version range.")
 @click.pass_context
-def diff(ctx, names, target, applied, ignore_range):
+def diff(ctx, names, target, as_json, applied, ignore_range):
     """Print a unified diff of what apply would write; touches nothing.
 
     Paths are relative to each target's root, so the output applies with
-    `git apply` or `patch -p1` there.
+    `git apply` or `patch -p1` there.  --json: one document, the verdicts of
+    `status --json` plus each file's diff.
     """
     from patchkit.commands.apply import diff as run
 
-    sys.exit(run(_opts(ctx, names, target, False), applied=applied, ignore_range=ignore_range))
+    sys.exit(run(_opts(ctx, names, target, as_json), applied=applied, ignore_range=ignore_range))
 
 
 @cli.command("list")
@@ -753,10 +773,45 @@ def _fail(code: int, line: str, message: str, hint: str, as_json: bool) -> None:
     sys.exit(code)
 
 
+def _late_options(group: click.Group) -> None:
+    """--color after any subcommand too; recipe and bundle names completed in the shell."""
+    for cmd in group.commands.values():
+        if not any(p.name == "color" for p in cmd.params):
+            cmd.params.append(
+                click.Option(
+                    ["--color"],
+                    type=click.Choice(["auto", "always", "never"]),
+                    expose_value=False,
+                    callback=_color,
+                    help=COLOR_HELP,
+                )
+            )
+        for p in cmd.params:
+            if isinstance(p, click.Argument) and p.name == "names":
+                p._custom_shell_complete = _complete_names  # what shell_complete= sets
+        if isinstance(cmd, click.Group):
+            _late_options(cmd)
+
+
+def _complete_names(ctx, param, incomplete):
+    """Shell completion of RECIPE|BUNDLE: the ids and bundles of the recipes in play (never
+    an error: a completion that fails offers nothing)."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        cat = _project(ctx).catalog()
+    except Exception:
+        return []
+    items = [(r.id, r.summary) for r in cat.recipes.values()]
+    items += [(b, "bundle: " + " ".join(ids)) for b, ids in cat.bundles.items()]
+    return [CompletionItem(n, help=h) for n, h in items if n.startswith(incomplete)]
+
+
 def main(argv=None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     as_json = _wants_json(args)
     _global_options(cli)
+    _late_options(cli)
     try:
         cli.main(args=args, prog_name="patchkit", standalone_mode=False)
     except PatchkitError as e:

@@ -22,3 +22,164 @@ def test_a_relative_python_path_is_probed_from_anywhere(tmp_path, monkeypatch):
     assert facts["modules"]  # it ran
     r = pk("--recipes", str(ROOT / "recipes"), "status", "--python", "venv/bin/python", cwd=tmp_path)
     assert "could not run it" not in r.stderr and "no such interpreter" not in r.stderr, r.stderr
+
+
+# -- a small target -------------------------------------------------------------------------------
+
+RECIPE = """\
+id = "r"
+summary = "widen a list"
+bundles = ["b"]
+
+[engines]
+sglang = ">=0.5.9"
+
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/x.py"
+scope = "f"
+[ops.locator]
+contains = ['"a"']
+[ops.params]
+element = '"b"'
+"""
+
+
+def _world(tmp_path):
+    from tests.conftest import mini_sglang
+
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "r.toml").write_text(RECIPE)
+    tree = mini_sglang(tmp_path / "tree", {"sglang/srt/x.py": 'def f():\n    return ["a"]\n'})
+    return recipes, tree
+
+
+# -- colour ---------------------------------------------------------------------------------------
+
+ESC = "\x1b["
+
+
+def test_color_option_before_or_after_the_subcommand(tmp_path, run_cli, monkeypatch):
+    recipes, tree = _world(tmp_path)
+    base = ("--recipes", str(recipes))
+    args = ("status", "r", "-t", f"sglang={tree}")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.chdir(tmp_path)  # no project's recipes/ found upward
+    assert ESC not in run_cli(*base, *args)[1]  # not a terminal: plain
+    assert ESC in run_cli(*base, "--color=always", *args)[1]
+    assert ESC in run_cli(*base, *args, "--color", "always")[1]
+    assert ESC not in run_cli(*base, "--color=always", *args, "--color=never")[1]  # the later one wins
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert ESC in run_cli(*base, "--color=always", *args)[1]  # an explicit --color overrides NO_COLOR
+    code, out, err = run_cli(*base, "--color=sometimes", *args)
+    assert code == 2 and "'sometimes' is not one of 'auto', 'always', 'never'" in err
+
+
+def _on_a_terminal(args, env, cwd) -> str:
+    """Run patchkit with stdout on a pseudo-terminal; what it printed."""
+    import pty
+    import subprocess
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "patchkit", *args], stdout=slave, stderr=slave, env=env, cwd=cwd)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    return out.decode("utf-8", "replace")
+
+
+def test_no_color_on_a_terminal(tmp_path):
+    recipes, tree = _world(tmp_path)
+    args = ["--recipes", str(recipes), "status", "r", "-t", f"sglang={tree}"]
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    out = _on_a_terminal(args, env, tmp_path)
+    assert "pending" in out and ESC in out  # auto, on a terminal: colour
+    out = _on_a_terminal(args, {**env, "NO_COLOR": "1"}, tmp_path)
+    assert "pending" in out and ESC not in out
+    assert ESC not in _on_a_terminal([*args, "--color=never"], env, tmp_path)
+
+
+# -- diff --json and diff --python ----------------------------------------------------------------
+
+
+def test_diff_json(tmp_path, run_cli):
+    import json
+
+    recipes, tree = _world(tmp_path)
+    code, out, err = run_cli("--recipes", str(recipes), "diff", "r", "-t", f"sglang={tree}", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["command"] == "diff" and doc["ok"] and doc["applied"] is False
+    (f,) = doc["files"]
+    assert f["engine"] == "sglang" and f["path"] == "sglang/srt/x.py" and f["root"] == str(tree)
+    assert '-    return ["a"]\n+    return ["a", "b"]\n' in f["diff"]
+    assert [r["id"] for r in doc["recipes"]] == ["r"] and doc["recipes"][0]["state"] == "pending"
+    assert run_cli("--recipes", str(recipes), "apply", "r", "-t", f"sglang={tree}")[0] == 0
+    code, out, err = run_cli("--recipes", str(recipes), "diff", "r", "-t", f"sglang={tree}", "--json", "--applied")
+    doc = json.loads(out)
+    assert code == 0 and doc["applied"] is True
+    assert '-    return ["a"]\n+    return ["a", "b"]\n' in doc["files"][0]["diff"]  # the patch applied, forward
+    code, out, err = run_cli("--recipes", str(recipes), "diff", "nope", "-t", f"sglang={tree}", "--json")
+    assert code == 2 and json.loads(out)["error"]["exit"] == 2
+
+
+def test_diff_python_with_a_relative_path(tmp_path):
+    """diff --python: the copy that interpreter imports (here: the tree on its PYTHONPATH),
+    named by a path relative to the working directory."""
+    import subprocess
+
+    recipes, tree = _world(tmp_path)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    r = subprocess.run(
+        [sys.executable, "-m", "patchkit", "--recipes", str(recipes), "diff", "r", "--python", "venv/bin/python"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"# sglang: {tree}\n--- a/sglang/srt/x.py\n+++ b/sglang/srt/x.py"), r.stdout
+    assert '+    return ["a", "b"]' in r.stdout
+
+
+# -- completion -----------------------------------------------------------------------------------
+
+
+def _complete(run_cli, monkeypatch, words: str) -> list[str]:
+    """What bash completion offers for the last word of ``words`` (click's bash protocol)."""
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    monkeypatch.setenv("_PATCHKIT_COMPLETE", "bash_complete")
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", str(cword))
+    code, out, err = run_cli()
+    assert code == 0, err
+    return [ln.split(",", 1)[1] for ln in out.splitlines() if ln]
+
+
+def test_completion_offers_recipe_and_bundle_names(tmp_path, run_cli, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recipes = f"patchkit --recipes {ROOT / 'recipes'}"
+    assert _complete(run_cli, monkeypatch, f"{recipes} apply a") == ["allreduce-fusion", "autotune-cutlass"]
+    assert _complete(run_cli, monkeypatch, f"{recipes} status sm") == ["sm120"]
+    assert set(_complete(run_cli, monkeypatch, f"{recipes} show ")) == {
+        "allreduce-fusion",
+        "autotune-cutlass",
+        "max-running-requests",
+        "moe-backend-sm120",
+        "sm120",
+    }
+    assert _complete(run_cli, monkeypatch, f"{recipes} fork sync m") == ["max-running-requests", "moe-backend-sm120"]
+    assert _complete(run_cli, monkeypatch, f"patchkit --recipes {tmp_path / 'nowhere'} apply a") == []  # never an error

@@ -148,7 +148,25 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
 def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> int:
     """Print a unified diff: of what apply would write, or (--applied) of what is applied now."""
     recipes, session = open_session(opts)
-    plan = plan_revert(session, recipes) if applied else plan_apply(session, recipes, ignore_range=ignore_range)
+    # dry_run: the verdicts say what would be done (`pending`, "would be applied"), not "applied now"
+    if applied:
+        plan = plan_revert(session, recipes, dry_run=True)
+    else:
+        plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=True)
+    if opts.json:  # the verdicts (as `status --json`), and each file's diff
+        files = [
+            {"engine": e, "root": str(t.root), "path": t.relpath(f.logical), "diff": unified_diff([f], reverse=applied)}
+            for e, t in session.targets.items()
+            for f in plan.files
+            if f.target is t
+        ]
+        ok = not plan.blockers
+        say(
+            report.as_json(
+                "diff", plan.results, ok, session.targets, applied=applied, files=files, errors=plan.blockers
+            )
+        )
+        return OK if ok else NOT_THERE
     for b in plan.blockers:
         say(f"error: {b}", err=True)
     if plan.blockers:

@@ -27,8 +27,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,8 @@ THIRD_PARTY = {
 FALLBACK_NVCC = (Path("/usr/local/cuda/bin/nvcc"),)
 UNIT_SUFFIXES = (".cu",)
 C_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".inc", ".inl")
+_RUNNING: set = set()  # nvcc processes under way, killed if the run is interrupted
+_LOCK = threading.Lock()
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 
 
@@ -227,8 +231,14 @@ class Tree:
                 d = self._digests.get(p)
                 if d is None:
                     d = self._digests[p] = hashlib.sha256(self._read(p, over) or b"").hexdigest()
-            h.update(f"{p}\0{d}\n".encode())
+            h.update(f"{self._name(p)}\0{d}\n".encode())
         return h.hexdigest()
+
+    def _name(self, p: Path) -> str:
+        """A file as a cache key names it: relative to the target root when inside it, so
+        that a copy of the same tree elsewhere answers from the same builds."""
+        root = self.target.root
+        return p.relative_to(root).as_posix() if root in p.parents else str(p)
 
     def mirror(self, dest: Path, over: dict) -> None:
         """``dest``: the tree's include/ and csrc/ as symlinks per file, the edited files
@@ -342,10 +352,25 @@ def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str
             str(mirror / tree.rel(job.unit)),
         ]
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=mirror, capture_output=True, text=True, errors="replace")
+        proc = subprocess.Popen(
+            cmd,
+            cwd=mirror,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,  # its own process group: cicc and ptxas go with it when killed
+        )
+        with _LOCK:
+            _RUNNING.add(proc)
+        try:
+            stdout, stderr = proc.communicate()
+        finally:
+            with _LOCK:
+                _RUNNING.discard(proc)
         seconds = time.monotonic() - t0
         if proc.returncode != 0 or not out.is_file():
-            said = first_error(proc.stderr + proc.stdout).replace(f"{mirror}{os.sep}", "")  # tree-relative paths
+            said = first_error(stderr + stdout).replace(f"{mirror}{os.sep}", "")  # tree-relative paths
             data = {"built": False, "error": said, "seconds": seconds}
             _store(job.key, data)
             return Result(False, data["error"], seconds, False)
@@ -383,11 +408,22 @@ def run(
         for v in sorted({j.variant for j in todo.values()}):
             mirrors[v] = Path(tmp) / v
             tree.mirror(mirrors[v], variants[v])
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
+        try:
             futs = {pool.submit(compile_one, nvcc, j, mirrors[j.variant], tree, count): j for j in todo.values()}
             for fut in concurrent.futures.as_completed(futs):
                 j = futs[fut]
                 results[j.key] = r = fut.result()
                 said = "built" if r.built else "FAILED"
                 progress(f"{tree.rel(j.unit)} sm_{j.arch} {j.variant}: {said} in {r.seconds:.0f} s")
+        except BaseException:  # Ctrl-C, or a bug: no nvcc is left running behind us
+            pool.shutdown(wait=False, cancel_futures=True)
+            with _LOCK:
+                for proc in list(_RUNNING):
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            raise
+        pool.shutdown()
     return results

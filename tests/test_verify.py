@@ -329,6 +329,17 @@ def test_verify_build_on_a_mini_tree_and_its_cache(mini_fi, run_cli):
     assert code == 0 and again["pristine"]["cached"] and again["patched"]["cached"]
     assert took < 1.0, f"a cached verify --build took {took:.2f} s"
 
+    # applied to the tree: the pristine side comes from reverting in memory, and matches
+    code, out, err = run_cli("--recipes", str(recipes), "apply", "mini-guard", "-t", f"flashinfer={root}")
+    assert code == 0, (out, err)
+    code, out, err = run_cli(*args)
+    applied = json.loads(out)
+    assert code == 0 and applied["recipes"][0]["state"] == "applied"
+    b = applied["build"]["units"][0]["builds"]["120a"]
+    assert (
+        (b["pristine"]["empty"], b["patched"]["empty"]) == (1, 0) and b["pristine"]["cached"] and b["patched"]["cached"]
+    )
+
 
 @needs_nvcc
 def test_an_expectation_that_fails_is_exit_1(mini_fi, run_cli):

@@ -7,6 +7,8 @@ also reports in the pristine file) are not the edit's and never refuse it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from patchkit import planner
@@ -163,3 +165,16 @@ def test_the_sm120_bundle_passes_the_names_check(tree, run_cli, version):
     code, out, err = run_cli("apply", "sm120", "--dry-run", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}")
     assert code == 0, (out, err)
     assert "names check" not in err
+
+
+def test_verify_reports_the_undefined_name_with_exit_1(mini, run_cli):
+    root, recipes = mini
+    before = _files(root)
+    code, out, err = run_cli("--recipes", str(recipes), "verify", "gate-only", "-t", f"sglang={root}", "--json")
+    assert code == 1, (out, err)
+    doc = json.loads(out)
+    (r,) = doc["recipes"]
+    assert r["python"] == "FAILED" and "`_is_sm120_supported` is not defined" in r["errors"][0]
+    assert doc["ok"] is False and _files(root) == before
+    code, out, err = run_cli("--recipes", str(recipes), "verify", "flag-first", "-t", f"sglang={root}")
+    assert code == 0 and "flag-first (pending): Python: ok, 3 edit(s) planned and checked" in out, (out, err)

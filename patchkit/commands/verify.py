@@ -70,7 +70,7 @@ def _archs(arch: Optional[str], recipes) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _variants(session, recipes, plan):
+def _variants(session, recipes, plan, notes: list):
     """{real path: bytes} of the edited files of the FlashInfer target, pristine and patched:
     apply's plan gives the patched bytes of pending edits; for edits already applied, a
     revert plan gives the pristine ones."""
@@ -83,6 +83,12 @@ def _variants(session, recipes, plan):
             pristine[f.path], patched[f.path] = f.original, f.new_bytes()
     if any(o.state in (State.APPLIED, State.APPLIED_UNSURE) for r in plan.results for o in r.ops):
         back = plan_revert(Session(session.targets, known=session.known), recipes, dry_run=True)
+        if back.blockers:
+            notes.append(
+                "verify --build: the applied edits cannot be taken back in memory ("
+                + "; ".join(back.blockers)
+                + "), so the pristine builds show them as they are"
+            )
         for f in back.files:
             if f.target.engine == "flashinfer" and f.path not in patched:
                 pristine[f.path], patched[f.path] = f.new_bytes(), f.original
@@ -214,7 +220,7 @@ def verify(
         )
     doc["errors"] = list(plan.blockers)
     if build:
-        pristine, patched = _variants(session, recipes, plan)
+        pristine, patched = _variants(session, recipes, plan, doc["notes"])
         workers = jobs or os.cpu_count() or 1
         progress = (lambda s: say(f"verify: {s}", err=True)) if not opts.json else (lambda s: None)
         doc["build"] = build_report(session, recipes, pristine, patched, archs, nvcc_path, workers, progress)

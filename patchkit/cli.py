@@ -403,9 +403,10 @@ def show(ctx, names):
 def sync(ctx, engines, source, mirror, force):
     """Materialise the pinned upstream trees in the workspace (.patchkit/trees/ENGINE).
 
-    Wheels are downloaded once with pip (no dependencies), checked against the pinned
-    sha256, cached in ~/.cache/patchkit (PATCHKIT_CACHE moves it) and unpacked.  A second
-    sync is instant and works offline.
+    Release wheels are downloaded once from the package index (its simple API; no pip
+    needed; PATCHKIT_INDEX_URL, else uv's or pip's index URL, else PyPI), checked against
+    the sha256 the index lists and the pinned one, cached in ~/.cache/patchkit
+    (PATCHKIT_CACHE moves it) and unpacked.  A second sync is instant and works offline.
     """
     from patchkit.commands.sync import sync as run
 

@@ -174,17 +174,6 @@ def _line(text: str, word: str) -> int:
     return text.count("\n", 0, m.start()) + 1 if m else 1
 
 
-class Known:
-    """The recipes and bundles a catalog knows, from its recipes by id (``Session.known``)."""
-
-    def __init__(self, recipes: dict) -> None:
-        self.recipes = recipes
-        self.bundles: dict[str, list[str]] = {}
-        for r in recipes.values():
-            for b in r.bundles:
-                self.bundles.setdefault(b, []).append(r.id)
-
-
 def check(profile: Profile, catalog) -> None:
     """Every name of the profile is one the catalog knows, as the kind its list says."""
     if not profile.exists:

@@ -116,8 +116,13 @@ def test_sm120_without_allreduce_fusion(tree, run_cli, tmp_path, monkeypatch):
 
 
 def _catalog():
-    r = lambda rid, *b: SimpleNamespace(id=rid, bundles=list(b))  # noqa: E731
-    return P.Known({i.id: i for i in (r("a", "b1"), r("b", "b1"), r("c", "b2"), r("d"))})
+    """What P.check, P.wanted and P.save read of a catalog: recipes by id, and bundles."""
+    recipes = {"a": ["b1"], "b": ["b1"], "c": ["b2"], "d": []}
+    bundles: dict[str, list[str]] = {}
+    for rid, bs in recipes.items():
+        for b in bs:
+            bundles.setdefault(b, []).append(rid)
+    return SimpleNamespace(recipes={rid: SimpleNamespace(id=rid) for rid in recipes}, bundles=bundles)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +155,18 @@ def test_unknown_names_are_named_with_their_line(tmp_path, text, said):
     with pytest.raises(PatchkitError) as e:
         P.check(P.load(tmp_path / "profile.toml"), _catalog())
     assert str(e.value).startswith(str(tmp_path / said)), str(e.value)
+
+
+@pytest.mark.parametrize("command", ["apply", "status"])
+def test_a_profile_naming_an_unknown_bundle_is_exit_2_at_its_line(tmp_path, run_cli, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "patchkit.toml").write_text('# mine\nbundles = ["sm12"]\n')
+    code, out, err = run_cli("--recipes", str(ROOT / "recipes"), command, "-t", f"sglang={tmp_path}")
+    assert (code, err.strip()) == (
+        2,
+        f"patchkit: error: {tmp_path}/patchkit.toml:2: bundles: unknown bundle 'sm12' (hint: `patchkit list` shows"
+        " the recipes and bundles)",
+    )
 
 
 def test_wanted_is_the_bundles_and_recipes_less_exclude(tmp_path):

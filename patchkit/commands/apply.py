@@ -84,12 +84,14 @@ def apply(
     left: list[str] = []
     insisted: list[str] = []  # named on their own although the profile excludes them
 
+    if profile is not None:  # its names, with its file and line, before the catalog selects them
+        from patchkit import profile as P
+
+        P.check(profile, opts.project.catalog())
+
     def make():
         recipes, session = open_session(opts)
         if profile is not None:
-            from patchkit import profile as P
-
-            P.check(profile, P.Known(session.known))
             left[:] = profile.left_out([r.id for r in recipes], named)
             insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
             recipes = [r for r in recipes if r.id not in left]

@@ -56,6 +56,10 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
     else:
         from patchkit.judge import cacheable, evaluate, results
 
+        if profile is not None:  # its names, with its file and line, before the catalog selects them
+            from patchkit import profile as P
+
+            P.check(profile, opts.project.catalog())
         recipes, session = open_session(opts)
         evaluated = evaluate(session, recipes)
         res = results(session, evaluated)

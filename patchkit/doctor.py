@@ -207,16 +207,22 @@ def _journal_edits(root: Path, engine: str) -> list[dict]:
     except PatchkitError:
         return []
     j = Journal.load(t.root)
+    was = j.version(engine)
     out = []
     for logical, entry in sorted(j.engines.get(engine, {}).get("files", {}).items()):
         p = t.path(logical)
         if p.is_file():
+            sha = _sha(p)
             out.append(
                 {
                     "file": logical,
                     "path": str(p),
                     "mtime": p.stat().st_mtime,
-                    "back_to_pristine": _sha(p) == entry.get("pristine") and _sha(p) != entry.get("sha256"),
+                    "back_to_pristine": sha == entry.get("pristine") and sha != entry.get("sha256"),
+                    # the engine was upgraded since patchkit wrote it, and the file is not its write
+                    "upgraded_from": was
+                    if was and t.version and was != t.version and sha != entry.get("sha256")
+                    else None,
                 }
             )
     return out
@@ -492,6 +498,21 @@ def judge(facts: dict) -> list[Finding]:
         journal_says = {
             rid for rid, st in (loc.get("recipes") or {}).items() if st in lost and rid in recorded - excluded
         }
+        upgraded = [e for e in loc.get("edits", []) if e.get("upgraded_from") and not e.get("back_to_pristine")]
+        if upgraded and journal_says:
+            add(
+                WARN,
+                engine,
+                f"{engine} was upgraded from {upgraded[0]['upgraded_from']} to {loc.get('version')} since patchkit "
+                f"last wrote it: {', '.join(e['file'] for e in upgraded)} are the new release's, so "
+                f"{', '.join(sorted(journal_says))} are no longer applied; "
+                + (
+                    f"`patchkit apply --python {py['executable']}` patches it again to the profile"
+                    if wanted is not None
+                    else f"`patchkit apply {' '.join(sorted(journal_says))} --python {py['executable']}` applies them"
+                    " again"
+                ),
+            )
         if stale and journal_says:
             names = " ".join(sorted(journal_says))
             add(

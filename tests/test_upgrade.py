@@ -71,6 +71,15 @@ def test_pip_upgrade_over_a_patched_venv_reads_pending_and_apply_patches_again(r
             assert state == "pending", (rid, i, state, msg)
             assert UPGRADED in msg and "sglang-0.5.10.post1.dist-info/RECORD lists its bytes" in msg, msg
         assert ops["allreduce-fusion"][4][0] == "applied"  # flashinfer was not upgraded: still patched
+        # doctor says so too, and how to patch again.
+        m.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "fiws"))
+        code, out, err = run_cli("doctor", "--python", str(py), "--workspace", str(tmp_path / "nows"), "--json")
+        said = [f["message"] for f in json.loads(out)["findings"] if f["level"] == "warn"]
+        assert (
+            f"{UPGRADED}: sglang/srt/layers/communicator.py, sglang/srt/server_args.py are the new release's, so "
+            f"allreduce-fusion, moe-backend-sm120 are no longer applied; `patchkit apply --python {py}` patches it "
+            "again to the profile" in said
+        ), said
 
         # `patchkit apply --python PY`, the venv's profile naming the recipes, works without
         # --force, and says why the records were stale.

@@ -263,7 +263,7 @@ def save(profile: Profile, action: str, names: Sequence[str], catalog) -> tuple[
                 edit("recipes", name, False)
                 if brought(name):
                     edit("exclude", name, True)
-    if changes or not profile.exists:
+    if changes:
         _write(profile.path, tomlkit.dumps(doc).encode("utf-8"))
     saved = Profile(profile.path, *(tuple(lists[k]) for k in KEYS))
     return saved, changes

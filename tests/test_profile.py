@@ -258,6 +258,11 @@ def test_save_creates_a_commented_profile_where_find_says(tmp_path):
     text = (site / ".patchkit/profile.toml").read_text()
     assert text.startswith(P.NEW_TARGET) and text.endswith('bundles = ["b1"]\n')
     assert (site / ".patchkit/.gitignore").read_text() == "*\n"
+    # Nothing to record (a revert, with no profile): no file is made.
+    other = tmp_path / "other"
+    other.mkdir()
+    assert P.save(P.find(None, [other]), "revert", ["a"], _catalog())[1] == []
+    assert not (other / ".patchkit").exists()
 
 
 # -- offline: warnings and doctor ---------------------------------------------------------------

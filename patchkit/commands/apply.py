@@ -201,6 +201,6 @@ def save_profile(profile, action: str, names: tuple[str, ...], code: int, dry_ru
         return code
     catalog = opts.project.catalog()
     saved, changes = P.save(profile, action, names, catalog)
-    what = "; ".join(changes) if changes else "already says so, unchanged"
+    what = "; ".join(changes) if changes else "nothing to change"
     say(f"profile {saved.path}: {what}", err=out)
     return code

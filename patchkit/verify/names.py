@@ -31,39 +31,74 @@ class Undefined(NamedTuple):
     scope: str  # the edited scope it stands in ("" = module level)
 
 
-def _undefined(code: str) -> Optional[tuple[list[tuple[str, int]], ast.Module]]:
-    """((name, line) of every name pyflakes reports undefined in ``code``, its tree); None
-    when the code does not parse (the compile check reports that)."""
-    import pyflakes.checker
-    import pyflakes.messages as msg
-
+def _parse(code: str) -> Optional[ast.Module]:
     try:
-        tree = ast.parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    checker = pyflakes.checker.Checker(tree, withDoctest=False)
-    return [
-        (str(m.message_args[0]), m.lineno)
-        for m in checker.messages
-        if isinstance(m, (msg.UndefinedName, msg.UndefinedLocal))
-    ], tree
+        return None  # the compile check reports it
 
 
-def _span(tree: ast.Module, scope: str) -> Optional[tuple[int, int]]:
-    """First and last line of def/class ``scope`` (``Class.method``) in ``tree``; None for
-    module level, or when the scope is not found there (then the whole file counts)."""
-    if not scope:
-        return None
+def _names(tree: ast.Module) -> tuple[Counter, Counter]:
+    """(names read, names bound) anywhere in ``tree``, with how often."""
+    reads: Counter = Counter()
+    binds: Counter = Counter()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (reads if isinstance(n.ctx, ast.Load) else binds)[n.id] += 1
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds[n.name] += 1
+        elif isinstance(n, ast.alias):
+            binds[n.asname or n.name.split(".")[0]] += 1
+        elif isinstance(n, ast.arg):
+            binds[n.arg] += 1
+    return reads, binds
+
+
+def _scope_node(tree: ast.Module, scope: str):
+    """The def/class ``scope`` in ``tree`` (the module for "" or when it is not found)."""
     node: object = tree
-    for part in scope.split("."):
+    for part in scope.split(".") if scope else ():
         hits = [
             d
             for d in getattr(node, "body", ())
             if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and d.name == part
         ]
         if not hits:
-            return None
+            return tree
         node = hits[0]
+    return node
+
+
+def _may_introduce(before: ast.Module, after: ast.Module, scopes: list[str]) -> bool:
+    """Can the edit have made a name undefined?  Only by reading, in a scope it edited, a
+    name that scope did not read before, or by losing a binding there; most edits (a list
+    element, a default, an operand already read) do neither, and then pyflakes need not run."""
+    for s in scopes:
+        (rb, bb), (ra, ba) = _names(_scope_node(before, s)), _names(_scope_node(after, s))
+        if set(ra) - set(rb) or any(ba[n] < c for n, c in bb.items()):
+            return True
+    return False
+
+
+def _undefined(tree: ast.Module) -> list[tuple[str, int]]:
+    """(name, line) of every name pyflakes reports undefined in ``tree``."""
+    import pyflakes.checker
+    import pyflakes.messages as msg
+
+    checker = pyflakes.checker.Checker(tree, withDoctest=False)
+    return [
+        (str(m.message_args[0]), m.lineno)
+        for m in checker.messages
+        if isinstance(m, (msg.UndefinedName, msg.UndefinedLocal))
+    ]
+
+
+def _span(tree: ast.Module, scope: str) -> Optional[tuple[int, int]]:
+    """First and last line of def/class ``scope`` (``Class.method``) in ``tree``; None for
+    module level, or when the scope is not found there (then the whole file counts)."""
+    node = _scope_node(tree, scope)
+    if node is tree:
+        return None
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
     return first, node.end_lineno
 
@@ -79,16 +114,22 @@ def _in_scopes(found, tree, scopes: list[str]) -> dict[str, set[tuple[str, int]]
     return out
 
 
-def introduced(before: str, after: str, scopes: list[str]) -> list[Undefined]:
+def introduced(before, after, scopes: list[str], bound=None) -> list[Undefined]:
     """The names that ``after`` leaves undefined in ``scopes`` and ``before`` did not, per
-    scope: the edit introduced them."""
-    b, a = _undefined(before), _undefined(after)
-    if a is None or b is None:
+    scope: the edit introduced them.  ``before``/``after``: code, or its ``ast`` tree.
+    ``bound(name, line)`` says a name pyflakes cannot see bound is bound all the same."""
+    b_tree = _parse(before) if isinstance(before, str) else before
+    a_tree = _parse(after) if isinstance(after, str) else after
+    if a_tree is None or b_tree is None or not _may_introduce(b_tree, a_tree, scopes):
         return []
-    (b_found, b_tree), (a_found, a_tree) = b, a
-    was = {s: {n for n, _ in hits} for s, hits in _in_scopes(b_found, b_tree, scopes).items()}
+    now = _in_scopes(_undefined(a_tree), a_tree, scopes)
+    if bound is not None:
+        now = {s: {(n, ln) for n, ln in hits if not bound(n, ln)} for s, hits in now.items()}
+    if not any(now.values()):
+        return []  # nothing undefined in the edited scopes after: the before side need not be read
+    was = {s: {n for n, _ in hits} for s, hits in _in_scopes(_undefined(b_tree), b_tree, scopes).items()}
     out = []
-    for s, hits in _in_scopes(a_found, a_tree, scopes).items():
+    for s, hits in now.items():
         seen = set()
         for name, line in sorted(hits, key=lambda h: h[1]):
             if name not in was[s] and name not in seen:
@@ -131,13 +172,23 @@ def _module_bindings(tree: ast.Module) -> Counter:
     return out
 
 
-def _in_function(tree: ast.Module, line: int) -> bool:
-    """Does ``line`` stand inside a def or lambda (code that runs later, once the module has
-    bound all its names)?"""
-    return any(
-        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n.lineno <= line <= n.end_lineno
-        for n in ast.walk(tree)
-    )
+def _function_lines(tree: ast.Module):
+    """A test: does a line stand inside a def or lambda (code that runs later, once the module
+    has bound all its names)?  The defs' spans are gathered once, on first use."""
+    spans: list = []
+
+    def inside(line: int) -> bool:
+        if not spans:
+            spans.append(
+                [
+                    (n.lineno, n.end_lineno)
+                    for n in ast.walk(tree)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                ]
+            )
+        return any(a <= line <= b for a, b in spans[0])
+
+    return inside
 
 
 def _view_source(doc) -> str:
@@ -166,13 +217,12 @@ def check(doc, scopes: list[str]) -> list[Undefined]:
     code, new = doc.printed()
     if doc.view is None:
         return introduced(doc.text, doc.decode(new), scopes)
-    before = _view_source(doc)
-    hits = introduced(before, code, scopes)
-    if not hits:
+    before, after = _parse(_view_source(doc)), _parse(code)
+    if before is None or after is None or doc.tree is None:
         return []
-    outside = _module_bindings(doc.tree) - _module_bindings(ast.parse(before))
-    after = ast.parse(code)
-    hits = [h for h in hits if not (outside[h.name] and _in_function(after, h.line))]
+    outside = _module_bindings(doc.tree) - _module_bindings(before)
+    in_function = _function_lines(after)
+    hits = introduced(before, after, scopes, lambda n, ln: bool(outside[n]) and in_function(ln))
     if not hits:
         return []
     names = {h.name for h in hits}

@@ -121,15 +121,22 @@ def _request(url: str, accept: str = "*/*"):
         return urllib.request.urlopen(url, timeout=TIMEOUT)
     headers = {"Accept": accept, "User-Agent": f"patchkit (python {sys.version.split()[0]})"}
     user, password = parts.username, parts.password
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     if user is not None:
-        url = urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+        url = urlunsplit(parts._replace(netloc=host))
+        _CREDENTIALS[host] = (user, password)  # the files an index page links to, on the same host
+    elif host in _CREDENTIALS:
+        user, password = _CREDENTIALS[host]
     elif parts.hostname:
         user, password = _netrc(parts.hostname)
-    if user is not None:
-        token = base64.b64encode(f"{unquote(user)}:{unquote(password or '')}".encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
     req = urllib.request.Request(url, headers=headers)
+    if user is not None:  # never sent on to another host a redirect names
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password or '')}".encode()).decode()
+        req.add_unredirected_header("Authorization", f"Basic {token}")
     return urllib.request.urlopen(req, timeout=TIMEOUT, context=_ssl_context() if parts.scheme == "https" else None)
+
+
+_CREDENTIALS: dict[str, tuple[str, Optional[str]]] = {}  # host[:port] -> credentials its index URL carried
 
 
 def _netrc(host: str) -> tuple[Optional[str], Optional[str]]:

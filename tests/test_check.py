@@ -212,6 +212,17 @@ def test_check_finds_cross_file_errors(tmp_path, run_cli):
     assert "good: bundles: bundle name 'other' is also a recipe id" in out
 
 
+def test_check_reports_a_bundle_named_like_a_recipe_by_default(tmp_path, run_cli):
+    """The catalog refuses it as a whole; check still reads every file, and says which."""
+    d = _recipes(
+        tmp_path,
+        {"good.toml": GOOD.format(id="good").replace('["b"]', '["other"]'), "other.toml": GOOD.format(id="other")},
+    )
+    code, out, err = run_cli("--recipes", str(d), "check", cwd=tmp_path)
+    assert code == 2
+    assert out.startswith(f"{d}/good.toml: good: bundles: bundle name 'other' is also a recipe id"), out
+
+
 def test_check_defaults_to_every_recipe_in_play(tmp_path, run_cli):
     d = _recipes(tmp_path, {"good.toml": GOOD.format(id="good"), "bad.toml": BROKEN["bad value"][0]})
     code, out, err = run_cli("--recipes", str(d), "check", cwd=tmp_path)

@@ -244,7 +244,11 @@ def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
 def _paths(project: Project, given: tuple[str, ...]) -> list[Path]:
     """The recipe files to check: the files and directories given, else every recipe in play."""
     if not given:
-        cat = project.catalog()
+        try:
+            cat = project.catalog()
+        except RecipeError:  # e.g. a bundle named like a recipe: check every file, and say so
+            dirs = [d.path for d in getattr(project, "recipe_dirs", ())] or [project.recipes_dir]
+            return sorted((d / n for d in dirs if d.is_dir() for n in os.listdir(d) if n.endswith(".toml")), key=str)
         files = [r.path for r in cat.recipes.values()] + [b.path for b in getattr(cat, "broken", {}).values()]
         return sorted(set(files), key=str)
     out: list[Path] = []

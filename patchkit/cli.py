@@ -753,6 +753,39 @@ def capture(ctx, rid, target, out):
     sys.exit(run(_project(ctx), rid, tuple(target), out))
 
 
+@cli.command()
+@click.argument("rid", metavar="ID")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="ENGINE==VERSION",
+    help="The release to port to (ENGINE=PATH: a pristine tree of it).",
+)
+@click.option("--write", is_flag=True, help="Write the verified draft into the recipe file (comments and layout kept).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document: the draft, the checks, the leftovers.")
+@click.pass_context
+def port(ctx, rid, to, write, as_json):
+    """Draft the `when` variant a recipe needs on a new release, from drift's findings.
+
+    \b
+    Each op of the recipe's variant is judged on the pristine release: pending ops are
+    carried, moved ones retargeted (companion ops follow their anchor), upstream ones end
+    there; for a missing anchor the three nearest statements of the release (token
+    similarity, file:line) are listed for a person.  The draft is a [[variants]] block with
+    when = { ENGINE = ">=VERSION" }, the ops it replaces ending below VERSION; it is parsed,
+    judged and planned on the release (apply's checks, in memory) before it is printed, or
+    written with --write.  Exit 0 when complete and verified, 1 when something is left.
+
+    \b
+      patchkit port allreduce-fusion --to sglang==0.5.24
+      patchkit port allreduce-fusion --to sglang==0.5.24 --write
+    """
+    from patchkit.commands.port import port as run
+
+    sys.exit(run(_project(ctx), rid, to, write, as_json))
+
+
 def _wants_json(args: list[str]) -> bool:
     """Whether the command line asks for --json (before any ``--``), even one click refused."""
     return "--json" in (args[: args.index("--")] if "--" in args else args)

@@ -1,0 +1,323 @@
+"""`patchkit port ID --to ENGINE==VERSION`: the variant a recipe needs on a new release,
+drafted from drift's findings, verified on the pristine release, written with tomlkit."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import OLD_FLAG, OLD_LAYER_GATE, mini_sglang
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# The gate's old file lost it; a renamed function in another file holds the chain now.
+GATE_OLD = """_is_a = True
+_is_b = False
+
+
+def helper():
+    return 1
+"""
+GATE_NEW = """_is_a = True
+_is_b = False
+_is_c = False
+
+
+def renamed_gate(n):
+    return (_is_a or _is_b) and n > 0
+"""
+GATE_OP = """
+[[ops]]  # the gate
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "old_gate"
+[ops.locator]
+operands = ["_is_a", "_is_b"]
+[ops.params]
+operand = "_is_c"
+"""
+HEAD = """# widen: a comment the port must keep, byte for byte
+id = "widen"
+summary = "widen the gate"  # an inline comment
+[engines]
+sglang = ">=0.5"
+"""
+
+
+def _recipes(tmp_path: Path, rid: str, text: str) -> Path:
+    d = tmp_path / "recipes"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{rid}.toml").write_text(text)
+    return d
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_moved_op_is_retargeted_and_verified(tmp_path, run_cli):
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW})
+    before = _files(root)
+    recipes = _recipes(tmp_path, "widen", HEAD + GATE_OP)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}")
+    assert code == 0, err
+    assert "op #1 (or-operand): moved on sglang 0.5.9: moved: retargeted to sglang/srt/gate2.py::renamed_gate:7" in err
+    draft = tomllib.loads(out)  # stdout is the drafted recipe, nothing else
+    assert draft["ops"][0]["when"] == {"sglang": "<0.5.9"}  # the old op ends below the release
+    (variant,) = draft["variants"]
+    assert variant["when"] == {"sglang": ">=0.5.9"}
+    (op,) = variant["ops"]
+    assert (op["file"], op["scope"], op["params"]) == ("sglang/srt/gate2.py", "renamed_gate", {"operand": "_is_c"})
+    for name in ("recipe", "range", "variant", "judge", "apply"):
+        assert f"check {name}: ok" in err
+    assert _files(root) == before  # verified in memory: the release is not touched
+    assert (recipes / "widen.toml").read_text() == HEAD + GATE_OP  # no --write: nothing written
+
+    code, out, _ = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] and doc["leftovers"] == [] and doc["written"] is None
+    assert [(o["action"], o["now"], o["new_index"]) for o in doc["ops"]] == [
+        ("retarget", "sglang/srt/gate2.py::renamed_gate:7", 2)
+    ]
+    assert all(c["ok"] for c in doc["checks"]) and tomllib.loads(doc["draft"]) == draft
+
+    # Written, the recipe reads pending there at the new place, and applies.
+    code, out, _ = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0 and "wrote " in out
+    code, out, _ = run_cli("--recipes", str(recipes), "status", "widen", "-t", f"sglang={root}", "--json")
+    (op,) = json.loads(out)["recipes"][0]["ops"]
+    assert (op["index"], op["state"], op["location"]) == (2, "pending", "sglang/srt/gate2.py::renamed_gate:7")
+
+
+def test_write_keeps_every_comment_and_line(tmp_path, run_cli):
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW})
+    original = HEAD + "\n# before the op\n" + GATE_OP + "\n# the end: a trailing comment\n"
+    recipes = _recipes(tmp_path, "widen", original)
+    code, _, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0, err
+    new = (recipes / "widen.toml").read_text()
+    # Every line of the recipe is still there, in order and byte for byte: the port only
+    # inserted lines (the old op's `when`, the new variant).
+    ops = difflib.SequenceMatcher(None, original.splitlines(True), new.splitlines(True)).get_opcodes()
+    assert {tag for tag, *_ in ops} == {"equal", "insert"}, ops
+    assert 'when = { sglang = "<0.5.9" }\n' in new
+    assert new.endswith("\n# the end: a trailing comment\n")
+    assert new.index("[[variants]]") < new.index("# the end")
+
+
+def test_a_missing_anchor_lists_its_three_nearest_statements(tmp_path, run_cli):
+    flags = (
+        "import os\n"
+        "_ok = probe()\n"  # 2
+        "_flag_a = _ok and platform().is_a\n"  # 3
+        "_flag_b = _ok and platform().is_b\n"  # 4
+        "x = 1\n"
+    )
+    root = mini_sglang(
+        tmp_path / "rel",
+        {
+            "sglang/srt/flags.py": flags,
+            "sglang/srt/other.py": "def f():\n    if _ok:\n        return check_b()\n",
+            "sglang/srt/unrelated.py": "_flag_b_unrelated = 2\n",
+        },
+    )
+    recipe = """id = "flag"
+summary = "a flag beside its sibling"
+[engines]
+sglang = ">=0.5"
+
+[[ops]]
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/old_flags.py"
+[ops.locator]
+anchor = "_flag_b = _ok and check_b()"
+position = "after"
+[ops.params]
+code = "_flag_c = _ok and check_c()"
+"""
+    recipes = _recipes(tmp_path, "flag", recipe)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "flag", "--to", f"sglang={root}", "--json")
+    assert code == 1
+    doc = json.loads(out)
+    (op,) = doc["ops"]
+    assert (op["state"], op["action"], op["anchor"]) == ("missing", "left", "_flag_b = _ok and check_b()")
+    got = [(c["file"], c["line"], c["scope"]) for c in op["candidates"]]
+    assert got == [
+        ("sglang/srt/flags.py", 4, ""),  # _flag_b = _ok and platform().is_b
+        ("sglang/srt/flags.py", 3, ""),  # _flag_a = _ok and platform().is_a
+        ("sglang/srt/other.py", 3, "f"),  # return check_b()
+    ], op["candidates"]
+    sims = [c["similarity"] for c in op["candidates"]]
+    assert sims == sorted(sims, reverse=True) and 0 < sims[-1] < sims[0] < 1
+    assert len(doc["leftovers"]) == 1 and "sglang/srt/flags.py:4" in doc["leftovers"][0]
+    # The human report lists it for a person; --write writes nothing.
+    code, out, err = run_cli("--recipes", str(recipes), "port", "flag", "--to", f"sglang={root}", "--write")
+    assert code == 1
+    assert "left for a person (1):" in err and "nearest: sglang/srt/flags.py:4 (" in err
+    assert "nothing was written: something is left for a person" in err
+    assert (recipes / "flag.toml").read_text() == recipe
+
+
+def test_a_draft_that_does_not_apply_is_not_written(tmp_path, run_cli):
+    """The names check fires: the gate moved to a file where its new operand is not defined."""
+    new = GATE_NEW.replace("_is_c = False\n", "")
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": new})
+    recipes = _recipes(tmp_path, "widen", HEAD + GATE_OP)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 1
+    assert "check judge: ok" in err
+    assert "check apply: FAILED" in err and "`_is_c` is not defined" in err
+    assert "nothing was written: the apply check failed" in err
+    assert (recipes / "widen.toml").read_text() == HEAD + GATE_OP
+
+
+def test_an_op_whose_when_still_holds_fails_the_variant_check(tmp_path, run_cli):
+    """The release is above the recipe's range: the judge takes the newest variant, but an
+    op of another era whose own `when` holds there too would stand beside the draft."""
+    straggler = GATE_OP.replace("[[ops]]  # the gate", "[[ops]]").replace(
+        'scope = "old_gate"', 'scope = "old_gate"\nwhen = { sglang = ">=0.5,<0.6" }'
+    )
+    text = HEAD.replace('">=0.5"', '">=0.5,<0.5.5"') + GATE_OP + straggler.replace("old_gate", "other_gate")
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW})
+    recipes = _recipes(tmp_path, "widen", text)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--json")
+    doc = json.loads(out)
+    assert code == 1 and not doc["ok"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["range"]["ok"] and 'sglang = ">=0.5,<0.5.10"' in doc["draft"]  # widened to the release
+    assert not checks["variant"]["ok"] and "#2, whose `when` still holds there" in checks["variant"]["detail"]
+
+
+def test_upstream_ops_end_and_an_all_upstream_recipe_retires(tmp_path, run_cli):
+    root = mini_sglang(
+        tmp_path / "rel",
+        {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/up.py": "_y = _x or _z\n"},
+    )
+    up = """
+[[ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gone.py"
+scope = "f"
+[ops.locator]
+operands = ["_x", "_w"]
+[ops.params]
+operand = "_z"
+[[ops.markers]]
+contains = ["_x or _z"]
+"""
+    recipes = _recipes(tmp_path, "widen", HEAD + up + GATE_OP)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}")
+    assert code == 0, err
+    assert "op #1 (or-operand): upstream on sglang 0.5.9: upstream: its `when` ends below the release" in err
+    draft = tomllib.loads(out)
+    assert [o.get("when") for o in draft["ops"]] == [{"sglang": "<0.5.9"}] * 2
+    assert [o["file"] for o in draft["variants"][0]["ops"]] == ["sglang/srt/gate2.py"]  # the upstream op is not carried
+
+    recipes = _recipes(tmp_path / "only", "widen", HEAD + up)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0 and out == ""
+    assert "every op reads upstream on sglang 0.5.9: the recipe can be retired there" in err
+    assert (recipes / "widen.toml").read_text() == HEAD + up
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (("widen", "--to", "sglang"), "expected ENGINE==VERSION"),
+        (("nope", "--to", "sglang==0.5.9"), "unknown recipe or bundle 'nope'"),
+        (("gates", "--to", "sglang==0.5.9"), "'gates' is a bundle; port takes one recipe"),
+        (("widen", "--to", "flashinfer==0.6.3"), "recipe widen has no flashinfer ops"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, run_cli, args, said):
+    recipes = _recipes(tmp_path, "widen", HEAD.replace("[engines]", 'bundles = ["gates"]\n[engines]') + GATE_OP)
+    code, _, err = run_cli("--recipes", str(recipes), "port", *args)
+    assert code == 2 and said in err, err
+
+
+def test_a_release_below_the_range_is_refused(tmp_path, run_cli):
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD})
+    recipes = _recipes(tmp_path, "widen", HEAD.replace('">=0.5"', '">=0.6"') + GATE_OP)
+    code, _, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}")
+    assert code == 2 and "0.5.9 is below the recipe's range >=0.6" in err
+
+
+# -- a real release ------------------------------------------------------------------------------
+
+ADD_NORM = "sglang/srt/layers/layer_boundary/residual/add_norm.py"
+GATE_ONLY = (
+    """# the SGLang half of allreduce-fusion as written for 0.5.9-0.5.13
+id = "old-gate"
+summary = "the layer gate before 0.5.14"
+[engines]
+sglang = ">=0.5.9,<0.5.14"
+"""
+    + OLD_FLAG
+    + OLD_LAYER_GATE
+)
+# As written for 0.5.19-0.5.20, where the flags read get_platform() (allreduce-fusion's variant).
+GATE_19 = """id = "gate-19"
+summary = "the layer gate on 0.5.19-0.5.20"
+[engines]
+sglang = ">=0.5.19,<0.5.21"
+
+[[ops]]  # the flag beside its siblings
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/layers/communicator.py"
+[ops.locator]
+anchor = "_is_sm100_supported = _is_cuda and get_platform().is_sm100"
+position = "after"
+[ops.params]
+code = "_is_sm120_supported = _is_cuda and get_platform().is_sm120"
+""" + OLD_LAYER_GATE.replace("[[ops]]", "[[ops]]  # the gate")
+
+
+@pytest.mark.real
+def test_the_old_gate_ported_to_0_5_22(tmp_path, run_cli):
+    """communicator.py is gone on 0.5.22 and the gate is add_norm.py::flashinfer_ar_fusion_applies:
+    the gate is retargeted, the import follows it, the flag (written with is_sm100_supported(),
+    which 0.5.22 spells get_platform().is_sm100) is left for a person with its nearest
+    statement first; the 0.5.19 recipe, whose flag add_norm.py still has, ports completely."""
+    from patchkit.drift import release_tree
+
+    tree = release_tree("sglang", "0.5.22")
+    lines = (tree / ADD_NORM).read_text().splitlines()
+    gate = next(i for i, ln in enumerate(lines, 1) if "(_is_sm90_supported or" in ln)
+    sibling = next(i for i, ln in enumerate(lines, 1) if ln.startswith("_is_sm100_supported = "))
+    recipes = _recipes(tmp_path, "old-gate", GATE_ONLY)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "old-gate", "--to", "sglang==0.5.22", "--json")
+    doc = json.loads(out)
+    assert code == 1, err
+    imp, flag, gate_op = doc["ops"]
+    assert (gate_op["action"], gate_op["now"]) == ("retarget", f"{ADD_NORM}::flashinfer_ar_fusion_applies:{gate}")
+    assert imp["action"] == "followed" and imp["file"] == ADD_NORM and "followed op #3" in imp["message"]
+    assert flag["action"] == "left" and len(flag["candidates"]) == 3
+    assert (flag["candidates"][0]["file"], flag["candidates"][0]["line"]) == (ADD_NORM, sibling)
+    variant = tomllib.loads(doc["draft"])["variants"][-1]
+    assert variant["when"] == {"sglang": ">=0.5.22"}
+    assert [(o["file"], o.get("scope")) for o in variant["ops"]] == [
+        (ADD_NORM, None),
+        (ADD_NORM, "flashinfer_ar_fusion_applies"),
+    ]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["judge"]["ok"] and checks["variant"]["ok"]  # what was drafted reads pending there
+    assert not checks["apply"]["ok"] and "`_is_sm120_supported` is not defined" in checks["apply"]["detail"]
+
+    recipes = _recipes(tmp_path / "19", "gate-19", GATE_19)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "gate-19", "--to", "sglang==0.5.22", "--write")
+    assert code == 0, err
+    code, out, _ = run_cli("--recipes", str(recipes), "drift", "gate-19", "--to", "sglang==0.5.22", "--json")
+    ops = json.loads(out)["recipes"][0]["ops"]
+    assert code == 0 and [(o["index"], o["state"]) for o in ops] == [(3, "pending"), (4, "pending")]
+    assert ops[1]["location"] == f"{ADD_NORM}::flashinfer_ar_fusion_applies:{gate}"

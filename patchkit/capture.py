@@ -175,10 +175,12 @@ def _claims(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[int]
 def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
     from patchkit.ops import OpParamError
     from patchkit.ops.text_replace import TextReplace
+    from patchkit.states import State
 
     lines = Lines(old, new)
     done: set[int] = set()
     ops: list[CapturedOp] = []
+    failed: list[Unexpressed] = []
     cur = old
     for k in range(len(lines.hunks)):
         if k in done:
@@ -192,7 +194,7 @@ def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[Ca
                 op = TextReplace({}, {"find": find, "replace": replace, "count": count})
             except OpParamError:
                 continue
-            if op.locate(cur).state != "pending":
+            if op.locate(cur).state != State.PENDING:
                 continue
             got = op.apply(cur)
             claims = _claims_any(lines, done, k, got)
@@ -200,15 +202,15 @@ def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[Ca
                 found = (find, replace, count, got, claims)
                 break
         if found is None:
-            j1 = lines.hunks[k][3]
-            ops_said = "no text with enough context to tell this change from the rest of the file"
-            return ops, [Unexpressed(engine, logical, j1 + 1, ops_said)]
+            why = "no text with enough context to tell this change from the rest of the file"
+            failed.append(Unexpressed(engine, logical, lines.hunks[k][3] + 1, why))
+            continue
         find, replace, count, cur, claims = found
         done |= claims
         ops.append(
             CapturedOp("text-replace", engine, logical, params={"find": find, "replace": replace, "count": count})
         )
-    return ops, []
+    return ops, failed
 
 
 def _claims_any(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[int]]:

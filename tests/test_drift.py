@@ -72,10 +72,12 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
 
 
 @pytest.mark.real
-def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
+def test_sglang_0_5_15_variants_name_the_moved_and_renamed_places(run_cli):
     """0.5.15 moved ModelRunner._should_run_flashinfer_autotune to a module function
     should_run_flashinfer_autotune in runner/flashinfer_autotune.py, and the SM120 MoE arm
-    to arg_groups/overrides.py: both are found by content, and both are upstream there."""
+    to arg_groups/overrides.py: the recipes' variants name both places, where both read
+    upstream in place (finding moved code by content: tests/test_moves.py,
+    tests/test_relocate_rank.py)."""
     code, doc = drift_json(run_cli, "--to", "sglang==0.5.15")
     assert code == 0
     assert states(doc) == {
@@ -84,14 +86,11 @@ def test_sglang_0_5_15_target_moved_to_another_file_and_renamed(run_cli):
         "max-running-requests": ("pending", True),
         "moe-backend-sm120": ("upstream", True),
     }
-    at = recipe(doc, "autotune-cutlass")["ops"][0]
+    # Both recipes name the 0.5.15 places in a variant of their own: found in place, no search.
+    (at,) = recipe(doc, "autotune-cutlass")["ops"]
     where = "sglang/srt/model_executor/runner/flashinfer_autotune.py::should_run_flashinfer_autotune:"
-    assert at["location"].startswith(where) and at["location"][len(where) :].isdigit()
-    assert at["file"] == "sglang/srt/model_executor/model_runner.py"
-    assert (
-        at["message"]
-        == "moved from sglang/srt/model_executor/model_runner.py::ModelRunner._should_run_flashinfer_autotune"
-    )
+    assert at["index"] == 3 and at["location"].startswith(where) and at["location"][len(where) :].isdigit()
+    assert at["file"] == "sglang/srt/model_executor/runner/flashinfer_autotune.py" and at["message"] == ""
     moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"].startswith("upstream marker matched at sglang/srt/arg_groups/overrides.py:")
 
@@ -178,8 +177,12 @@ def test_bisect_finds_where_states_change_with_few_evaluations(run_cli, monkeypa
     # Per op: the autotune list moved in 0.5.14 (to BaseRunner) and in 0.5.15 (to its own module)
     # while the recipe stayed upstream; allreduce-fusion gained its _resolve_backend ops.
     ops = {(c["recipe"], c["op"], c["to"]): c["new"] for c in doc["changes"] if c["op"]}
-    assert ops[("autotune-cutlass", "op #1", "0.5.14")].startswith("upstream at sglang/srt/model_executor/runner/")
-    assert "flashinfer_autotune.py::should_run_flashinfer_autotune" in ops[("autotune-cutlass", "op #1", "0.5.15")]
+    assert ops[("autotune-cutlass", "op #2", "0.5.14")] == (
+        "upstream at sglang/srt/model_executor/runner/base_runner.py::BaseRunner._should_run_flashinfer_autotune"
+    )
+    assert ops[("autotune-cutlass", "op #3", "0.5.15")] == (
+        "upstream at sglang/srt/model_executor/runner/flashinfer_autotune.py::should_run_flashinfer_autotune"
+    )
     assert ops[("allreduce-fusion", "op #8", "0.5.14")] == (
         "pending at sglang/srt/layers/flashinfer_comm_fusion.py::_resolve_backend"
     )

@@ -235,6 +235,14 @@ class Document:
             node = hits[0]
         return node
 
+    def scope_span(self, name: str) -> Optional[tuple[int, int]]:
+        """(first line, last line) of def/class ``name`` in the original file, decorators
+        included; None when it is not one def/class there (or the file does not parse)."""
+        node = self._scope_node(name) if name else None
+        if node is None:
+            return None
+        return min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno
+
     def _scope_source(self, name: str, leave_out: list[tuple[int, int]] = ()) -> Optional[str]:
         """The source of def/class ``name`` dedented to column 0 (the module's for "", only
         with ``leave_out``), each (first, last) line span of ``leave_out`` standing as one

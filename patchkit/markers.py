@@ -36,9 +36,11 @@ def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
             except TargetError:
                 continue  # a FIFO, a directory, an unreadable file: no marker we could vouch for
             if data is not None and all(w in data for w in words):
-                line = statement_line(
-                    data.decode("utf-8", "replace"), frags, words, f.tree if logical == m.file else None
-                )
+                own = logical == m.file
+                span = f.scope_span(m.scope) if own and m.scope else None
+                if own and m.scope and span is None:
+                    continue  # the marker's scope is not in its file: it cannot stand there
+                line = statement_line(data.decode("utf-8", "replace"), frags, words, f.tree if own else None, span)
                 if line:
                     return f"upstream marker matched at {logical}:{line}"
     return None
@@ -55,15 +57,19 @@ def _files(session, op: OpSpec, named: str, f, anywhere: bool):
         yield from ((lf, p) for lf, p in relocate.tree_files(target, ".py") if lf != named)
 
 
-def statement_line(text: str, frags, words, tree: Optional[ast.Module] = None) -> Optional[int]:
+def statement_line(
+    text: str, frags, words, tree: Optional[ast.Module] = None, within: Optional[tuple[int, int]] = None
+) -> Optional[int]:
     """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
     (C speed) for statement boundaries, and visits only statements around a line holding
     the rarest word; only statements holding all words are tokenized.  Defs, classes and
     statements longer than MARKER_SPAN lines do not count: fragments scattered over a
-    whole class are not upstream's version of an edit."""
+    whole class are not upstream's version of an edit.  ``within``: only statements inside
+    these (first, last) lines count (a marker's scope)."""
     lines = view.split_lines(text)
     first = min((w.decode() for w in words), key=text.count) if words else ""
-    hot = [i for i, ln in enumerate(lines, 1) if first in ln]
+    lo, hi = within or (1, len(lines))
+    hot = [i for i, ln in enumerate(lines, 1) if first in ln and lo <= i <= hi]
     if not hot:
         return None
     if tree is None:
@@ -77,6 +83,8 @@ def statement_line(text: str, frags, words, tree: Optional[ast.Module] = None) -
             continue
         end = node.end_lineno or node.lineno
         span = end - node.lineno
+        if node.lineno < lo or end > hi:
+            continue
         if span > MARKER_SPAN or (best is not None and (span, node.lineno) >= best):
             continue
         seg = "".join(lines[node.lineno - 1 : end])

@@ -71,6 +71,7 @@ def test_pip_upgrade_over_a_patched_venv_reads_pending_and_apply_patches_again(r
             assert state == "pending", (rid, i, state, msg)
             assert UPGRADED in msg and "sglang-0.5.10.post1.dist-info/RECORD lists its bytes" in msg, msg
         assert ops["allreduce-fusion"][4][0] == "applied"  # flashinfer was not upgraded: still patched
+        assert json.loads(out)["upgraded"] == [{"engine": "sglang", "from": "0.5.9", "to": "0.5.10.post1"}]
         # doctor says so too, and how to patch again.
         m.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "fiws"))
         code, out, err = run_cli("doctor", "--python", str(py), "--workspace", str(tmp_path / "nows"), "--json")
@@ -90,6 +91,7 @@ def test_pip_upgrade_over_a_patched_venv_reads_pending_and_apply_patches_again(r
 
     code, out, err = run_cli("status", *RECIPES, "--python", str(py), "--json")
     assert code == 0, out + err
+    assert "upgraded" not in json.loads(out)
     assert {s for ops in states(out).values() for s, _ in ops.values()} == {"applied"}
     journal = json.loads((site / ".patchkit" / "journal.json").read_text())
     assert journal["engines"]["sglang"]["version"] == "0.5.10.post1"

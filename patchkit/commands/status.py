@@ -45,6 +45,20 @@ def _as_excluded(r, profile):
     return r._replace(message="; ".join(m for m in (said, r.message) if m)), ok
 
 
+def _upgraded(targets) -> list[dict]:
+    """Engines whose version changed since patchkit last wrote into them (the journal's
+    record), while it still records files it wrote there: an upgrade to patch again."""
+    from patchkit.journal import Journal
+
+    out = []
+    for engine, t in targets.items():
+        j = Journal.load(t.root)
+        was = j.version(engine)
+        if was and t.version and was != t.version and j.engines.get(engine, {}).get("files"):
+            out.append({"engine": engine, "from": was, "to": t.version})
+    return out
+
+
 def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, ...] = ()) -> int:
     """Judge each recipe against the code as it is; exit 0 only if all are applied or upstream.
     With a ``profile``, a recipe it excludes (not in ``named``) is as wanted while none of
@@ -81,12 +95,20 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
     ok = all(oks)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
     extra = {"profile": profile.to_json(), "excluded": sorted(excluded)} if profile is not None else {}
+    upgraded = _upgraded(targets)
+    if upgraded:
+        extra["upgraded"] = upgraded
     if opts.json:
         say(report.as_json("status", res, ok, targets, retire=retire, **extra))
     else:
         say(report.human(res, targets, verbose))
         if retire:
             say(f"\nupstream already does {', '.join(retire)}: these recipes can be retired.")
+        for u in upgraded:
+            say(
+                f"\n{u['engine']} was upgraded from {u['from']} to {u['to']} since patchkit last wrote it:"
+                " `patchkit apply` on it (the same --python or --target) patches it again."
+            )
         if profile is not None:
             say(f"\nprofile {profile.path}: {profile.describe()}")
     return OK if ok else NOT_THERE

@@ -344,6 +344,14 @@ def _diff(a, b, parents: list) -> Optional[tuple]:
     return _diff(x, y, [*parents, (a, b, name)])
 
 
+def _added(xs: list[str], ys: list[str]) -> list[int]:
+    """Positions in ``ys`` of the items added to ``xs`` (nothing else changed), or []."""
+    ops = difflib.SequenceMatcher(None, xs, ys, autojunk=False).get_opcodes()
+    if any(tag not in ("equal", "insert") for tag, *_ in ops):
+        return []
+    return [j for tag, _, _, j1, j2 in ops if tag == "insert" for j in range(j1, j2)]
+
+
 def _src(text: str, node) -> str:
     return ast.get_source_segment(text, node) or ""
 
@@ -509,6 +517,20 @@ class _PyFile:
     def _list_element(self, x, y, path, scope) -> Iterator[CapturedOp]:
         xs = [ast.dump(e) for e in x.elts]
         ys = [ast.dump(e) for e in y.elts]
+        added = _added(xs, ys)
+        if len(added) > 1:  # several elements: one op each, in order
+            if added[0] == 0:
+                return
+            others = [_src(self.old, e) for e in x.elts]
+            steps = []
+            for pos in added:
+                params = {"element": _src(self.new, y.elts[pos])}
+                if any(p > pos for p in range(len(ys)) if p not in added):
+                    params["after"] = _src(self.new, y.elts[pos - 1])
+                steps.append(params)
+            for loc in self._collection_locators(path, others):
+                yield [CapturedOp("list-element", self.engine, self.logical, scope, dict(loc), p) for p in steps]
+            return
         if len(ys) == len(xs) + 1:
             action, more, less, text = "add", y, x, self.new
         elif len(xs) == len(ys) + 1:
@@ -527,18 +549,7 @@ class _PyFile:
         afters = [{}]
         if action == "add" and pos < len(small):
             afters = [{"after": _src(self.new, y.elts[pos - 1])}] if pos > 0 else []
-        locators = []
-        parent = path[-1][1] if path else None
-        if isinstance(parent, ast.keyword) and parent.arg:
-            grand = path[-2][1] if len(path) > 1 else None
-            loc = {"keyword": parent.arg}
-            locators.append(loc)
-            if isinstance(grand, ast.Call):
-                locators.append({**loc, "call": _src(self.new, grand.func)})
-        if isinstance(parent, ast.Compare):
-            locators.append({"membership": _src(self.new, parent.left)})
-        if others:
-            locators += [{"contains": others}, {"contains": others[:2]}] + [{"contains": [o]} for o in others]
+        locators = self._collection_locators(path, others)
         comments = []
         if action == "add":
             seg = _src(self.old, x).splitlines()
@@ -560,24 +571,39 @@ class _PyFile:
                         )
                 yield CapturedOp("list-element", self.engine, self.logical, scope, dict(loc), {**params, **after})
 
-    def _or_operand(self, x, y, scope) -> Iterator[CapturedOp]:
+    def _collection_locators(self, path, others: list[str]) -> list[dict]:
+        """The ways to find a collection: the keyword it is passed as (with or without its
+        call), the membership test it is the right side of, or elements it holds."""
+        locators: list[dict] = []
+        parent = path[-1][1] if path else None
+        if isinstance(parent, ast.keyword) and parent.arg:
+            grand = path[-2][1] if len(path) > 1 else None
+            loc = {"keyword": parent.arg}
+            locators.append(loc)
+            if isinstance(grand, ast.Call):
+                locators.append({**loc, "call": _src(self.new, grand.func)})
+        if isinstance(parent, ast.Compare):
+            locators.append({"membership": _src(self.new, parent.left)})
+        if others:
+            locators += [{"contains": others}, {"contains": others[:2]}] + [{"contains": [o]} for o in others]
+        return locators
+
+    def _or_operand(self, x, y, scope) -> Iterator:
         if not isinstance(x.op, ast.Or):
             return
-        xs, ys = [ast.dump(v) for v in x.values], [ast.dump(v) for v in y.values]
-        if len(ys) != len(xs) + 1:
-            return
-        pos = next((i for i in range(len(xs)) if ys[i] != xs[i]), len(xs))
-        if ys[:pos] + ys[pos + 1 :] != xs:
+        added = _added([ast.dump(v) for v in x.values], [ast.dump(v) for v in y.values])
+        if not added or added[0] == 0:
             return
         operands = [_src(self.old, v) for v in x.values]
-        params = {"operand": _src(self.new, y.values[pos])}
-        if pos < len(xs):
-            if pos == 0:
-                return
-            params["after"] = _src(self.new, y.values[pos - 1])
-        yield CapturedOp("or-operand", self.engine, self.logical, scope, {"operands": operands}, params)
-        if len(operands) > 2:
-            yield CapturedOp("or-operand", self.engine, self.logical, scope, {"operands": operands[:2]}, params)
+        steps = []
+        for pos in added:  # in order: each one's predecessor stands when it is added
+            params = {"operand": _src(self.new, y.values[pos])}
+            if pos < len(y.values) - 1 and any(p > pos for p in range(len(y.values)) if p not in added):
+                params["after"] = _src(self.new, y.values[pos - 1])
+            steps.append(params)
+        for locator in ({"operands": operands}, {"operands": operands[:2]}):
+            group = [CapturedOp("or-operand", self.engine, self.logical, scope, dict(locator), p) for p in steps]
+            yield group[0] if len(group) == 1 else group
 
     def _import(self, x: ast.ImportFrom, y: ast.ImportFrom) -> Iterator[CapturedOp]:
         if x.module != y.module or x.level or y.level or not x.module:
@@ -700,35 +726,44 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
             continue
         found = None
         tried: set = set()
-        for c in f.candidates(k):
-            key = json.dumps([c.kind, c.scope, c.locator, c.params], sort_keys=True)
+        for cand in f.candidates(k):
+            group = cand if isinstance(cand, list) else [cand]  # ops made one after the other
+            key = json.dumps([[c.kind, c.scope, c.locator, c.params] for c in group], sort_keys=True)
             if key in tried:
                 continue
             tried.add(key)
-            op = _build(c)
-            if op is None:
-                continue
-            try:
-                chain = pyscope.resolve(module, c.scope)
-                if op.locate(chain[-1]).state != State.PENDING:
-                    continue
-                edited = pyscope.splice(chain, op.apply(chain[-1]))
-            except (ValueError, LookupError, cst.CSTValidationError):
+            edited = module
+            for c in group:
+                op = _build(c)
+                if op is None:
+                    edited = None
+                    break
+                try:
+                    chain = pyscope.resolve(edited, c.scope)
+                    if op.locate(chain[-1]).state != State.PENDING:
+                        edited = None
+                        break
+                    edited = pyscope.splice(chain, op.apply(chain[-1]))
+                except (ValueError, LookupError, cst.CSTValidationError):
+                    edited = None
+                    break
+            if edited is None:
                 continue
             claims = _claims(f.lines, done, k, edited.code)
             if claims is not None:
-                found = (c, edited, claims)
+                found = (group, edited, claims)
                 break
         if found is None:
             _, i1, i2, j1, j2 = f.lines.hunks[k]
             failed.append(Unexpressed(engine, logical, j1 + 1, _why(f, k)))
             continue
-        c, module, claims = found
+        group, module, claims = found
         done |= claims
         lo, hi = min(claims), max(claims)
         first, last = f.lines.hunks[lo][3] + 1, f.lines.hunks[hi][4]
-        c.hunks = f"line {first}" if last <= first else f"lines {first}-{last}"
-        ops.append(c)
+        for c in group:
+            c.hunks = f"line {first}" if last <= first else f"lines {first}-{last}"
+        ops += group
     return ops, failed
 
 

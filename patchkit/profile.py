@@ -22,7 +22,9 @@ Where it lives, nearest first (the one read is the one ``--save`` writes):
 command was given ``--python`` or ``--target``, else beside ``upstream_pins.toml`` (or in the
 working directory).
 
-Only the standard library is imported here: ``status`` reads a profile on its fast path.
+Only the standard library and patchkit's start-up modules (errors, target) are imported
+here: ``status`` reads a profile on its fast path.  tomllib parses only when there is a
+file; tomlkit is imported by ``--save`` alone.
 """
 
 from __future__ import annotations

@@ -132,7 +132,9 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     t0 = time.monotonic()
     nvcc_id = B.nvcc_version(nvcc)
     doc["nvcc"] = next((ln for ln in nvcc_id.splitlines() if "release" in ln), nvcc_id.splitlines()[-1]).strip()
-    tree = B.Tree(fi, B.find_tvm_ffi(fi))
+    tvm_ffi = B.find_tvm_ffi(fi)
+    doc["nvcc_path"], doc["tvm_ffi"] = str(nvcc), str(tvm_ffi)
+    tree = B.Tree(fi, tvm_ffi)
     mods = jitspec.find(_jit_texts(fi, patched), names)
     mods_before = jitspec.find(_jit_texts(fi, pristine), names)
     errors = [
@@ -179,7 +181,11 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
                 "unit": tree.logical(u) or tree.rel(u),
                 "modules": unit_mods.get(u, []),
                 "edited": u in reach,
-                "builds": {a: {v: results[index[(u, a, v)]].to_json() for v in variants} for a in archs},
+                "flags": {a: B.flags_for(a, [f for n in unit_mods.get(u, []) for f in mods[n].flags]) for a in archs},
+                "builds": {
+                    a: {v: {**results[index[(u, a, v)]].to_json(), "key": index[(u, a, v)][:16]} for v in variants}
+                    for a in archs
+                },
             }
         )
     doc["expectations"] = report.judge(expects, doc["units"])

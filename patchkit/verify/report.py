@@ -130,7 +130,9 @@ def human(doc: dict) -> str:
         lines.append(f"{u['unit']} [{', '.join(u['modules']) or 'no JIT module'}]{mark}")
         for arch, v in u["builds"].items():
             lines.append(f"  sm_{arch}  pristine: {_cell(v['pristine'], b['count'])}")
-            lines.append(f"  sm_{arch}  patched:  {_cell(v['patched'], b['count'])}")
+            same = v["patched"].get("key") is not None and v["patched"].get("key") == v["pristine"].get("key")
+            said = "the same inputs: one build, the same PTX" if same else _cell(v["patched"], b["count"])
+            lines.append(f"  sm_{arch}  patched:  {said}")
     for e in b["expectations"]:
         said = {True: "ok", False: "FAILED", None: "not judged"}[e["ok"]]
         lines.append(f"{e['recipe']} > {e['label']}: {e['describe']}: {said} ({e['detail']})")

@@ -239,6 +239,10 @@ def _copies(trees: dict[str, Path], dest: Path) -> dict[str, Path]:
 @pytest.mark.real
 @pytest.mark.parametrize("rid", SM120)
 def test_capture_reproduces_each_sm120_recipe(tmp_path, run_cli, pristine_trees, rid):
+    from patchkit.recipe import load_recipe
+
+    engines = load_recipe(ROOT / "recipes" / f"{rid}.toml").engines  # only the trees it edits
+    pristine_trees = {e: p for e, p in pristine_trees.items() if e in engines}
     edited = _copies(pristine_trees, tmp_path / "edited")
     targets = [a for e, p in edited.items() for a in ("-t", f"{e}={p}")]
     code, out, err = run_cli("--recipes", str(ROOT / "recipes"), "apply", rid, *targets, cwd=tmp_path)

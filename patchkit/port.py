@@ -50,7 +50,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 NEAREST = 3  # candidates shown per missing anchor
-MAX_FILES = 200  # files read when looking for them (those holding most of the op's words)
+MAX_FILES = 200  # a word in more files than this does not say where code went
+FILES_READ = 60  # files parsed per missing anchor (those holding most of its words)
 
 
 # -- results ------------------------------------------------------------------------------------
@@ -114,6 +115,7 @@ class Port:
     draft: str = ""  # the recipe file as drafted ("" when there is nothing to change)
     variant: str = ""  # the new [[variants]] block alone
     note: str = ""  # the one-line outcome when no variant is needed
+    notes: list[str] = field(default_factory=list)  # worth knowing, not in the way of writing
 
     @property
     def verified(self) -> bool:
@@ -131,6 +133,7 @@ class Port:
             "version": self.version,
             "ok": self.complete,
             "note": self.note,
+            "notes": self.notes,
             "ops": [o.to_json() for o in self.ops],
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "leftovers": self.leftovers,
@@ -200,17 +203,22 @@ def _words(text: str, python: bool) -> list[str]:
     return list(dict.fromkeys(got))
 
 
-def _files(target: Target, suffix: str, ws: list[str]) -> list[tuple[str, Path]]:
-    """The files holding most of the words (at least half of them), most first."""
+def _files(target: Target, suffix: str, ws: list[str]) -> tuple[list[tuple[str, Path]], list[str]]:
+    """The files holding most of the anchor's distinctive words (at least half of them),
+    most first, and those words: a word in more than MAX_FILES files (``self``, ``torch``)
+    tells nothing about where the code went, unless every word is that common (then the
+    rarest one is kept)."""
+    where: dict[str, dict[str, Path]] = {w: dict(relocate.candidates(target, suffix, (w.encode(),))) for w in ws}
+    rare = [w for w in ws if len(where[w]) <= MAX_FILES] or [min(ws, key=lambda w: len(where[w]))]
     count: dict[str, int] = {}
     paths: dict[str, Path] = {}
-    for w in ws:
-        for lf, p in relocate.candidates(target, suffix, (w.encode(),)):
+    for w in rare:
+        for lf, p in where[w].items():
             count[lf] = count.get(lf, 0) + 1
             paths[lf] = p
-    need = max(1, (len(ws) + 1) // 2)
+    need = max(1, (len(rare) + 1) // 2)
     ranked = sorted((lf for lf, n in count.items() if n >= need), key=lambda lf: (-count[lf], lf))
-    return [(lf, paths[lf]) for lf in ranked[:MAX_FILES]]
+    return [(lf, paths[lf]) for lf in ranked[:FILES_READ]], rare
 
 
 def _statements(tree: ast.Module) -> list[tuple[int, int, str]]:
@@ -264,7 +272,8 @@ def nearest(target: Target, op: OpSpec, anchor: str, n: int = NEAREST) -> list[C
             best.sort(key=lambda b: (-b[0], b[1], b[2]))
             del best[n:]
 
-    for lf, path in _files(target, suffix, ws):
+    files, ws = _files(target, suffix, ws)
+    for lf, path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -357,7 +366,14 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
             if p.anchor:
                 p.candidates = nearest(tree, op, p.anchor)
         out.append(p)
-    standing = [b.describe() for b in session.blocked.get(flat.id, ())]
+    # A blocker in the scope a moved op edits at its new place is what that op takes away
+    # there, as for a pending op in its own scope (judge.evaluate).
+    edited = {(p.file, p.scope) for p in out if p.action in ("retarget", "followed")}
+    standing = [
+        f"{b.label} at {b.file}:{b.line}: {b.message}"
+        for b in session.blocked.get(flat.id, ())
+        if (b.file, b.scope) not in edited
+    ]
     return out, standing
 
 
@@ -507,7 +523,8 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     for p in port.ops:
         raw, vi = raws[p.index]
         if vi is None:
-            _end_when(tables[p.index], e, v)
+            if _end_when(tables[p.index], e, v):
+                port.notes.append(f"op #{p.index} holds no release once its `when` ends below {v}: delete it")
             continue
         if vi in ended:
             continue
@@ -518,7 +535,8 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
                 f"variant #{vi + 1} also holds ops of {', '.join(others)}: ending its `when` below {v} would end"
                 " them too; split it by hand"
             )
-        _end_when(variants[vi], e, v)
+        if _end_when(variants[vi], e, v):
+            port.notes.append(f"variant #{vi + 1} holds no release once its `when` ends below {v}: delete it")
     wide = widened(port.recipe.engines[e], v)
     if wide is not None:
         doc["engines"][e] = wide
@@ -542,7 +560,9 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     return out, problems
 
 
-def _end_when(table, engine: str, version: str) -> None:
+def _end_when(table, engine: str, version: str) -> bool:
+    """End the `when` of an op or variant table below ``version``; True when it then holds
+    no release at all (it started at ``version`` or later)."""
     import tomlkit
 
     when = table.get("when")
@@ -556,8 +576,13 @@ def _end_when(table, engine: str, version: str) -> None:
             table.value._insert_after(after, "when", item)  # beside file and scope, before sub-tables
         except (AttributeError, KeyError, TypeError):  # pragma: no cover - another tomlkit
             table["when"] = item
-        return
+        return False
     when[engine] = end_below(str(when.get(engine, "")), version)
+    floor = _release(version)
+    return any(
+        s.operator in (">=", ">", "==", "~=", "===") and _release(s.version.rstrip(".*")) >= floor
+        for s in SpecifierSet(when[engine])
+    )
 
 
 # -- verifying ----------------------------------------------------------------------------------

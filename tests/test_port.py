@@ -113,6 +113,75 @@ def test_write_keeps_every_comment_and_line(tmp_path, run_cli):
     assert new.index("[[variants]]") < new.index("# the end")
 
 
+OLD_ERA = """
+# before 0.5: the gate had another name
+[[variants]]
+when = { sglang = "<0.5" }
+[[variants.ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "older_gate"
+[variants.ops.locator]
+operands = ["_is_a", "_is_b"]
+[variants.ops.params]
+operand = "_is_c"
+
+# what defeats the recipe: a comment that leads to the blockers
+[[blockers]]
+engine = "sglang"
+file = "sglang/srt/backend.py"
+scope = "resolve"
+contains = ["raise ValueError('only a or b')"]
+message = "resolve refuses c"
+"""
+
+
+def test_the_variant_goes_after_the_others_and_a_second_port_ends_it(tmp_path, run_cli):
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW})
+    original = HEAD + GATE_OP + OLD_ERA
+    recipes = _recipes(tmp_path, "widen", original)
+    code, _, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0, err
+    new = (recipes / "widen.toml").read_text()
+    ops = difflib.SequenceMatcher(None, original.splitlines(True), new.splitlines(True)).get_opcodes()
+    assert {tag for tag, *_ in ops} == {"equal", "insert"}, ops
+    # After the variant of the older era, before the comment that leads to the blockers.
+    assert new.index('scope = "older_gate"') < new.index('when = { sglang = ">=0.5.9" }') < new.index("# what defeats")
+    assert tomllib.loads(new)["variants"][0]["when"] == {"sglang": "<0.5"}  # not of this release: left alone
+
+    # The gate moves again on the same release: the drafted variant ends, and is said to hold nothing.
+    (root / "sglang/srt/gate3.py").write_text(GATE_NEW.replace("renamed_gate", "third_gate"))
+    (root / "sglang/srt/gate2.py").write_text(GATE_OLD)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}")
+    assert code == 0, err
+    assert "note: variant #2 holds no release once its `when` ends below 0.5.9: delete it" in err
+    draft = tomllib.loads(out)
+    assert [v["when"] for v in draft["variants"]] == [
+        {"sglang": "<0.5"},
+        {"sglang": ">=0.5.9,<0.5.9"},
+        {"sglang": ">=0.5.9"},
+    ]
+    assert (draft["variants"][2]["ops"][0]["file"], draft["variants"][2]["ops"][0]["scope"]) == (
+        "sglang/srt/gate3.py",
+        "third_gate",
+    )
+
+
+def test_a_blocker_standing_on_the_release_is_left_for_a_person(tmp_path, run_cli):
+    backend = "def resolve(x):\n    if x not in ('a', 'b'):\n        raise ValueError('only a or b')\n"
+    root = mini_sglang(
+        tmp_path / "rel",
+        {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/backend.py": backend},
+    )
+    recipes = _recipes(tmp_path, "widen", HEAD + GATE_OP + OLD_ERA)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 1
+    assert "blocker stands on sglang 0.5.9: blocker #1 at sglang/srt/backend.py:3: resolve refuses c" in err
+    assert "check apply: FAILED" in err and "is blocked by blocker #1" in err
+    assert (recipes / "widen.toml").read_text() == HEAD + GATE_OP + OLD_ERA
+
+
 def test_a_missing_anchor_lists_its_three_nearest_statements(tmp_path, run_cli):
     flags = (
         "import os\n"

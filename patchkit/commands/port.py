@@ -82,6 +82,8 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
         say(f"check {c.name}: {'ok' if c.ok else 'FAILED'}: {c.detail}", err=True)
     if result.note:
         say(result.note, err=True)
+    for note in result.notes:
+        say(f"note: {note}", err=True)
     if result.leftovers:
         say(f"\nleft for a person ({len(result.leftovers)}):", err=True)
         for i, left in enumerate(result.leftovers, 1):

@@ -32,6 +32,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
+from patchkit import regular
 from patchkit.target import ENGINES, STATE_DIR, Target
 
 # -- what capture finds -------------------------------------------------------------------------
@@ -112,8 +113,7 @@ def changed_files(target: Target, ref) -> list[Changed]:
         if logical is None:
             continue
         old = zf.read(rel) if zf is not None else ref.read(logical)
-        p = target.root / rel
-        new = p.read_bytes() if p.is_file() else None
+        new = regular.read_file(target.root / rel)  # a FIFO never blocks; a directory is an error
         if old != new:
             out.append(Changed(target.engine, logical, old, new))
     if zf is not None:  # files the release does not have
@@ -126,7 +126,7 @@ def changed_files(target: Target, ref) -> list[Changed]:
                         continue
                     logical = _logical(target, rel)
                     if logical is not None:
-                        out.append(Changed(target.engine, logical, None, (target.root / rel).read_bytes()))
+                        out.append(Changed(target.engine, logical, None, regular.read_file(target.root / rel)))
     return sorted(out, key=lambda c: c.logical)
 
 

@@ -309,6 +309,33 @@ def test_an_example_whose_revert_loses_bytes(tmp_path, run_cli):
     assert '    -    return [ "a" ]' in out and '    +    return ["a"]' in out
 
 
+def test_an_example_of_a_variant_op(tmp_path, run_cli):
+    """[[variants.ops.examples]]: run like any other, named by the op's number in the file."""
+    variant = """
+[[variants]]
+when = { sglang = ">=0.5.19" }
+[[variants.ops]]
+kind = "set-default"
+engine = "sglang"
+file = "sglang/srt/x.py"
+scope = "A"
+[variants.ops.locator]
+field = "n"
+[variants.ops.params]
+value = "2"
+expect = "1"
+[[variants.ops.examples]]
+before = "class A:\\n    n = 1\\n"
+after = "class A:\\n    n = 3\\n"
+"""
+    d = _recipes(tmp_path, {"v.toml": GOOD.format(id="v") + variant})
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2
+    assert out.startswith(f"{d}/v.toml:30: v: op #2 > example #1: apply to `before` does not give exactly `after`"), out
+    (d / "v.toml").write_text(GOOD.format(id="v") + variant.replace("n = 3", "n = 2"))
+    assert run_cli("check", str(d), cwd=tmp_path)[0] == 0
+
+
 def test_a_text_example(tmp_path, run_cli):
     text_op = """
 [[ops]]

@@ -299,6 +299,45 @@ contains = ["_x or _z"]
     assert (recipes / "widen.toml").read_text() == HEAD + up
 
 
+def test_a_text_op_and_a_release_past_the_range(tmp_path, run_cli):
+    """A C++ file: the nearest windows of lines to a find text that changed.  And ops that
+    all still apply on a release past the range: the draft only widens [engines]."""
+    kernel = (
+        "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1300))\n"
+        "int x;\n#endif\n#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800))\n"
+    )
+    root = mini_sglang(
+        tmp_path / "rel",
+        {"sglang/srt/kernel.cuh": kernel, "sglang/srt/gate.py": GATE_NEW.replace("renamed_gate", "old_gate")},
+    )
+    text_op = """
+[[ops]]
+kind = "text-replace"
+engine = "sglang"
+file = "sglang/srt/kernel.cuh"
+[ops.params]
+find = "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))"
+replace = "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))"
+count = 1
+"""
+    recipes = _recipes(tmp_path, "widen", HEAD + text_op)
+    code, out, _ = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--json")
+    (op,) = json.loads(out)["ops"]
+    assert code == 1 and op["action"] == "left"
+    assert [(c["file"], c["line"]) for c in op["candidates"]][:2] == [
+        ("sglang/srt/kernel.cuh", 1),
+        ("sglang/srt/kernel.cuh", 4),
+    ]
+    assert op["candidates"][0]["similarity"] > op["candidates"][1]["similarity"]
+
+    recipes = _recipes(tmp_path / "past", "widen", HEAD.replace('">=0.5"', '">=0.5,<0.5.5"') + GATE_OP)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0, err
+    assert "every op still applies on sglang 0.5.9: only [engines] widens" in err
+    assert "wrote " in out and "[engines] sglang widened to 0.5.9" in out
+    assert (recipes / "widen.toml").read_text() == (HEAD + GATE_OP).replace('">=0.5"', '">=0.5,<0.5.10"')
+
+
 @pytest.mark.parametrize(
     "args, said",
     [

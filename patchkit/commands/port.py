@@ -90,7 +90,8 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
             say(f"  {i}. {left}", err=True)
     failed = [c.name for c in result.checks if not c.ok]
     if written:
-        say(f"wrote {written}: the {e} >={v} variant, verified on the pristine release")
+        what = f"the {e} >={v} variant" if result.variant else f"[engines] {e} widened to {v}"
+        say(f"wrote {written}: {what}, verified on the pristine release")
     elif result.draft:
         import click
 

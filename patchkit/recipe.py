@@ -240,8 +240,12 @@ class _Ctx:
             if self.errors is None:  # pragma: no cover - strict mode raises before a _Stop
                 raise
 
-    def check_keys(self, table: dict, allowed: dict[str, str], where: tuple, crumbs: list[str], what: str) -> set:
-        """Unknown keys and values of the wrong type; the bad keys (collecting: all of them)."""
+    def check_keys(
+        self, table: dict, allowed: dict[str, str], where: tuple, crumbs: list[str], what: str, go_on: bool = False
+    ) -> set:
+        """Unknown keys and values of the wrong type.  Collecting, every one is recorded; then
+        the part stops (_Stop), unless ``go_on``: the caller leaves the bad keys (returned) out
+        and reads the rest."""
         bad = set()
         for key, value in table.items():
             if key not in allowed:
@@ -264,6 +268,8 @@ class _Ctx:
                 raise err
             self.errors.append(err)
             bad.add(key)
+        if bad and not go_on:
+            raise _Stop
         return bad
 
     def mark(self) -> int:
@@ -325,7 +331,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
             "invalid TOML: arrays or inline tables nested too deeply to read",
             "a recipe needs only a few levels of nesting; fix the file",
         ) from None
-    bad = ctx.check_keys(data, TOP_KEYS, (), [], "recipe")
+    bad = ctx.check_keys(data, TOP_KEYS, (), [], "recipe", go_on=True)
     data = {k: v for k, v in data.items() if k not in bad}
     for key in ("id", "summary", "engines", "ops"):
         with ctx.part():
@@ -393,7 +399,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
             ops.append(_load_op(ctx, n, raw, engines))
     for vi, var in enumerate(data.get("variants", ()), 1):
         vw, vc = ("variants", vi), [f"variant #{vi}"]
-        vbad = ctx.check_keys(var, VARIANT_KEYS, vw, vc, "variant")
+        vbad = ctx.check_keys(var, VARIANT_KEYS, vw, vc, "variant", go_on=True)
         var = {k: v for k, v in var.items() if k not in vbad}
         when: When = ()
         with ctx.part():
@@ -616,7 +622,7 @@ def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: s
 def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> OpSpec:
     where, crumbs = where or ("ops", i), [f"op #{i}"]
     since = ctx.mark()
-    bad = ctx.check_keys(raw, OP_KEYS, where, crumbs, "op")
+    bad = ctx.check_keys(raw, OP_KEYS, where, crumbs, "op", go_on=True)
     raw = {k: v for k, v in raw.items() if k not in bad}
     for key in ("kind", "engine", "file"):
         if key not in raw:
@@ -706,7 +712,7 @@ def _load_impl(ctx: _Ctx, cls, kind: str, raw: dict, where: tuple, crumbs: list[
     tables = {}
     for section, allowed in (("locator", cls.LOCATOR), ("params", cls.PARAMS)):
         table = raw.get(section, {})
-        bad = ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}")
+        bad = ctx.check_keys(table, allowed, (*where, section), [*crumbs, section], f"{kind} {section}", go_on=True)
         tables[section] = {k: v for k, v in table.items() if k not in bad}
     ctx.stop_if_failed(since)
     if cls.language == "python":
@@ -739,8 +745,7 @@ def _load_impl(ctx: _Ctx, cls, kind: str, raw: dict, where: tuple, crumbs: list[
 
 def _load_marker(ctx: _Ctx, m: dict, j: int, cls, where, crumbs, engine: str, file: str, scope: str) -> Marker:
     mw, mc = (*where, "markers", j), [*crumbs, f"marker #{j}"]
-    if ctx.check_keys(m, MARKER_KEYS, mw, mc, "marker"):
-        raise _Stop
+    ctx.check_keys(m, MARKER_KEYS, mw, mc, "marker")
     if not m.get("contains"):
         raise ctx.fail(
             mw,
@@ -781,8 +786,7 @@ def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str]) 
     """``[[ops.examples]] before = ... after = ...``: a small file (or the op's scope in one)
     that `patchkit check` applies the op to."""
     ew, ec = (*where, "examples", j), [*crumbs, f"example #{j}"]
-    if ctx.check_keys(ex, EXAMPLE_KEYS, ew, ec, "example"):
-        raise _Stop
+    ctx.check_keys(ex, EXAMPLE_KEYS, ew, ec, "example")
     for key in ("before", "after"):
         if key not in ex:
             raise ctx.fail(

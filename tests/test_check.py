@@ -417,3 +417,27 @@ def test_new_refuses_a_bad_id_or_a_file_named_otherwise(tmp_path, run_cli):
     assert code == 2 and "named after its id" in err
     code, out, err = run_cli("new", "x", "-o", "-", cwd=tmp_path)
     assert code == 0 and out.startswith("# A patchkit recipe")
+
+
+def test_check_reads_every_malformed_recipe_of_the_error_table(tmp_path, run_cli):
+    """Every malformed recipe of tests/test_recipe_errors.py: check reports it (exit 2, never
+    a crash), and its first line is the error every other command gives."""
+    from tests.test_recipe_errors import CASES
+    from tests.test_recipe_errors import GOOD as R
+
+    d = tmp_path / "recipes"
+    d.mkdir()
+    for name, edit, expected in CASES:
+        (d / "r.toml").write_text(edit(R))
+        code, out, err = run_cli("check", str(d / "r.toml"), cwd=tmp_path)
+        assert code == 2 and "internal error" not in err, f"{name}: {out}{err}"
+        first = out.splitlines()[0]
+        loc, _, rest = expected.partition(" > ")
+        if not rest:  # no breadcrumb: "r.toml[:N]: what"
+            loc, _, rest = expected.partition(": ")
+            want = f"{d}/{loc}: r: recipe: {rest}"
+        else:
+            want = f"{d}/{loc}: r: {rest}"
+        assert first.startswith(want.removesuffix(": ")) if expected.endswith(": ") else first == want, (
+            f"{name}:\n  {first}\n  {want}"
+        )

@@ -640,11 +640,13 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
             "; ".join(bad) if bad else f"every drafted op reads pending or upstream on {e} {v}",
         )
     )
+    left = [f"#{p.index}" for p in port.ops if p.action == "left"]
+    without = f" (the draft lacks op {', '.join(left)}, left for a person)" if left else ""
     checks.append(
         Check(
             "apply",
             not plan.blockers,
-            "; ".join(plan.blockers)
+            "; ".join(plan.blockers) + without
             if plan.blockers
             else "apply's checks pass in memory (post-condition, idempotence, round-trip, compile, names, blockers)",
         )

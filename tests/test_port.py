@@ -421,6 +421,7 @@ def test_the_old_gate_ported_to_0_5_22(tmp_path, run_cli):
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["judge"]["ok"] and checks["variant"]["ok"]  # what was drafted reads pending there
     assert not checks["apply"]["ok"] and "`_is_sm120_supported` is not defined" in checks["apply"]["detail"]
+    assert "the draft lacks op #2, left for a person" in checks["apply"]["detail"]  # the flag defines it
 
     recipes = _recipes(tmp_path / "19", "gate-19", GATE_19)
     code, out, err = run_cli("--recipes", str(recipes), "port", "gate-19", "--to", "sglang==0.5.22", "--write")

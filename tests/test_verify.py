@@ -471,3 +471,27 @@ def test_an_interrupted_build_leaves_no_nvcc_running(mini_fi, run_cli, tmp_path,
             time.sleep(0.05)
         else:
             pytest.fail(f"nvcc {pid} still runs after the interrupt")
+
+
+def test_a_second_verify_of_unchanged_trees_does_not_plan_again(mini_fi, run_cli, monkeypatch):
+    """The plan (every check of apply, in memory) is cached on the bytes of every file it read:
+    unchanged, verify answers without planning; one byte changed, it plans again."""
+    from patchkit import planner
+
+    root, recipes = mini_fi
+    args = ("--recipes", str(recipes), "verify", "mini-guard", "-t", f"flashinfer={root}", "--json")
+    code, first, err = run_cli(*args)
+    assert code == 0, (first, err)
+    calls = []
+    real = planner.plan_apply
+    monkeypatch.setattr(planner, "plan_apply", lambda *a, **k: calls.append(1) or real(*a, **k))
+    code, second, err = run_cli(*args)
+    assert code == 0 and second == first and calls == []
+    header = root / "flashinfer/data/include/flashinfer/comm/kernel.cuh"
+    header.write_text(header.read_text() + "// a comment\n")
+    code, third, err = run_cli(*args)
+    assert code == 0 and calls == [1]
+    comm = root / "flashinfer/jit/comm.py"
+    comm.write_text(comm.read_text().replace("[9, 10]", "[9, 10, 12]"))  # made upstream: nothing to do
+    code, out, err = run_cli(*args)
+    assert calls == [1, 1] and json.loads(out)["recipes"][0]["edits"] == 1, out

@@ -194,28 +194,17 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     return doc
 
 
-def verify(
-    opts: Options,
-    build: bool = False,
-    arch: Optional[str] = None,
-    nvcc: Optional[str] = None,
-    jobs: Optional[int] = None,
-) -> int:
+def _plan(session, recipes, left_out: list) -> dict:
+    """Apply planned in memory with every check: the report's Python part, and the bytes of
+    the edited FlashInfer files pristine and patched (``{path: bytes}``)."""
     from patchkit.planner import plan_apply
-    from patchkit.verify import build as B
-    from patchkit.verify import report
 
-    nvcc_path = B.find_nvcc(nvcc) if build else None  # no nvcc: exit 2 before anything is read
-    if jobs is not None and jobs < 1:
-        raise PatchkitError(f"--jobs {jobs}: must be at least 1", "e.g. --jobs 4 (default: every core)")
-    recipes, session, left_out = _session(opts)
-    archs = _archs(arch, recipes) if build else []
     plan = plan_apply(session, recipes, dry_run=True)
-    doc: dict = {"command": "verify", "recipes": [], "errors": [], "notes": session.notes() + left_out}
+    out: dict = {"recipes": [], "errors": list(plan.blockers), "notes": session.notes() + left_out}
     for r in plan.results:
         mine = [b for b in plan.blockers if b.startswith(f"{r.id} > ")]
         edits = sum(1 for rec, _ in plan.edits() if rec == r.id)
-        doc["recipes"].append(
+        out["recipes"].append(
             {
                 "id": r.id,
                 "state": str(r.state),
@@ -224,9 +213,115 @@ def verify(
                 "errors": mine,
             }
         )
-    doc["errors"] = list(plan.blockers)
+    out["pristine"], out["patched"] = _variants(session, recipes, plan, out["notes"])
+    # what it depends on beyond the key: every file read, unless a tree was searched (relocation)
+    # or who made an edit is unknown (applied?): then it is not cached
+    unsure = any(o.state in (State.APPLIED_UNSURE, State.MOVED) for r in plan.results for o in r.ops)
+    out["cacheable"] = not unsure and not session.swept
+    return out
+
+
+# -- the plan cache: a second verify of unchanged trees does not plan again -------------------
+# Keyed on patchkit's code, the recipes as loaded, the targets and the environment that
+# decides provenance; valid while every file the plan read (and each target's journal) has
+# the same bytes.  It can make verify faster, never different.
+
+
+def _plan_key(session, recipes) -> str:
+    from patchkit.verdicts import code_hash, digest_of
+
+    blob = json.dumps(
+        [
+            code_hash(),
+            [(r.id, r.sha256, [op.index for op in r.ops]) for r in recipes],
+            {e: [str(t.root), t.layout, t.version] for e, t in sorted(session.targets.items())},
+            os.environ.get("PATCHKIT_OFFLINE", ""),
+        ]
+    )
+    return digest_of(blob.encode())
+
+
+def _plan_path(key: str) -> Path:
+    from patchkit import paths
+
+    return paths.cache_dir() / "verify" / "plans" / f"{key}.json"
+
+
+def _inputs(session) -> list[Path]:
+    from patchkit.journal import PATH as JOURNAL
+    from patchkit.target import STATE_DIR
+
+    files = [f.path for f in session.files.values()]
+    return sorted({*files, *(t.root / STATE_DIR / JOURNAL for t in session.targets.values())})
+
+
+def _digest(p: Path) -> Optional[str]:
+    from patchkit.verdicts import digest_of
+
+    try:
+        return digest_of(p.read_bytes())
+    except OSError:
+        return None
+
+
+def _plan_cached(key: str) -> Optional[dict]:
+    import base64
+
+    try:
+        entry = json.loads(_plan_path(key).read_text())
+    except (OSError, ValueError):
+        return None
+    if any(_digest(Path(p)) != d for p, d in entry["files"].items()):
+        return None
+    for side in ("pristine", "patched"):
+        entry[side] = {Path(p): base64.b64decode(b) for p, b in entry[side].items()}
+    return entry
+
+
+def _plan_store(key: str, session, planned: dict) -> None:
+    import base64
+
+    if not planned["cacheable"]:
+        return
+    entry = {k: v for k, v in planned.items() if k not in ("pristine", "patched")}
+    entry["files"] = {str(p): _digest(p) for p in _inputs(session)}
+    for side in ("pristine", "patched"):
+        entry[side] = {str(p): base64.b64encode(b).decode() for p, b in planned[side].items()}
+    path = _plan_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only makes the next run slower
+
+
+def verify(
+    opts: Options,
+    build: bool = False,
+    arch: Optional[str] = None,
+    nvcc: Optional[str] = None,
+    jobs: Optional[int] = None,
+) -> int:
+    from patchkit.verify import build as B
+    from patchkit.verify import report
+
+    nvcc_path = B.find_nvcc(nvcc) if build else None  # no nvcc: exit 2 before anything is read
+    if jobs is not None and jobs < 1:
+        raise PatchkitError(f"--jobs {jobs}: must be at least 1", "e.g. --jobs 4 (default: every core)")
+    recipes, session, left_out = _session(opts)
+    archs = _archs(arch, recipes) if build else []
+    key = _plan_key(session, recipes)
+    planned = _plan_cached(key)
+    if planned is None:
+        planned = _plan(session, recipes, left_out)
+        _plan_store(key, session, planned)
+    doc: dict = {"command": "verify", **{k: planned[k] for k in ("recipes", "errors", "notes")}}
+    doc["notes"] = list(doc["notes"])
+    doc["errors"] = list(doc["errors"])
     if build:
-        pristine, patched = _variants(session, recipes, plan, doc["notes"])
+        pristine, patched = planned["pristine"], planned["patched"]
         workers = jobs or os.cpu_count() or 1
         progress = (lambda s: say(f"verify: {s}", err=True)) if not opts.json else (lambda s: None)
         doc["build"] = build_report(session, recipes, pristine, patched, archs, nvcc_path, workers, progress)

@@ -619,7 +619,10 @@ def doctor(ctx, python, facts_file, as_json):
     the workspace tree is patched but the imported copy is not); the GPUs and their
     compute capability (torch, else nvidia-smi); which bundles fit them (sm120 is for
     capability 12.x only); FlashInfer's JIT cache and builds older than patchkit's
-    last FlashInfer edit.  Exit 0 if all is well, 1 if something is off.
+    last FlashInfer edit.  With a profile (the imported copies' .patchkit/profile.toml,
+    else the workspace's patchkit.toml) the copies are judged against it: what it wants
+    and they lack, what it excludes and they carry; an upgrade since patchkit last wrote
+    is named.  Exit 0 if all is well, 1 if something is off.
     """
     from patchkit.commands.doctor import doctor as run
 

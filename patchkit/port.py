@@ -249,7 +249,8 @@ def _statements(tree: ast.Module) -> list[tuple[int, int, str]]:
 
 def nearest(target: Target, op: OpSpec, anchor: str, n: int = NEAREST) -> list[Candidate]:
     """The ``n`` statements of the target's tree whose tokens are most like the anchor's
-    (difflib's ratio over the two token sequences), among the files that hold at least half
+    (difflib's ratio over the two token sequences: the whole statement's, or that of its
+    best window of as many tokens as the anchor), among the files that hold at least half
     of the anchor's words; a text op compares windows of as many lines as its anchor."""
     python = op.impl.language == "python"
     want = _tokens(anchor, python)
@@ -261,12 +262,21 @@ def nearest(target: Target, op: OpSpec, anchor: str, n: int = NEAREST) -> list[C
     sm = difflib.SequenceMatcher(None, autojunk=False)
     sm.set_seq2(want)
 
-    def consider(toks: tuple, lf: str, line: int, scope: str, text: str) -> None:
+    def ratio(toks: tuple, floor: float) -> float:
         sm.set_seq1(toks)
-        floor = best[n - 1][0] if len(best) >= n else -1.0
         if sm.real_quick_ratio() <= floor or sm.quick_ratio() <= floor:
-            return
-        r = sm.ratio()
+            return -1.0
+        return sm.ratio()
+
+    def consider(toks: tuple, lf: str, line: int, scope: str, text: str) -> None:
+        floor = best[n - 1][0] if len(best) >= n else -1.0
+        r = ratio(toks, floor)
+        # An anchor that is an expression (an or-chain, a call) stands inside a longer
+        # statement: its best window of as many tokens counts too.
+        k = len(want)
+        for i in range(len(toks) - k + 1 if len(toks) > k else 0):
+            if toks[i] in want or toks[i + k - 1] in want:
+                r = max(r, ratio(toks[i : i + k], max(floor, r)))
         if r > floor:
             best.append((r, lf, line, scope, text))
             best.sort(key=lambda b: (-b[0], b[1], b[2]))

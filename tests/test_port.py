@@ -236,6 +236,22 @@ code = "_flag_c = _ok and check_c()"
     assert (recipes / "flag.toml").read_text() == recipe
 
 
+def test_an_ambiguous_op_lists_its_tied_sites(tmp_path, run_cli):
+    same = GATE_NEW.replace("renamed_gate", "gate_x")
+    root = mini_sglang(
+        tmp_path / "rel",
+        {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate_x.py": same, "sglang/srt/gate_y.py": same},
+    )
+    recipes = _recipes(tmp_path, "widen", HEAD + GATE_OP)
+    code, out, _ = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--json")
+    (op,) = json.loads(out)["ops"]
+    assert code == 1 and (op["state"], op["action"]) == ("ambiguous", "left")
+    assert [(c["file"], c["line"], c["similarity"]) for c in op["candidates"][:2]] == [
+        ("sglang/srt/gate_x.py", 7, 1.0),
+        ("sglang/srt/gate_y.py", 7, 1.0),
+    ]
+
+
 def test_a_draft_that_does_not_apply_is_not_written(tmp_path, run_cli):
     """The names check fires: the gate moved to a file where its new operand is not defined."""
     new = GATE_NEW.replace("_is_c = False\n", "")

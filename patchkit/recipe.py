@@ -681,7 +681,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
         with ctx.part():
             impl = _load_impl(ctx, cls, kind, raw, where, crumbs)
     markers = []
-    for j, m in enumerate(raw.get("markers", []), 1):
+    for j, m in enumerate(raw.get("markers", []) if engine in engines else (), 1):  # else: said above
         with ctx.part():
             markers.append(_load_marker(ctx, m, j, cls, where, crumbs, engine, file, scope))
     examples = []

@@ -441,3 +441,13 @@ def test_check_reads_every_malformed_recipe_of_the_error_table(tmp_path, run_cli
         assert first.startswith(want.removesuffix(": ")) if expected.endswith(": ") else first == want, (
             f"{name}:\n  {first}\n  {want}"
         )
+
+
+def test_check_reads_past_an_op_of_an_unknown_engine(tmp_path, run_cli):
+    """An op whose engine is not the recipe's, with a marker: strict loading stops at the
+    engine; check goes on, and must not judge the marker's file for an engine it lacks."""
+    text = GOOD.format(id="m").replace('engine = "sglang"', 'engine = "torch"') + "[[ops.markers]]\ncontains = ['x']\n"
+    d = _recipes(tmp_path, {"m.toml": text})
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2 and "internal error" not in err, err
+    assert out.splitlines()[0].startswith(f"{d}/m.toml:10: m: op #1 > engine: engine 'torch' is not in the recipe's")

@@ -749,7 +749,7 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
                     break
             if edited is None:
                 continue
-            claims = _claims(f.lines, done, k, edited.code)
+            claims = _claims_any(f.lines, done, k, edited.code)
             if claims is not None:
                 found = (group, edited, claims)
                 break

@@ -178,6 +178,18 @@ def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, r
     assert _files(fresh) == _files(checkout)
 
 
+def test_one_op_may_make_hunks_far_apart():
+    """replace-expr with a count: the same expression changed in two places is one op."""
+    from patchkit.capture import capture_python
+
+    old = "def f(major):\n    if major == 10:\n        a = 1\n    b = 2\n    if major == 10:\n        return a\n"
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, old.replace("major == 10", "major in (10, 12)"))
+    assert not failed
+    assert [(o.kind, o.locator, o.params) for o in ops] == [
+        ("replace-expr", {"match": "major == 10", "count": 2}, {"with": "major in (10, 12)"})
+    ]
+
+
 # (name, edit of mod.py or a new file, what capture says about it)
 UNEXPRESSIBLE = [
     ("a comment changed", (MOD, "# keep going", "# keep on going"), "mod.py:31: only comments or blank lines"),

@@ -183,10 +183,12 @@ def test_one_op_may_make_hunks_far_apart():
     from patchkit.capture import capture_python
 
     old = "def f(major):\n    if major == 10:\n        a = 1\n    b = 2\n    if major == 10:\n        return a\n"
-    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, old.replace("major == 10", "major in (10, 12)"))
+    new = old.replace("major == 10", "major in (10, 12)").replace("b = 2", "b = 3")  # another change between
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
     assert not failed
     assert [(o.kind, o.locator, o.params) for o in ops] == [
-        ("replace-expr", {"match": "major == 10", "count": 2}, {"with": "major in (10, 12)"})
+        ("replace-expr", {"match": "major == 10", "count": 2}, {"with": "major in (10, 12)"}),
+        ("set-default", {"field": "b"}, {"value": "3", "expect": "2"}),
     ]
 
 

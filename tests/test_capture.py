@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, copy_linked, git
+from tests.conftest import ROOT, git
 
 # -- offline: a checkout with a tag -------------------------------------------------------------
 
@@ -245,8 +245,8 @@ def pristine_trees():
 def _copies(trees: dict[str, Path], dest: Path) -> dict[str, Path]:
     out = {}
     for engine, src in trees.items():
-        out[engine] = copy_linked(src, dest / engine)  # patchkit replaces files, never writes through
-        shutil.rmtree(out[engine] / ".patchkit", ignore_errors=True)
+        # a real copy, not hard links: the cache's tree must never be written through
+        out[engine] = Path(shutil.copytree(src, dest / engine, ignore=shutil.ignore_patterns(".patchkit")))
     return out
 
 

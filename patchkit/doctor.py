@@ -368,9 +368,12 @@ class Finding:
     level: str
     topic: str
     message: str
+    # A warning about what this machine lacks (no GPU to check a bundle against, no engine
+    # importable by the probed Python) is shown, but is not something wrong: exit 0.
+    fails: bool = True
 
     def to_json(self) -> dict:
-        return {"level": self.level, "topic": self.topic, "message": self.message}
+        return {"level": self.level, "topic": self.topic, "message": self.message, "fails": self.fails}
 
 
 def bundle_major(bundle: str) -> Optional[int]:
@@ -395,7 +398,7 @@ def _carried(loc: dict, rid: str, sha: Optional[str]) -> Optional[str]:
 
 def judge(facts: dict) -> list[Finding]:
     out: list[Finding] = []
-    add = lambda level, topic, msg: out.append(Finding(level, topic, msg))  # noqa: E731
+    add = lambda level, topic, msg, fails=True: out.append(Finding(level, topic, msg, fails))  # noqa: E731
     py = facts["python"]
     add(
         INFO,
@@ -414,7 +417,7 @@ def judge(facts: dict) -> list[Finding]:
                 f"GPU {d['index']}: {d['name']}, compute capability {d['capability']} (via {gpus.get('source')})",
             )
     else:
-        add(WARN, "gpu", "no GPU found (" + "; ".join(gpus.get("tried", [])) + ")")
+        add(WARN, "gpu", "no GPU found (" + "; ".join(gpus.get("tried", [])) + ")", fails=False)
     majors = set()
     for d in devs:
         try:
@@ -444,6 +447,7 @@ def judge(facts: dict) -> list[Finding]:
                 f"{engine}: not importable by {py['executable']}"
                 + (f" ({m['error']})" if m.get("error") else "")
                 + "; if another interpreter serves, run `patchkit doctor --python PATH`",
+                fails=False,
             )
             continue
         loc = m.get("location", {})
@@ -687,7 +691,18 @@ def _describe_profile(profile: dict) -> str:
 
 
 def exit_code(findings: list[Finding]) -> int:
-    return 1 if any(f.level in (WARN, ERROR) for f in findings) else 0
+    """1 when a finding says something is wrong; what the machine lacks (no GPU) only warns."""
+    return 1 if any(f.level in (WARN, ERROR) and f.fails for f in findings) else 0
+
+
+def summary(findings: list[Finding]) -> str:
+    """The last line of the human report."""
+    if exit_code(findings):
+        return "something is off (see WARN / ERROR above)."
+    lacking = [f.topic for f in findings if f.level == WARN and not f.fails]
+    if lacking:
+        return f"nothing wrong found; this machine lacks what the WARN lines above say ({', '.join(lacking)})."
+    return "all well."
 
 
 def render(findings: list[Finding]) -> str:

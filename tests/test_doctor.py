@@ -82,6 +82,20 @@ def test_h200_running_the_sm120_wheels_is_an_error():
     assert D.exit_code(findings) == 1
 
 
+def test_no_gpu_is_a_warning_that_does_not_fail():
+    """The H200's facts without its GPU: nothing is wrong, so exit 0, and the missing GPU is
+    shown as a WARN that the summary says is something the machine lacks."""
+    facts = copy.deepcopy(recorded("doctor_h200.json")["facts"])
+    facts["gpus"] = {"devices": [], "tried": ["torch: not importable", "nvidia-smi: not on PATH"]}
+    findings = D.judge(facts)
+    assert "no GPU found (torch: not importable; nvidia-smi: not on PATH)" in messages(findings, D.WARN)
+    assert D.exit_code(findings) == 0
+    assert D.summary(findings) == "nothing wrong found; this machine lacks what the WARN lines above say (gpu)."
+    # A warning that is something wrong (a version off its pin) still fails without a GPU.
+    facts["engines"]["sglang"]["version"] = "0.5.10"
+    assert D.exit_code(D.judge(facts)) == 1
+
+
 def test_on_a_capability_12_gpu_sm120_fits_and_pending_recipes_are_flagged():
     # The H200 facts with the GPU swapped for an SM120 one (a derived case, not a recording).
     facts = copy.deepcopy(recorded("doctor_h200.json")["facts"])

@@ -32,5 +32,5 @@ def doctor(
         )
     else:
         say(D.render(findings))
-        say("\nall well." if code == 0 else "\nsomething is off (see WARN / ERROR above).")
+        say("\n" + D.summary(findings))
     return code

@@ -238,7 +238,8 @@ from . import env as jit_env
 
 def gen_mini_module():
     nvcc_flags = current_compilation_context.get_nvcc_flags_list(supported_major_versions=[9, 10])
-    return gen_jit_spec("mini", [jit_env.FLASHINFER_CSRC_DIR / "mini.cu"], extra_cuda_cflags=nvcc_flags)
+    sources = [jit_env.FLASHINFER_CSRC_DIR / "mini.cu", jit_env.FLASHINFER_CSRC_DIR / "host.cpp"]
+    return gen_jit_spec("mini", sources, extra_cuda_cflags=nvcc_flags)
 """
 MINI_RECIPE = """
 id = "mini-guard"
@@ -291,6 +292,7 @@ def mini_fi(tmp_path, monkeypatch, mini_cache):
         "flashinfer/data/include/flashinfer/comm/kernel.cuh": KERNEL_H,
         "flashinfer/data/csrc/mini.cu": '#include "flashinfer/comm/kernel.cuh"\n',
         "flashinfer/data/csrc/unrelated.cu": "__global__ void u() {}\n",
+        "flashinfer/data/csrc/host.cpp": "int host() { return 0; }\n",
         "tvm_ffi/include/tvm/ffi/function.h": "#pragma once\n",
     }
     for rel, text in files.items():
@@ -319,7 +321,9 @@ def test_verify_build_on_a_mini_tree_and_its_cache(mini_fi, run_cli):
     assert (before["empty"], before["counts"]["griddepcontrol"]) == (1, 0)
     assert (after["empty"], after["counts"]["griddepcontrol"]) == (0, 1)
     assert not after["cached"]  # (the pristine build may come from another test's run: the same inputs)
-    assert doc["build"]["modules"][0]["admits"] == {"120a": {"pristine": False, "patched": True}}
+    (module,) = doc["build"]["modules"]
+    assert module["admits"] == {"120a": {"pristine": False, "patched": True}}
+    assert module["sources"] == ["csrc/mini.cu", "csrc/host.cpp"] and module["not_built"] == ["csrc/host.cpp"]
     assert [e["ok"] for e in doc["build"]["expectations"]] == [True]
 
     t0 = time.monotonic()

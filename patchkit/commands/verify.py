@@ -159,6 +159,8 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
                     errors.append(f"JIT module {m.name}: source {src} is not in the tree")
                     continue
                 unit_mods.setdefault(p, []).append(m.name)
+            else:  # host C++ (.cpp): no device code, no PTX to judge
+                doc["modules"][-1].setdefault("not_built", []).append(src)
         errors += [f"JIT module {m.name}: source {s} not read statically" for s in m.unread]
     edited = set(edited_cpp)
     reach = {u for u in tree.units() if edited & set(tree.closure(u, patched, external=False))}

@@ -124,7 +124,10 @@ def human(doc: dict) -> str:
             + ("" if v["pristine"] == v["patched"] else f" (pristine {'yes' if v['pristine'] else 'no'})")
             for a, v in m["admits"].items()
         )
-        lines.append(f"JIT module {m['name']} ({m['file']}): {len(m['sources'])} sources; JIT builds it for {gate}")
+        host = f" ({len(m['not_built'])} host .cpp not built)" if m.get("not_built") else ""
+        lines.append(
+            f"JIT module {m['name']} ({m['file']}): {len(m['sources'])} sources{host}; JIT builds it for {gate}"
+        )
     for u in b["units"]:
         mark = "  <- includes an edited file" if u["edited"] else ""
         lines.append(f"{u['unit']} [{', '.join(u['modules']) or 'no JIT module'}]{mark}")

@@ -80,7 +80,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # The longest tests of the real tier (a minute or more each), run first: on two pytest-xdist
 # workers the short ones then fill in around them, and no long one is left for the end.
-LONGEST_FIRST = ("tests/test_kill.py::", "tests/test_view.py::")
+LONGEST_FIRST = (
+    "tests/test_verify.py::test_one_real_unit",  # two nvcc builds of minutes: start them first
+    "tests/test_kill.py::",
+    "tests/test_view.py::",
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects

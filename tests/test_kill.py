@@ -5,11 +5,11 @@ command finishes the job.
 Each kill is either at an exact write step (PATCHKIT_TEST_CRASH_AT=N, as SQLite's crash
 tests kill at each write) or after a random delay: three attempts in four are exact.  The
 moments are sampled anew on every run (the seed is printed; PATCHKIT_KILL_SEED replays
-one); PATCHKIT_KILLS sets how many (default 40, about a minute on two cores;
+one); PATCHKIT_KILLS sets how many (default 24, about a minute on two cores;
 PATCHKIT_KILLS=200 is the full run, 3-4 minutes).  Exact steps are dealt from a shuffled
 deck of every write step of `apply` and of `revert` (about 60 each), split between the
 workers, so a run never kills twice at one step before it has killed at every other:
-40 kills reach about 30 distinct write points, and successive runs, each with a new seed,
+24 kills reach about 18 distinct write points, and successive runs, each with a new seed,
 cover them all.  The trees hold the real files the sm120 bundle reads, copied from the
 pinned SGLang and FlashInfer wheels with their dist-info (so RECORD is kept true too).
 """
@@ -36,7 +36,7 @@ from tests.conftest import PINNED, ROOT
 
 pytestmark = pytest.mark.real
 
-KILLS = int(os.environ.get("PATCHKIT_KILLS", "40"))
+KILLS = int(os.environ.get("PATCHKIT_KILLS", "24"))
 WORKERS = 2
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from patchkit import planner
 from patchkit.verify import names
-from tests.conftest import mini_sglang
+from tests.conftest import OLD_LAYER_GATE, mini_sglang
 
 COMMUNICATOR = """from sglang.srt.utils import (
     is_cuda,
@@ -34,17 +34,7 @@ def unrelated():
     return also_upstream_noise
 """
 
-GATE = """
-[[ops]]
-kind = "or-operand"
-engine = "sglang"
-file = "sglang/srt/layers/communicator.py"
-scope = "apply_flashinfer_allreduce_fusion"
-[ops.locator]
-operands = ["_is_sm90_supported", "_is_sm100_supported"]
-[ops.params]
-operand = "_is_sm120_supported"
-"""
+GATE = OLD_LAYER_GATE  # the layer gate as written before variants: it reads _is_sm120_supported
 
 IMPORT = """
 [[ops]]

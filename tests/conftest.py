@@ -370,6 +370,27 @@ def mini_sglang(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+# The smallest valid recipe (one list-element op), with ``{id}`` to fill: tests of recipe
+# handling (check, list, completion) build on it.
+MINIMAL_RECIPE = """\
+id = "{id}"
+summary = "widen a list"
+bundles = ["b"]
+
+[engines]
+sglang = ">=0.5.9"
+
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/x.py"
+scope = "f"
+[ops.locator]
+contains = ['"a"']
+[ops.params]
+element = '"b"'
+"""
+
 # The SGLang half of allreduce-fusion as written for 0.5.9-0.5.18, before it had variants
 # (ops #1-#3 of recipes/allreduce-fusion.toml without `when`): tests on releases where this
 # code moved or where a second gate refuses build their recipes from these.

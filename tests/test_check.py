@@ -9,26 +9,9 @@ import shutil
 import pytest
 
 from patchkit import recipe
-from tests.conftest import ROOT
+from tests.conftest import MINIMAL_RECIPE, ROOT
 
-GOOD = """\
-id = "{id}"
-summary = "widen a list"
-bundles = ["b"]
-
-[engines]
-sglang = ">=0.5.9"
-
-[[ops]]
-kind = "list-element"
-engine = "sglang"
-file = "sglang/srt/x.py"
-scope = "f"
-[ops.locator]
-contains = ['"a"']
-[ops.params]
-element = '"b"'
-"""
+GOOD = MINIMAL_RECIPE
 
 
 def _recipes(tmp_path, files: dict[str, str]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tests.conftest import ROOT, pk
+from tests.conftest import MINIMAL_RECIPE, ROOT, pk
 
 
 def test_a_relative_python_path_is_probed_from_anywhere(tmp_path, monkeypatch):
@@ -26,24 +26,7 @@ def test_a_relative_python_path_is_probed_from_anywhere(tmp_path, monkeypatch):
 
 # -- a small target -------------------------------------------------------------------------------
 
-RECIPE = """\
-id = "r"
-summary = "widen a list"
-bundles = ["b"]
-
-[engines]
-sglang = ">=0.5.9"
-
-[[ops]]
-kind = "list-element"
-engine = "sglang"
-file = "sglang/srt/x.py"
-scope = "f"
-[ops.locator]
-contains = ['"a"']
-[ops.params]
-element = '"b"'
-"""
+RECIPE = MINIMAL_RECIPE.format(id="r")
 
 
 def _world(tmp_path):

@@ -49,9 +49,10 @@ GLOBAL_HELP = {
 }
 
 
-def _global_options(group: click.Group) -> None:
+def _global_options(group: click.Group, invoked: set) -> None:
     """Accept --pins, --recipes and --workspace after any subcommand as well as before it
-    (`patchkit list --recipes DIR`); what is given there is kept in ctx.meta for _project."""
+    (`patchkit list --recipes DIR`); what is given there is kept in ctx.meta for _project.
+    Only for the commands in ``invoked`` (the words of the command line)."""
 
     def keep(ctx, param, value):
         if value not in (None, ()):
@@ -59,7 +60,9 @@ def _global_options(group: click.Group) -> None:
             got[param.name] = got.get(param.name, ()) + value if param.multiple else value
         return value
 
-    for cmd in group.commands.values():
+    for name, cmd in group.commands.items():
+        if name not in invoked:
+            continue
         if not any(p.name == "recipes" for p in cmd.params):
             cmd.params += [
                 click.Option(["--pins"], metavar="FILE", expose_value=False, callback=keep, help=GLOBAL_HELP["pins"]),
@@ -76,7 +79,7 @@ def _global_options(group: click.Group) -> None:
                 ),
             ]
         if isinstance(cmd, click.Group):
-            _global_options(cmd)
+            _global_options(cmd, invoked)
 
 
 def _opts(ctx, names, target, as_json) -> Options:
@@ -810,9 +813,19 @@ def _fail(code: int, line: str, message: str, hint: str, as_json: bool) -> None:
     sys.exit(code)
 
 
-def _late_options(group: click.Group) -> None:
-    """--color after any subcommand too; recipe and bundle names completed in the shell."""
-    for cmd in group.commands.values():
+class _Everything(set):
+    """Every command name (shell completion may complete after any of them)."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+
+def _late_options(group: click.Group, invoked: set) -> None:
+    """--color after any subcommand too; recipe and bundle names completed in the shell.
+    Only for the commands in ``invoked`` (the words of the command line)."""
+    for name, cmd in group.commands.items():
+        if name not in invoked:
+            continue
         if not any(p.name == "color" for p in cmd.params):
             cmd.params.append(
                 click.Option(
@@ -827,7 +840,7 @@ def _late_options(group: click.Group) -> None:
             if isinstance(p, click.Argument) and p.name == "names":
                 p._custom_shell_complete = _complete_names  # what shell_complete= sets
         if isinstance(cmd, click.Group):
-            _late_options(cmd)
+            _late_options(cmd, invoked)
 
 
 def _complete_names(ctx, param, incomplete):
@@ -847,8 +860,12 @@ def _complete_names(ctx, param, incomplete):
 def main(argv=None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     as_json = _wants_json(args)
-    _global_options(cli)
-    _late_options(cli)
+    # Only the commands named on this command line get the options that may follow them
+    # (a few dozen click.Options fewer to build at every start: `status` is a start-up).
+    # Shell completion (click's _PATCHKIT_COMPLETE) reads the words from its own variables.
+    invoked = _Everything() if os.environ.get("_PATCHKIT_COMPLETE") else set(args)
+    _global_options(cli, invoked)
+    _late_options(cli, invoked)
     try:
         cli.main(args=args, prog_name="patchkit", standalone_mode=False)
     except PatchkitError as e:

@@ -45,13 +45,20 @@ def _as_excluded(r, profile):
     return r._replace(message="; ".join(m for m in (said, r.message) if m)), ok
 
 
-def _upgraded(targets) -> list[dict]:
+def _upgraded(targets, res) -> list[dict]:
     """Engines whose version changed since patchkit last wrote into them (the journal's
-    record), while it still records files it wrote there: an upgrade to patch again."""
+    record), while it still records files it wrote there: an upgrade to patch again.
+    Only asked when some recipe is not as it should be (an upgrade shows as pending ops)
+    and a journal is there: an applied, unchanged tree's `status` loads no journal."""
+    if all(r.state in GOOD for r in res):
+        return []
+    roots = {e: t for e, t in targets.items() if t.root.joinpath(STATE_DIR, "journal.json").exists()}
+    if not roots:
+        return []
     from patchkit.journal import Journal
 
     out = []
-    for engine, t in targets.items():
+    for engine, t in roots.items():
         j = Journal.load(t.root)
         was = j.version(engine)
         if was and t.version and was != t.version and j.engines.get(engine, {}).get("files"):
@@ -95,7 +102,7 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
     ok = all(oks)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
     extra = {"profile": profile.to_json(), "excluded": sorted(excluded)} if profile is not None else {}
-    upgraded = _upgraded(targets)
+    upgraded = _upgraded(targets, res)
     if upgraded:
         extra["upgraded"] = upgraded
     if opts.json:

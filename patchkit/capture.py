@@ -90,10 +90,10 @@ def _skipped(rel: str) -> bool:
 def changed_files(target: Target, ref) -> list[Changed]:
     """Every file of the engine that differs from the pristine release ``ref``."""
     roots = [pp for _, pp in ENGINES[target.engine].layouts[target.layout]]
-    zf = getattr(ref, "_zip", None)
-    commit = getattr(ref, "_commit", "")
-    if zf is not None:
-        names = [n for n in zf.namelist() if not n.endswith("/") and n.startswith(tuple(roots))]
+    members = ref.members()
+    commit = ref.commit
+    if members is not None:
+        names = [n for n in members if n.startswith(tuple(roots))]
         listed = set(names)
     else:  # a git checkout: what differs from the tagged commit, tracked or not
 
@@ -112,11 +112,11 @@ def changed_files(target: Target, ref) -> list[Changed]:
         logical = _logical(target, rel)
         if logical is None:
             continue
-        old = zf.read(rel) if zf is not None else ref.read(logical)
+        old = ref.read(logical, keep=False)
         new = regular.read_file(target.root / rel)  # a FIFO never blocks; a directory is an error
         if old != new:
             out.append(Changed(target.engine, logical, old, new))
-    if zf is not None:  # files the release does not have
+    if members is not None:  # files the release does not have
         for top in {r.split("/")[0] for r in roots}:
             for dirpath, dirnames, files in os.walk(target.root / top):
                 dirnames[:] = [d for d in dirnames if d not in ("__pycache__", STATE_DIR)]

@@ -105,21 +105,35 @@ class Reference:
         self.what = f"{dist} {public}'s wheel"
 
     # -- reading ------------------------------------------------------------------------------
-    def read(self, logical: str) -> Optional[bytes]:
-        """The pristine bytes of a logical file (None when the release has no such file)."""
-        if logical not in self._files:
-            rel = self.target.relpath(logical)
-            data: Optional[bytes] = None
-            if self._zip is not None:
-                try:
-                    data = self._zip.read(rel)
-                except KeyError:
-                    data = None
-            elif self._commit:
-                got = self._git("cat-file", "blob", f"{self._commit}:{rel}")
-                data = got.stdout if got.returncode == 0 else None
+    @property
+    def commit(self) -> str:
+        """The commit a git checkout's reference reads from ("" for a wheel, or none found)."""
+        return self._commit
+
+    def members(self) -> Optional[list[str]]:
+        """The paths of the release wheel's files (as they lie under the target's root); None
+        for a git checkout's reference, or none found."""
+        return None if self._zip is None else [n for n in self._zip.namelist() if not n.endswith("/")]
+
+    def read(self, logical: str, keep: bool = True) -> Optional[bytes]:
+        """The pristine bytes of a logical file (None when the release has no such file);
+        remembered for the invocation unless ``keep`` is False (a caller reading every file
+        of a release, as capture does, would hold the whole release in memory)."""
+        if logical in self._files:
+            return self._files[logical]
+        rel = self.target.relpath(logical)
+        data: Optional[bytes] = None
+        if self._zip is not None:
+            try:
+                data = self._zip.read(rel)
+            except KeyError:
+                data = None
+        elif self._commit:
+            got = self._git("cat-file", "blob", f"{self._commit}:{rel}")
+            data = got.stdout if got.returncode == 0 else None
+        if keep:
             self._files[logical] = data
-        return self._files[logical]
+        return data
 
     def module(self, logical: str):
         """The pristine Python file parsed (libcst), once per invocation however many ops

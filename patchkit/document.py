@@ -195,11 +195,7 @@ class Document:
         spans = []
         for st in node.body:
             if isinstance(st, _COMPOUND):
-                first = min(
-                    [st.lineno, *(d.lineno for d in st.decorator_list)]
-                    if hasattr(st, "decorator_list")
-                    else [st.lineno]
-                )
+                first = view.first_line(st)
                 head = lines[first - 1]
                 if st.col_offset != len(head) - len(head.lstrip(" \t")) or st.end_lineno is None:
                     return None  # shares its first line with other code: not cut out cleanly
@@ -241,7 +237,7 @@ class Document:
         node = self._scope_node(name) if name else None
         if node is None:
             return None
-        return min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno
+        return view.first_line(node), node.end_lineno
 
     def _scope_source(self, name: str, leave_out: list[tuple[int, int]] = ()) -> Optional[str]:
         """The source of def/class ``name`` dedented to column 0 (the module's for "", only
@@ -261,7 +257,7 @@ class Document:
         removed = sum(last - first for first, last in leave_out)
         if not name:
             return "".join(lines)
-        start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        start = view.first_line(node)
         seg = lines[start - 1 : node.end_lineno - removed]
         indent = seg[0][: len(seg[0]) - len(seg[0].lstrip(" \t"))]
         out = []

@@ -95,10 +95,6 @@ def could_hold(op: OpSpec, text: str) -> bool:
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def _first_line(s: ast.stmt) -> int:
-    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
-
-
 def _children(s) -> list:
     """The statements nested directly in ``s`` (or in its except handlers / match cases)."""
     out = []
@@ -121,11 +117,11 @@ def _in_one_statement(text: str, tree: ast.Module, regexes: list, whole: bool) -
 
     def own_text(s) -> str:
         if id(s) not in own:
-            first, end = _first_line(s), s.end_lineno or s.lineno
+            first, end = view.first_line(s), s.end_lineno or s.lineno
             keep = [True] * (end - first + 1)
             if not whole:
                 for c in _children(s):
-                    a, b = _first_line(c), c.end_lineno or c.lineno
+                    a, b = view.first_line(c), c.end_lineno or c.lineno
                     if not _shares_line(lines, c):
                         keep[a - first] = False
                     for k in range(a + 1, b + 1):
@@ -137,7 +133,7 @@ def _in_one_statement(text: str, tree: ast.Module, regexes: list, whole: bool) -
         """The statements whose own text holds this line."""
         out, body = [], tree.body
         while body:
-            spanning = [s for s in body if _first_line(s) <= line <= (s.end_lineno or s.lineno)]
+            spanning = [s for s in body if view.first_line(s) <= line <= (s.end_lineno or s.lineno)]
             if not spanning:
                 break
             nxt = []
@@ -145,8 +141,8 @@ def _in_one_statement(text: str, tree: ast.Module, regexes: list, whole: bool) -
                 if whole:
                     out.append(s)
                     continue
-                inner = [c for c in _children(s) if _first_line(c) <= line <= (c.end_lineno or c.lineno)]
-                if not inner or any(_first_line(c) == line and _shares_line(lines, c) for c in inner):
+                inner = [c for c in _children(s) if view.first_line(c) <= line <= (c.end_lineno or c.lineno)]
+                if not inner or any(view.first_line(c) == line and _shares_line(lines, c) for c in inner):
                     out.append(s)
                 nxt += inner
             body = [] if whole else nxt
@@ -168,7 +164,7 @@ def _in_one_statement(text: str, tree: ast.Module, regexes: list, whole: bool) -
 def _shares_line(lines: list[str], c: ast.stmt) -> bool:
     """Does text of the enclosing statement stand before ``c`` on its first line
     (``if x: y = 1``)?  Compound statements always start a line of their own."""
-    if _first_line(c) != c.lineno:
+    if view.first_line(c) != c.lineno:
         return False  # decorated
     before = lines[c.lineno - 1].encode("utf-8", "surrogateescape")[: c.col_offset]
     return bool(before.strip())

@@ -87,7 +87,8 @@ def patterns(op) -> list:
     return [(None, r.whole_statements)] if r.patterns is None else [(p, r.whole_statements) for p in r.patterns]
 
 
-def _first_line(s: ast.stmt) -> int:
+def first_line(s: ast.stmt) -> int:
+    """The first line of a statement, its decorators included."""
     return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
 
 
@@ -96,7 +97,7 @@ def _units(stmts: list, start: int) -> list[tuple[int, int, list]]:
     starts right after the previous one, so comments above a statement travel with it."""
     units: list = []
     for s in stmts:
-        first, end = _first_line(s), s.end_lineno or s.lineno
+        first, end = first_line(s), s.end_lineno or s.lineno
         if units and first <= units[-1][1]:
             a, b, ss = units[-1]
             units[-1] = (a, max(b, end), [*ss, s])
@@ -175,7 +176,7 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
                 keep(a, b)
                 continue
             if inner is not None:
-                body = _first_line(d.body[0])
+                body = first_line(d.body[0])
                 if body <= d.lineno:  # `class A: x = 1`: nothing to leave out
                     keep(a, b)
                     continue
@@ -183,7 +184,7 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
                 if not block(d.body, body, inner, False):
                     return False
             else:
-                first = _first_line(ss[0])
+                first = first_line(ss[0])
                 gap(a, b, _WS.match(lines[first - 1]).group(), first)
         return True
 

@@ -294,8 +294,14 @@ def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache, save):
 @click.option("--arch", metavar="LIST", help="Archs to build for, e.g. 120a,90a (default: the recipe's [verify] arch).")
 @click.option("--nvcc", metavar="PATH", help="The nvcc to use (default: $CUDA_HOME/bin/nvcc, else nvcc on PATH).")
 @click.option("--jobs", "-j", type=int, metavar="N", help="nvcc processes at once (default: every core).")
+@click.option(
+    "--nvcc-timeout",
+    type=float,
+    metavar="SECONDS",
+    help="Kill an nvcc run (with its process group) after this long and report it (default: 1800).",
+)
 @click.pass_context
-def verify(ctx, names, target, as_json, build, arch, nvcc, jobs):
+def verify(ctx, names, target, as_json, build, arch, nvcc, jobs, nvcc_timeout):
     """Prove recipes on the real toolchain: names resolve, and (--build) the CUDA compiles.
 
     \b
@@ -315,7 +321,8 @@ def verify(ctx, names, target, as_json, build, arch, nvcc, jobs):
 
     if not names:
         raise PatchkitError("verify needs recipe or bundle names", "e.g. `patchkit verify allreduce-fusion --build`")
-    sys.exit(run(_opts(ctx, names, target, as_json), build=build, arch=arch, nvcc=nvcc, jobs=jobs))
+    opts = _opts(ctx, names, target, as_json)
+    sys.exit(run(opts, build=build, arch=arch, nvcc=nvcc, jobs=jobs, nvcc_timeout=nvcc_timeout))
 
 
 @cli.command()

@@ -106,7 +106,7 @@ def _jit_texts(fi, over: dict) -> dict[str, str]:
     return out
 
 
-def build_report(session, recipes, pristine, patched, archs, nvcc, workers, progress) -> dict:
+def build_report(session, recipes, pristine, patched, archs, nvcc, workers, progress, timeout) -> dict:
     """Compile what the edits reach, pristine and patched, per arch; the report's ``build``."""
     from patchkit.verify import build as B
     from patchkit.verify import jitspec, report
@@ -176,7 +176,7 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
                 key = B.key_for(nvcc_id, tree.rel(u), arch, flags, content)
                 jobs.append(B.Job(u, arch, v, flags, key))
                 index[(u, arch, v)] = key
-    results = B.run(nvcc, tree, jobs, variants, count, workers, progress)
+    results = B.run(nvcc, tree, jobs, variants, count, workers, progress, timeout)
     for u in units:
         doc["units"].append(
             {
@@ -305,6 +305,7 @@ def verify(
     arch: Optional[str] = None,
     nvcc: Optional[str] = None,
     jobs: Optional[int] = None,
+    nvcc_timeout: Optional[float] = None,
 ) -> int:
     from patchkit.verify import build as B
     from patchkit.verify import report
@@ -312,6 +313,8 @@ def verify(
     nvcc_path = B.find_nvcc(nvcc) if build else None  # no nvcc: exit 2 before anything is read
     if jobs is not None and jobs < 1:
         raise PatchkitError(f"--jobs {jobs}: must be at least 1", "e.g. --jobs 4 (default: every core)")
+    if nvcc_timeout is not None and not nvcc_timeout > 0:
+        raise PatchkitError(f"--nvcc-timeout {nvcc_timeout:g}: must be more than 0 seconds", "e.g. --nvcc-timeout 3600")
     recipes, session, left_out = _session(opts)
     archs = _archs(arch, recipes) if build else []
     key = _plan_key(session, recipes)
@@ -326,7 +329,8 @@ def verify(
         pristine, patched = planned["pristine"], planned["patched"]
         workers = jobs or os.cpu_count() or 1
         progress = (lambda s: say(f"verify: {s}", err=True)) if not opts.json else (lambda s: None)
-        doc["build"] = build_report(session, recipes, pristine, patched, archs, nvcc_path, workers, progress)
+        timeout = nvcc_timeout or B.DEFAULT_TIMEOUT
+        doc["build"] = build_report(session, recipes, pristine, patched, archs, nvcc_path, workers, progress, timeout)
         doc["errors"] += doc["build"].pop("errors", [])
     doc["ok"] = report.ok(doc)
     if opts.json:

@@ -73,6 +73,8 @@ UNIT_SUFFIXES = (".cu",)
 C_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".inc", ".inl")
 _RUNNING: set = set()  # nvcc processes under way, killed if the run is interrupted
 _LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set under _LOCK when a run is interrupted: no nvcc starts after it
+DEFAULT_TIMEOUT = 1800  # seconds per nvcc run: FlashInfer's largest comm unit takes ~4 min on one loaded core
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
 
 
@@ -337,8 +339,9 @@ def _store(key: str, data: dict, ptx_text: Optional[str] = None) -> None:
     os.replace(tmp, base.with_suffix(".json"))
 
 
-def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str, ...]) -> Result:
-    """One nvcc run: the unit to PTX for one arch, in the mirror of its variant."""
+def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str, ...], timeout: float) -> Result:
+    """One nvcc run: the unit to PTX for one arch, in the mirror of its variant.  A run past
+    ``timeout`` seconds is killed with its process group and reported as a failed build."""
     with tempfile.TemporaryDirectory(prefix="patchkit-ptx-") as tmp:
         out = Path(tmp) / "unit.ptx"
         cmd = [
@@ -352,23 +355,36 @@ def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str
             str(mirror / tree.rel(job.unit)),
         ]
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=mirror,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,  # its own process group: cicc and ptxas go with it when killed
-        )
-        with _LOCK:
+        with _LOCK:  # started and registered as one step, so an interrupt cannot fall between them
+            if _STOPPING.is_set():
+                raise KeyboardInterrupt
+            proc = subprocess.Popen(
+                cmd,
+                cwd=mirror,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                start_new_session=True,  # its own process group: cicc and ptxas go with it when killed
+            )
             _RUNNING.add(proc)
+        timed_out = False
         try:
-            stdout, stderr = proc.communicate()
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill(proc)
+                stdout, stderr = proc.communicate()
         finally:
             with _LOCK:
                 _RUNNING.discard(proc)
         seconds = time.monotonic() - t0
+        if _STOPPING.is_set():  # killed by an interrupt: not a result, and never cached as one
+            raise KeyboardInterrupt
+        if timed_out:  # not cached: a slower machine or a longer --nvcc-timeout may finish it
+            said = f"nvcc ran past {timeout:g} s and was killed (raise it with --nvcc-timeout SECONDS)"
+            return Result(False, said, seconds, False)
         if proc.returncode != 0 or not out.is_file():
             said = first_error(stderr + stdout).replace(f"{mirror}{os.sep}", "")  # tree-relative paths
             data = {"built": False, "error": said, "seconds": seconds}
@@ -388,6 +404,7 @@ def run(
     count: tuple[str, ...],
     workers: int,
     progress=lambda s: None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Result]:
     """Every job's result by key: from the cache, else compiled (distinct keys only, on
     ``workers`` nvcc processes at once)."""
@@ -410,20 +427,30 @@ def run(
             tree.mirror(mirrors[v], variants[v])
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers))
         try:
-            futs = {pool.submit(compile_one, nvcc, j, mirrors[j.variant], tree, count): j for j in todo.values()}
+            futs = {
+                pool.submit(compile_one, nvcc, j, mirrors[j.variant], tree, count, timeout): j for j in todo.values()
+            }
             for fut in concurrent.futures.as_completed(futs):
                 j = futs[fut]
                 results[j.key] = r = fut.result()
                 said = "built" if r.built else "FAILED"
                 progress(f"{tree.rel(j.unit)} sm_{j.arch} {j.variant}: {said} in {r.seconds:.0f} s")
         except BaseException:  # Ctrl-C, or a bug: no nvcc is left running behind us
-            pool.shutdown(wait=False, cancel_futures=True)
             with _LOCK:
+                _STOPPING.set()  # a worker about to start nvcc sees this and starts none
                 for proc in list(_RUNNING):
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    _kill(proc)
+            # Every worker now returns at once (its nvcc is dead, or it never started one) and
+            # reaps its process, so none outlives the run, not even as a zombie.
+            pool.shutdown(wait=True, cancel_futures=True)
+            _STOPPING.clear()
             raise
         pool.shutdown()
     return results
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

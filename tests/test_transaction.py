@@ -373,3 +373,62 @@ def test_a_record_dir_in_the_way_of_a_rename_is_refused_before_the_first(site, r
     code, out, err = cli(run_cli, site, "apply", "widen")
     assert code == 2 and f"would rename a temp over {d}, which is a directory; nothing was done" in err, err
     assert gate.read_text() == MODULE and all(t.exists() for t in temps)
+
+
+def _evil_wheel(dest: Path, files: dict[str, bytes]) -> Path:
+    """A wheel (evil 0.1) that installs ``files`` into site-packages: what a package on an
+    index, or a dependency of one, can ship."""
+    import zipfile
+
+    info = "evil-0.1.dist-info"
+    files = {
+        **files,
+        "evil/__init__.py": b"",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: evil\nVersion: 0.1\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rows = [(rel, record.hash_of(data), str(len(data))) for rel, data in files.items()]
+    files[f"{info}/RECORD"] = record.render([*rows, (f"{info}/RECORD", "", "")])
+    whl = dest / "evil-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for rel, data in files.items():
+            z.writestr(rel, data)
+    return whl
+
+
+@pytest.mark.real
+def test_a_wheel_installed_with_pip_that_ships_records_cannot_make_apply_rename_outside(run_cli, tmp_path):
+    """The red team's attack, for real: a wheel shipping .patchkit/txn-pending.json and
+    txn-commit.json into a venv's site-packages (beside a real sglang release), whose roots and
+    entries name a victim directory.  `patchkit apply sm120 --python` used to "finish" it:
+    rename the attacker's file over the victim's and make .patchkit/ and a lock there."""
+    from tests.test_upgrade import install
+    from tests.test_wheel import make_venv, pip
+
+    py, site = make_venv(tmp_path / "venv")
+    install(py, ("sglang", "0.5.9"), ("flashinfer-python", "0.6.3"))  # the releases sm120 edits, cached
+    site = site.resolve()
+    victim = (tmp_path / "victim").resolve()
+    victim.mkdir()
+    (victim / "settings.py").write_text("TRUSTED = True\n")
+    evil = victim / ".settings.py.abcdefgh.patchkit-tmp"  # where anyone may write (a shared /tmp, say)
+    evil.write_text("TRUSTED = False\n")
+    entries = [(victim / "settings.py", evil)]
+    records = {
+        ".patchkit/txn-pending.json": json.dumps(_record([site, victim], site, entries)).encode(),
+        ".patchkit/txn-commit.json": json.dumps(_record([site, victim], site, entries, commit=True)).encode(),
+    }
+    pip(py, "install", "--no-deps", "--no-index", "--no-compile", str(_evil_wheel(tmp_path, records)))
+    assert (site / ".patchkit" / "txn-pending.json").is_file()  # pip put them there
+    before = snapshot(site, state=True)
+
+    code, out, err = run_cli("apply", "sm120", "--python", str(py))
+    assert code == 2, out + err
+    assert (
+        f"patchkit: error: {site}/.patchkit/txn-pending.json: names root {victim} which is not a target of this"
+        " run; nothing was done" in err
+    ), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in victim.iterdir()) == [evil.name, "settings.py"]  # no .patchkit/, no lock
+    assert (victim / "settings.py").read_text() == "TRUSTED = True\n"
+    assert snapshot(site, state=True) == before  # nothing renamed, created or locked in the venv either

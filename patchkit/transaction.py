@@ -95,11 +95,17 @@ def sweep(root: Path, beside: tuple = ()) -> None:
     half-written) and beside the files in ``beside``.  A run that never committed leaves
     its temps beside files its pending marker names (``recover`` removes those); this also
     catches those of a run whose marker is gone, or of a release that wrote none.
-    Call with the root locked: no other run can be writing them."""
-    for d in (_state(root), _state(root) / BLOBS):
-        _unlink(_temps(d))
+    Call with the root locked: no other run can be writing them.  Never through a symlink:
+    a directory that leads elsewhere (a planted ``.patchkit/written``, a dist-info) is not
+    patchkit's to clean."""
+    state = _state(root)
+    for d in (state, state / BLOBS):
+        if txnrecord.kind(state) == txnrecord.kind(d) == "a directory":
+            _unlink(_temps(d))
     for path in sorted(set(beside)):
-        _unlink(_temps(Path(path).parent, glob_escape(Path(path).name)))
+        d = Path(path).parent
+        if (d == root or root in d.parents) and os.path.realpath(d) == str(d):
+            _unlink(_temps(d, glob_escape(Path(path).name)))
 
 
 def glob_escape(name: str) -> str:

@@ -7,8 +7,9 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
 2. ``check``: every refusal (a system site-packages, a file or directory that cannot be
    written, a .patchkit that is a symlink), before any lock is taken or directory made.
    ``--dry-run`` stops here, having run every check the real run runs;
-3. lock every target root; finish any transaction a kill interrupted (``recover``); if a
-   file changed since it was read, plan again under the lock;
+3. lock every target root; finish any transaction a kill interrupted (``recover``), its
+   records checked first (patchkit/txnrecord.py: one naming anything but this run's
+   targets is refused); if a file changed since it was read, plan again under the lock;
 4. ``write``, the one commit protocol:
 
    a. in each root, ``.patchkit/txn-pending.json`` names the transaction and every path it

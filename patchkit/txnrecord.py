@@ -115,9 +115,9 @@ def commit(doc: dict, targets: frozenset[Path]) -> Optional[dict]:
         raise bad(path, why)
     if got["id"] != doc["id"]:
         return None
-    same = ("action", "recipes", "primary", "roots")
+    same = ("action", "recipes", "primary", "roots", "journals")
     if any(got[k] != doc[k] for k in same) or [_row(e) for e in got["entries"]] != [_row(e) for e in doc["entries"]]:
-        raise bad(path, f"does not match the pending marker {primary / STATE_DIR / PENDING} of its transaction")
+        raise bad(path, "does not match the pending marker of its transaction")
     return got
 
 

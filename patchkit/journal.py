@@ -132,11 +132,11 @@ def parse(data: bytes) -> tuple[dict, str]:
         return {}, f"not JSON: {str(e)[:80]}" if data.strip() else "empty"
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         return {}, f"not a patchkit journal of format {FORMAT}"
-    why = _shape_error(doc.get("engines"))
+    why = shape_error(doc.get("engines"))
     return ({}, why) if why else (doc["engines"], "")
 
 
-def _shape_error(engines) -> str:
+def shape_error(engines) -> str:
     """Why ``engines`` is not what ``render`` writes, or ""."""
     if not isinstance(engines, dict):
         return "engines is not a table"

@@ -46,8 +46,9 @@ class Session:
         self.swept: dict[str, Optional[str]] = {}
         # Recipes an interrupted apply/revert was writing when it was killed (per root).
         self.interrupted: dict[Path, transaction.Interrupted] = {}
+        roots = {t.root for t in targets.values()}
         for t in targets.values():
-            found = transaction.interrupted(t.root)
+            found = transaction.interrupted(t.root, roots)
             if found is not None:
                 self.interrupted[t.root] = found
 

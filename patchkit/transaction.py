@@ -7,8 +7,9 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
 2. ``check``: every refusal (a system site-packages, a file or directory that cannot be
    written, a .patchkit that is a symlink), before any lock is taken or directory made.
    ``--dry-run`` stops here, having run every check the real run runs;
-3. lock every target root; finish any transaction a kill interrupted (``recover``); if a
-   file changed since it was read, plan again under the lock;
+3. lock every target root; finish any transaction a kill interrupted (``recover``), its
+   records checked first (patchkit/txnrecord.py: one naming anything but this run's
+   targets is refused); if a file changed since it was read, plan again under the lock;
 4. ``write``, the one commit protocol:
 
    a. in each root, ``.patchkit/txn-pending.json`` names the transaction and every path it
@@ -35,13 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from patchkit import fsio, record
+from patchkit import fsio, record, txnrecord
 from patchkit.errors import TargetError
 from patchkit.journal import BLOBS, PATH, Journal, sha256
 from patchkit.target import STATE_DIR
 from patchkit.target import TXN_PENDING as PENDING
-
-COMMIT = "txn-commit.json"
+from patchkit.txnrecord import COMMIT
 
 
 @dataclass
@@ -57,46 +57,23 @@ def _state(root: Path) -> Path:
     return root / STATE_DIR
 
 
-def _read(path: Path) -> Optional[dict]:
-    try:
-        doc = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise TargetError(
-            f"{path}: an unreadable transaction record ({e})",
-            "a patchkit run was interrupted and its record is damaged; look at the files it names, then remove it",
-        ) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-        raise TargetError(f"{path}: not a patchkit transaction record", "remove it, then run the command again")
-    return doc
-
-
-def _commit_record(doc: dict) -> Optional[dict]:
-    """The commit record of the transaction a pending marker names, if it got that far."""
-    commit = _read(_state(Path(doc["primary"])) / COMMIT)
-    return commit if commit is not None and commit.get("id") == doc.get("id") else None
-
-
-def interrupted(root: Path) -> Optional[Interrupted]:
+def interrupted(root: Path, targets) -> Optional[Interrupted]:
     """The committed, unfinished transaction that touched ``root``, if a kill left one.
+    ``targets``: every target root of this run (a record naming any other is refused).
     Reads only (status uses it without a lock)."""
-    doc = _read(_state(root) / PENDING)
-    if doc is None or _commit_record(doc) is None:
+    targets = frozenset(targets)
+    doc = txnrecord.pending(root, targets)
+    if doc is None or txnrecord.commit(doc, targets) is None:
         return None  # nothing, or a transaction that never committed: every file is as it was
-    engines = doc.get("journals", {}).get(str(root), {})
-    return Interrupted(doc.get("action", "apply"), tuple(doc.get("recipes", ())), Journal(root, engines))
+    engines = doc["journals"].get(str(root), {})
+    return Interrupted(doc["action"], tuple(doc["recipes"]), Journal(root, engines))
 
 
 def pending_roots(roots: list[Path]) -> list[Path]:
-    """Roots (among these, and those their records name) with a transaction to finish or clean."""
-    out = set()
-    for root in roots:
-        doc = _read(_state(root) / PENDING)
-        if doc is not None:
-            out.add(root)
-            out.update(Path(r) for r in doc.get("roots", ()))
-    return sorted(out)
+    """The roots (of this run's, ``roots``) with a transaction to finish or clean: each
+    record checked, so one naming anything but these roots is refused here."""
+    targets = frozenset(roots)
+    return sorted(r for r in targets if txnrecord.pending(r, targets) is not None)
 
 
 def _temps(d: Path, name: str = "*") -> list[Path]:
@@ -119,11 +96,17 @@ def sweep(root: Path, beside: tuple = ()) -> None:
     half-written) and beside the files in ``beside``.  A run that never committed leaves
     its temps beside files its pending marker names (``recover`` removes those); this also
     catches those of a run whose marker is gone, or of a release that wrote none.
-    Call with the root locked: no other run can be writing them."""
-    for d in (_state(root), _state(root) / BLOBS):
-        _unlink(_temps(d))
+    Call with the root locked: no other run can be writing them.  Never through a symlink:
+    a directory that leads elsewhere (a planted ``.patchkit/written``, a dist-info) is not
+    patchkit's to clean."""
+    state = _state(root)
+    for d in (state, state / BLOBS):
+        if txnrecord.kind(state) == txnrecord.kind(d) == "a directory":
+            _unlink(_temps(d))
     for path in sorted(set(beside)):
-        _unlink(_temps(Path(path).parent, glob_escape(Path(path).name)))
+        d = Path(path).parent
+        if (d == root or root in d.parents) and os.path.realpath(d) == str(d):
+            _unlink(_temps(d, glob_escape(Path(path).name)))
 
 
 def glob_escape(name: str) -> str:
@@ -132,14 +115,26 @@ def glob_escape(name: str) -> str:
 
 def recover(roots: list[Path]) -> list[str]:
     """Finish (roll forward) a committed transaction, or clean up one that never committed.
-    Call with every root in ``pending_roots`` locked.  Returns notes for the user."""
-    notes = []
-    for root in roots:
-        doc = _read(_state(root) / PENDING)
-        if doc is None:
-            continue
+    Call with every root of this run locked.  Every record is checked first, and every
+    rename it asks for, so a bad one is refused with nothing renamed.  Returns notes for
+    the user."""
+    targets = frozenset(roots)
+    found = []
+    for root in sorted(targets):
+        doc = txnrecord.pending(root, targets)
+        if doc is not None:
+            done = txnrecord.commit(doc, targets)
+            if done is not None:
+                txnrecord.ready(done, _state(Path(doc["primary"])) / COMMIT)
+            found.append((root, doc, done))
+    notes: list[str] = []
+    seen: set[str] = set()
+    for root, doc, done in found:
+        if doc["id"] in seen:
+            continue  # the same transaction, found in another of its roots
+        seen.add(doc["id"])
         try:
-            notes += _recover(doc)
+            notes += _recover(doc, done)
         except OSError as e:
             raise TargetError(
                 f"{e.filename or root}: cannot finish the write a kill interrupted ({e.strerror or e})",
@@ -149,18 +144,17 @@ def recover(roots: list[Path]) -> list[str]:
     return notes
 
 
-def _recover(doc: dict) -> list[str]:
+def _recover(doc: dict, commit: Optional[dict]) -> list[str]:
     notes = []
-    commit = _commit_record(doc)
     if commit is not None:
         for e in commit["entries"]:
             tmp, path = Path(e["tmp"]), Path(e["path"])
-            if tmp.exists():
+            if os.path.lexists(tmp):
                 fsio.replace(tmp, path)
         for d in {Path(e["path"]).parent for e in commit["entries"]}:
             fsio.fsync_dir(d)
-        recipes = ", ".join(commit.get("recipes", ()))
-        notes.append(f"finished the `patchkit {commit.get('action')}` that a kill interrupted ({recipes})")
+        recipes = ", ".join(commit["recipes"])
+        notes.append(f"finished the `patchkit {commit['action']}` that a kill interrupted ({recipes})")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(_state(Path(doc["primary"])) / COMMIT)
     else:
@@ -168,7 +162,7 @@ def _recover(doc: dict) -> list[str]:
         for e in doc["entries"]:
             path = Path(e["path"])
             _unlink(_temps(path.parent, glob_escape(path.name)))
-    for r in doc.get("roots", ()):
+    for r in doc["roots"]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(_state(Path(r)) / PENDING)
     return notes
@@ -212,15 +206,19 @@ def check(session, plan) -> None:
         if record.is_installed_tree(root):
             record.guard_writable(root)  # a system site-packages is refused
         state = _state(root)
-        if state.is_symlink():
+        if txnrecord.kind(state) == "a symlink":
             raise TargetError(
                 f"{state}: is a symlink; patchkit keeps its journal and lock inside the target only",
                 "remove the symlink (patchkit recreates the directory)",
             )
+        _in_the_way(state, directory=True)
         _writable(state if state.is_dir() else root, directory=True)
         if state.is_dir():
-            for name in (PATH, "lock", PENDING, COMMIT, record.MEMORY):
+            for name in (PATH, PENDING, COMMIT, record.MEMORY):
+                _in_the_way(state / name)
                 _writable(state / name)
+            _writable(state / "lock")
+            _in_the_way(state / BLOBS, directory=True)
             if (state / BLOBS).is_dir():
                 _writable(state / BLOBS, directory=True)
     seen: dict[Path, str] = {}
@@ -235,6 +233,20 @@ def check(session, plan) -> None:
         _writable(f.real, where=f.where())
     for path, _, _ in record.plan_updates(session, plan):
         _writable(path)
+
+
+def _in_the_way(path: Path, directory: bool = False) -> None:
+    """Refuse what stands where the write puts a file (or makes a directory) of its own and a
+    rename or mkdir would fail or follow it: a directory where a file goes, a symlink, a
+    FIFO.  Checked before the commit point, so a write never stops half-way on one."""
+    what = txnrecord.kind(path)
+    if what in (None, "a directory" if directory else "a file"):
+        return
+    raise TargetError(
+        f"{path}: is {what}, where patchkit writes {'a directory' if directory else 'a file'} of its own;"
+        " nothing was written",
+        "move it out of the way (patchkit writes it anew), then run the command again",
+    )
 
 
 def _writable(path: Path, where: object = None, directory: bool = False) -> None:
@@ -260,6 +272,10 @@ def write(session, plan, action: str) -> None:
     writes = _writes(session, plan)
     if not writes:
         return
+    for path in sorted({p.parent for p, _, _ in writes}):  # under the lock, just before step (a)
+        _in_the_way(path, directory=True)
+    for path, _, _ in writes:
+        _in_the_way(path)
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
     primary = roots[0]
     txn = {
@@ -326,9 +342,10 @@ def write(session, plan, action: str) -> None:
 
 def _committed(txn: dict) -> bool:
     try:
-        return _commit_record(txn) is not None
-    except (TargetError, OSError):
+        doc = txnrecord.read(_state(Path(txn["primary"])) / COMMIT)
+    except TargetError:
         return False
+    return isinstance(doc, dict) and doc.get("id") == txn["id"]
 
 
 def _drop_blobs(j: Journal) -> None:
@@ -357,9 +374,8 @@ def run(make_plan: Callable[[], tuple], action: str, dry_run: bool):
     notes: list[str] = []
     with fsio.locked(roots):
         stuck = pending_roots(roots)
-        if stuck:
-            with fsio.locked([r for r in stuck if r not in roots]):
-                notes += recover(stuck)
+        if stuck:  # a record names only roots of this run (txnrecord): all locked already
+            notes += recover(roots)
         beside = _beside(session)
         for root in roots:
             sweep(root, tuple(p for p in beside if root in p.parents))

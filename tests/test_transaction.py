@@ -215,3 +215,220 @@ def test_the_lock_timeout_is_read_when_a_lock_is_taken(monkeypatch):
     monkeypatch.setenv(fsio.LOCK_TIMEOUT_ENV, "soon")
     with pytest.raises(TargetError, match="is not a number"):
         fsio.lock_timeout()
+
+
+# -- records are checked before recovery acts on them (patchkit/txnrecord.py) ------------------
+
+ID = "0123456789abcdef"
+SHA = "5" * 64
+
+
+def _record(roots, primary, entries, commit=False) -> dict:
+    rows = [{"path": str(p), "new": SHA, "old": None, **({"tmp": str(t)} if commit else {})} for p, t in entries]
+    return {
+        "id": ID,
+        "action": "apply",
+        "recipes": ["widen"],
+        "primary": str(primary),
+        "roots": [str(r) for r in roots],
+        "journals": {},
+        "entries": rows,
+    }
+
+
+def _plant(root: Path, roots, primary, entries, commit=True) -> None:
+    (root / ".patchkit").mkdir(exist_ok=True)
+    (root / ".patchkit" / transaction.PENDING).write_text(json.dumps(_record(roots, primary, entries)))
+    if commit:
+        (Path(primary) / ".patchkit").mkdir(exist_ok=True)
+        (Path(primary) / ".patchkit" / transaction.COMMIT).write_text(
+            json.dumps(_record(roots, primary, entries, commit=True))
+        )
+
+
+def test_a_record_naming_a_root_outside_this_run_is_refused_with_nothing_renamed_or_locked(site, run_cli, tmp_path):
+    """A planted record whose roots and entries point at another tree: the next apply used to
+    rename the planted temp over the victim and make .patchkit/ and a lock there."""
+    root, _ = site
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.py").write_text("KEEP = 1\n")
+    evil = victim / ".keep.py.abcdefgh.patchkit-tmp"
+    evil.write_text("PWNED = 1\n")
+    _plant(root, [root, victim], root, [(victim / "keep.py", evil)])
+    before, planted = snapshot(root), snapshot(root, state=True)
+    for command in ("apply", "revert", "status"):
+        code, out, err = cli(run_cli, site, command, *(["widen"] if command != "status" else []))
+        assert code == 2, (command, out, err)
+        line = err.strip()
+        assert line == (
+            f"patchkit: error: {root}/.patchkit/txn-pending.json: names root {victim} which is not a target of this"
+            " run; nothing was done (hint: if you did not plant it, remove it; if a patchkit run you started left"
+            " it, run `patchkit apply` or `patchkit revert` again naming every target that run wrote to, to"
+            " finish it)"
+        ), line
+    assert sorted(p.name for p in victim.iterdir()) == [".keep.py.abcdefgh.patchkit-tmp", "keep.py"]
+    assert (victim / "keep.py").read_text() == "KEEP = 1\n"
+    assert snapshot(root) == before and snapshot(root, state=True) == planted  # the record is left as it was
+    assert not (root / ".patchkit" / "lock").exists()
+
+
+def _two_roots(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for r in (a, b):
+        (r / "pkg").mkdir(parents=True)
+        (r / "pkg" / "m.py").write_text("x = 1\n")
+    return a.resolve(), b.resolve()
+
+
+def test_a_record_across_two_targets_is_accepted_only_when_both_are_targets(tmp_path):
+    from patchkit import txnrecord
+
+    a, b = _two_roots(tmp_path)
+    entries = [(a / "pkg" / "m.py", a / "pkg" / ".m.py.k3v9q2_a.patchkit-tmp")]
+    entries.append((b / "pkg" / "m.py", b / "pkg" / ".m.py.patchkit-4242.tmp"))  # the older releases' form
+    _plant(a, [a, b], a, entries)
+    _plant(b, [a, b], a, entries, commit=False)
+    both = frozenset({a, b})
+    for r in (a, b):
+        doc = txnrecord.pending(r, both)
+        assert doc is not None and txnrecord.commit(doc, both)["id"] == ID
+    with pytest.raises(TargetError, match=f"names root {b} which is not a target of this run; nothing was done"):
+        txnrecord.pending(a, frozenset({a}))
+
+
+def test_a_record_that_does_not_name_its_own_root_or_sits_outside_its_primary_is_refused(tmp_path):
+    from patchkit import txnrecord
+
+    a, b = _two_roots(tmp_path)
+    both = frozenset({a, b})
+    _plant(a, [b], b, [(b / "pkg" / "m.py", b / "pkg" / ".m.py.k3v9q2_a.patchkit-tmp")], commit=False)
+    with pytest.raises(TargetError, match=f"txn-pending.json: lies in {a}, which is not one of its roots"):
+        txnrecord.pending(a, both)
+    # a commit record must sit in the primary root it names
+    (a / ".patchkit" / transaction.PENDING).unlink()
+    entries = [(a / "pkg" / "m.py", a / "pkg" / ".m.py.k3v9q2_a.patchkit-tmp")]
+    _plant(a, [a, b], a, entries, commit=False)
+    (b / ".patchkit").mkdir()
+    (b / ".patchkit" / transaction.COMMIT).write_text(json.dumps(_record([a, b], a, entries, commit=True)))
+    doc = txnrecord.pending(a, both)
+    assert txnrecord.commit(doc, both) is None  # read from the primary's .patchkit only
+    why = txnrecord._why(_record([a, b], a, entries, commit=True), b, both, commit=True)
+    assert why == f"is a commit record in {b}, which is not its primary root"
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
+def test_a_journal_in_the_way_is_refused_before_the_first_rename(site, run_cli, tmp_path, monkeypatch, kind):
+    """journal.json a directory (or a FIFO, a symlink) used to be found only after the commit
+    point: revert renamed every source file, then stopped half-way."""
+    import zipfile
+
+    from patchkit import fetch
+
+    root, _ = site
+    pristine = snapshot(root)
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    wheels = fetch.wheel_dir("sglang", "0.5.9")
+    wheels.mkdir(parents=True)
+    with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:  # revert's pristine reference
+        for rel, data in pristine.items():
+            z.writestr(rel, data)
+    assert cli(run_cli, site, "apply", "widen")[0] == 0
+    applied = snapshot(root)
+    journal = root / ".patchkit" / "journal.json"
+    journal.unlink()
+    {"directory": journal.mkdir, "fifo": lambda: os.mkfifo(journal), "symlink": lambda: journal.symlink_to(tmp_path)}[
+        kind
+    ]()
+    code, out, err = cli(run_cli, site, "revert", "widen")
+    what = {"directory": "a directory", "fifo": "a FIFO", "symlink": "a symlink"}[kind]
+    assert code == 2 and f"{journal}: is {what}, where patchkit writes a file of its own; nothing was written" in err
+    assert snapshot(root) == applied
+    assert not list(root.rglob("*.patchkit-tmp")) and not list((root / ".patchkit").glob("txn-*"))
+    (journal.rmdir if kind == "directory" else journal.unlink)()
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    assert snapshot(root) == pristine
+
+
+def test_the_write_itself_refuses_what_was_planted_after_the_checks(site, run_cli, monkeypatch):
+    """check() runs before the lock; write() checks every path again under it, before step (a)."""
+    root, _ = site
+    before = snapshot(root)
+    monkeypatch.setattr(transaction, "check", lambda session, plan: None)
+    (root / ".patchkit" / "journal.json").mkdir(parents=True)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 2 and "journal.json: is a directory, where patchkit writes a file of its own" in err, err
+    assert snapshot(root) == before and not list(root.rglob("*.patchkit-tmp"))
+
+
+def test_a_record_dir_in_the_way_of_a_rename_is_refused_before_the_first(site, run_cli):
+    """A committed record whose second path is now a directory: nothing renamed, not even the first."""
+    root, _ = site
+    gate, d = root / "sglang/srt/gate.py", root / "sglang/srt/d"
+    d.mkdir()
+    temps = [gate.parent / ".gate.py.k3v9q2_a.patchkit-tmp", d.parent / ".d.k3v9q2_a.patchkit-tmp"]
+    for t in temps:
+        t.write_text("NEW = 1\n")
+    _plant(root, [root], root, [(gate, temps[0]), (d, temps[1])])
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 2 and f"would rename a temp over {d}, which is a directory; nothing was done" in err, err
+    assert gate.read_text() == MODULE and all(t.exists() for t in temps)
+
+
+def _evil_wheel(dest: Path, files: dict[str, bytes]) -> Path:
+    """A wheel (evil 0.1) that installs ``files`` into site-packages: what a package on an
+    index, or a dependency of one, can ship."""
+    import zipfile
+
+    info = "evil-0.1.dist-info"
+    files = {
+        **files,
+        "evil/__init__.py": b"",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: evil\nVersion: 0.1\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rows = [(rel, record.hash_of(data), str(len(data))) for rel, data in files.items()]
+    files[f"{info}/RECORD"] = record.render([*rows, (f"{info}/RECORD", "", "")])
+    whl = dest / "evil-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for rel, data in files.items():
+            z.writestr(rel, data)
+    return whl
+
+
+@pytest.mark.real
+def test_a_wheel_installed_with_pip_that_ships_records_cannot_make_apply_rename_outside(run_cli, tmp_path):
+    """The red team's attack, for real: a wheel shipping .patchkit/txn-pending.json and
+    txn-commit.json into a venv's site-packages (beside a real sglang release), whose roots and
+    entries name a victim directory.  `patchkit apply sm120 --python` used to "finish" it:
+    rename the attacker's file over the victim's and make .patchkit/ and a lock there."""
+    from tests.test_upgrade import install
+    from tests.test_wheel import make_venv, pip
+
+    py, site = make_venv(tmp_path / "venv")
+    install(py, ("sglang", "0.5.9"), ("flashinfer-python", "0.6.3"))  # the releases sm120 edits, cached
+    site = site.resolve()
+    victim = (tmp_path / "victim").resolve()
+    victim.mkdir()
+    (victim / "settings.py").write_text("TRUSTED = True\n")
+    evil = victim / ".settings.py.abcdefgh.patchkit-tmp"  # where anyone may write (a shared /tmp, say)
+    evil.write_text("TRUSTED = False\n")
+    entries = [(victim / "settings.py", evil)]
+    records = {
+        ".patchkit/txn-pending.json": json.dumps(_record([site, victim], site, entries)).encode(),
+        ".patchkit/txn-commit.json": json.dumps(_record([site, victim], site, entries, commit=True)).encode(),
+    }
+    pip(py, "install", "--no-deps", "--no-index", "--no-compile", str(_evil_wheel(tmp_path, records)))
+    assert (site / ".patchkit" / "txn-pending.json").is_file()  # pip put them there
+    before = snapshot(site, state=True)
+
+    code, out, err = run_cli("apply", "sm120", "--python", str(py))
+    assert code == 2, out + err
+    assert (
+        f"patchkit: error: {site}/.patchkit/txn-pending.json: names root {victim} which is not a target of this"
+        " run; nothing was done" in err
+    ), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in victim.iterdir()) == [evil.name, "settings.py"]  # no .patchkit/, no lock
+    assert (victim / "settings.py").read_text() == "TRUSTED = True\n"
+    assert snapshot(site, state=True) == before  # nothing renamed, created or locked in the venv either

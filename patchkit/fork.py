@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-import git
-
+from patchkit import gitcli
 from patchkit.errors import PatchkitError, TargetError
+from patchkit.gitcli import Commit, GitError, Repo
 from patchkit.judge import Session, evaluate, results
 from patchkit.model import Recipe, per_engine
 from patchkit.planner import plan_apply
@@ -141,45 +141,44 @@ def names_of(branch: str) -> tuple[str, ...]:
     return tuple(branch[len(BRANCH_PREFIX) :].split("+"))
 
 
-def open_repo(path: str | Path) -> git.Repo:
+def open_repo(path: str | Path) -> Repo:
     p = Path(path).expanduser()
     if not p.is_dir():
         raise TargetError(
             f"{p}: fork repository does not exist",
             "pass --target ENGINE=DIR with a git clone of the upstream repository",
         )
-    try:
-        repo = git.Repo(p)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    found = gitcli.kind(p)
+    if found == "bare":
+        raise TargetError(f"{p}: a bare repository", "point --target at a clone with a work tree")
+    if found != "worktree":
         raise TargetError(
             f"{p}: not a git repository",
             "fork commands work on a git clone of upstream (e.g. `git clone "
             "https://github.com/sgl-project/sglang`); use `patchkit apply` for other trees",
-        ) from None
-    if repo.bare:
-        raise TargetError(f"{p}: a bare repository", "point --target at a clone with a work tree")
-    return repo
+        )
+    return Repo(p)
 
 
-def resolve(repo: git.Repo, rev: str) -> str:
+def resolve(repo: Repo, rev: str) -> str:
     try:
-        return repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
-    except git.GitCommandError:
+        return repo.git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except GitError:
         raise TargetError(
             f"{rev}: no such revision in {repo.working_tree_dir}",
             "fetch it first (`git fetch --tags`), or pass another --base/--to",
         ) from None
 
 
-def branch_head(repo: git.Repo, branch: str) -> Optional[str]:
+def branch_head(repo: Repo, branch: str) -> Optional[str]:
     try:
-        return repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
-    except git.GitCommandError:
+        return repo.git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
+    except GitError:
         return None
 
 
-def fork_branches(repo: git.Repo) -> list[str]:
-    out = repo.git.for_each_ref("--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}")
+def fork_branches(repo: Repo) -> list[str]:
+    out = repo.git("for-each-ref", "--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}")
     return [b for b in out.splitlines() if b]
 
 
@@ -214,7 +213,7 @@ def _split_note(recipe: Recipe, engine: str, carried) -> Optional[str]:
     )
 
 
-def _identity(repo: git.Repo, base: str) -> dict:
+def _identity(repo: Repo, base: str) -> dict:
     when = f"{repo.commit(base).committed_date} +0000"
     return {
         "GIT_AUTHOR_NAME": AUTHOR_NAME,
@@ -238,19 +237,19 @@ class _Worktree:
     index, so they hold the whole tree.
     """
 
-    def __init__(self, repo: git.Repo, rev: str) -> None:
+    def __init__(self, repo: Repo, rev: str) -> None:
         self.repo, self.rev = repo, rev
         self.path: Optional[Path] = None
-        self.wt: Optional[git.Repo] = None
+        self.wt: Optional[Repo] = None
 
     def __enter__(self) -> "_Worktree":
         tmp = Path(tempfile.mkdtemp(prefix="patchkit-fork-"))
         self.path = tmp / "tree"
         try:
-            self.repo.git.worktree("add", "--detach", "--no-checkout", "--quiet", str(self.path), self.rev)
-            self.wt = git.Repo(self.path)
-            self.wt.git.read_tree("HEAD")
-        except git.GitCommandError as e:
+            self.repo.git("worktree", "add", "--detach", "--no-checkout", "--quiet", str(self.path), self.rev)
+            self.wt = Repo(self.path)
+            self.wt.git("read-tree", "HEAD")
+        except GitError as e:
             self.__exit__()
             raise TargetError(
                 f"git could not check out {self.rev} into a temporary worktree: {_git_err(e)}",
@@ -261,26 +260,26 @@ class _Worktree:
     def materialize(self, paths: list[str]) -> None:
         """Write these files, and every file under these directories, as ``rev`` has them."""
         files = (
-            self.wt.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *sorted(set(paths))).split("\0")
+            self.wt.git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *sorted(set(paths))).split("\0")
             if paths
             else []
         )
         files = [f for f in files if f]
         for i in range(0, len(files), 500):
-            self.wt.git.checkout_index("-f", "--", *files[i : i + 500])
+            self.wt.git("checkout-index", "-f", "--", *files[i : i + 500])
 
     def __exit__(self, *exc) -> None:
         if self.path is None:
             return
         try:
-            self.repo.git.worktree("remove", "--force", str(self.path))
-        except git.GitCommandError:
+            self.repo.git("worktree", "remove", "--force", str(self.path))
+        except GitError:
             # Never registered, or half-made: delete it, then let git forget it (prune only
             # drops entries whose directory is gone).
             shutil.rmtree(self.path.parent, ignore_errors=True)
             try:
-                self.repo.git.worktree("prune")
-            except git.GitCommandError:
+                self.repo.git("worktree", "prune")
+            except GitError:
                 pass
         shutil.rmtree(self.path.parent, ignore_errors=True)
 
@@ -292,9 +291,8 @@ def _visible(engine: str) -> list[str]:
     return sorted({pp for _, pp in ENGINES[engine].layouts["git"]} | {"version.txt"})
 
 
-def _git_err(e: git.GitCommandError) -> str:
-    lines = (e.stderr or "").strip().splitlines()
-    return lines[-1].strip().removeprefix("stderr: ").strip("' ") if lines else str(e)
+def _git_err(e: GitError) -> str:
+    return e.last_line()
 
 
 def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
@@ -312,7 +310,7 @@ def _relocated(recipe: Recipe, evals) -> tuple[Recipe, tuple[str, ...]]:
     return dataclasses.replace(recipe, ops=tuple(ops)), tuple(notes)
 
 
-def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Build:
+def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Build:
     """Build the fork of ``recipes`` for ``engine`` on ``base_rev``; move no branch.
 
     Every recipe is first judged on the base's pristine tree: upstream -> dropped, moved ->
@@ -397,16 +395,15 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
             if not files:  # every pending op was a no-op; nothing to carry
                 out.steps.append(Step(r.id, res.state, DROPPED, notes=notes, result=plan.results[0]))
                 continue
-            wt.git.add("--", *files)
-            tree = wt.git.write_tree()
+            wt.git("add", "--", *files)
+            tree = wt.git("write-tree")
             with tempfile.NamedTemporaryFile("w", suffix=".msg", delete=False, encoding="utf-8") as mf:
                 mf.write(message(r, engine, notes))
             try:
-                with wt.git.custom_environment(**env):
-                    parent = wt.git.commit_tree(tree, "-p", parent, "-F", mf.name, "--no-gpg-sign")
+                parent = wt.git("commit-tree", tree, "-p", parent, "-F", mf.name, "--no-gpg-sign", env=env)
             finally:
                 Path(mf.name).unlink()
-            wt.git.update_ref("--no-deref", "HEAD", parent)
+            wt.git("update-ref", "--no-deref", "HEAD", parent)
             out.steps.append(Step(r.id, res.state, COMMITTED, commit=parent, files=files, notes=notes, result=res))
         out.head = parent
     return out
@@ -415,11 +412,11 @@ def build(repo: git.Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> 
 # -- reading a branch back --------------------------------------------------------------------
 
 
-def _is_ours(c: git.Commit) -> bool:
-    return c.author.email == AUTHOR_EMAIL and bool(_TRAILER_RE.search(c.message))
+def _is_ours(c: Commit) -> bool:
+    return c.author_email == AUTHOR_EMAIL and bool(_TRAILER_RE.search(c.message))
 
 
-def carried(repo: git.Repo, head: str, catalog_sha: dict[str, str]) -> tuple[str, list[Carried]]:
+def carried(repo: Repo, head: str, catalog_sha: dict[str, str]) -> tuple[str, list[Carried]]:
     """The base commit of a fork branch and its patchkit commits, oldest first.
 
     The base is the first first-parent ancestor that patchkit did not make."""
@@ -438,26 +435,26 @@ def carried(repo: git.Repo, head: str, catalog_sha: dict[str, str]) -> tuple[str
         )
         if not c.parents:
             break
-        c = c.parents[0]
+        c = repo.commit(c.parents[0])
     return c.hexsha, out[::-1]
 
 
-def foreign_tip(repo: git.Repo, branch: str, head: str) -> Optional[str]:
+def foreign_tip(repo: Repo, branch: str, head: str) -> Optional[str]:
     """A commit on the branch that patchkit did not make and that no other ref holds (it
     would be lost by a rebuild), or None."""
     base, _ = carried(repo, head, {})
     holders = [
         r
-        for r in repo.git.for_each_ref("--format=%(refname)", f"--contains={base}").splitlines()
+        for r in repo.git("for-each-ref", "--format=%(refname)", f"--contains={base}").splitlines()
         if r and r != f"refs/heads/{branch}"
     ]
     return None if holders else base
 
 
-def checked_out_in(repo: git.Repo, branch: str) -> list[Path]:
+def checked_out_in(repo: Repo, branch: str) -> list[Path]:
     """Work trees that have ``branch`` checked out."""
     out, path = [], None
-    for line in repo.git.worktree("list", "--porcelain").splitlines():
+    for line in repo.git("worktree", "list", "--porcelain").splitlines():
         if line.startswith("worktree "):
             path = Path(line[len("worktree ") :])
         elif line == f"branch refs/heads/{branch}" and path is not None:
@@ -465,11 +462,11 @@ def checked_out_in(repo: git.Repo, branch: str) -> list[Path]:
     return out
 
 
-def check_checkouts(repo: git.Repo, branch: str) -> list[Path]:
+def check_checkouts(repo: Repo, branch: str) -> list[Path]:
     """Work trees that have ``branch`` checked out; refuses if one has local changes."""
     holders = checked_out_in(repo, branch)
     for wt_path in holders:
-        dirty = git.Repo(wt_path).git.status("--porcelain", "--untracked-files=no")
+        dirty = Repo(wt_path).git("status", "--porcelain", "--untracked-files=no")
         if dirty:
             lines = dirty.splitlines()
             raise PatchkitError(
@@ -481,7 +478,7 @@ def check_checkouts(repo: git.Repo, branch: str) -> list[Path]:
     return holders
 
 
-def move_branch(repo: git.Repo, branch: str, new: str, old: Optional[str], reason: str) -> None:
+def move_branch(repo: Repo, branch: str, new: str, old: Optional[str], reason: str) -> None:
     """Point ``branch`` at ``new`` if it still points at ``old`` (None: it must not exist).
 
     A work tree that has the branch checked out must be clean; its index and files follow
@@ -489,17 +486,17 @@ def move_branch(repo: git.Repo, branch: str, new: str, old: Optional[str], reaso
     holders = check_checkouts(repo, branch) if old else []
     for wt_path in holders:
         try:
-            git.Repo(wt_path).git.read_tree("-m", "-u", old, new)
-        except git.GitCommandError as e:
+            Repo(wt_path).git("read-tree", "-m", "-u", old, new)
+        except GitError as e:
             raise PatchkitError(
                 f"could not update {branch} checked out in {wt_path}: {_git_err(e)}",
                 "check out another branch there and run the command again",
             ) from None
     try:
-        repo.git.update_ref("-m", reason, f"refs/heads/{branch}", new, old or "0" * 40)
-    except git.GitCommandError as e:
+        repo.git("update-ref", "-m", reason, f"refs/heads/{branch}", new, old or "0" * 40)
+    except GitError as e:
         for wt_path in holders:  # put the files back where HEAD still is
-            git.Repo(wt_path).git.read_tree("-m", "-u", new, old)
+            Repo(wt_path).git("read-tree", "-m", "-u", new, old)
         raise PatchkitError(
             f"could not move {branch}: {_git_err(e)}",
             "another process changed the branch meanwhile; run the command again",
@@ -525,7 +522,7 @@ class Rebuild:
 
 
 def rebuild(
-    repo: git.Repo, engine: str, branch: str, recipes: list[Recipe], base_rev: str, command: str, force: bool = False
+    repo: Repo, engine: str, branch: str, recipes: list[Recipe], base_rev: str, command: str, force: bool = False
 ) -> Rebuild:
     """Build ``branch`` afresh on ``base_rev`` and move it there if the build succeeds."""
     old = branch_head(repo, branch)
@@ -587,9 +584,7 @@ class Status:
         return out or ["the commits differ (order or content)"]
 
 
-def status(
-    repo: git.Repo, engine: str, branch: str, recipes: Optional[list[Recipe]], all_sha: dict[str, str]
-) -> Status:
+def status(repo: Repo, engine: str, branch: str, recipes: Optional[list[Recipe]], all_sha: dict[str, str]) -> Status:
     """What ``branch`` carries, which commits are stale, and whether a rebuild on the same
     base would give the same head (``recipes`` None: its names no longer select recipes)."""
     head = branch_head(repo, branch)
@@ -621,7 +616,7 @@ class Export:
     series: Path
 
 
-def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Export:
+def export(repo: Repo, branch: str, out: Path, force: bool = False) -> Export:
     """``git format-patch base..branch`` into ``out``, plus a quilt ``series`` file; every
     patch is parsed back with unidiff and checked against the commit's changed files."""
     import unidiff
@@ -654,7 +649,7 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
     out.mkdir(parents=True, exist_ok=True)
     names = []
     if items:
-        listed = repo.git.format_patch("--no-signature", f"{base}..{head}", "-o", str(out))
+        listed = repo.git("format-patch", "--no-signature", f"{base}..{head}", "-o", str(out))
         names = [Path(line.strip()) for line in listed.splitlines() if line.strip()]
     patches = [p if p.is_absolute() else Path(repo.working_tree_dir) / p for p in names]
     if len(patches) != len(items):
@@ -663,7 +658,7 @@ def export(repo: git.Repo, branch: str, out: Path, force: bool = False) -> Expor
             "is one of them a merge or empty? rebuild the branch with `patchkit fork sync`",
         )
     for p, c in zip(patches, items, strict=True):
-        expect = set(repo.git.diff_tree("--no-commit-id", "--name-only", "-r", c.commit).splitlines())
+        expect = set(repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", c.commit).splitlines())
         try:
             ps = unidiff.PatchSet(p.read_text(encoding="utf-8"))
         except unidiff.UnidiffParseError as e:

@@ -38,7 +38,7 @@ _COLORS = {F.COMMITTED: "green", F.DROPPED: "cyan", F.BLOCKED: "red", F.NOT_BUIL
 
 
 def open_fork_target(target: str):
-    """--target ENGINE=REPO -> (engine, git.Repo)."""
+    """--target ENGINE=REPO -> (engine, gitcli.Repo)."""
     engine, path = parse_target_arg(target)
     if engine not in ENGINES:
         raise PatchkitError(f"--target {target!r}: unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")

@@ -558,3 +558,16 @@ def test_lacking_names_what_is_missing_until_it_exists():
     assert lacking("op kind no-such-kind") == "needs op kind no-such-kind (not in patchkit.ops.KINDS yet)"
     assert lacking("engine sglang") == ""
     assert "not in patchkit.target.ENGINES" in lacking("engine no-such-engine")
+
+
+def test_wrong_md_lists_every_known_wrong_cell():
+    """tests/corpus/WRONG.md (the judge's worklist) names each known_wrong cell: its entry and
+    release on one row."""
+    rows = [line for line in (HERE / "WRONG.md").read_text().splitlines() if line.startswith("| ")]
+    missing = [
+        c.name
+        for c in CELLS
+        if c.known_wrong
+        and not any(f"{c.entry} " in r and re.search(rf"\b{re.escape(c.release)}\b(?!\.post)", r) for r in rows)
+    ]
+    assert not missing, missing

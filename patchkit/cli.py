@@ -799,6 +799,46 @@ def port(ctx, rid, to, write, as_json):
     sys.exit(run(_project(ctx), rid, to, write, as_json))
 
 
+@cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--apply", "do_apply", is_flag=True, help="Patch the engines to the profile first, instead of refusing.")
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="The interpreter CMD runs, when CMD is neither python nor a script whose first line names one.",
+)
+@click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]...")
+@click.pass_context
+def run_cmd(ctx, do_apply, python, argv):
+    """Start a server only on patched engines: judge the profile, then exec CMD.
+
+    \b
+    The interpreter is CMD itself when it is python (`python -m sglang.launch_server`),
+    else the one the first line of the script names (a console script such as `sglang`).
+    The copies of the engines it imports are judged against their profile (their own
+    .patchkit/profile.toml, else the workspace's patchkit.toml).  If they differ, exit 1
+    saying what differs (--apply: patch them first).  Then CMD replaces patchkit's process
+    (exec): same pid, signals and exit code, and nothing of patchkit left running.
+
+    \b
+      patchkit run -- python -m sglang.launch_server --model-path M
+      patchkit run --apply -- /opt/serve/bin/sglang serve --model-path M
+    """
+    from patchkit.commands.run import guard, interpreter_of
+
+    python = python or interpreter_of(tuple(argv))
+    ctx.meta["patchkit.python"] = python
+    prof = _profile(ctx, ())
+    if not prof.exists:
+        raise PatchkitError(
+            f"run: no profile says what {python}'s engines should carry",
+            f"record it once: `patchkit apply sm120 --python {python} --save`",
+        )
+    if not prof.names:
+        raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", _profile_hint())
+    opts = _opts(ctx, prof.names + prof.exclude, (), False)
+    sys.exit(guard(opts, prof, tuple(argv), python, apply=do_apply))
+
+
 def _wants_json(args: list[str]) -> bool:
     """Whether the command line asks for --json (before any ``--``), even one click refused."""
     return "--json" in (args[: args.index("--")] if "--" in args else args)

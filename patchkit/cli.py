@@ -823,9 +823,10 @@ def run_cmd(ctx, do_apply, python, argv):
       patchkit run -- python -m sglang.launch_server --model-path M
       patchkit run --apply -- /opt/serve/bin/sglang serve --model-path M
     """
-    from patchkit.commands.run import guard, interpreter_of
+    from patchkit.commands.run import guard, interpreter_of, probe, targets_of
 
     python = python or interpreter_of(tuple(argv))
+    ctx.meta["patchkit.probe"] = facts = probe(python)
     ctx.meta["patchkit.python"] = python
     prof = _profile(ctx, ())
     if not prof.exists:
@@ -835,7 +836,8 @@ def run_cmd(ctx, do_apply, python, argv):
         )
     if not prof.names:
         raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", _profile_hint())
-    opts = _opts(ctx, prof.names + prof.exclude, (), False)
+    names = prof.names + prof.exclude
+    opts = Options(names=names, targets=targets_of(facts, python, _project(ctx), names), project=_project(ctx))
     sys.exit(guard(opts, prof, tuple(argv), python, apply=do_apply))
 
 

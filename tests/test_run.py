@@ -121,3 +121,34 @@ def test_run_execs_the_server_on_a_patched_venv_refuses_a_pending_one_and_apply_
     assert p.stdout.split()[0] == "served" and p.stdout.split()[-2:] == ["--tp", "8"]
     assert "applying it" in p.stderr and marker.read_text() == "started"
     assert run_cli("status", *MOE, "--python", str(py))[0] == 0
+
+
+def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_path, monkeypatch):
+    """The guard does not run the interpreter at each start: the probe is cached, and an
+    install into a directory of its sys.path (or a changed PYTHONPATH) asks it again."""
+    from patchkit.commands import run as R
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(extra))
+    asked = []
+    real = R.__dict__.get("probe_python")
+    from patchkit import doctor
+
+    def counting(python, *a, **kw):
+        asked.append(python)
+        return doctor_probe(python, *a, **kw)
+
+    doctor_probe = doctor.probe_python
+    monkeypatch.setattr(doctor, "probe_python", counting)
+    assert real is None  # run.py imports it when it needs it, so the patch above is what it calls
+    first = R.probe(sys.executable)
+    assert not first["modules"]["sglang"]["found"] and len(asked) == 1
+    assert R.probe(sys.executable) == first and len(asked) == 1  # remembered
+    (extra / "sglang").mkdir()  # "pip install": a new entry in a sys.path directory
+    (extra / "sglang" / "__init__.py").write_text("")
+    now = R.probe(sys.executable)
+    assert len(asked) == 2 and now["modules"]["sglang"]["root"] == str(extra)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # another PYTHONPATH: asked again
+    assert not R.probe(sys.executable)["modules"]["sglang"]["found"] and len(asked) == 3

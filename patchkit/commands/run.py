@@ -66,6 +66,75 @@ def interpreter_of(argv: tuple[str, ...]) -> str:
                         "first line names one", HINT)  # fmt: skip
 
 
+# -- what the interpreter imports, remembered -------------------------------------------------
+
+# Environment that changes what an interpreter's sys.path holds.
+PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE")
+
+
+def _stamp(facts: dict) -> tuple:
+    """What decides where ``facts``' interpreter imports the engines from, as it stands now:
+    the executable (and its link), the venv's pyvenv.cfg, these variables, and every
+    directory of its sys.path by inode, size and mtime.  Installing, upgrading or removing
+    a package, or adding a .pth file, adds or renames an entry of one of those directories
+    and changes its mtime."""
+    exe = facts["executable"]
+    paths = [exe, os.path.join(facts["prefix"], "pyvenv.cfg"), *(p for p in facts["sys_path"] if p)]
+    out = [tuple(os.environ.get(k, "") for k in PATH_ENV)]
+    for p in paths:
+        try:
+            st, lst = os.stat(p), os.lstat(p)
+        except OSError:
+            out.append((p, None))
+            continue
+        out.append((p, st.st_ino, st.st_size, st.st_mtime_ns, lst.st_ino, lst.st_mtime_ns))
+    return tuple(out)
+
+
+def probe(python: str) -> dict:
+    """doctor.probe_python's facts for ``python``, from patchkit's cache while nothing that
+    decides them changed (``_stamp``): the guard's start-up runs no second interpreter."""
+    import marshal
+
+    from patchkit.paths import cache_dir
+
+    exe = _which(python) or python
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in exe)[-150:] + ".marshal"
+    path = cache_dir() / "probes" / name
+    try:
+        entry = marshal.loads(path.read_bytes())
+        if isinstance(entry, dict) and entry.get("asked") == exe and entry.get("stamp") == _stamp(entry["facts"]):
+            return entry["facts"]
+    except (OSError, ValueError, EOFError, TypeError, KeyError):
+        pass
+    from patchkit.doctor import probe_python
+
+    facts = probe_python(python)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts}))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass  # a cache that cannot be written costs a probe next time, nothing more
+    return facts
+
+
+def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``ENGINE=ROOT`` for the copies ``python`` imports: every engine, when it has them all
+    (then no recipe can fall back on a workspace tree, and status may answer from its
+    cache); else only those the recipes need, each one required (doctor.python_targets)."""
+    from patchkit.target import ENGINES
+
+    mods = {e: facts["modules"].get(ENGINES[e].package, {}) for e in ENGINES}
+    found = [f"{e}={m['root']}" for e, m in mods.items() if m.get("found")]
+    if len(found) == len(ENGINES):
+        return tuple(found)
+    from patchkit.doctor import python_targets
+
+    return python_targets(python, project, names, facts=facts)
+
+
 def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: bool = False) -> int:
     """Judge (and with ``apply``, patch) the trees ``opts`` names against ``profile``, then
     exec ``argv``.  Returns only when it refuses (exit 1) or the command cannot be started."""

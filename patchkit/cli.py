@@ -466,6 +466,53 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
 
 
+@cli.command()
+@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
+@click.option(
+    "--from",
+    "sources",
+    multiple=True,
+    required=True,
+    metavar="ENGINE==VERSION",
+    help="Release to patch, as for `wheel`. Repeat per engine.",
+)
+@click.option(
+    "--repository-url",
+    "url",
+    required=True,
+    metavar="URL",
+    help="The index to upload to (twine's option), e.g. http://index:8080/. Credentials: TWINE_USERNAME and "
+    "TWINE_PASSWORD or ~/.pypirc, never in the URL.",
+)
+@click.option("--label", metavar="LABEL", help="PEP 440 local version label, as for `wheel`.")
+@click.option(
+    "--out",
+    "-o",
+    metavar="DIR",
+    help="Where the wheels are built (default: publish/ in patchkit's cache).",
+)
+@click.option("--dry-run", "-n", is_flag=True, help="Build the wheels and print the twine command; upload nothing.")
+@click.option("--ignore-range", is_flag=True, help="Patch even where the release is outside a recipe's version range.")
+@click.pass_context
+def publish(ctx, names, sources, url, label, out, dry_run, ignore_range):
+    """Build patched wheels (as `wheel` does) and upload them to a package index with twine.
+
+    \b
+    Hosts then install them as they install anything: pip or uv, --index-url, the exact
+    version (sglang==0.5.9+sm120.1a2b3c4d), --no-deps.  Authentication is twine's and
+    pip's own (environment, ~/.pypirc, ~/.netrc, keyring); a URL with a password in it
+    is refused, and the password twine was given never appears in patchkit's output.
+
+    \b
+      patchkit publish sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 --repository-url http://index:8080/
+    """
+    from patchkit.commands.publish import publish as run
+    from patchkit.paths import cache_dir
+
+    out = out or str(cache_dir() / "publish")
+    sys.exit(run(_project(ctx), tuple(names), tuple(sources), url, label, out, dry_run, ignore_range))
+
+
 FORK_TARGET_HELP = (
     "The fork's git repository: a clone of the upstream repo of ENGINE (sglang or flashinfer). "
     "Its checkout, index and other branches are never touched; only a clean checkout of the "

@@ -1,0 +1,154 @@
+"""`patchkit publish`: a fleet through a real package index.
+
+The real test starts pypiserver (from the `test` extra) on 127.0.0.1 with an htpasswd file,
+publishes the SGLang recipes' wheel with twine (credentials in TWINE_USERNAME/TWINE_PASSWORD
+only), and installs it into two fresh host venvs, one with pip and one with uv, by exact
+version from the index's simple API.  `status --python` reads every recipe applied on both.
+A third host installs the plain upstream release from the same index: it reads `pending`, and
+`patchkit run` refuses to start its server.  The password never appears in any output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from patchkit import fetch
+from tests.conftest import ROOT
+from tests.test_wheel import SGLANG_ONLY, make_venv, pip
+
+USER = "fleet"
+
+
+def _pk(*args: str, env: dict, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", *args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **env}
+    )
+
+
+def test_a_password_in_the_url_is_refused_without_being_shown(tmp_path):
+    secret = "pw-" + secrets.token_hex(8)
+    url = f"http://{USER}:{secret}@127.0.0.1:9/"
+    p = _pk("publish", "x", "--from", "sglang==0.5.9", "--repository-url", url, env={}, cwd=tmp_path)
+    assert p.returncode == 2 and secret not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert p.stderr.strip() == (
+        f"patchkit: error: --repository-url http://{USER}:****@127.0.0.1:9/: carries a password, which would sit on "
+        "a command line and in logs (hint: put them in TWINE_USERNAME and TWINE_PASSWORD, or in ~/.pypirc; hosts "
+        "read ~/.netrc or keyring)"
+    )
+
+
+@pytest.fixture
+def index(tmp_path):
+    """(upload URL, simple URL, password): pypiserver on a free port of 127.0.0.1, uploads
+    behind an htpasswd file, the plain sglang 0.5.9 wheel already on it."""
+    from passlib.apache import HtpasswdFile
+
+    secret = "pw-" + secrets.token_hex(12)
+    htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
+    htpasswd.set_password(USER, secret)
+    htpasswd.save()
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    shutil.copy(fetch.fetch_wheel("sglang", "0.5.9"), packages)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port)]
+    cmd += ["-P", str(tmp_path / "htpasswd"), "-a", "update", "--hash-algo", "sha256", str(packages)]
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(base + "simple/", timeout=1).read()
+                break
+            except OSError:
+                assert server.poll() is None, "pypiserver exited"
+                time.sleep(0.1)
+        else:
+            pytest.fail("pypiserver did not answer in 20 s")
+        yield base, base + "simple/", secret
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _states(out: str) -> dict[str, str]:
+    return {r["id"]: r["state"] for r in json.loads(out)["recipes"]}
+
+
+@pytest.mark.real
+def test_publish_to_a_real_index_and_install_on_two_hosts_with_pip_and_uv(index, tmp_path, run_cli):
+    upload, simple, secret = index
+    env = {"TWINE_USERNAME": USER, "TWINE_PASSWORD": secret, "HOME": str(tmp_path / "home")}
+    args = ("publish", *SGLANG_ONLY, "--from", "sglang==0.5.9", "--repository-url", upload)
+
+    # --dry-run: the wheel is built, the twine command printed, nothing uploaded.
+    p = _pk(*args, "--dry-run", "-o", str(tmp_path / "dist"), env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"upload --repository-url {upload} --non-interactive" in p.stdout and secret not in p.stdout + p.stderr
+    whl = next((tmp_path / "dist").glob("sglang-*.whl"))
+    version = whl.name.split("-")[1]
+    assert re.fullmatch(
+        r"0\.5\.9\+autotune\.cutlass\.max\.running\.requests\.moe\.backend\.sm120\.[0-9a-f]{8}", version
+    )
+    assert "+" not in urllib.request.urlopen(simple + "sglang/").read().decode()  # not uploaded
+
+    # Wrong credentials: twine's refusal, exit 1, and still no password shown.
+    p = _pk(*args, "-o", str(tmp_path / "dist"), env={**env, "TWINE_PASSWORD": secret + "-wrong"})
+    assert p.returncode == 1 and "twine upload failed" in p.stderr, p.stdout + p.stderr
+    assert secret not in p.stdout + p.stderr
+
+    p = _pk(*args, "-o", str(tmp_path / "dist"), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert secret not in p.stdout + p.stderr
+    assert f"sglang=={version}" in p.stdout
+    assert whl.name in urllib.request.urlopen(simple + "sglang/").read().decode()
+
+    # Two hosts, pip and uv, from the index by exact version.
+    hosts = {}
+    py, site = make_venv(tmp_path / "host-pip")
+    pip(py, "--isolated", "install", "--no-deps", "--no-compile", "--index-url", simple, f"sglang=={version}")
+    hosts["pip"] = py
+    py, site = make_venv(tmp_path / "host-uv")
+    uv = Path(sys.executable).parent / "uv"
+    proc = subprocess.run(
+        [str(uv), "pip", "install", "--python", str(py), "--no-deps", "--index-url", simple, f"sglang=={version}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    hosts["uv"] = py
+    for how, py in hosts.items():
+        code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
+        assert code == 0 and set(_states(out).values()) == {"applied"}, (how, out, err)
+
+    # PEP 440: `==0.5.9` matches the local version 0.5.9+LABEL, and pip takes it over the plain one.
+    py, site = make_venv(tmp_path / "host-pinned")
+    pip(py, "--isolated", "install", "--no-deps", "--no-compile", "--index-url", simple, "sglang==0.5.9")
+    assert (site / f"sglang-{version}.dist-info").is_dir()
+
+    # A host that installs the plain release from the same index (`===`, the exact string):
+    # pending, and the guard refuses to start its server.
+    py, site = make_venv(tmp_path / "host-plain")
+    pip(py, "--isolated", "install", "--no-deps", "--no-compile", "--index-url", simple, "sglang===0.5.9")
+    code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
+    assert code == 1 and set(_states(out).values()) == {"pending"}, out + err
+    (site / ".patchkit").mkdir()
+    (site / ".patchkit" / "profile.toml").write_text(f"recipes = {json.dumps(list(SGLANG_ONLY))}\n")
+    p = _pk("run", "--", str(py), "-c", "print('served')", env={})
+    assert p.returncode == 1 and "served" not in p.stdout, p.stdout + p.stderr
+    assert f"patchkit run: refusing to start {py}" in p.stderr

@@ -708,8 +708,14 @@ def doctor(ctx, python, facts_file, as_json):
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON (the shape of `status --json`; a matrix with --across)."
 )
+@click.option(
+    "--html",
+    metavar="FILE",
+    help="With --across: also write the matrix as one self-contained page (recipes and ops x releases, a colour "
+    "per state, transitions marked, evidence on hover; works offline).",
+)
 @click.pass_context
-def drift(ctx, names, to, across, bisect, jobs, as_json):
+def drift(ctx, names, to, across, bisect, jobs, as_json, html):
     """Before an upgrade: which recipes still apply, which did upstream merge, which moved.
 
     \b
@@ -720,10 +726,11 @@ def drift(ctx, names, to, across, bisect, jobs, as_json):
     \b
       patchkit drift --to sglang==0.5.13
       patchkit drift sm120 --across sglang==0.5.9..0.5.23 --bisect
+      patchkit drift sm120 --across sglang==0.5.9..0.5.23 --html drift.html
     """
     from patchkit.commands.drift import drift as run
 
-    sys.exit(run(_project(ctx), tuple(names), tuple(to), across, bisect, as_json, jobs))
+    sys.exit(run(_project(ctx), tuple(names), tuple(to), across, bisect, as_json, jobs, html=html))
 
 
 @cli.command()

@@ -83,11 +83,15 @@ def drift(
     bisect: bool,
     as_json: bool,
     jobs: int,
+    html: str | None = None,
 ) -> int:
     catalog = project.catalog()
     catalog.select(names)  # unknown names fail before any download
     if across:
-        return _across(project, catalog, names, across, bisect, as_json, jobs, to)
+        return _across(project, catalog, names, across, bisect, as_json, jobs, to, html)
+    if html:
+        raise PatchkitError("--html draws the matrix of --across", "e.g. patchkit drift sm120 --across "
+                            "sglang==0.5.9..0.5.23 --html drift.html")  # fmt: skip
     if bisect:
         raise PatchkitError(
             "--bisect goes with --across", "e.g. patchkit drift --across sglang==0.5.9..0.5.23 --bisect"
@@ -152,7 +156,17 @@ def drift(
     return OK if good else NOT_THERE
 
 
-def _across(project, catalog, names, spec, bisect, as_json, jobs, to=()) -> int:
+def _write_html(path: str, engine: str, spec: str, shown, matrix, changes) -> None:
+    from pathlib import Path
+
+    from patchkit.drift_html import render
+    from patchkit.fsio import atomic_write
+
+    atomic_write(Path(path), render(engine, spec, shown, matrix, changes).encode())
+    _err(f"wrote {path}: {len(shown)} releases; open it in a browser (it fetches nothing)")
+
+
+def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=None) -> int:
     engine, a, b = D.parse_range(spec)
     others = {e: v for e, v in _pinned(project).items() if e != engine}
     for s in to:  # --to OTHER==VERSION: the release of the other engine, instead of its pin
@@ -177,6 +191,8 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=()) -> int:
         matrix = run(versions)
         shown = versions
     good = all(r["state"] not in D.BAD for v in shown for r in matrix[v])
+    if html:
+        _write_html(html, engine, spec, shown, matrix, changes)
     if as_json:
         doc = {
             "command": "drift",

@@ -196,6 +196,26 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     return doc
 
 
+def _check_applied(session, recipes, out: dict) -> None:
+    """On an applied recipe apply plans no edit, so its checks would check nothing: take
+    its edits back in memory instead (revert's plan, with the same checks on each edit) and
+    say how many were checked that way."""
+    from patchkit.judge import Session
+    from patchkit.planner import plan_revert
+
+    applied = [r for r in out["recipes"] if r["edits"] == 0 and r["python"] == "ok" and r["state"] == "applied"]
+    if not applied:
+        return
+    ids = {r["id"] for r in applied}
+    back = plan_revert(Session(session.targets, known=session.known), [r for r in recipes if r.id in ids], dry_run=True)
+    for r in applied:
+        mine = [b for b in back.blockers if b.startswith(f"{r['id']} > ")]
+        r["reverted_edits"] = sum(1 for rec, _ in back.edits() if rec == r["id"])
+        if mine:
+            r["python"], r["errors"] = "FAILED", mine
+            out["errors"] += mine
+
+
 def _plan(session, recipes, left_out: list) -> dict:
     """Apply planned in memory with every check: the report's Python part, and the bytes of
     the edited FlashInfer files pristine and patched (``{path: bytes}``)."""
@@ -215,6 +235,7 @@ def _plan(session, recipes, left_out: list) -> dict:
                 "errors": mine,
             }
         )
+    _check_applied(session, recipes, out)
     out["pristine"], out["patched"] = _variants(session, recipes, plan, out["notes"])
     # what it depends on beyond the key: every file read, unless a tree was searched (relocation)
     # or who made an edit is unknown (applied?): then it is not cached

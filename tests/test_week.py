@@ -1,0 +1,165 @@
+"""A user's week (issue 23), each rough edge as the commands the user typed: without a
+project `new` and `capture` write ./recipes/; every hint names a command that works where it
+is given; `revert NAME --save` with no profile records the tree as it stands."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import MINIMAL_RECIPE, ROOT, git, mini_sglang
+from tests.test_capture import MOD, _edit, checkout  # noqa: F401  (a fixture: a small tagged sglang checkout)
+
+
+def _hint(err: str) -> str:
+    m = re.search(r"\(hint: (.*)\)$", err.strip())
+    assert m, err
+    return m.group(1)
+
+
+# -- without a project --------------------------------------------------------------------------
+
+
+def test_new_without_a_project_writes_recipes_here_and_says_so(tmp_path, run_cli):
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "patchkit" / "recipes"
+    code, out, err = run_cli("new", "my-fix", cwd=tmp_path)
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"created {tmp_path / 'recipes'}/: no project in . or above (a directory with upstream_pins.toml or "
+        "recipes/*.toml); this one is one from now on. --out FILE writes elsewhere.",
+        f"wrote {tmp_path / 'recipes' / 'my-fix.toml'}: edit it, then `patchkit check "
+        f"{tmp_path / 'recipes' / 'my-fix.toml'}`",
+    ]
+    assert not user.exists() or not list(user.iterdir())  # never the user's recipes
+    # The draft is this project's now: check and list find it here, and a second one goes beside it.
+    code, out, err = run_cli("list", cwd=tmp_path)
+    assert "my-fix" in out and "[project]" in out, out
+    code, out, err = run_cli("new", "other", cwd=tmp_path)
+    assert code == 0 and out.startswith("wrote ") and (tmp_path / "recipes" / "other.toml").is_file()
+    # --out writes where it says, creating its directory without a word about projects.
+    code, out, err = run_cli("new", "mine", "--out", str(tmp_path / "elsewhere" / "mine.toml"), cwd=tmp_path)
+    assert code == 0 and out.startswith("wrote ") and (tmp_path / "elsewhere" / "mine.toml").is_file()
+
+
+def test_capture_without_a_project_writes_recipes_here(tmp_path, checkout, run_cli):  # noqa: F811
+    _edit(checkout, MOD, 'backend: str = "auto"', 'backend: str = "cutlass"')
+    work = tmp_path / "work"
+    work.mkdir()
+    code, out, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", cwd=work)
+    assert code == 0, err
+    assert out.startswith(f"created {work / 'recipes'}/: no project in . or above")
+    assert (work / "recipes" / "mine.toml").is_file()
+
+
+# -- every hint works where it is given --------------------------------------------------------
+
+
+def test_status_and_diff_in_an_unrelated_directory_name_what_works_there(tmp_path, run_cli):
+    recipes = tmp_path / "recipes-elsewhere"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(MINIMAL_RECIPE.format(id="widen"))
+    site = mini_sglang(tmp_path / "site", {"sglang/srt/x.py": 'def f():\n    return ["a"]\n'})
+    work = tmp_path / "anywhere"
+    work.mkdir()
+    for cmd in ("status", "diff"):
+        code, out, err = run_cli("--recipes", str(recipes), cmd, "widen", cwd=work)
+        assert code == 2, err
+        assert "sync" not in err  # `patchkit sync` fails here: there are no pins
+        assert err.strip() == (
+            "patchkit: error: no sglang tree to work on: no --target or --python, and no upstream_pins.toml here or "
+            "above (so no workspace) (hint: name the tree: --target sglang=PATH (a checkout, an unpacked wheel, "
+            "site-packages) or --python PY (the interpreter that imports it))"
+        )
+        # What the hint names works, here.
+        code, out, err = run_cli("--recipes", str(recipes), cmd, "widen", "--target", f"sglang={site}", cwd=work)
+        assert code in (0, 1) and "error" not in err, err
+
+
+def test_sync_without_pins_hint_makes_pins_that_sync_reads(tmp_path, run_cli):
+    code, out, err = run_cli("sync", cwd=tmp_path)
+    assert code == 2 and not (tmp_path / ".patchkit").exists()
+    hint = _hint(err)
+    assert hint.startswith("pin one: printf ") and "`patchkit status --python PY` or `-t ENGINE=PATH`" in hint
+    # The shell command of the hint, as the user pastes it.
+    cmd = hint[len("pin one: ") : hint.index(" (sync records")]
+    subprocess.run(["bash", "-c", cmd], cwd=tmp_path, check=True)
+    assert (tmp_path / "upstream_pins.toml").read_text() == '[sglang]\nversion = "0.5.9"\n'
+    from patchkit.pins import load
+
+    assert load(tmp_path / "upstream_pins.toml")["sglang"].version == "0.5.9"
+
+
+@pytest.fixture
+def small_upstream(tmp_path) -> Path:
+    """A git checkout of a small sglang, v0.5.9 then v0.5.10, on v0.5.9."""
+    repo = mini_sglang(tmp_path / "upstream" / "python", {"sglang/srt/x.py": 'def f():\n    return ["a"]\n'})
+    repo = repo.parent
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "0.5.9")
+    git(repo, "tag", "v0.5.9")
+    (repo / "python/sglang/version.py").write_text('__version__ = "0.5.10"\n')
+    git(repo, "commit", "-q", "-am", "0.5.10")
+    git(repo, "tag", "v0.5.10")
+    git(repo, "checkout", "-q", "v0.5.9")
+    return repo
+
+
+def test_fork_without_pins_names_the_base_and_upgrade_says_how_to_sync_later(tmp_path, run_cli, small_upstream):
+    recipes = tmp_path / "r"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(MINIMAL_RECIPE.format(id="widen"))
+    work = tmp_path / "anywhere"
+    work.mkdir()
+    target = f"sglang={small_upstream}"
+    code, out, err = run_cli("--recipes", str(recipes), "fork", "sync", "widen", "-t", target, cwd=work)
+    assert code == 2, err
+    hint = _hint(err)
+    assert hint == (
+        f"name the upstream tag or commit to build on: `patchkit fork sync widen -t {target} --base v0.5.9` "
+        "(v0.5.9 is the tag the checkout is on)"
+    )
+    said = shlex.split(hint.split("`")[1])[1:]  # the command of the hint, as typed
+    code, out, err = run_cli("--recipes", str(recipes), *said, cwd=work)
+    assert code == 0, err
+    code, out, err = run_cli("--recipes", str(recipes), "fork", "upgrade", "widen", "-t", target, "--to", "v0.5.10",
+                             cwd=work)  # fmt: skip
+    assert code == 0, err
+    assert "pin did not move" not in out
+    line = out.strip().splitlines()[-1]
+    assert line == (
+        "no upstream_pins.toml here, so no pin to move: a later `fork sync` takes --base v0.5.10 "
+        f"(`patchkit fork sync widen -t {target} --base v0.5.10`)"
+    )
+    code, out, err = run_cli("--recipes", str(recipes), *shlex.split(line.split("`")[3])[1:], cwd=work)
+    assert code == 0 and "unchanged" in out, out + err
+
+
+# -- revert --save with no profile ---------------------------------------------------------------
+
+
+@pytest.mark.real
+def test_revert_save_with_no_profile_records_the_tree_as_it_stands(tree, run_cli, tmp_path):
+    """The seed deployment's sequence: apply sm120, then revert the recipe that collapsed
+    throughput, recording it; `status` then reads the tree as its profile wants (exit 0)."""
+    sg, fi = tree("sglang", links=True), tree("flashinfer", links=True)
+    t = ("-t", f"sglang={sg}", "-t", f"flashinfer={fi}")
+    assert run_cli("--recipes", str(ROOT / "recipes"), "apply", "sm120", *t, cwd=tmp_path)[0] == 0
+    code, out, err = run_cli("--recipes", str(ROOT / "recipes"), "revert", "allreduce-fusion", *t, "--save",
+                             cwd=tmp_path)  # fmt: skip
+    assert code == 0, err
+    profile = sg.resolve() / ".patchkit" / "profile.toml"
+    assert (
+        f"profile {profile}: there was none, so it records the tree as it now stands: bundles += sm120; "
+        "exclude += allreduce-fusion" in out
+    ), out
+    assert 'bundles = ["sm120"]' in profile.read_text() and 'exclude = ["allreduce-fusion"]' in profile.read_text()
+    code, out, err = run_cli("--recipes", str(ROOT / "recipes"), "status", *t, "--json", cwd=tmp_path)
+    assert code == 0, out + err
+    assert json.loads(out)["excluded"] == ["allreduce-fusion"]

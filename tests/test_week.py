@@ -163,3 +163,36 @@ def test_revert_save_with_no_profile_records_the_tree_as_it_stands(tree, run_cli
     code, out, err = run_cli("--recipes", str(ROOT / "recipes"), "status", *t, "--json", cwd=tmp_path)
     assert code == 0, out + err
     assert json.loads(out)["excluded"] == ["allreduce-fusion"]
+
+
+# -- verify --build: the tvm-ffi headers come from the index, into the cache -----------------------
+
+
+@pytest.mark.real
+def test_tvm_ffi_headers_are_fetched_into_the_cache_once(tree, monkeypatch):
+    """No apache-tvm-ffi installed: the release FlashInfer 0.6.3's METADATA requires comes
+    from the index through patchkit's client; its headers alone land in the cache, and the
+    next build finds them there without a download."""
+    from packaging.specifiers import SpecifierSet
+
+    from patchkit import fetch, paths
+    from patchkit.target import open_target
+    from patchkit.verify import tvmffi
+
+    fi = open_target("flashinfer", tree("flashinfer", "0.6.3", links=True))
+    assert not (fi.root / "tvm_ffi").exists()
+    spec = tvmffi.required(fi.root)
+    assert spec == "!=0.1.8,!=0.1.8.post0,<0.2,>=0.1.6"
+    said = []
+    inc = tvmffi.fetch_headers(fi.root, said.append)
+    version = inc.parent.parent.name
+    assert inc == paths.cache_dir() / "tvm-ffi" / version / "tvm_ffi" / "include"
+    assert version in SpecifierSet(spec) and (inc / "tvm" / "ffi" / "function.h").is_file()
+    assert [p.name for p in inc.parent.parent.iterdir()] == ["tvm_ffi"]  # the headers only
+    assert [p.name for p in inc.parent.iterdir()] == ["include"]
+
+    def no_download(*a, **k):
+        raise AssertionError("downloaded again")
+
+    monkeypatch.setattr(fetch, "fetch_wheel", no_download)
+    assert tvmffi.fetch_headers(fi.root) == inc

@@ -333,10 +333,21 @@ def status(ctx, names, target, as_json, quiet):
     """Judge recipes against the code as it is now (default: the profile's, else all recipes).
 
     \b
-    States: applied (patchkit wrote it), upstream (the code already does it), pending,
-    partial, moved, missing, ambiguous, modified, skipped.  Exit 0 only if every named
-    recipe is applied or upstream; a recipe the profile excludes counts as it should
-    be while none of its edits is in the code.
+    States:
+      applied      patchkit's edit is there (the pristine release lacks it)
+      applied?     the edit is there; with no pristine release, who made it is unknown
+      upstream     the release already does it: retire the recipe
+      pending      the site is found, the edit is not made yet
+      partial      some ops applied, some pending
+      moved        found, but not in the named file or scope (see where)
+      missing      the site is not found
+      ambiguous    several candidate sites (listed)
+      modified     patchkit wrote it, and the code changed since
+      blocked      a blocker the recipe declares stands: its goal is not reached
+      skipped      the target's version is outside the recipe's range
+      interrupted  a kill stopped an apply/revert mid-write; the next one finishes it
+    Exit 0 only if every named recipe is applied, applied? or upstream; a recipe the
+    profile excludes counts as it should be while none of its edits is in the code.
     """
     from patchkit.commands.status import status as run
 
@@ -942,6 +953,8 @@ def _late_options(group: click.Group, invoked: set) -> None:
         for p in cmd.params:
             if isinstance(p, click.Argument) and p.name == "names":
                 p._custom_shell_complete = _complete_names  # what shell_complete= sets
+            elif isinstance(p, click.Option) and p.name in RELEASE_OPTIONS and "ENGINE" in (p.metavar or ""):
+                p._custom_shell_complete = _complete_release
         if isinstance(cmd, click.Group):
             _late_options(cmd, invoked)
 
@@ -958,6 +971,21 @@ def _complete_names(ctx, param, incomplete):
     items = [(r.id, r.summary) for r in cat.recipes.values()]
     items += [(b, "bundle: " + " ".join(ids)) for b, ids in cat.bundles.items()]
     return [CompletionItem(n, help=h) for n, h in items if n.startswith(incomplete)]
+
+
+# Options whose value names an engine and a release or a tree: completed with the engines,
+# then versions (ENGINE==V) or paths (ENGINE=PATH).
+RELEASE_OPTIONS = {"target", "to", "sources", "across"}
+
+
+def _complete_release(ctx, param, incomplete):
+    """Shell completion of ENGINE=PATH, ENGINE==VERSION and ENGINE==A..B (never an error)."""
+    try:
+        from patchkit.completion import release_values
+
+        return release_values(param.name, incomplete)
+    except Exception:
+        return []
 
 
 def main(argv=None) -> None:

@@ -196,3 +196,63 @@ def test_tvm_ffi_headers_are_fetched_into_the_cache_once(tree, monkeypatch):
 
     monkeypatch.setattr(fetch, "fetch_wheel", no_download)
     assert tvmffi.fetch_headers(fi.root) == inc
+
+
+# -- output and discovery ---------------------------------------------------------------------------
+
+
+def test_completion_offers_engines_then_versions_or_paths(tmp_path, run_cli, monkeypatch):
+    from tests.test_cli_small import _complete
+
+    cache = tmp_path / "cache"
+    for dist, v in (("sglang", "0.5.9"), ("sglang", "0.5.10"), ("sglang", "0.5.23"), ("flashinfer-python", "0.6.3")):
+        (cache / "wheels" / dist / v).mkdir(parents=True)
+        (cache / "wheels" / dist / v / f"{dist}-{v}-py3-none-any.whl").write_bytes(b"")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    (tmp_path / "trees" / "sg").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert _complete(run_cli, monkeypatch, "patchkit status -t ") == ["sglang=", "flashinfer="]
+    assert _complete(run_cli, monkeypatch, "patchkit apply sm120 --target fl") == ["flashinfer="]
+    assert _complete(run_cli, monkeypatch, "patchkit status -t sglang=tr") == ["sglang=trees/"]
+    assert _complete(run_cli, monkeypatch, "patchkit status -t sglang=trees/") == ["sglang=trees/sg/"]
+    assert _complete(run_cli, monkeypatch, "patchkit drift --to sglang==0.5.") == [
+        "sglang==0.5.9",
+        "sglang==0.5.10",
+        "sglang==0.5.23",
+    ]
+    assert _complete(run_cli, monkeypatch, "patchkit drift sm120 --across sglang==0.5.9..0.5.2") == [
+        "sglang==0.5.9..0.5.23"
+    ]
+    assert _complete(run_cli, monkeypatch, "patchkit wheel sm120 --from flashinfer==") == ["flashinfer==0.6.3"]
+    assert _complete(run_cli, monkeypatch, "patchkit port x --to sg") == ["sglang=="]
+    assert _complete(run_cli, monkeypatch, "patchkit fork upgrade x --to v") == []  # a git rev, not a release
+
+
+def test_status_help_lists_every_state(run_cli):
+    from patchkit.states import VERDICTS
+
+    code, out, err = run_cli("status", "--help")
+    listed = {ln.split()[0] for ln in out.split("States:")[1].split("Exit 0")[0].splitlines() if ln.strip()}
+    assert listed == {str(s) for s in VERDICTS}
+
+
+def test_the_across_table_fits_the_terminal():
+    import re as _re
+
+    from patchkit.commands.drift import table
+
+    versions = [f"0.5.{i}" for i in range(9, 24)] + ["0.5.10.post1", "0.5.12.post1", "0.5.13.post1", "0.5.15.post1"]
+    ids = ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
+    up = {"state": "upstream", "ops": []}
+    pend = {"state": "pending", "ops": [{"state": "upstream"}, {"state": "pending"}]}
+    matrix = {v: [{"id": i, **(up if n % 2 else pend)} for n, i in enumerate(ids)] for v in versions}
+    for columns in (80, 120, 300):
+        lines = [_re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in table(versions, matrix, columns)]
+        assert max(len(ln) for ln in lines) <= columns, columns
+        shown = [v for ln in lines if ln.startswith(" ") for v in ln.split()]
+        assert shown == versions  # every release once, in order
+        for rid in ids:
+            cells = [c for ln in lines if ln.startswith(rid + " ") for c in ln[len(rid) :].split()]
+            assert len(cells) == len(versions) and set(cells) <= {"UPSTREAM", "pending+1up"}
+    assert len([ln for ln in table(versions, matrix, 300) if ln.startswith(" ")]) == 1  # wide: one block

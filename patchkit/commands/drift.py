@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import click
 
@@ -156,6 +157,39 @@ def drift(
     return OK if good else NOT_THERE
 
 
+def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list[str]:
+    """The --across matrix as lines of at most ``columns`` characters (the terminal's width):
+    the releases that do not fit beside the recipe column go on in another block below."""
+    ids = list(dict.fromkeys(r["id"] for v in shown for r in matrix[v]))
+    text: dict[tuple[str, str], str] = {}
+    state: dict[tuple[str, str], str] = {}
+    for v in shown:
+        for rid in ids:
+            r = next((r for r in matrix[v] if r["id"] == rid), None)
+            st = D.cell(r) if r else "-"
+            base = st.split("+")[0]
+            text[(rid, v)], state[(rid, v)] = ABBR.get(base, base) + st[len(base) :], base
+    name_w = max(len(i) for i in ids) + 1 if ids else 1
+    width = {v: max(len(v), *(len(text[(rid, v)]) for rid in ids)) for v in shown}
+    blocks: list[list[str]] = [[]]
+    used = name_w
+    for v in shown:
+        if blocks[-1] and used + width[v] + 1 > columns:
+            blocks.append([])
+            used = name_w
+        blocks[-1].append(v)
+        used += width[v] + 1
+    out: list[str] = []
+    for n, block in enumerate(blocks):
+        if n:
+            out.append("")
+        out.append(" " * name_w + " ".join(f"{v:<{width[v]}}" for v in block).rstrip())
+        for rid in ids:
+            cells = [click.style(f"{text[(rid, v)]:<{width[v]}}", fg=COLORS.get(state[(rid, v)])) for v in block]
+            out.append(f"{rid:<{name_w}}" + " ".join(cells))
+    return out
+
+
 def _write_html(path: str, engine: str, spec: str, shown, matrix, changes) -> None:
     from pathlib import Path
 
@@ -210,21 +244,12 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
             ]
         say(json.dumps(doc, indent=2))
         return OK if good else NOT_THERE
-    ids = [r["id"] for r in matrix[shown[0]]]
-    width = max(8, *(len(v) for v in shown))
     say(
         f"{engine} releases {a}..{b}: {len(versions)} on the index"
         + (f", {len(shown)} evaluated (bisect)" if bisect else "")
     )
-    say(" " * 24 + " ".join(f"{v:<{width}}" for v in shown))
-    for rid in ids:
-        cells = []
-        for v in shown:
-            r = next((r for r in matrix[v] if r["id"] == rid), None)
-            st = D.cell(r) if r else "-"
-            base = st.split("+")[0]
-            cells.append(click.style(f"{ABBR.get(base, base) + st[len(base) :]:<{width}}", fg=COLORS.get(base)))
-        say(f"{rid:<24}" + " ".join(cells))
+    for line in table(shown, matrix, shutil.get_terminal_size().columns):
+        say(line)
     if any("+" in D.cell(r) for v in shown for r in matrix[v]):
         say("(+Nup: N of the recipe's ops are already upstream in that release)")
     if changes is not None:

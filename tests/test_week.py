@@ -256,3 +256,74 @@ def test_the_across_table_fits_the_terminal():
             cells = [c for ln in lines if ln.startswith(rid + " ") for c in ln[len(rid) :].split()]
             assert len(cells) == len(versions) and set(cells) <= {"UPSTREAM", "pending+1up"}
     assert len([ln for ln in table(versions, matrix, 300) if ln.startswith(" ")]) == 1  # wide: one block
+
+
+# -- the pristine reference: from the wheel pip installed, or a download that says why -------------
+
+
+def _mini_wheel(path: Path, version: str = "0.5.9") -> Path:
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {
+        "sglang/__init__.py": b"",
+        "sglang/version.py": f'__version__ = "{version}"\n'.encode(),
+        "sglang/srt/x.py": b'def f():\n    return ["a"]\n',
+        f"sglang-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n".encode(),
+        f"sglang-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+    }
+    rows = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{name},sha256={digest},{len(data)}")
+    rows.append(f"sglang-{version}.dist-info/RECORD,,")
+    whl = path / f"sglang-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"sglang-{version}.dist-info/RECORD", "\n".join(rows) + "\n")
+    return whl
+
+
+def test_the_pristine_reference_is_the_wheel_pip_installed_from_a_file(tmp_path, monkeypatch, capsys):
+    import zipfile
+
+    from patchkit import fetch, pristine
+    from patchkit.target import open_target
+
+    (tmp_path / "dist").mkdir()
+    whl = _mini_wheel(tmp_path / "dist")
+    # Installed as `pip install dist/sglang-0.5.9-py3-none-any.whl` leaves it: the files, and
+    # PEP 610's direct_url.json naming the file and its sha256 (pip's own layout of it).
+    site = tmp_path / "site"
+    zipfile.ZipFile(whl).extractall(site)
+    digest = fetch.file_sha256(whl)
+    (site / "sglang-0.5.9.dist-info" / "direct_url.json").write_text(
+        json.dumps({"archive_info": {"hash": f"sha256={digest}", "hashes": {"sha256": digest}}, "url": whl.as_uri()})
+    )
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    ref = pristine.Reference(open_target("sglang", site))
+    assert ref.available, ref.why_not
+    assert ref.what == f"sglang 0.5.9's wheel ({whl}, as installed)"
+    assert ref.read("sglang/srt/x.py") == b'def f():\n    return ["a"]\n'
+
+    # The file changed since pip installed it (its sha256 is not pip's): not a reference.
+    whl.write_bytes(whl.read_bytes() + b"\0")
+    ref = pristine.Reference(open_target("sglang", site))
+    assert not ref.available and "not in patchkit's cache" in ref.why_not
+
+    # Online, with nothing to read: the download says why it happens.
+    monkeypatch.delenv("PATCHKIT_OFFLINE")
+    fresh = _mini_wheel(tmp_path)
+    monkeypatch.setattr(fetch, "fetch_wheel", lambda dist, v, say=None, **k: fresh)
+    capsys.readouterr()
+    ref = pristine.Reference(open_target("sglang", site))
+    assert ref.available and ref.what == "sglang 0.5.9's wheel"
+    assert (
+        "pristine reference: sglang 0.5.9: downloading the release's wheel once into "
+        f"{tmp_path / 'empty-cache' / 'wheels' / 'sglang' / '0.5.9'} to compare with (pip keeps no copy patchkit can "
+        "read: only a wheel installed from a file, named in its direct_url.json)" in capsys.readouterr().err
+    )

@@ -376,13 +376,15 @@ def test_tvm_ffi_headers_missing_is_one_line(mini_fi, run_cli, monkeypatch):
     monkeypatch.setattr(metadata, "distribution", none)
     monkeypatch.setattr(build, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0")
     code, out, err = run_cli(
-        "--recipes", str(recipes), "verify", "mini-guard", "--build", "-t", f"flashinfer={root}", "--nvcc", "/bin/sh"
-    )
+        "--recipes", str(recipes), "verify", "mini-guard", "--build", "-t", f"flashinfer={root}", "--nvcc", "/bin/sh",
+        "--jobs", "2",
+    )  # fmt: skip
     assert code == 2
     assert err.strip().splitlines() == [
+        "verify: building for sm_120a (mini-guard's [verify] arch), on 2 job(s)",
         f"patchkit: error: verify --build: the tvm-ffi headers are missing (no apache-tvm-ffi beside {root}, none"
         " installed for this Python, and its wheel could not be fetched: apache-tvm-ffi: the package index is not "
-        f"asked while PATCHKIT_OFFLINE=1) (hint: {build.TVM_FFI_HINT})"
+        f"asked while PATCHKIT_OFFLINE=1) (hint: {build.TVM_FFI_HINT})",
     ]
 
 

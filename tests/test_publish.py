@@ -10,6 +10,7 @@ A third host installs the plain upstream release from the same index: it reads `
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -26,7 +27,7 @@ import pytest
 
 from patchkit import fetch
 from tests.conftest import ROOT
-from tests.test_wheel import SGLANG_ONLY, make_venv, pip
+from tests.test_wheel import SGLANG_ONLY, make_venv
 
 USER = "fleet"
 
@@ -51,8 +52,9 @@ def test_a_password_in_the_url_is_refused_without_being_shown(tmp_path):
 
 @pytest.fixture
 def index(tmp_path):
-    """(upload URL, simple URL, password): pypiserver on a free port of 127.0.0.1, uploads
-    behind an htpasswd file, the plain sglang 0.5.9 wheel already on it."""
+    """(upload URL, simple URL, password): pypiserver on a free port of 127.0.0.1, uploads,
+    listings and downloads behind an htpasswd file (no fallback to another index), the plain
+    sglang 0.5.9 wheel already on it."""
     from passlib.apache import HtpasswdFile
 
     secret = "pw-" + secrets.token_hex(12)
@@ -66,13 +68,14 @@ def index(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "pypiserver", "run", "-i", "127.0.0.1", "-p", str(port)]
-    cmd += ["-P", str(tmp_path / "htpasswd"), "-a", "update", "--hash-algo", "sha256", str(packages)]
+    cmd += ["-P", str(tmp_path / "htpasswd"), "-a", "update,download,list", "--disable-fallback"]
+    cmd += ["--hash-algo", "sha256", str(packages)]
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/"
     try:
         for _ in range(200):
             try:
-                urllib.request.urlopen(base + "simple/", timeout=1).read()
+                _get(base + "simple/", secret)
                 break
             except OSError:
                 assert server.poll() is None, "pypiserver exited"
@@ -85,6 +88,28 @@ def index(tmp_path):
         server.wait(timeout=10)
 
 
+def _get(url: str, secret: str) -> str:
+    auth = base64.b64encode(f"{USER}:{secret}".encode()).decode()
+    req = urllib.request.Request(url, headers={"Authorization": f"Basic {auth}"})
+    return urllib.request.urlopen(req, timeout=5).read().decode()
+
+
+def _host_install(tool: str, py: Path, simple: str, home: Path, requirement: str, secret: str) -> None:
+    """pip or uv installs into the venv of ``py`` from the index, its credentials in
+    ~/.netrc (their own setting), never on the command line; the password stays out of
+    their output."""
+    env = {**os.environ, "HOME": str(home), "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(home / "uv-cache")}
+    if tool == "pip":
+        cmd = [sys.executable, "-m", "pip", "--isolated", "--python", str(py), "--disable-pip-version-check"]
+        cmd += ["install", "--no-input", "--no-compile"]
+    else:
+        cmd = [str(Path(sys.executable).parent / "uv"), "pip", "install", "--python", str(py)]
+    proc = subprocess.run([*cmd, "--no-deps", "--index-url", simple, requirement], capture_output=True, text=True,
+                          env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+
+
 def _states(out: str) -> dict[str, str]:
     return {r["id"]: r["state"] for r in json.loads(out)["recipes"]}
 
@@ -92,7 +117,11 @@ def _states(out: str) -> dict[str, str]:
 @pytest.mark.real
 def test_publish_to_a_real_index_and_install_on_two_hosts_with_pip_and_uv(index, tmp_path, run_cli):
     upload, simple, secret = index
-    env = {"TWINE_USERNAME": USER, "TWINE_PASSWORD": secret, "HOME": str(tmp_path / "home")}
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".netrc").write_text(f"machine 127.0.0.1 login {USER} password {secret}\n")
+    (home / ".netrc").chmod(0o600)
+    env = {"TWINE_USERNAME": USER, "TWINE_PASSWORD": secret, "HOME": str(home)}
     args = ("publish", *SGLANG_ONLY, "--from", "sglang==0.5.9", "--repository-url", upload)
 
     # --dry-run: the wheel is built, the twine command printed, nothing uploaded.
@@ -104,7 +133,7 @@ def test_publish_to_a_real_index_and_install_on_two_hosts_with_pip_and_uv(index,
     assert re.fullmatch(
         r"0\.5\.9\+autotune\.cutlass\.max\.running\.requests\.moe\.backend\.sm120\.[0-9a-f]{8}", version
     )
-    assert "+" not in urllib.request.urlopen(simple + "sglang/").read().decode()  # not uploaded
+    assert "+" not in _get(simple + "sglang/", secret)  # not uploaded
 
     # Wrong credentials: twine's refusal, exit 1, and still no password shown.
     p = _pk(*args, "-o", str(tmp_path / "dist"), env={**env, "TWINE_PASSWORD": secret + "-wrong"})
@@ -115,36 +144,31 @@ def test_publish_to_a_real_index_and_install_on_two_hosts_with_pip_and_uv(index,
     assert p.returncode == 0, p.stdout + p.stderr
     assert secret not in p.stdout + p.stderr
     assert f"sglang=={version}" in p.stdout
-    assert whl.name in urllib.request.urlopen(simple + "sglang/").read().decode()
+    assert whl.name in _get(simple + "sglang/", secret)
 
     # Two hosts, pip and uv, from the index by exact version.
+    # Without the credentials in ~/.netrc the index refuses the host (the auth is real).
+    nobody = tmp_path / "nobody"
+    nobody.mkdir()
+    with pytest.raises(AssertionError, match="401|[Uu]nauthorized|No matching distribution"):
+        _host_install("pip", make_venv(tmp_path / "host-nobody")[0], simple, nobody, f"sglang=={version}", secret)
     hosts = {}
-    py, site = make_venv(tmp_path / "host-pip")
-    pip(py, "--isolated", "install", "--no-deps", "--no-compile", "--index-url", simple, f"sglang=={version}")
-    hosts["pip"] = py
-    py, site = make_venv(tmp_path / "host-uv")
-    uv = Path(sys.executable).parent / "uv"
-    proc = subprocess.run(
-        [str(uv), "pip", "install", "--python", str(py), "--no-deps", "--index-url", simple, f"sglang=={version}"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")},
-    )
-    assert proc.returncode == 0, proc.stderr
-    hosts["uv"] = py
+    for tool in ("pip", "uv"):
+        hosts[tool], _ = make_venv(tmp_path / f"host-{tool}")
+        _host_install(tool, hosts[tool], simple, home, f"sglang=={version}", secret)
     for how, py in hosts.items():
         code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
         assert code == 0 and set(_states(out).values()) == {"applied"}, (how, out, err)
 
     # PEP 440: `==0.5.9` matches the local version 0.5.9+LABEL, and pip takes it over the plain one.
     py, site = make_venv(tmp_path / "host-pinned")
-    pip(py, "--isolated", "install", "--no-deps", "--no-compile", "--index-url", simple, "sglang==0.5.9")
+    _host_install("pip", py, simple, home, "sglang==0.5.9", secret)
     assert (site / f"sglang-{version}.dist-info").is_dir()
 
     # A host that installs the plain release from the same index (`===`, the exact string):
     # pending, and the guard refuses to start its server.
     py, site = make_venv(tmp_path / "host-plain")
-    pip(py, "--isolated", "install", "--no-deps", "--no-compile", "--index-url", simple, "sglang===0.5.9")
+    _host_install("pip", py, simple, home, "sglang===0.5.9", secret)
     code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
     assert code == 1 and set(_states(out).values()) == {"pending"}, out + err
     (site / ".patchkit").mkdir()

@@ -110,6 +110,14 @@ def _host_install(tool: str, py: Path, simple: str, home: Path, requirement: str
     assert secret not in proc.stdout + proc.stderr
 
 
+def _profile(py: Path, recipes) -> None:
+    """What config management drops on a host: the venv's own profile (as `apply --save` writes it)."""
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())  # fmt: skip
+    (site / ".patchkit").mkdir(exist_ok=True)
+    (site / ".patchkit" / "profile.toml").write_text(f"recipes = {json.dumps(list(recipes))}\n")
+
+
 def _states(out: str) -> dict[str, str]:
     return {r["id"]: r["state"] for r in json.loads(out)["recipes"]}
 
@@ -159,6 +167,11 @@ def test_publish_to_a_real_index_and_install_on_two_hosts_with_pip_and_uv(index,
     for how, py in hosts.items():
         code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
         assert code == 0 and set(_states(out).values()) == {"applied"}, (how, out, err)
+    # A fleet host serving the patched code under the guard: its profile, then `patchkit run`.
+    py = hosts["pip"]
+    _profile(py, SGLANG_ONLY)
+    p = _pk("run", "--", str(py), "-c", "print('served')", env={})
+    assert p.returncode == 0 and p.stdout == "served\n", p.stdout + p.stderr
 
     # PEP 440: `==0.5.9` matches the local version 0.5.9+LABEL, and pip takes it over the plain one.
     py, site = make_venv(tmp_path / "host-pinned")
@@ -171,8 +184,7 @@ def test_publish_to_a_real_index_and_install_on_two_hosts_with_pip_and_uv(index,
     _host_install("pip", py, simple, home, "sglang===0.5.9", secret)
     code, out, err = run_cli("status", *SGLANG_ONLY, "--python", str(py), "--json")
     assert code == 1 and set(_states(out).values()) == {"pending"}, out + err
-    (site / ".patchkit").mkdir()
-    (site / ".patchkit" / "profile.toml").write_text(f"recipes = {json.dumps(list(SGLANG_ONLY))}\n")
+    _profile(py, SGLANG_ONLY)
     p = _pk("run", "--", str(py), "-c", "print('served')", env={})
     assert p.returncode == 1 and "served" not in p.stdout, p.stdout + p.stderr
     assert f"patchkit run: refusing to start {py}" in p.stderr

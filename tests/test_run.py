@@ -78,6 +78,10 @@ def test_without_a_profile_run_is_one_line_saying_how_to_record_one(tmp_path):
         f"patchkit: error: run: no profile says what {sys.executable}'s engines should carry (hint: record it "
         f"once: `patchkit apply sm120 --python {sys.executable} --save`)"
     ]
+    # --python names the interpreter when CMD does not (a shell script).
+    p = _pk("run", "--python", sys.executable, "--", "/bin/sh", "-c", "echo served", cwd=tmp_path)
+    assert p.returncode == 2 and "served" not in p.stdout
+    assert f"run: no profile says what {sys.executable}'s engines should carry" in p.stderr
 
 
 @pytest.mark.real

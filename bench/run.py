@@ -220,6 +220,27 @@ def bench_today(work: Path) -> dict:
     return out
 
 
+def bench_run(work: Path) -> dict:
+    """The serving guard: `patchkit run -- PY -c pass` on a venv patched with sm120 (its own
+    profile), against the same command unguarded and `import click`, interleaved.  The
+    guard's cost is the difference: after the exec, the server runs as it would alone."""
+    venv = work / "serve"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    vpy = str(venv / "bin" / "python")
+    wheels = [str(drift.fetch.fetch_wheel(d, v)) for d, v in (("sglang", "0.5.9"), ("flashinfer-python", "0.6.3"))]
+    pip = [PY, "-m", "pip", "--python", vpy, "install", "-q", "--no-deps", "--no-index", "--no-compile"]
+    subprocess.run([*pip, *wheels], check=True)
+    subprocess.run([*PK, "apply", "sm120", "--python", vpy, "--save"], capture_output=True, check=True)
+    guarded = [*PK, "run", "--", vpy, "-c", "pass"]
+    subprocess.run(guarded, capture_output=True, check=True)  # the first look computes the verdicts
+    out = {}
+    out["run"], out["bare"], out["click"] = interleaved(
+        [guarded, [vpy, "-c", "pass"], [PY, "-c", "import click"]], runs=max(RUNS, 21)
+    )
+    out["guard"] = {k: out["run"][k] - out["bare"][k] for k in ("median", "min")} | {"runs": out["run"]["runs"]}
+    return out
+
+
 def bench_drift() -> dict:
     out = {}
     versions = drift.versions_between("sglang", "0.5.9", "0.5.23")
@@ -267,6 +288,29 @@ def recorded_verify() -> dict:
     return {"wall": b["wall_seconds"], "builds": len(builds), "runs": runs, "jobs": b["jobs"]}
 
 
+def _ratio(x, y):
+    return f"{x['median'] / y['median']:.2f}x"
+
+
+def _rss(x):
+    return "" if x.get("rss") is None else f"{x['rss']:.0f} MiB"
+
+
+def run_rows(g: dict) -> list[tuple]:
+    return [
+        (
+            "run -- PY -c pass on a venv patched with sm120 (its profile): the guard's cost, over the bare command",
+            fmt(g["guard"]),
+            "",
+            f"{_ratio(g['guard'], g['click'])} bare `python -c 'import click'`",
+            "<= 1.5x",
+        ),
+        ("  the whole `patchkit run -- PY -c pass`", fmt(g["run"]), _rss(g["run"]), "", ""),
+        ("  PY -c pass, unguarded", fmt(g["bare"]), _rss(g["bare"]), "", ""),
+        ("  python -c 'import click'", fmt(g["click"]), _rss(g["click"]), "", ""),
+    ]
+
+
 def main() -> None:
     global PY, PK
     work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
@@ -278,7 +322,16 @@ def main() -> None:
         "--pins",
         str(ROOT / "upstream_pins.toml"),
     ]
+    only = os.environ.get("BENCH_ONLY")  # e.g. BENCH_ONLY=run: that part alone, printed, BENCHMARKS.md kept
+    if only == "run":
+        try:
+            g = bench_run(work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print("\n".join(f"| {a_} | {b} | {c} | {d_} | {e} |" for a_, b, c, d_, e in run_rows(g)))
+        return
     try:
+        g = bench_run(work)
         a = bench_apply(work)
         r = bench_relocate(work)
         t = bench_today(work)
@@ -347,6 +400,7 @@ def main() -> None:
             "<= 1.5x",
         ),
         ("  python -c 'import click'", fmt(t["click"]), rss(t["click"]), "", ""),
+        *run_rows(g),
         (
             f"relocate an anchor, SGLang 0.5.23 ({r['_files']} .py files), in process",
             fmt(r["relocate (in process)"]),
@@ -427,6 +481,11 @@ def main() -> None:
         "  parses only the scopes each op's own variant names (no release needs a search of the tree); unchanged,",
         "  it costs what the pinned case costs: start-up is click's import plus ~25 ms of patchkit, within noise of",
         "  the 1.5x line on this 2-core machine.",
+        "- **run** (the serving guard) answers from two caches on an applied venv: where the interpreter imports the",
+        "  engines from (its probe, remembered while its executable, pyvenv.cfg, the Python path variables and every",
+        "  sys.path directory keep their inode, size and mtime: an install or upgrade changes one) and the verdict",
+        "  cache `status` uses; no second interpreter starts, nothing is parsed, then `os.execvp` hands the process",
+        "  to the server. `BENCH_ONLY=run make bench` measures that part alone (printed; this file is kept).",
         "- **relocation** asks `grep -F` for the anchor's rarest-first word, checks the candidates with `ast`, and",
         "  parses only the survivors with libcst. ast-grep parses every file.",
         "- **drift --across**, verdicts cold, judges every release from scratch on two processes, with no view",

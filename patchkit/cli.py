@@ -333,10 +333,21 @@ def status(ctx, names, target, as_json, quiet):
     """Judge recipes against the code as it is now (default: the profile's, else all recipes).
 
     \b
-    States: applied (patchkit wrote it), upstream (the code already does it), pending,
-    partial, moved, missing, ambiguous, modified, skipped.  Exit 0 only if every named
-    recipe is applied or upstream; a recipe the profile excludes counts as it should
-    be while none of its edits is in the code.
+    States:
+      applied      patchkit's edit is there (the pristine release lacks it)
+      applied?     the edit is there; with no pristine release, who made it is unknown
+      upstream     the release already does it: retire the recipe
+      pending      the site is found, the edit is not made yet
+      partial      some ops applied, some pending
+      moved        found, but not in the named file or scope (see where)
+      missing      the site is not found
+      ambiguous    several candidate sites (listed)
+      modified     patchkit wrote it, and the code changed since
+      blocked      a blocker the recipe declares stands: its goal is not reached
+      skipped      the target's version is outside the recipe's range
+      interrupted  a kill stopped an apply/revert mid-write; the next one finishes it
+    Exit 0 only if every named recipe is applied, applied? or upstream; a recipe the
+    profile excludes counts as it should be while none of its edits is in the code.
     """
     from patchkit.commands.status import status as run
 
@@ -464,6 +475,53 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     from patchkit.commands.wheel import wheel as run
 
     sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
+
+
+@cli.command()
+@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
+@click.option(
+    "--from",
+    "sources",
+    multiple=True,
+    required=True,
+    metavar="ENGINE==VERSION",
+    help="Release to patch, as for `wheel`. Repeat per engine.",
+)
+@click.option(
+    "--repository-url",
+    "url",
+    required=True,
+    metavar="URL",
+    help="The index to upload to (twine's option), e.g. http://index:8080/. Credentials: TWINE_USERNAME and "
+    "TWINE_PASSWORD or ~/.pypirc, never in the URL.",
+)
+@click.option("--label", metavar="LABEL", help="PEP 440 local version label, as for `wheel`.")
+@click.option(
+    "--out",
+    "-o",
+    metavar="DIR",
+    help="Where the wheels are built (default: publish/ in patchkit's cache).",
+)
+@click.option("--dry-run", "-n", is_flag=True, help="Build the wheels and print the twine command; upload nothing.")
+@click.option("--ignore-range", is_flag=True, help="Patch even where the release is outside a recipe's version range.")
+@click.pass_context
+def publish(ctx, names, sources, url, label, out, dry_run, ignore_range):
+    """Build patched wheels (as `wheel` does) and upload them to a package index with twine.
+
+    \b
+    Hosts then install them as they install anything: pip or uv, --index-url, the exact
+    version (sglang==0.5.9+sm120.1a2b3c4d), --no-deps.  Authentication is twine's and
+    pip's own (environment, ~/.pypirc, ~/.netrc, keyring); a URL with a password in it
+    is refused, and the password twine was given never appears in patchkit's output.
+
+    \b
+      patchkit publish sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 --repository-url http://index:8080/
+    """
+    from patchkit.commands.publish import publish as run
+    from patchkit.paths import cache_dir
+
+    out = out or str(cache_dir() / "publish")
+    sys.exit(run(_project(ctx), tuple(names), tuple(sources), url, label, out, dry_run, ignore_range))
 
 
 FORK_TARGET_HELP = (
@@ -661,8 +719,14 @@ def doctor(ctx, python, facts_file, as_json):
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON (the shape of `status --json`; a matrix with --across)."
 )
+@click.option(
+    "--html",
+    metavar="FILE",
+    help="With --across: also write the matrix as one self-contained page (recipes and ops x releases, a colour "
+    "per state, transitions marked, evidence on hover; works offline).",
+)
 @click.pass_context
-def drift(ctx, names, to, across, bisect, jobs, as_json):
+def drift(ctx, names, to, across, bisect, jobs, as_json, html):
     """Before an upgrade: which recipes still apply, which did upstream merge, which moved.
 
     \b
@@ -673,10 +737,11 @@ def drift(ctx, names, to, across, bisect, jobs, as_json):
     \b
       patchkit drift --to sglang==0.5.13
       patchkit drift sm120 --across sglang==0.5.9..0.5.23 --bisect
+      patchkit drift sm120 --across sglang==0.5.9..0.5.23 --html drift.html
     """
     from patchkit.commands.drift import drift as run
 
-    sys.exit(run(_project(ctx), tuple(names), tuple(to), across, bisect, as_json, jobs))
+    sys.exit(run(_project(ctx), tuple(names), tuple(to), across, bisect, as_json, jobs, html=html))
 
 
 @cli.command()
@@ -799,6 +864,48 @@ def port(ctx, rid, to, write, as_json):
     sys.exit(run(_project(ctx), rid, to, write, as_json))
 
 
+@cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--apply", "do_apply", is_flag=True, help="Patch the engines to the profile first, instead of refusing.")
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="The interpreter CMD runs, when CMD is neither python nor a script whose first line names one.",
+)
+@click.argument("argv", nargs=-1, required=True, metavar="-- CMD [ARGS]...")
+@click.pass_context
+def run_cmd(ctx, do_apply, python, argv):
+    """Start a server only on patched engines: judge the profile, then exec CMD.
+
+    \b
+    The interpreter is CMD itself when it is python (`python -m sglang.launch_server`),
+    else the one the first line of the script names (a console script such as `sglang`).
+    The copies of the engines it imports are judged against their profile (their own
+    .patchkit/profile.toml, else the workspace's patchkit.toml).  If they differ, exit 1
+    saying what differs (--apply: patch them first).  Then CMD replaces patchkit's process
+    (exec): same pid, signals and exit code, and nothing of patchkit left running.
+
+    \b
+      patchkit run -- python -m sglang.launch_server --model-path M
+      patchkit run --apply -- /opt/serve/bin/sglang serve --model-path M
+    """
+    from patchkit.commands.run import guard, interpreter_of, probe, targets_of
+
+    python = python or interpreter_of(tuple(argv))
+    ctx.meta["patchkit.probe"] = facts = probe(python)
+    ctx.meta["patchkit.python"] = python
+    prof = _profile(ctx, ())
+    if not prof.exists:
+        raise PatchkitError(
+            f"run: no profile says what {python}'s engines should carry",
+            f"record it once: `patchkit apply sm120 --python {python} --save`",
+        )
+    if not prof.names:
+        raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", _profile_hint())
+    names = prof.names + prof.exclude
+    opts = Options(names=names, targets=targets_of(facts, python, _project(ctx), names), project=_project(ctx))
+    sys.exit(guard(opts, prof, tuple(argv), python, apply=do_apply))
+
+
 def _wants_json(args: list[str]) -> bool:
     """Whether the command line asks for --json (before any ``--``), even one click refused."""
     return "--json" in (args[: args.index("--")] if "--" in args else args)
@@ -846,6 +953,8 @@ def _late_options(group: click.Group, invoked: set) -> None:
         for p in cmd.params:
             if isinstance(p, click.Argument) and p.name == "names":
                 p._custom_shell_complete = _complete_names  # what shell_complete= sets
+            elif isinstance(p, click.Option) and p.name in RELEASE_OPTIONS and "ENGINE" in (p.metavar or ""):
+                p._custom_shell_complete = _complete_release
         if isinstance(cmd, click.Group):
             _late_options(cmd, invoked)
 
@@ -862,6 +971,21 @@ def _complete_names(ctx, param, incomplete):
     items = [(r.id, r.summary) for r in cat.recipes.values()]
     items += [(b, "bundle: " + " ".join(ids)) for b, ids in cat.bundles.items()]
     return [CompletionItem(n, help=h) for n, h in items if n.startswith(incomplete)]
+
+
+# Options whose value names an engine and a release or a tree: completed with the engines,
+# then versions (ENGINE==V) or paths (ENGINE=PATH).
+RELEASE_OPTIONS = {"target", "to", "sources", "across"}
+
+
+def _complete_release(ctx, param, incomplete):
+    """Shell completion of ENGINE=PATH, ENGINE==VERSION and ENGINE==A..B (never an error)."""
+    try:
+        from patchkit.completion import release_values
+
+        return release_values(param.name, incomplete)
+    except Exception:
+        return []
 
 
 def main(argv=None) -> None:

@@ -59,7 +59,7 @@ def dist_at(root, names):
     return None, None
 out = {"executable": sys.executable, "python_version": sys.version.split()[0], "prefix": sys.prefix,
        "base_prefix": sys.base_prefix, "in_venv": sys.prefix != sys.base_prefix,
-       "purelib": sysconfig.get_path("purelib"), "modules": {}}
+       "purelib": sysconfig.get_path("purelib"), "sys_path": sys.path, "modules": {}}
 for mod, names in MODULES.items():
     info = {"found": False}
     try:

@@ -95,14 +95,23 @@ class Reference:
 
         d = fetch.cache_dir() / "wheels" / dist.replace("_", "-").lower() / public
         cached = sorted(d.glob("*.whl")) if d.is_dir() else []
+        installed = None if cached else installed_from(self.target.root, dist, public)
         if cached:
             whl = cached[0]
+        elif installed is not None:
+            whl = installed
         elif os.environ.get(OFFLINE_ENV) == "1":
             raise PatchkitError(f"{dist} {public}'s wheel is not in patchkit's cache, and {OFFLINE_ENV}=1")
         else:
+            # pip installed it from an index: its HTTP cache holds the bytes under keys only pip
+            # reads, and site-packages holds them patched.  Say why the release comes again.
+            _say(
+                f"{dist} {public}: downloading the release's wheel once into {d} to compare with (pip keeps no "
+                "copy patchkit can read: only a wheel installed from a file, named in its direct_url.json)"
+            )
             whl = fetch.fetch_wheel(dist, public, say=_say)
         self._zip = zipfile.ZipFile(whl)
-        self.what = f"{dist} {public}'s wheel"
+        self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
 
     # -- reading ------------------------------------------------------------------------------
     @property
@@ -147,6 +156,37 @@ class Reference:
             except cst.ParserSyntaxError:
                 self._modules[logical] = None
         return self._modules[logical]
+
+
+def installed_from(root: Path, dist: str, version: str) -> Optional[Path]:
+    """The wheel file pip installed ``dist`` ``version`` from, when it was a local file: its
+    ``direct_url.json`` (PEP 610) names it.  Used only when it still is that release: the
+    file's name carries exactly ``version`` (a patched wheel's ``+label`` is not pristine), and
+    its sha256 is the one pip recorded (``archive_info.hash``), when pip recorded one."""
+    from urllib.parse import unquote, urlsplit
+
+    stem = dist.replace("-", "_")
+    info = root / f"{stem}-{version}.dist-info" / "direct_url.json"
+    try:
+        doc = json.loads(info.read_text(encoding="utf-8"))
+        url = urlsplit(doc["url"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if url.scheme != "file":
+        return None
+    whl = Path(unquote(url.path))
+    if not whl.name.startswith(f"{stem}-{version}-") or not whl.name.endswith(".whl") or not whl.is_file():
+        return None
+    want = ((doc.get("archive_info") or {}).get("hash") or "") if isinstance(doc, dict) else ""
+    if want:
+        algo, _, digest = want.partition("=")
+        if algo != "sha256":
+            return None
+        from patchkit.fetch import file_sha256
+
+        if file_sha256(whl) != digest:
+            return None
+    return whl
 
 
 def _source(root: Path) -> dict:

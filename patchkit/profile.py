@@ -212,14 +212,16 @@ def wanted(profile: Profile, catalog) -> list[str]:
 # -- --save ----------------------------------------------------------------------------------
 
 
-def save(profile: Profile, action: str, names: Sequence[str], catalog) -> tuple[Profile, list[str]]:
+def save(profile: Profile, action: str, names: Sequence[str], catalog, seed=None) -> tuple[Profile, list[str]]:
     """Record in the profile that ``action`` ("apply" or "revert") of ``names`` is wanted.
 
     apply: a bundle joins ``bundles``; a recipe leaves ``exclude``, and joins ``recipes``
     unless a bundle of the profile brings it.  revert: a bundle leaves ``bundles`` (and its
     recipes ``recipes``); a recipe leaves ``recipes``, and joins ``exclude`` while a bundle of
     the profile brings it.  Edited with tomlkit: every other line, comment and blank keeps
-    its bytes.  Returns the profile as saved and what changed, one line each."""
+    its bytes.  ``seed``: (bundles, recipes) the tree carries, recorded first (a profile
+    made by `revert --save`, so that it says what stays, not only what left).  Returns the
+    profile as saved and what changed, one line each."""
     import tomlkit
 
     text = profile.path.read_text(encoding="utf-8") if profile.exists else ""
@@ -246,6 +248,9 @@ def save(profile: Profile, action: str, names: Sequence[str], catalog) -> tuple[
     def brought(rid: str) -> bool:
         return any(rid in catalog.bundles.get(b, []) for b in lists["bundles"])
 
+    for key, seeded in zip(("bundles", "recipes"), seed or ((), ()), strict=True):
+        for name in seeded:
+            edit(key, name, True)
     for name in names:
         bundle = name in catalog.bundles and name not in catalog.recipes
         if action == "apply":

@@ -221,6 +221,16 @@ class Project:
         """The nearest recipe directory (where a new recipe would go)."""
         return self.recipe_dirs[0].path
 
+    def new_recipes_dir(self) -> Path:
+        """Where `new` and `capture` write a recipe without --out: the nearest --recipes or
+        PATCHKIT_RECIPES directory, else the project's recipes/, else ./recipes, which the
+        recipe then makes a project.  Never the user's ~/.config/patchkit/recipes: a draft
+        there would count in every `status` anywhere."""
+        for rd in self.recipe_dirs:
+            if rd.origin in (PATH, PROJECT):
+                return rd.path
+        return Path.cwd() / "recipes"
+
     def catalog(self):
         from patchkit.recipe import Catalog  # validating recipes needs libcst; load it only then
 
@@ -257,6 +267,14 @@ class Project:
             return targets  # never mix a given tree with a workspace one silently
         for engine in sorted(needed & set(ENGINES)):
             tree = self.tree(engine)
+            if not tree.exists() and self.pins_path is None:
+                # No pins, no workspace: `sync` would fail here too.  Name what works.
+                raise PatchkitError(
+                    f"no {engine} tree to work on: no --target or --python, and no upstream_pins.toml here or "
+                    "above (so no workspace)",
+                    f"name the tree: --target {engine}=PATH (a checkout, an unpacked wheel, site-packages) or "
+                    "--python PY (the interpreter that imports it)",
+                )
             if not tree.exists():
                 raise PatchkitError(
                     f"no {engine} tree in the workspace {self.workspace}",

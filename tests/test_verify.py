@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import time
 import zipfile
@@ -375,12 +376,15 @@ def test_tvm_ffi_headers_missing_is_one_line(mini_fi, run_cli, monkeypatch):
     monkeypatch.setattr(metadata, "distribution", none)
     monkeypatch.setattr(build, "nvcc_version", lambda nvcc: "Cuda compilation tools, release 13.0")
     code, out, err = run_cli(
-        "--recipes", str(recipes), "verify", "mini-guard", "--build", "-t", f"flashinfer={root}", "--nvcc", "/bin/sh"
-    )
+        "--recipes", str(recipes), "verify", "mini-guard", "--build", "-t", f"flashinfer={root}", "--nvcc", "/bin/sh",
+        "--jobs", "2",
+    )  # fmt: skip
     assert code == 2
     assert err.strip().splitlines() == [
+        "verify: building for sm_120a (mini-guard's [verify] arch), on 2 job(s)",
         f"patchkit: error: verify --build: the tvm-ffi headers are missing (no apache-tvm-ffi beside {root}, none"
-        f" installed for this Python) (hint: {build.TVM_FFI_HINT})"
+        " installed for this Python, and its wheel could not be fetched: apache-tvm-ffi: the package index is not "
+        f"asked while PATCHKIT_OFFLINE=1) (hint: {build.TVM_FFI_HINT})",
     ]
 
 
@@ -448,13 +452,13 @@ def test_an_interrupted_build_leaves_no_nvcc_running(mini_fi, run_cli, tmp_path,
     nvcc.write_text(FAKE_NVCC.format(pids=pids))
     nvcc.chmod(0o755)
 
-    def interrupted(futs):
+    def interrupted(futs, *args, **kwargs):
         deadline = time.monotonic() + 120  # generous: a loaded machine may take long to start two shells
         while time.monotonic() < deadline and len(pids.read_text().split() if pids.exists() else []) < 2:
             time.sleep(0.05)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(concurrent.futures, "as_completed", interrupted)
+    monkeypatch.setattr(concurrent.futures, "wait", interrupted)
     code, out, err = run_cli(
         "--recipes", str(recipes), "verify", "mini-guard", "--build", "-t", f"flashinfer={root}", "--nvcc", str(nvcc)
     )
@@ -503,6 +507,33 @@ def test_an_nvcc_that_hangs_is_killed_at_the_timeout_and_reported(mini_fi, run_c
         except ProcessLookupError:
             continue
         pytest.fail(f"nvcc {pid} still runs after its timeout")
+
+
+def test_a_long_build_says_what_it_builds_and_why_then_how_far_it_got(mini_fi, run_cli, tmp_path, monkeypatch):
+    """Up front: each arch and why it is built (the comparison arch of an expectation too);
+    then a line at least every PROGRESS_EVERY seconds while nvcc runs and nothing finishes."""
+    root, recipes = mini_fi
+    (recipes / "mini-guard.toml").write_text(
+        (recipes / "mini-guard.toml").read_text()
+        + '[[verify.expect]]\nkind = "same-count"\narch = "120a"\ninstruction = "griddepcontrol"\nas_arch = "90a"\n'
+    )
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(pids=tmp_path / "pids"))
+    nvcc.chmod(0o755)
+    monkeypatch.setattr(build, "PROGRESS_EVERY", 0.2)
+    code, out, err = run_cli(
+        "--recipes", str(recipes), "verify", "mini-guard", "--build", "-t", f"flashinfer={root}",
+        "--nvcc", str(nvcc), "--nvcc-timeout", "2", "--jobs", "4",
+    )  # fmt: skip
+    assert code == 1, (out, err)  # the fake nvcc never builds
+    lines = err.splitlines()
+    assert lines[0] == (
+        "verify: building for sm_120a (mini-guard's [verify] arch); sm_90a (mini-guard's same-count expectation "
+        "compares sm_120a with it), on 4 job(s)"
+    )
+    assert lines[1] == "verify: 4 nvcc run(s) to make, 4 at once (0 from the cache)"
+    assert any(re.fullmatch(r"verify: 0/4 nvcc run\(s\) done, \d running, \d+ s so far", ln) for ln in lines), err
+    assert any(ln.endswith("(4/4)") for ln in lines), err
 
 
 def test_a_second_verify_of_unchanged_trees_does_not_plan_again(mini_fi, run_cli, monkeypatch):

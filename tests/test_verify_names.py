@@ -167,4 +167,29 @@ def test_verify_reports_the_undefined_name_with_exit_1(mini, run_cli):
     assert r["python"] == "FAILED" and "`_is_sm120_supported` is not defined" in r["errors"][0]
     assert doc["ok"] is False and _files(root) == before
     code, out, err = run_cli("--recipes", str(recipes), "verify", "flag-first", "-t", f"sglang={root}")
-    assert code == 0 and "flag-first (pending): Python: ok, 3 edit(s) planned and checked" in out, (out, err)
+    assert code == 0, (out, err)
+    assert (
+        "flag-first (pending): Python: ok: 3 edit(s) planned in memory and checked (post-condition, idempotence, "
+        "round-trip, compile, names)" in out
+    ), out
+
+
+def test_verify_on_an_applied_tree_says_what_it_checked(mini, run_cli):
+    """Applied, apply has nothing left to plan: verify checks the edits by taking them back in
+    memory, says so, and writes nothing (it used to print "ok, 0 edit(s) planned and checked")."""
+    root, recipes = mini
+    assert _apply(run_cli, mini, "flag-first")[0] == 0
+    before = _files(root)
+    code, out, err = run_cli("--recipes", str(recipes), "verify", "flag-first", "-t", f"sglang={root}")
+    assert code == 0, (out, err)
+    assert out.splitlines()[0] == (
+        "flag-first (applied): Python: ok: already applied, so apply has no edit to make; its 3 edit(s) were "
+        "checked by taking them back in memory (post-condition, idempotence, round-trip, compile)"
+    )
+    assert _files(root) == before
+    # A hand edit since, and no pristine release offline: who made the edits is unknown, they
+    # cannot be taken back, and verify does not claim it checked them.
+    path = root / "sglang/srt/layers/communicator.py"
+    path.write_text(path.read_text() + "# mine\n")
+    code, out, err = run_cli("--recipes", str(recipes), "verify", "flag-first", "-t", f"sglang={root}")
+    assert out.splitlines()[0] == "flag-first (applied?): Python: nothing checked: applied?, so apply plans no edit"

@@ -200,7 +200,46 @@ def save_profile(profile, action: str, names: tuple[str, ...], code: int, dry_ru
         say(f"--save: {action} did not reach the asked-for state; the profile {profile.path} was not changed", err=out)
         return code
     catalog = opts.project.catalog()
-    saved, changes = P.save(profile, action, names, catalog)
+    seed = None
+    if not profile.exists and action == "revert":
+        seed = _as_it_stands(opts, catalog, names)
+    saved, changes = P.save(profile, action, names, catalog, seed=seed)
     what = "; ".join(changes) if changes else "nothing to change"
+    if seed is not None and changes:
+        what = f"there was none, so it records the tree as it now stands: {what}"
     say(f"profile {saved.path}: {what}", err=out)
     return code
+
+
+def _as_it_stands(opts: Options, catalog, reverted: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(bundles, recipes) the targets carry, for `revert NAME --save` with no profile: a
+    bundle whose every recipe is applied or upstream, the ones just reverted aside (they
+    then join ``exclude``), with at least one of them patchkit's; and applied recipes no
+    such bundle brings.  Only recipes of the engines the targets hold are judged."""
+    from dataclasses import replace
+
+    from patchkit.judge import evaluate, results
+
+    if opts.targets:
+        engines = set(opts.project.targets(opts.targets, set()))
+    else:
+        from patchkit.target import ENGINES
+
+        engines = {e for e in ENGINES if opts.project.tree(e).exists()}
+    ids = tuple(r.id for r in catalog.select(()) if set(r.engines) <= engines)
+    if not ids:
+        return (), ()
+    recipes, session = open_session(replace(opts, names=ids))
+    states = {r.id: r.state for r in results(session, evaluate(session, recipes))}
+    gone = {i for n in reverted for i in catalog.bundles.get(n, [n])}
+    mine = (State.APPLIED, State.APPLIED_UNSURE)
+    bundles = tuple(
+        b
+        for b, members in catalog.bundles.items()
+        if all(m in states for m in members)
+        and all(states[m] in GOOD or m in gone for m in members)
+        and any(states[m] in mine for m in members)
+    )
+    brought = {m for b in bundles for m in catalog.bundles[b]}
+    lone = tuple(i for i, st in states.items() if st in mine and i not in brought)
+    return bundles, lone

@@ -220,14 +220,9 @@ def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
     if out == "-":
         say(template(rid, engine).rstrip("\n"))
         return OK
-    path = Path(out) if out else project.recipes_dir / f"{rid}.toml"
-    if path.name != f"{rid}.toml":
-        raise PatchkitError(
-            f"--out {path}: a recipe's file is named after its id",
-            f"write it to {path.with_name(rid + '.toml')}, or choose the id {path.stem!r}",
-        )
+    path = _recipe_path(project, rid, out)
     text = template(rid, engine, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_dir(path, out)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
@@ -421,8 +416,19 @@ def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> in
 # -- capture ------------------------------------------------------------------------------------
 
 
+def _make_dir(path: Path, out: Optional[str]) -> None:
+    """The recipe's directory, made if absent; without --out, saying so (it is ./recipes,
+    where no project was found: the recipe makes this directory a project)."""
+    if path.parent.is_dir():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not out:
+        say(f"created {path.parent}/: no project in . or above (a directory with upstream_pins.toml or "
+            "recipes/*.toml); this one is one from now on. --out FILE writes elsewhere.")  # fmt: skip
+
+
 def _recipe_path(project: Project, rid: str, out: Optional[str]) -> Path:
-    path = Path(out) if out else project.recipes_dir / f"{rid}.toml"
+    path = Path(out) if out else project.new_recipes_dir() / f"{rid}.toml"
     if path.name != f"{rid}.toml":
         raise PatchkitError(
             f"--out {path}: a recipe's file is named after its id",
@@ -524,7 +530,7 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
             say(f"capture: {w}", err=True)
         say("capture: nothing was written (the recipe would not reproduce the edit exactly)", err=True)
         return NOT_THERE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_dir(path, out)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import click
 
@@ -83,11 +84,15 @@ def drift(
     bisect: bool,
     as_json: bool,
     jobs: int,
+    html: str | None = None,
 ) -> int:
     catalog = project.catalog()
     catalog.select(names)  # unknown names fail before any download
     if across:
-        return _across(project, catalog, names, across, bisect, as_json, jobs, to)
+        return _across(project, catalog, names, across, bisect, as_json, jobs, to, html)
+    if html:
+        raise PatchkitError("--html draws the matrix of --across", "e.g. patchkit drift sm120 --across "
+                            "sglang==0.5.9..0.5.23 --html drift.html")  # fmt: skip
     if bisect:
         raise PatchkitError(
             "--bisect goes with --across", "e.g. patchkit drift --across sglang==0.5.9..0.5.23 --bisect"
@@ -152,7 +157,50 @@ def drift(
     return OK if good else NOT_THERE
 
 
-def _across(project, catalog, names, spec, bisect, as_json, jobs, to=()) -> int:
+def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list[str]:
+    """The --across matrix as lines of at most ``columns`` characters (the terminal's width):
+    the releases that do not fit beside the recipe column go on in another block below."""
+    ids = list(dict.fromkeys(r["id"] for v in shown for r in matrix[v]))
+    text: dict[tuple[str, str], str] = {}
+    state: dict[tuple[str, str], str] = {}
+    for v in shown:
+        for rid in ids:
+            r = next((r for r in matrix[v] if r["id"] == rid), None)
+            st = D.cell(r) if r else "-"
+            base = st.split("+")[0]
+            text[(rid, v)], state[(rid, v)] = ABBR.get(base, base) + st[len(base) :], base
+    name_w = max(len(i) for i in ids) + 1 if ids else 1
+    width = {v: max(len(v), *(len(text[(rid, v)]) for rid in ids)) for v in shown}
+    blocks: list[list[str]] = [[]]
+    used = name_w
+    for v in shown:
+        if blocks[-1] and used + width[v] + 1 > columns:
+            blocks.append([])
+            used = name_w
+        blocks[-1].append(v)
+        used += width[v] + 1
+    out: list[str] = []
+    for n, block in enumerate(blocks):
+        if n:
+            out.append("")
+        out.append(" " * name_w + " ".join(f"{v:<{width[v]}}" for v in block).rstrip())
+        for rid in ids:
+            cells = [click.style(f"{text[(rid, v)]:<{width[v]}}", fg=COLORS.get(state[(rid, v)])) for v in block]
+            out.append(f"{rid:<{name_w}}" + " ".join(cells))
+    return out
+
+
+def _write_html(path: str, engine: str, spec: str, shown, matrix, changes) -> None:
+    from pathlib import Path
+
+    from patchkit.drift_html import render
+    from patchkit.fsio import atomic_write
+
+    atomic_write(Path(path), render(engine, spec, shown, matrix, changes).encode())
+    _err(f"wrote {path}: {len(shown)} releases; open it in a browser (it fetches nothing)")
+
+
+def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=None) -> int:
     engine, a, b = D.parse_range(spec)
     others = {e: v for e, v in _pinned(project).items() if e != engine}
     for s in to:  # --to OTHER==VERSION: the release of the other engine, instead of its pin
@@ -177,6 +225,8 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=()) -> int:
         matrix = run(versions)
         shown = versions
     good = all(r["state"] not in D.BAD for v in shown for r in matrix[v])
+    if html:
+        _write_html(html, engine, spec, shown, matrix, changes)
     if as_json:
         doc = {
             "command": "drift",
@@ -194,21 +244,12 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=()) -> int:
             ]
         say(json.dumps(doc, indent=2))
         return OK if good else NOT_THERE
-    ids = [r["id"] for r in matrix[shown[0]]]
-    width = max(8, *(len(v) for v in shown))
     say(
         f"{engine} releases {a}..{b}: {len(versions)} on the index"
         + (f", {len(shown)} evaluated (bisect)" if bisect else "")
     )
-    say(" " * 24 + " ".join(f"{v:<{width}}" for v in shown))
-    for rid in ids:
-        cells = []
-        for v in shown:
-            r = next((r for r in matrix[v] if r["id"] == rid), None)
-            st = D.cell(r) if r else "-"
-            base = st.split("+")[0]
-            cells.append(click.style(f"{ABBR.get(base, base) + st[len(base) :]:<{width}}", fg=COLORS.get(base)))
-        say(f"{rid:<24}" + " ".join(cells))
+    for line in table(shown, matrix, shutil.get_terminal_size().columns):
+        say(line)
     if any("+" in D.cell(r) for v in shown for r in matrix[v]):
         say("(+Nup: N of the recipe's ops are already upstream in that release)")
     if changes is not None:

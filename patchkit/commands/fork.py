@@ -160,6 +160,13 @@ def sync(
     recipes = project.catalog().select(names)
     engine, repo = open_fork_target(target)
     if base is None:
+        if project.pins_path is None:
+            tag = _head_tag(repo)
+            raise PatchkitError(
+                f"fork sync: no --base, and no upstream_pins.toml here or above to take {engine}'s pinned rev from",
+                f"name the upstream tag or commit to build on: `patchkit fork sync {'+'.join(names)} -t {target} "
+                f"--base {tag or 'TAG'}`" + (f" ({tag} is the tag the checkout is on)" if tag else ""),
+            )
         pins = project.pins()
         pin = pins.get(engine)
         if pin is None or not pin.rev:
@@ -179,6 +186,14 @@ def sync(
     else:
         _rebuild_human("sync", res, repo)
     return OK if res.build.ok else NOT_THERE
+
+
+def _head_tag(repo) -> Optional[str]:
+    """The tag the checkout's HEAD is on, if any (the base a user most likely means)."""
+    try:
+        return repo.git.describe("--tags", "--exact-match", "HEAD") or None
+    except Exception:  # no tag there, or no commit yet: then there is nothing to suggest
+        return None
 
 
 def upgrade(
@@ -227,6 +242,11 @@ def upgrade(
                 )
                 if "version" in pin_moved:
                     say("  the wheel's sha256 is recorded by the next `patchkit sync`")
+            elif project.pins_path is None:
+                say(
+                    f"no upstream_pins.toml here, so no pin to move: a later `fork sync` takes --base {to} "
+                    f"(`patchkit fork sync {branch[len(F.BRANCH_PREFIX) :]} -t {target} --base {to}`)"
+                )
             else:
                 say(
                     f"the {engine} pin did not move; pass --move-pin to move it (a later `fork sync` without "

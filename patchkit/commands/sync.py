@@ -18,6 +18,12 @@ def sync(
     mirrors: tuple[str, ...] = (),
     force: bool = False,
 ) -> int:
+    if project.pins_path is None:
+        raise PatchkitError(
+            "sync fetches the releases upstream_pins.toml pins, and there is none here or above",
+            "pin one: printf '[sglang]\\nversion = \"0.5.9\"\\n' > upstream_pins.toml (sync records its sha256); or "
+            "work on a tree you have, with no sync: `patchkit status --python PY` or `-t ENGINE=PATH`",
+        )
     pins = project.pins()
     for e in engines:
         if e not in pins:

@@ -51,23 +51,28 @@ def _session(opts: Options):
     return cut, Session(targets, known=catalog.recipes), left_out
 
 
-def _archs(arch: Optional[str], recipes) -> list[str]:
+def archs_and_why(arch: Optional[str], recipes) -> dict[str, str]:
+    """{arch: why it is built}: --arch, else each recipe's [verify] arch; and the arch an
+    expectation compares with (built though nobody asked: said up front)."""
+    why: dict[str, str] = {}
     if arch:
-        out = [a.strip().removeprefix("sm_") for a in arch.split(",") if a.strip()]
-        for a in out:
+        for a in (a.strip().removeprefix("sm_") for a in arch.split(",") if a.strip()):
             if not ARCH_RE.fullmatch(a):
                 raise PatchkitError(f"--arch {arch}: {a!r} is not a CUDA arch", "e.g. --arch 120a,90a")
+            why.setdefault(a, "--arch")
     else:
-        out = [a for r in recipes for a in r.verify.arch]
-    if not out:
+        for r in recipes:
+            for a in r.verify.arch:
+                why.setdefault(a, f"{r.id}'s [verify] arch")
+    if not why:
         raise PatchkitError(
             "verify --build: no arch to build for", "pass --arch 120a (or declare arch under the recipe's [verify])"
         )
     for r in recipes:  # an expectation compares with another arch: build that one too
         for e in r.verify.expect:
-            if e.as_arch and e.arch in out:
-                out.append(e.as_arch)
-    return list(dict.fromkeys(out))
+            if e.as_arch and e.arch in why and e.as_arch not in why:
+                why[e.as_arch] = f"{r.id}'s {e.kind} expectation compares sm_{e.arch} with it"
+    return why
 
 
 def _variants(session, recipes, plan, notes: list):
@@ -132,7 +137,7 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     t0 = time.monotonic()
     nvcc_id = B.nvcc_version(nvcc)
     doc["nvcc"] = next((ln for ln in nvcc_id.splitlines() if "release" in ln), nvcc_id.splitlines()[-1]).strip()
-    tvm_ffi = B.find_tvm_ffi(fi)
+    tvm_ffi = B.find_tvm_ffi(fi, progress)
     doc["nvcc_path"], doc["tvm_ffi"] = str(nvcc), str(tvm_ffi)
     tree = B.Tree(fi, tvm_ffi)
     mods = jitspec.find(_jit_texts(fi, patched), names)
@@ -196,6 +201,26 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     return doc
 
 
+def _check_applied(session, recipes, out: dict) -> None:
+    """On an applied recipe apply plans no edit, so its checks would check nothing: take
+    its edits back in memory instead (revert's plan, with the same checks on each edit) and
+    say how many were checked that way."""
+    from patchkit.judge import Session
+    from patchkit.planner import plan_revert
+
+    applied = [r for r in out["recipes"] if r["edits"] == 0 and r["python"] == "ok" and r["state"] == "applied"]
+    if not applied:
+        return
+    ids = {r["id"] for r in applied}
+    back = plan_revert(Session(session.targets, known=session.known), [r for r in recipes if r.id in ids], dry_run=True)
+    for r in applied:
+        mine = [b for b in back.blockers if b.startswith(f"{r['id']} > ")]
+        r["reverted_edits"] = sum(1 for rec, _ in back.edits() if rec == r["id"])
+        if mine:
+            r["python"], r["errors"] = "FAILED", mine
+            out["errors"] += mine
+
+
 def _plan(session, recipes, left_out: list) -> dict:
     """Apply planned in memory with every check: the report's Python part, and the bytes of
     the edited FlashInfer files pristine and patched (``{path: bytes}``)."""
@@ -215,6 +240,7 @@ def _plan(session, recipes, left_out: list) -> dict:
                 "errors": mine,
             }
         )
+    _check_applied(session, recipes, out)
     out["pristine"], out["patched"] = _variants(session, recipes, plan, out["notes"])
     # what it depends on beyond the key: every file read, unless a tree was searched (relocation)
     # or who made an edit is unknown (applied?): then it is not cached
@@ -316,7 +342,8 @@ def verify(
     if nvcc_timeout is not None and not nvcc_timeout > 0:
         raise PatchkitError(f"--nvcc-timeout {nvcc_timeout:g}: must be more than 0 seconds", "e.g. --nvcc-timeout 3600")
     recipes, session, left_out = _session(opts)
-    archs = _archs(arch, recipes) if build else []
+    why = archs_and_why(arch, recipes) if build else {}
+    archs = list(why)
     key = _plan_key(session, recipes)
     planned = _plan_cached(key)
     if planned is None:
@@ -329,8 +356,10 @@ def verify(
         pristine, patched = planned["pristine"], planned["patched"]
         workers = jobs or os.cpu_count() or 1
         progress = (lambda s: say(f"verify: {s}", err=True)) if not opts.json else (lambda s: None)
+        progress("building for " + "; ".join(f"sm_{a} ({w})" for a, w in why.items()) + f", on {workers} job(s)")
         timeout = nvcc_timeout or B.DEFAULT_TIMEOUT
         doc["build"] = build_report(session, recipes, pristine, patched, archs, nvcc_path, workers, progress, timeout)
+        doc["build"]["why"] = why
         doc["errors"] += doc["build"].pop("errors", [])
     doc["ok"] = report.ok(doc)
     if opts.json:

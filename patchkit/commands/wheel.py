@@ -12,6 +12,18 @@ from patchkit.project import Project
 from patchkit.states import State
 
 
+def build(project: Project, names, sources, label, out, ignore_range: bool, log) -> list[W.Built]:
+    """The patched wheels of ``names`` on ``sources`` (``ENGINE==VERSION``), into ``out``
+    (wheel.build: all or none; W.WheelBlocked when the recipes do not apply cleanly)."""
+    recipes = project.catalog().select(names)
+    try:
+        pins = project.pins()
+    except PatchkitError:
+        pins = {}
+    srcs = [W.parse_from(s, pins) for s in sources]
+    return W.build(recipes, srcs, label or ".".join(names), Path(out), pins=pins, ignore_range=ignore_range, say=log)
+
+
 def wheel(
     project: Project,
     names: tuple[str, ...],
@@ -21,16 +33,10 @@ def wheel(
     as_json: bool = False,
     ignore_range: bool = False,
 ) -> int:
-    recipes = project.catalog().select(names)
-    try:
-        pins = project.pins()
-    except PatchkitError:
-        pins = {}
-    srcs = [W.parse_from(s, pins) for s in sources]
     label = label or ".".join(names)
     log = (lambda s: None) if as_json else (lambda s: say(s, err=True))
     try:
-        built = W.build(recipes, srcs, label, Path(out), pins=pins, ignore_range=ignore_range, say=log)
+        built = build(project, names, sources, label, out, ignore_range, log)
     except W.WheelBlocked as e:
         src = e.source
         if as_json:

@@ -128,10 +128,11 @@ TVM_FFI_HINT = (
 )
 
 
-def find_tvm_ffi(fi: Target) -> Path:
+def find_tvm_ffi(fi: Target, say=lambda s: None) -> Path:
     """tvm-ffi's headers (``tvm_ffi/include``) of the installed ``apache-tvm-ffi``: beside the
     FlashInfer target (the same site-packages) or installed for this Python, found from
-    its distribution metadata (nothing is imported)."""
+    its distribution metadata (nothing is imported); else the release FlashInfer requires,
+    from the package index into patchkit's cache (patchkit/verify/tvmffi.py)."""
     beside = fi.root / "tvm_ffi" / "include"
     if (beside / "tvm" / "ffi").is_dir():
         return beside
@@ -144,11 +145,17 @@ def find_tvm_ffi(fi: Target) -> Path:
             return inc
     except metadata.PackageNotFoundError:
         pass
-    raise PatchkitError(
-        f"verify --build: the tvm-ffi headers are missing (no apache-tvm-ffi beside {fi.root}, none installed for"
-        " this Python)",
-        TVM_FFI_HINT,
-    )
+    from patchkit.errors import FetchError
+    from patchkit.verify import tvmffi
+
+    try:
+        return tvmffi.fetch_headers(fi.root, say)
+    except FetchError as e:
+        raise PatchkitError(
+            f"verify --build: the tvm-ffi headers are missing (no apache-tvm-ffi beside {fi.root}, none installed for"
+            f" this Python, and its wheel could not be fetched: {e.message})",
+            TVM_FFI_HINT,
+        ) from None
 
 
 def flags_for(arch: str, module_flags: list[str]) -> list[str]:
@@ -396,6 +403,9 @@ def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str
     return Result(True, None, seconds, False, summary)
 
 
+PROGRESS_EVERY = 30.0  # seconds between progress lines while nvcc runs and none finishes
+
+
 def run(
     nvcc: Path,
     tree: Tree,
@@ -430,11 +440,28 @@ def run(
             futs = {
                 pool.submit(compile_one, nvcc, j, mirrors[j.variant], tree, count, timeout): j for j in todo.values()
             }
-            for fut in concurrent.futures.as_completed(futs):
-                j = futs[fut]
-                results[j.key] = r = fut.result()
-                said = "built" if r.built else "FAILED"
-                progress(f"{tree.rel(j.unit)} sm_{j.arch} {j.variant}: {said} in {r.seconds:.0f} s")
+            progress(
+                f"{len(todo)} nvcc run(s) to make, {min(workers, len(todo))} at once ({len(results)} from the cache)"
+            )
+            t0, pending = time.monotonic(), set(futs)
+            while pending:
+                # A line at least every PROGRESS_EVERY seconds: one nvcc run takes minutes on 2 cores.
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=PROGRESS_EVERY, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for fut in done:
+                    j = futs[fut]
+                    results[j.key] = r = fut.result()
+                    said = "built" if r.built else "FAILED"
+                    progress(
+                        f"{tree.rel(j.unit)} sm_{j.arch} {j.variant}: {said} in {r.seconds:.0f} s "
+                        f"({len(futs) - len(pending)}/{len(futs)})"
+                    )
+                if not done:
+                    progress(
+                        f"{len(futs) - len(pending)}/{len(futs)} nvcc run(s) done, {len(_RUNNING)} running, "
+                        f"{time.monotonic() - t0:.0f} s so far"
+                    )
         except BaseException:  # Ctrl-C, or a bug: no nvcc is left running behind us
             with _LOCK:
                 _STOPPING.set()  # a worker about to start nvcc sees this and starts none

@@ -101,11 +101,27 @@ def _cell(b: Optional[dict], count: list[str]) -> str:
     return f"{b['kernels']} kernels, {b['empty']} empty, {figures} ({took})"
 
 
+CHECKS = "post-condition, idempotence, round-trip, compile"
+
+
+def _python(r: dict) -> str:
+    """What the Python check did for one recipe, in words that do not claim more."""
+    if r["python"] != "ok":
+        return "FAILED"
+    if r["edits"]:
+        return f"ok: {r['edits']} edit(s) planned in memory and checked ({CHECKS}, names)"
+    if r.get("reverted_edits"):
+        return (f"ok: already applied, so apply has no edit to make; its {r['reverted_edits']} edit(s) were "
+                f"checked by taking them back in memory ({CHECKS})")  # fmt: skip
+    if r["state"] == "upstream":
+        return "nothing to check: the release already does it (retire the recipe)"
+    return f"nothing checked: {r['state']}, so apply plans no edit"
+
+
 def human(doc: dict) -> str:
     lines = []
     for r in doc["recipes"]:
-        said = f"{r['python']}, {r['edits']} edit(s) planned and checked" if r["python"] == "ok" else "FAILED"
-        lines.append(f"{r['id']} ({r['state']}): Python: {said}")
+        lines.append(f"{r['id']} ({r['state']}): Python: {_python(r)}")
     for e in doc.get("errors", ()):
         lines.append(f"error: {e}")
     b = doc.get("build")

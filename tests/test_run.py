@@ -1,0 +1,158 @@
+"""`patchkit run [--apply] -- CMD`: the serving guard.  It judges the profile against the
+engines CMD's interpreter imports, refuses (exit 1) or patches (--apply), then execs CMD.
+
+The real tests start the real `patchkit` in a process of its own (exec replaces it) on a
+real venv holding sglang 0.5.9, and CMD is a real program of that venv: a console script
+that prints its pid, its interpreter and its arguments and exits 7.  The same pid and exit
+code prove the exec; a marker file that is never written proves a refusal started nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit.commands.run import interpreter_of
+from patchkit.errors import PatchkitError
+from tests.conftest import ROOT
+
+MOE = ("moe-backend-sm120",)  # SGLang only: a venv without FlashInfer serves it
+
+SERVER = """\
+import os, sys
+open(os.environ["RUN_MARKER"], "w").write("started")
+import importlib.util  # where it imports sglang from (importing it needs sglang's dependencies)
+pkg = importlib.util.find_spec("sglang").submodule_search_locations[0]
+print("served", os.getpid(), sys.executable, pkg, *sys.argv[1:])
+sys.exit(7)
+"""
+
+
+def _script(path: Path, text: str, mode: int = 0o755) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_the_interpreter_is_python_itself_or_the_scripts_first_line(tmp_path, monkeypatch):
+    py = sys.executable
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(py, bindir / "python3.11")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert interpreter_of(("python3.11", "-m", "sglang.launch_server")) == str(bindir / "python3.11")
+    assert interpreter_of((py, "-c", "pass")) == py
+    # A console script as pip writes it: its venv's python in the shebang...
+    assert interpreter_of((str(_script(bindir / "sglang", f"#!{py}\nimport sys\n")),)) == py
+    # ...by name on PATH, through env, or as the sh trampoline pip writes for a long path.
+    _script(bindir / "serve-env", "#!/usr/bin/env python3.11\n")
+    assert interpreter_of(("serve-env", "--port", "1")) == str(bindir / "python3.11")
+    _script(bindir / "serve-sh", f"#!/bin/sh\n'''exec' {py} \"$0\" \"$@\"\n' '''\nimport sys\n")
+    assert interpreter_of(("serve-sh",)) == py
+    # What names no Python is one clear error, saying how to name it.
+    _script(bindir / "start.sh", "#!/bin/bash\nexec python -m x\n")
+    with pytest.raises(PatchkitError, match=r"cannot tell which Python start.sh .* runs.*"):
+        interpreter_of(("start.sh",))
+    with pytest.raises(PatchkitError, match="no-such-server: no such command"):
+        interpreter_of(("no-such-server",))
+
+
+def _pk(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_without_a_profile_run_is_one_line_saying_how_to_record_one(tmp_path):
+    p = _pk("run", "--", sys.executable, "-c", "print('served')", cwd=tmp_path)
+    assert p.returncode == 2 and "served" not in p.stdout, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"patchkit: error: run: no profile says what {sys.executable}'s engines should carry (hint: record it "
+        f"once: `patchkit apply sm120 --python {sys.executable} --save`)"
+    ]
+    # --python names the interpreter when CMD does not (a shell script).
+    p = _pk("run", "--python", sys.executable, "--", "/bin/sh", "-c", "echo served", cwd=tmp_path)
+    assert p.returncode == 2 and "served" not in p.stdout
+    assert f"run: no profile says what {sys.executable}'s engines should carry" in p.stderr
+
+
+@pytest.mark.real
+def test_run_execs_the_server_on_a_patched_venv_refuses_a_pending_one_and_apply_patches_it(run_cli, tmp_path):
+    from tests.test_upgrade import patched_venv
+
+    py, site = patched_venv(tmp_path, run_cli, MOE)
+    assert run_cli("apply", *MOE, "--python", str(py), "--save")[0] == 0  # the venv's profile
+    serve = _script(py.parent / "serve", f"#!{py}\n{SERVER}")
+    marker = tmp_path / "started"
+    env = {"RUN_MARKER": str(marker)}
+
+    # Applied: the guard says so and execs the console script (same pid; its exit code).
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), "run", "--", str(serve), "--port", "1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 7, out + err
+    assert out.split() == ["served", str(proc.pid), str(py), str(site / "sglang"), "--port", "1"]
+    assert f"patchkit run: {py}'s engines are as the profile {site.resolve()}/.patchkit/profile.toml wants" in err
+
+    # Reverted behind the profile's back (as `pip install -U` would leave it): refused, not started.
+    assert run_cli("revert", *MOE, "--python", str(py))[0] == 0
+    marker.unlink()
+    p = _pk("run", "--", str(py), "-m", "serve_mod", cwd=tmp_path, env=env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert not marker.exists() and p.stdout == ""
+    assert "moe-backend-sm120        pending" in p.stderr, p.stderr
+    assert f"patchkit run: refusing to start {py}: {py}'s engines are not as the profile" in p.stderr
+    assert "`patchkit run --apply` patches first" in p.stderr
+
+    # --apply patches first, then starts it (python -m MODULE, the launch_server form).
+    (tmp_path / "serve_mod.py").write_text(SERVER)
+    p = _pk("run", "--apply", "--", str(py), "-m", "serve_mod", "--tp", "8", cwd=tmp_path, env=env)
+    assert p.returncode == 7, p.stdout + p.stderr
+    assert p.stdout.split()[0] == "served" and p.stdout.split()[-2:] == ["--tp", "8"]
+    assert "applying it" in p.stderr and marker.read_text() == "started"
+    assert run_cli("status", *MOE, "--python", str(py))[0] == 0
+
+
+def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_path, monkeypatch):
+    """The guard does not run the interpreter at each start: the probe is cached, and an
+    install into a directory of its sys.path (or a changed PYTHONPATH) asks it again."""
+    from patchkit.commands import run as R
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(extra))
+    asked = []
+    real = R.__dict__.get("probe_python")
+    from patchkit import doctor
+
+    def counting(python, *a, **kw):
+        asked.append(python)
+        return doctor_probe(python, *a, **kw)
+
+    doctor_probe = doctor.probe_python
+    monkeypatch.setattr(doctor, "probe_python", counting)
+    assert real is None  # run.py imports it when it needs it, so the patch above is what it calls
+    first = R.probe(sys.executable)
+    assert not first["modules"]["sglang"]["found"] and len(asked) == 1
+    assert R.probe(sys.executable) == first and len(asked) == 1  # remembered
+    (extra / "sglang").mkdir()  # "pip install": a new entry in a sys.path directory
+    (extra / "sglang" / "__init__.py").write_text("")
+    now = R.probe(sys.executable)
+    assert len(asked) == 2 and now["modules"]["sglang"]["root"] == str(extra)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # another PYTHONPATH: asked again
+    assert not R.probe(sys.executable)["modules"]["sglang"]["found"] and len(asked) == 3

@@ -210,9 +210,11 @@ class Project:
             pins_path = find_pins()
         explicit = bool(pins or os.environ.get(PINS_ENV))
         base = pins_path.parent if pins_path else Path.cwd()
+        dirs = recipe_dirs(given, pins_path, explicit)
+        ENGINES.add_dirs(rd.path for rd in dirs)  # the user's engine definitions (engines.py)
         return cls(
             pins_path=pins_path,
-            recipe_dirs=recipe_dirs(given, pins_path, explicit),
+            recipe_dirs=dirs,
             workspace=Path(workspace) if workspace else base / ".patchkit",
         )
 

@@ -97,7 +97,7 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
     out: dict[str, EngineInfo] = {}
     for name, t in doc.items():
 
-        def fail(key: str, why: str, fix: str) -> EngineError:
+        def fail(key: str, why: str, fix: str, name: str = name) -> EngineError:
             crumb = f"[{name}]" + (f" {key}" if key else "")
             return EngineError(f"{path}:{_line(text, name, key)}: {crumb}: {why}", fix)
 

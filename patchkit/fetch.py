@@ -7,9 +7,10 @@ there is one), cached, and unpacked into a tree.  No pip is needed: patchkit ins
 The index is ``PATCHKIT_INDEX_URL``, else uv's (``UV_DEFAULT_INDEX``, ``UV_INDEX_URL``),
 else pip's (``PIP_INDEX_URL``), else PyPI; credentials in the URL or in ``~/.netrc`` are
 sent, proxies come from the usual ``HTTPS_PROXY`` variables.  The cache is
-``~/.cache/patchkit/wheels/DIST/VERSION/*.whl`` (sdists: ``sdists/DIST/VERSION/*.tar.gz``;
-``PATCHKIT_CACHE`` moves it); a release in the cache is reused without touching the network, and ``PATCHKIT_OFFLINE=1`` forbids the
-network altogether."""
+``~/.cache/patchkit/wheels/DIST/VERSION/*.whl`` (sdists:
+``sdists/DIST/VERSION/*.tar.gz``; ``PATCHKIT_CACHE`` moves it); a release in the cache is
+reused without touching the network, and ``PATCHKIT_OFFLINE=1`` forbids the network
+altogether."""
 
 from __future__ import annotations
 

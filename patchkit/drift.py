@@ -114,8 +114,8 @@ def parse_range(value: str) -> tuple[str, str, str]:
 def versions_between(engine: str, a: str, b: str) -> list[str]:
     lo, hi = Version(a), Version(b)
     info = ENGINES[engine]
-    kind = "sdist" if info.reference == "sdist" else "wheel"
-    allv = [v for v in index_versions(info.dist, kind) if lo <= Version(v) <= hi]
+    listed = index_versions(info.dist, "sdist") if info.reference == "sdist" else index_versions(info.dist)
+    allv = [v for v in listed if lo <= Version(v) <= hi]
     allv = [v for v in allv if not Version(v).is_prerelease or v in (a, b)]
     if not allv:
         raise PatchkitError(f"no {engine} release between {a} and {b} on the index")

@@ -34,9 +34,9 @@ _KEYS = {
 _OPTIONAL = {
     "requires": "a list of engine names",
     "template": "[python file, class, function, C++ file]",
-    "jit": "a table: specs = LOGICAL_DIR, prebuilt = DIST",
+    "jit": "a table: specs = LOGICAL_DIR, prebuilt = DIST, cache = DIR, cache_env = VAR",
 }
-_JIT_KEYS = ("specs", "prebuilt")
+_JIT_KEYS = ("specs", "prebuilt", "cache", "cache_env")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -153,7 +153,7 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
         if jit is not None and (
             not isinstance(jit, dict) or set(jit) - set(_JIT_KEYS) or not all(isinstance(v, str) for v in jit.values())
         ):
-            raise fail("jit", "jit must be a table of strings (specs, prebuilt)", _OPTIONAL["jit"])
+            raise fail("jit", f"jit must be a table of strings ({', '.join(_JIT_KEYS)})", _OPTIONAL["jit"])
         if name in known or name in out:
             raise fail("", f"engine {name!r} is defined twice", "give each engine one definition")
         out[name] = EngineInfo(
@@ -248,3 +248,4 @@ class Engines(Mapping):
 
 
 ENGINES = Engines()
+Engines.NONE = EngineInfo("", "", "", {}, "")  # no such engine: matches no target

@@ -248,7 +248,8 @@ class Project:
             engine, path = parse_target_arg(arg)
             if not path:
                 raise PatchkitError(
-                    f"--target {arg!r}: no path after '='", f"e.g. --target {engine or 'sglang'}=./{engine or 'sglang'}"
+                    f"--target {arg!r}: no path after '='",
+                    f"e.g. --target {engine or next(iter(ENGINES))}=./{engine or next(iter(ENGINES))}",
                 )
             if "\0" in path:
                 raise PatchkitError(f"--target {arg!r}: the path holds a NUL byte", "name the path without it")

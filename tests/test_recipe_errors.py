@@ -146,8 +146,8 @@ CASES = [
     ),
     (
         "unknown engine",
-        lambda s: s.replace('sglang = ">=0.5.9"', 'sglang = ">=0.5.9"\nvllm = ">=0.1"'),
-        "r.toml:8 > engines > vllm: unknown engine 'vllm' (hint: engines: sglang, flashinfer)",
+        lambda s: s.replace('sglang = ">=0.5.9"', 'sglang = ">=0.5.9"\ntgi = ">=0.1"'),
+        "r.toml:8 > engines > tgi: unknown engine 'tgi' (hint: engines: sglang, flashinfer, vllm)",
     ),
     (
         "unknown op kind",

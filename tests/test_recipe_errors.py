@@ -349,7 +349,9 @@ def test_shipped_recipes_load(run_cli, recipes_dir):
         "autotune-cutlass",
         "max-running-requests",
         "moe-backend-sm120",
+        "vllm-allreduce-fusion",
     ]
     assert doc["bundles"] == {
-        "sm120": ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
+        "sm120": ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"],
+        "vllm-sm120": ["vllm-allreduce-fusion"],
     }

@@ -455,12 +455,15 @@ def judge(facts: dict) -> list[Finding]:
         engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])
     ):
         if not m.get("found"):
+            # Every engine defined is probed; one this interpreter lacks is only worth a
+            # warning when it has none at all (a SGLang venv has no vLLM, and needs none).
+            none = not any(x.get("found") for x in engines.values())
             add(
-                WARN,
+                WARN if none else INFO,
                 engine,
                 f"{engine}: not importable by {py['executable']}"
                 + (f" ({m['error']})" if m.get("error") else "")
-                + "; if another interpreter serves, run `patchkit doctor --python PATH`",
+                + ("; if another interpreter serves, run `patchkit doctor --python PATH`" if none else ""),
                 fails=False,
             )
             continue

@@ -63,11 +63,16 @@ def _required_by(tree, engine: str) -> str | None:
 
 def _missing_engines(catalog, names, have: set[str], what: str) -> None:
     """Fail before any download when a selected recipe edits an engine that nothing gives a
-    release of (no --to, no pin), naming the recipes and the way out."""
+    release of (no --to, no pin), naming the recipes and the way out.  With no recipe
+    named, such recipes are left out (named on stderr) unless that leaves none."""
+    from patchkit.commands import at_hand
     from patchkit.target import ENGINES
 
     need: dict[str, list[str]] = {}
-    for r in catalog.select(names):
+    selected = catalog.select(names)
+    if not names and at_hand(list(selected), have):
+        return
+    for r in selected:
         for e in r.engines:
             if e not in have:
                 need.setdefault(e, []).append(r.id)

@@ -183,8 +183,11 @@ class Reference:
         if self._tree is not None:
             from patchkit import regular
 
-            p = self._tree.root / self._tree.relpath(logical)
-            data = regular.read_file(p) if p.is_file() else None
+            try:
+                p: Optional[Path] = self._tree.root / self._tree.relpath(logical)
+            except PatchkitError:  # a wheel in place of the sdist has no csrc/: not in the release
+                p = None
+            data = regular.read_file(p) if p is not None and p.is_file() else None
             if keep:
                 self._files[logical] = data
             return data

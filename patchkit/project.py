@@ -183,6 +183,14 @@ def recipe_dirs(
     return unique
 
 
+def engines_at_hand(project, target_args: tuple[str, ...]) -> set[str]:
+    """The engines with a tree: those of --target arguments if any are given, else those
+    with a workspace tree (``project.workspace/trees/ENGINE``)."""
+    if target_args:
+        return {parse_target_arg(a)[0] for a in target_args}
+    return {e for e in ENGINES if (Path(project.workspace) / "trees" / e).exists()}
+
+
 @dataclass
 class Project:
     pins_path: Optional[Path]
@@ -239,13 +247,6 @@ class Project:
 
     def tree(self, engine: str) -> Path:
         return self.workspace / "trees" / engine
-
-    def engines_at_hand(self, target_args: tuple[str, ...]) -> set[str]:
-        """The engines with a tree: those of --target arguments if any are given, else those
-        with a workspace tree."""
-        if target_args:
-            return {parse_target_arg(a)[0] for a in target_args}
-        return {e for e in ENGINES if self.tree(e).exists()}
 
     def targets(self, target_args: tuple[str, ...], needed: set[str]) -> dict[str, Target]:
         """The --target ENGINE=PATH trees if any are given (and only those), else the

@@ -8,6 +8,7 @@ import ast
 import io
 import json
 import re
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -234,3 +235,26 @@ def test_an_sdist_member_that_leads_outside_is_refused(tmp_path):
     with pytest.raises(FetchError, match="leads outside the tree"):
         fetch.unpack_sdist(sd, tmp_path / "out", ("vllm/",), {})
     assert not (tmp_path / "out").exists() and not (tmp_path / "evil.py").exists()
+
+
+def test_with_no_recipe_named_the_recipes_of_an_engine_with_no_tree_are_left_out(tmp_path, run_cli):
+    """A SGLang venv has no vLLM: a bare `status` judges the SGLang recipes and names the
+    vLLM one it leaves out; named, the vLLM recipe is an error that says what is missing."""
+    sp = tmp_path / "sp"
+    (sp / "sglang" / "srt").mkdir(parents=True)
+    (sp / "sglang" / "__init__.py").write_text("")
+    (sp / "sglang" / "version.py").write_text('__version__ = "0.5.9"\n')
+    (sp / "sglang" / "srt" / "x.py").write_text('def f():\n    return ["a"]\n')
+    rec = tmp_path / "recipes"
+    rec.mkdir()
+    (rec / "a.toml").write_text(
+        (ROOT / "tests" / "conftest.py").read_text().split('MINIMAL_RECIPE = """\\\n')[1].split('"""')[0].format(id="a")
+    )
+    shutil.copy(ROOT / "recipes" / "vllm-allreduce-fusion.toml", rec)
+    code, out, err = run_cli("--recipes", str(rec), "status", "-t", f"sglang={sp}", cwd=tmp_path)
+    assert code == 1 and "a                        pending" in out, out + err
+    assert err == (
+        "note: vllm-allreduce-fusion not judged: it edits vllm, which has no tree here (name it to be told why)\n"
+    )
+    code, out, err = run_cli("--recipes", str(rec), "status", "vllm-allreduce-fusion", "-t", f"sglang={sp}")
+    assert code == 2 and "recipe vllm-allreduce-fusion edits vllm, but there is no vllm target" in err

@@ -65,13 +65,15 @@ def _missing_engines(catalog, names, have: set[str], what: str) -> None:
     """Fail before any download when a selected recipe edits an engine that nothing gives a
     release of (no --to, no pin), naming the recipes and the way out.  With no recipe
     named, such recipes are left out (named on stderr) unless that leaves none."""
-    from patchkit.commands import at_hand
+    from patchkit.commands import at_hand, say_left
     from patchkit.target import ENGINES
 
     need: dict[str, list[str]] = {}
     selected = catalog.select(names)
-    if not names and at_hand(list(selected), have):
-        return
+    if not names:
+        selected, left = at_hand(list(selected), have)
+        if not any(set(r.engines) - have for r in selected):
+            say_left(left)
     for r in selected:
         for e in r.engines:
             if e not in have:

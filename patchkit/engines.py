@@ -239,7 +239,9 @@ class Engines(Mapping):
 
                 p = where / n
                 hint = "an engine definition is a small UTF-8 TOML file (README: Engines)"
-                text = decode_utf8(read_config(p, "engine definition", hint, EngineError), str(p), "engine definition")
+                text = decode_utf8(
+                    read_config(p, "definition of an engine", hint, EngineError), str(p), "definition of an engine"
+                )
                 self._all().update(parse(text, str(p), tuple(self._all())))
 
     def with_jit(self) -> Optional[EngineInfo]:

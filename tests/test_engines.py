@@ -135,6 +135,10 @@ def test_a_user_adds_an_engine_without_code(user_engine, tmp_path, run_cli):
     assert code == 0 and (tree / "src/tiny/gate.py").read_text().endswith("[9, 10]\n"), err
     code, out, err = run_cli(*pre, "new", "x", "--engine", "tinyeng", "-o", "-")
     assert code == 0 and 'engine = "tinyeng"' in out, err
+    code, out, err = run_cli(*pre, "new", "x", "--engine", "tgi", "-o", "-")
+    assert (code, out) == (2, "") and err == (
+        "patchkit: error: --engine 'tgi': unknown engine (hint: engines: sglang, flashinfer, vllm, tinyeng)\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -91,14 +91,17 @@ def ok(res: list[RecipeResult]) -> bool:
 
 
 def index_versions(dist: str, kind: str = "wheel") -> list[str]:
-    """Every release the index has a wheel (or an sdist) of for ``dist`` (oldest first); the
-    releases in patchkit's cache when the index cannot be asked (offline, unreachable)."""
+    """Every release the index has a wheel of for ``dist`` (``kind="any"``: or an sdist),
+    oldest first; the releases in patchkit's cache when the index cannot be asked
+    (offline, unreachable)."""
     try:
         return fetch.versions(dist, kind)
     except FetchError as e:
-        cached = fetch.wheel_dir(dist, "x").parent if kind == "wheel" else fetch.sdist_dir(dist, "x").parent
-        pattern = "*.whl" if kind == "wheel" else "*.tar.gz"
-        got = sorted((p.name for p in cached.iterdir() if any(p.glob(pattern))), key=Version) if cached.is_dir() else []
+        places = [(fetch.wheel_dir(dist, "x").parent, "*.whl")]
+        if kind == "any":
+            places.append((fetch.sdist_dir(dist, "x").parent, "*.tar.gz"))
+        found = {p.name for d, pat in places if d.is_dir() for p in d.iterdir() if any(p.glob(pat))}
+        got = sorted(found, key=Version)
         if got:
             return got
         raise PatchkitError(f"cannot list the releases of {dist}: {e.message}", e.hint) from None
@@ -114,7 +117,7 @@ def parse_range(value: str) -> tuple[str, str, str]:
 def versions_between(engine: str, a: str, b: str) -> list[str]:
     lo, hi = Version(a), Version(b)
     info = ENGINES[engine]
-    listed = index_versions(info.dist, "sdist") if info.reference == "sdist" else index_versions(info.dist)
+    listed = index_versions(info.dist, "any") if info.reference == "sdist" else index_versions(info.dist)
     allv = [v for v in listed if lo <= Version(v) <= hi]
     allv = [v for v in allv if not Version(v).is_prerelease or v in (a, b)]
     if not allv:

@@ -305,11 +305,13 @@ def _sdists(files: list[dict]) -> dict[str, list[dict]]:
 
 
 def versions(dist: str, kind: str = "wheel") -> list[str]:
-    """Every release of ``dist`` the index has a wheel (or an sdist) for (yanked ones left
-    out), oldest first."""
+    """Every release of ``dist`` the index has a wheel for (``kind="any"``: a wheel or an
+    sdist), yanked ones left out, oldest first."""
     from packaging.version import Version
 
-    return sorted((_wheels if kind == "wheel" else _sdists)(project_files(dist)), key=Version)
+    files = project_files(dist)
+    got = set(_wheels(files)) | (set(_sdists(files)) if kind == "any" else set())
+    return sorted(got, key=Version)
 
 
 def _pick(candidates: list[dict]) -> Optional[dict]:

@@ -262,3 +262,67 @@ def test_with_no_recipe_named_the_recipes_of_an_engine_with_no_tree_are_left_out
     )
     code, out, err = run_cli("--recipes", str(rec), "status", "vllm-allreduce-fusion", "-t", f"sglang={sp}")
     assert code == 2 and "recipe vllm-allreduce-fusion edits vllm, but there is no vllm target" in err
+
+
+@pytest.fixture
+def vllm_index(tmp_path, monkeypatch):
+    """A file: simple index of `vllm`: 0.32.0 and 0.33.0 with an sdist and a wheel, 0.31.0
+    with a wheel only (as a release may have), in an empty cache."""
+    import hashlib
+    import zipfile
+
+    files = tmp_path / "files"
+    files.mkdir()
+    links = []
+    for v in ("0.31.0", "0.32.0", "0.33.0"):
+        whl = files / f"vllm-{v}-cp38-abi3-manylinux1_x86_64.whl"
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr("vllm/__init__.py", "")
+            z.writestr("vllm/config/vllm.py", GATE)
+            z.writestr(f"vllm-{v}.dist-info/METADATA", f"Name: vllm\nVersion: {v}\n")
+        whl.write_bytes(buf.getvalue())
+        made = [whl]
+        if v != "0.31.0":
+            cache = tmp_path / "mk"
+            _vllm_sdist(cache, v)
+            sd = files / f"vllm-{v}.tar.gz"
+            sd.write_bytes((cache / "sdists" / "vllm" / v / sd.name).read_bytes())
+            made.append(sd)
+        for f in made:
+            sha = hashlib.sha256(f.read_bytes()).hexdigest()
+            links.append(f'<a href="../../files/{f.name}#sha256={sha}">{f.name}</a><br/>')
+    page = tmp_path / "simple" / "vllm"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    monkeypatch.setenv("PATCHKIT_INDEX_URL", (tmp_path / "simple").as_uri())
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)
+    return tmp_path
+
+
+def test_a_vllm_release_comes_from_its_sdist_and_from_its_wheel_only_without_one(vllm_index):
+    from patchkit import drift, fetch
+    from patchkit.errors import FetchError
+
+    said: list[str] = []
+    tree = drift.release_tree("vllm", "0.33.0", say=said.append)
+    cached = vllm_index / "cache" / "sdists" / "vllm" / "0.33.0" / "vllm-0.33.0.tar.gz"
+    assert said == [
+        "downloading vllm==0.33.0 from the package index (vllm-0.33.0.tar.gz) ...",
+        f"cached {cached}",
+        "unpacking vllm-0.33.0.tar.gz (vllm/, csrc/, cmake/, CMakeLists.txt) ...",
+    ]
+    assert open_target("vllm", tree).layout == "git" and (tree / "csrc/k.cu").is_file()
+    assert not (tree / "setup.py").exists()  # only the layout's prefixes (and PKG-INFO)
+    assert not (vllm_index / "cache" / "wheels").exists()  # no wheel was fetched
+    said.clear()
+    tree = drift.release_tree("vllm", "0.31.0", say=said.append)
+    assert said[0] == "vllm 0.31.0: no sdist on the index; its wheel will do"
+    assert open_target("vllm", tree).layout == "package"
+    assert drift.versions_between("vllm", "0.31.0", "0.33.0") == ["0.31.0", "0.32.0", "0.33.0"]
+    # A tampered sdist is refused, as a wheel is.
+    (vllm_index / "files" / "vllm-0.32.0.tar.gz").write_bytes(b"tampered")
+    with pytest.raises(FetchError, match="vllm-0.32.0.tar.gz: sha256 mismatch: the index lists"):
+        fetch.fetch_sdist("vllm", "0.32.0")
+    assert not any((vllm_index / "cache" / "sdists" / "vllm" / "0.32.0").iterdir())

@@ -763,10 +763,9 @@ def pin(ctx, engine, version, force):
 @click.argument("rid", metavar="ID")
 @click.option(
     "--engine",
-    type=click.Choice(["sglang", "flashinfer"]),
-    default="sglang",
-    show_default=True,
-    help="The engine the template's ops edit.",
+    metavar="ENGINE",
+    help="The engine the template's ops edit (one that patchkit/engines.toml or an engines/*.toml defines; "
+    "default: the first).",
 )
 @click.option(
     "--out", "-o", metavar="FILE", help="Where to write it (default: ID.toml in the project's recipes/; - for stdout)."

@@ -33,13 +33,27 @@ from patchkit.target import ENGINES
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
 LEVELS = (OK, INFO, WARN, ERROR)
 
-# What the interpreter is asked to find: import name -> distribution names.
-MODULES = {
-    "sglang": ["sglang"],
-    "flashinfer": ["flashinfer-python"],
-    "torch": ["torch"],
-    "flashinfer_jit_cache": ["flashinfer-jit-cache"],
-}
+
+def modules() -> dict[str, list[str]]:
+    """What the interpreter is asked to find: import name -> distribution names (every
+    engine's, torch, and the prebuilt kernels of an engine that compiles at run time)."""
+    out = {i.package: [i.dist] for i in ENGINES.values()}
+    out["torch"] = ["torch"]
+    jit = ENGINES.with_jit()
+    if jit is not None and jit.jit.get("prebuilt"):
+        out[_prebuilt()] = [jit.jit["prebuilt"]]
+    return out
+
+
+def _prebuilt() -> str:
+    jit = ENGINES.with_jit()
+    return jit.jit.get("prebuilt", "").replace("-", "_") if jit is not None else ""
+
+
+def _jit_name() -> str:
+    jit = ENGINES.with_jit()
+    return jit.name if jit is not None else ""
+
 
 # Runs inside the probed interpreter: standard library only, imports none of the packages.
 PROBE = r"""
@@ -103,7 +117,7 @@ def probe_python(python: str, timeout: float = 60) -> dict:
     exe = os.path.abspath(exe)  # the probe runs from /; absolute, not resolved (a venv's python is a link)
     try:
         proc = subprocess.run(
-            [exe, "-c", PROBE, json.dumps(MODULES)], capture_output=True, text=True, timeout=timeout, cwd="/"
+            [exe, "-c", PROBE, json.dumps(modules())], capture_output=True, text=True, timeout=timeout, cwd="/"
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise TargetError(f"--python {python}: could not run it ({e})", "is it a Python 3 interpreter?") from None
@@ -337,10 +351,10 @@ def collect(project, python: Optional[str] = None) -> dict:
         if tree.exists():
             facts["workspace"][engine] = _location(engine, tree, recipes)
     facts["profile"] = _profile(project, probe, catalog)
-    facts["aot_jit_cache"] = probe["modules"].get("flashinfer_jit_cache", {}).get("found", False)
+    facts["aot_jit_cache"] = probe["modules"].get(_prebuilt(), {}).get("found", False)
     torch_m = probe["modules"].get("torch", {})
     facts["gpus"] = _gpus(probe["executable"], bool(torch_m.get("found")))
-    fi = facts["engines"].get("flashinfer", {})
+    fi = facts["engines"].get(_jit_name(), {})
     facts["jit"] = _jit_cache((fi.get("location") or {}).get("version") or fi.get("version"))
     return facts
 
@@ -441,12 +455,15 @@ def judge(facts: dict) -> list[Finding]:
         engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])
     ):
         if not m.get("found"):
+            # Every engine defined is probed; one this interpreter lacks is only worth a
+            # warning when it has none at all (a SGLang venv has no vLLM, and needs none).
+            none = not any(x.get("found") for x in engines.values())
             add(
-                WARN,
+                WARN if none else INFO,
                 engine,
                 f"{engine}: not importable by {py['executable']}"
                 + (f" ({m['error']})" if m.get("error") else "")
-                + "; if another interpreter serves, run `patchkit doctor --python PATH`",
+                + ("; if another interpreter serves, run `patchkit doctor --python PATH`" if none else ""),
                 fails=False,
             )
             continue
@@ -649,7 +666,7 @@ def judge(facts: dict) -> list[Finding]:
     j = facts.get("jit", {})
     # FlashInfer compiles the copy Python imports: patchkit's writes there (journal), and the
     # kernel sources of recipes that copy carries (a patched wheel's install time counts too).
-    fi_loc = facts.get("engines", {}).get("flashinfer", {}).get("location") or {}
+    fi_loc = facts.get("engines", {}).get(_jit_name(), {}).get("location") or {}
     edits = list(fi_loc.get("edits", []))
     edits += [s for s in fi_loc.get("jit_sources", []) if _carried(fi_loc, s["recipe"], sha.get(s["recipe"]))]
     add(

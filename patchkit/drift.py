@@ -58,7 +58,21 @@ def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda 
     src = fetch.tree_source(dest)
     if src and src.get("version") == version:
         return dest
-    whl = fetch.fetch_wheel(ENGINES[engine].dist, version, say=say)
+    info = ENGINES[engine]
+    if info.reference == "sdist":
+        try:
+            sdist = fetch.fetch_sdist(info.dist, version, say=say)
+        except FetchError as e:
+            if "no such release" not in e.message:
+                raise
+            say(f"{engine} {version}: no sdist on the index; its wheel will do")
+        else:
+            prefixes = tuple(pp for _, pp in info.layouts["git"])
+            say(f"unpacking {sdist.name} ({', '.join(prefixes)}) ...")
+            source = {"engine": engine, "source": "index", "version": version, "sdist": sdist.name}
+            fetch.unpack_sdist(sdist, dest, prefixes, source)
+            return dest
+    whl = fetch.fetch_wheel(info.dist, version, say=say)
     fetch.unpack(whl, dest, {"engine": engine, "source": "index", "version": version, "wheel": whl.name})
     return dest
 
@@ -76,14 +90,18 @@ def ok(res: list[RecipeResult]) -> bool:
 # -- across releases --------------------------------------------------------------------------
 
 
-def index_versions(dist: str) -> list[str]:
-    """Every release the index has a wheel of for ``dist`` (oldest first); the releases in
-    patchkit's cache when the index cannot be asked (offline, unreachable)."""
+def index_versions(dist: str, kind: str = "wheel") -> list[str]:
+    """Every release the index has a wheel of for ``dist`` (``kind="any"``: or an sdist),
+    oldest first; the releases in patchkit's cache when the index cannot be asked
+    (offline, unreachable)."""
     try:
-        return fetch.versions(dist)
+        return fetch.versions(dist, kind)
     except FetchError as e:
-        cached = fetch.cache_dir() / "wheels" / dist
-        got = sorted((p.name for p in cached.iterdir() if any(p.glob("*.whl"))), key=Version) if cached.is_dir() else []
+        places = [(fetch.wheel_dir(dist, "x").parent, "*.whl")]
+        if kind == "any":
+            places.append((fetch.sdist_dir(dist, "x").parent, "*.tar.gz"))
+        found = {p.name for d, pat in places if d.is_dir() for p in d.iterdir() if any(p.glob(pat))}
+        got = sorted(found, key=Version)
         if got:
             return got
         raise PatchkitError(f"cannot list the releases of {dist}: {e.message}", e.hint) from None
@@ -98,7 +116,9 @@ def parse_range(value: str) -> tuple[str, str, str]:
 
 def versions_between(engine: str, a: str, b: str) -> list[str]:
     lo, hi = Version(a), Version(b)
-    allv = [v for v in index_versions(ENGINES[engine].dist) if lo <= Version(v) <= hi]
+    info = ENGINES[engine]
+    listed = index_versions(info.dist, "any") if info.reference == "sdist" else index_versions(info.dist)
+    allv = [v for v in listed if lo <= Version(v) <= hi]
     allv = [v for v in allv if not Version(v).is_prerelease or v in (a, b)]
     if not allv:
         raise PatchkitError(f"no {engine} release between {a} and {b} on the index")

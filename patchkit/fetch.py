@@ -7,9 +7,10 @@ there is one), cached, and unpacked into a tree.  No pip is needed: patchkit ins
 The index is ``PATCHKIT_INDEX_URL``, else uv's (``UV_DEFAULT_INDEX``, ``UV_INDEX_URL``),
 else pip's (``PIP_INDEX_URL``), else PyPI; credentials in the URL or in ``~/.netrc`` are
 sent, proxies come from the usual ``HTTPS_PROXY`` variables.  The cache is
-``~/.cache/patchkit/wheels/DIST/VERSION/*.whl`` (``PATCHKIT_CACHE`` moves it); a wheel in
-the cache is reused without touching the network, and ``PATCHKIT_OFFLINE=1`` forbids the
-network altogether."""
+``~/.cache/patchkit/wheels/DIST/VERSION/*.whl`` (sdists:
+``sdists/DIST/VERSION/*.tar.gz``; ``PATCHKIT_CACHE`` moves it); a release in the cache is
+reused without touching the network, and ``PATCHKIT_OFFLINE=1`` forbids the network
+altogether."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ def normalize(dist: str) -> str:
 
 def wheel_dir(dist: str, version: str) -> Path:
     return cache_dir() / "wheels" / dist.replace("_", "-").lower() / version
+
+
+def sdist_dir(dist: str, version: str) -> Path:
+    return cache_dir() / "sdists" / normalize(dist) / version
 
 
 def index_url() -> tuple[str, str]:
@@ -283,11 +288,30 @@ def _wheels(files: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def versions(dist: str) -> list[str]:
-    """Every release of ``dist`` the index has a wheel for (yanked ones left out), oldest first."""
+def _sdists(files: list[dict]) -> dict[str, list[dict]]:
+    """Source distributions (``.tar.gz``) by version, yanked ones left out."""
+    from packaging.utils import InvalidSdistFilename, parse_sdist_filename
+
+    out: dict[str, list[dict]] = {}
+    for f in files:
+        if not f["filename"].endswith(".tar.gz") or f["yanked"]:
+            continue
+        try:
+            _, version = parse_sdist_filename(f["filename"])
+        except InvalidSdistFilename:
+            continue
+        out.setdefault(str(version), []).append(f)
+    return out
+
+
+def versions(dist: str, kind: str = "wheel") -> list[str]:
+    """Every release of ``dist`` the index has a wheel for (``kind="any"``: a wheel or an
+    sdist), yanked ones left out, oldest first."""
     from packaging.version import Version
 
-    return sorted(_wheels(project_files(dist)), key=Version)
+    files = project_files(dist)
+    got = set(_wheels(files)) | (set(_sdists(files)) if kind == "any" else set())
+    return sorted(got, key=Version)
 
 
 def _pick(candidates: list[dict]) -> Optional[dict]:
@@ -317,15 +341,26 @@ def nearest(version: str, available: list[str], n: int = 3) -> list[str]:
 
 def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], None] = lambda s: None) -> Path:
     """The release wheel of ``dist==version``, from the cache or the index."""
-    d = wheel_dir(dist, version)
-    cached = sorted(d.glob("*.whl")) if d.is_dir() else []
+    return _fetch("wheel", dist, version, sha256, say)
+
+
+def fetch_sdist(dist: str, version: str, sha256: str = "", say: Callable[[str], None] = lambda s: None) -> Path:
+    """The release's source distribution (``DIST-VERSION.tar.gz``), from the cache or the
+    index: for an engine whose wheels are ten times larger than its sdist (vLLM)."""
+    return _fetch("sdist", dist, version, sha256, say)
+
+
+def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str], None]) -> Path:
+    d = wheel_dir(dist, version) if kind == "wheel" else sdist_dir(dist, version)
+    suffix = ".whl" if kind == "wheel" else ".tar.gz"
+    cached = sorted(p for p in d.glob(f"*{suffix}") if p.is_file()) if d.is_dir() else []
     for w in cached:
         if not sha256 or file_sha256(w) == sha256:
             return w
     if offline():
         raise FetchError(
             f"{dist} {version} is not in patchkit's cache ({d}), and {OFFLINE_ENV}=1 forbids downloading it",
-            f"unset {OFFLINE_ENV}, or put the release's wheel in {d}",
+            f"unset {OFFLINE_ENV}, or put the release's {kind} in {d}",
         )
     from packaging.version import InvalidVersion, Version
 
@@ -333,16 +368,16 @@ def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], 
         want = Version(version)
     except InvalidVersion:
         raise FetchError(f"{dist}: {version!r} is not a version", "e.g. 0.5.13") from None
-    by_version = _wheels(project_files(dist))
+    by_version = (_wheels if kind == "wheel" else _sdists)(project_files(dist))
     found = [f for v, fs in by_version.items() if Version(v) == want for f in fs]
     if not found:
         listed = sorted(by_version, key=Version)
         close = nearest(version, listed)
         raise FetchError(
             f"{dist} {version}: no such release on the package index {shown(index_url()[0])}",
-            f"nearest releases: {', '.join(close)}" if close else "the index lists no wheel of it",
+            f"nearest releases: {', '.join(close)}" if close else f"the index lists no {kind} of it",
         )
-    pick = _pick(found)
+    pick = _pick(found) if kind == "wheel" else found[0]
     if pick is None:
         raise FetchError(
             f"{dist} {version}: no wheel for this platform ({', '.join(f['filename'] for f in found)})",
@@ -423,3 +458,44 @@ def tree_source(dest: Path) -> Optional[dict]:
         return json.loads(p.read_text())
     except (OSError, ValueError):
         return None
+
+
+def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dict) -> int:
+    """Unpack the files of an sdist (``NAME-VERSION/...``) whose path under its top
+    directory starts with one of ``prefixes`` (the engine's git-layout path prefixes) into
+    ``dest``, atomically, as the repository lays them out; the number of files.  Only
+    regular files are taken; a member that would land outside ``dest`` is refused."""
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
+    n = 0
+    try:
+        with tarfile.open(sdist, "r:gz") as tar:
+            for m in tar:
+                parts = m.name.split("/", 1)
+                if len(parts) != 2 or not m.isfile():
+                    continue
+                rel = parts[1]
+                if not (rel.startswith(prefixes) or rel == "PKG-INFO"):
+                    continue
+                if rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
+                    raise FetchError(f"{sdist.name}: member {m.name!r} leads outside the tree", "a damaged sdist")
+                out = tmp / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(m)
+                if src is None:
+                    continue
+                with src, open(out, "wb") as f:
+                    shutil.copyfileobj(src, f)
+                n += 1
+        (tmp / ".patchkit").mkdir(exist_ok=True)
+        (tmp / ".patchkit" / ".gitignore").write_text("*\n")
+        (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return n

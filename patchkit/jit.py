@@ -17,7 +17,15 @@ from pathlib import Path
 
 
 def cache_base() -> Path:
-    return Path(os.environ.get("FLASHINFER_WORKSPACE_BASE", str(Path.home()))) / ".cache" / "flashinfer"
+    """The JIT cache of the engine that compiles at run time: its definition's ``cache``
+    (relative to ``$<cache_env>``, default the home directory)."""
+    from patchkit.target import ENGINES
+
+    info = ENGINES.with_jit()
+    if info is None or not info.jit.get("cache"):
+        return Path(os.devnull)  # no engine compiles at run time: a path that holds no build
+    base = os.environ.get(info.jit.get("cache_env", ""), "") or str(Path.home())
+    return Path(base) / info.jit["cache"]
 
 
 def module_dirs(version: str | None, module: str) -> list[Path]:

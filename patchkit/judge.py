@@ -38,7 +38,8 @@ class Session:
         self.known: dict[str, Recipe] = known or {}
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], Document] = {}
-        self.references: dict[Path, pristine.Reference] = {}
+        # (engine, root): one site-packages holds several engines, each its own release
+        self.references: dict[tuple[str, Path], pristine.Reference] = {}
         self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
         self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
         # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
@@ -79,9 +80,10 @@ class Session:
     def reference(self, engine: str) -> pristine.Reference:
         """The pristine release of a target (pristine.py), opened once per invocation."""
         t = self.targets[engine]
-        if t.root not in self.references:
-            self.references[t.root] = pristine.Reference(t)
-        return self.references[t.root]
+        key = (engine, t.root)
+        if key not in self.references:
+            self.references[key] = pristine.Reference(t)
+        return self.references[key]
 
     def sweep(self, engine: str) -> Target:
         """A search of the engine's whole tree is about to read files nobody named: its

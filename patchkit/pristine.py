@@ -8,7 +8,10 @@ left behind by an in-place upgrade, and then a patched tree would read "upstream
 - a git checkout: the release's tagged commit (``v<version>`` or ``<version>``), or the
   revision `patchkit sync` checked out (``.patchkit/source.json``);
 - a package layout (unpacked wheel, site-packages): the release's own wheel, from
-  patchkit's cache or, unless ``PATCHKIT_OFFLINE=1``, downloaded from the package index.
+  patchkit's cache or, unless ``PATCHKIT_OFFLINE=1``, downloaded from the package index;
+- an engine whose definition says ``reference = "sdist"`` (vLLM: its wheels are ten times
+  larger): the release's sdist, unpacked once into the cache (drift.release_tree), for a
+  package layout and for a git layout that is no tagged checkout (an unpacked sdist).
 
 Where none can be had (offline, unknown version, a commit with no tag), ``Reference`` says
 why, and the judge says ``applied?`` rather than guess.
@@ -42,9 +45,15 @@ class Reference:
         self._modules: dict[str, object] = {}  # logical -> libcst Module, or None
         self._zip: Optional[zipfile.ZipFile] = None
         self._commit = ""
+        self._tree: Optional[Target] = None  # an unpacked sdist (git layout), for reference = "sdist"
+        kind = ENGINES[target.engine].reference
         try:
-            if target.layout == "git":
+            if target.layout == "git" and (kind != "sdist" or (target.root / ".git").exists()):
                 self._open_git()
+            elif kind == "sdist":
+                self._open_sdist()
+            elif kind == "git":
+                raise PatchkitError(f"{target.engine}'s definition names no release to download (reference = git)")
             else:
                 self._open_wheel()
         except PatchkitError as e:
@@ -113,6 +122,31 @@ class Reference:
         self._zip = zipfile.ZipFile(whl)
         self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
 
+    # -- the release's sdist, unpacked in the cache -------------------------------------------
+    def _open_sdist(self) -> None:
+        from packaging.version import InvalidVersion, Version
+
+        v = self.target.version
+        if not v:
+            raise PatchkitError(f"the version of {self.target.root} is unknown")
+        try:
+            public = Version(v).public
+        except InvalidVersion:
+            raise PatchkitError(f"{v!r} is not a release version") from None
+        from patchkit import drift, fetch
+
+        dest = fetch.cache_dir() / "trees" / f"{self.target.engine}-{public}"
+        src = fetch.tree_source(dest)
+        if not (src and src.get("version") == public) and os.environ.get(OFFLINE_ENV) == "1":
+            raise PatchkitError(
+                f"{self.target.engine} {public}'s sdist is not in patchkit's cache, and {OFFLINE_ENV}=1"
+            )
+        root = drift.release_tree(self.target.engine, public, say=_say)
+        got = fetch.tree_source(root) or {}
+        # the wheel where the index has no sdist of the release (drift.release_tree)
+        self._tree = Target(self.target.engine, root, "git" if got.get("sdist") else "package", public)
+        self.what = f"{self.target.engine} {public}'s {'sdist' if got.get('sdist') else 'wheel'}"
+
     # -- reading ------------------------------------------------------------------------------
     @property
     def commit(self) -> str:
@@ -120,9 +154,33 @@ class Reference:
         return self._commit
 
     def members(self) -> Optional[list[str]]:
-        """The paths of the release wheel's files (as they lie under the target's root); None
-        for a git checkout's reference, or none found."""
+        """The paths of the release's files (as they lie under the target's root); None for
+        a git checkout's reference, or none found."""
+        if self._tree is not None:
+            out = []
+            for dirpath, dirnames, files in os.walk(self._tree.root):
+                dirnames[:] = [d for d in dirnames if d != ".patchkit"]
+                for name in files:
+                    rel = os.path.relpath(os.path.join(dirpath, name), self._tree.root).replace(os.sep, "/")
+                    for lp, pp in self._tree_pairs():
+                        if rel.startswith(pp):
+                            mapped = self._mapped(lp + rel[len(pp) :])
+                            if mapped is not None:
+                                out.append(mapped)
+                            break
+            return sorted(out)
         return None if self._zip is None else [n for n in self._zip.namelist() if not n.endswith("/")]
+
+    def _tree_pairs(self) -> list[tuple[str, str]]:
+        return sorted(ENGINES[self.target.engine].layouts[self._tree.layout], key=lambda p: -len(p[1]))
+
+    def _mapped(self, logical: str) -> Optional[str]:
+        """A logical name's path in the target's layout, or None where that layout has none
+        (an installed vllm has no csrc/)."""
+        for lp, pp in ENGINES[self.target.engine].layouts[self.target.layout]:
+            if logical.startswith(lp):
+                return pp + logical[len(lp) :]
+        return None
 
     def read(self, logical: str, keep: bool = True) -> Optional[bytes]:
         """The pristine bytes of a logical file (None when the release has no such file);
@@ -130,8 +188,19 @@ class Reference:
         of a release, as capture does, would hold the whole release in memory)."""
         if logical in self._files:
             return self._files[logical]
-        rel = self.target.relpath(logical)
         data: Optional[bytes] = None
+        if self._tree is not None:
+            from patchkit import regular
+
+            try:
+                p: Optional[Path] = self._tree.root / self._tree.relpath(logical)
+            except PatchkitError:  # a wheel in place of the sdist has no csrc/: not in the release
+                p = None
+            data = regular.read_file(p) if p is not None and p.is_file() else None
+            if keep:
+                self._files[logical] = data
+            return data
+        rel = self.target.relpath(logical)
         if self._zip is not None:
             try:
                 data = self._zip.read(rel)

@@ -183,6 +183,14 @@ def recipe_dirs(
     return unique
 
 
+def engines_at_hand(project, target_args: tuple[str, ...]) -> set[str]:
+    """The engines with a tree: those of --target arguments if any are given, else those
+    with a workspace tree (``project.workspace/trees/ENGINE``)."""
+    if target_args:
+        return {parse_target_arg(a)[0] for a in target_args}
+    return {e for e in ENGINES if (Path(project.workspace) / "trees" / e).exists()}
+
+
 @dataclass
 class Project:
     pins_path: Optional[Path]
@@ -210,9 +218,11 @@ class Project:
             pins_path = find_pins()
         explicit = bool(pins or os.environ.get(PINS_ENV))
         base = pins_path.parent if pins_path else Path.cwd()
+        dirs = recipe_dirs(given, pins_path, explicit)
+        ENGINES.add_dirs(rd.path for rd in dirs)  # the user's engine definitions (engines.py)
         return cls(
             pins_path=pins_path,
-            recipe_dirs=recipe_dirs(given, pins_path, explicit),
+            recipe_dirs=dirs,
             workspace=Path(workspace) if workspace else base / ".patchkit",
         )
 
@@ -256,7 +266,8 @@ class Project:
             engine, path = parse_target_arg(arg)
             if not path:
                 raise PatchkitError(
-                    f"--target {arg!r}: no path after '='", f"e.g. --target {engine or 'sglang'}=./{engine or 'sglang'}"
+                    f"--target {arg!r}: no path after '='",
+                    f"e.g. --target {engine or next(iter(ENGINES))}=./{engine or next(iter(ENGINES))}",
                 )
             if "\0" in path:
                 raise PatchkitError(f"--target {arg!r}: the path holds a NUL byte", "name the path without it")

@@ -832,6 +832,7 @@ class Catalog:
 
         if isinstance(dirs, (str, Path)):
             dirs = [RecipeDir(Path(dirs), PATH, True)]
+        ENGINES.add_dirs(rd.path for rd in dirs)  # engines/*.toml beside the recipes (engines.py)
         recipes: list[Recipe] = []
         origin: dict[str, str] = {}
         seen: dict[str, Path] = {}

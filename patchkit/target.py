@@ -14,51 +14,16 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+from patchkit.engines import ENGINES, EngineInfo  # noqa: F401  (the engine table, re-exported)
 from patchkit.errors import TargetError
 
 STATE_DIR = ".patchkit"  # patchkit's journal, lock and transaction records, inside a target root
 TXN_PENDING = "txn-pending.json"  # in STATE_DIR while a write is under way (patchkit/transaction.py)
 
 
-class EngineInfo(NamedTuple):  # NamedTuples: `status` imports this module at start-up
-    name: str  # as recipes and --target say it
-    dist: str  # package-index name
-    package: str  # import name
-    # logical prefix -> path prefix, per layout
-    layouts: dict[str, tuple[tuple[str, str], ...]]
-    git_marker: str  # a path that exists only in a git-checkout layout
-
-
-ENGINES: dict[str, EngineInfo] = {
-    "sglang": EngineInfo(
-        name="sglang",
-        dist="sglang",
-        package="sglang",
-        layouts={
-            "git": (("sglang/", "python/sglang/"),),
-            "package": (("sglang/", "sglang/"),),
-        },
-        git_marker="python/sglang/__init__.py",
-    ),
-    "flashinfer": EngineInfo(
-        name="flashinfer",
-        dist="flashinfer-python",
-        package="flashinfer",
-        layouts={
-            "git": (("flashinfer/", "flashinfer/"), ("include/", "include/"), ("csrc/", "csrc/")),
-            "package": (
-                ("flashinfer/", "flashinfer/"),
-                ("include/", "flashinfer/data/include/"),
-                ("csrc/", "flashinfer/data/csrc/"),
-            ),
-        },
-        git_marker="include/flashinfer",
-    ),
-}
-
-
 def logical_prefixes(engine: str) -> tuple[str, ...]:
-    return tuple(lp for lp, _ in ENGINES[engine].layouts["package"])
+    """Every logical prefix of the engine (the git layout's: a superset of the package's)."""
+    return tuple(lp for lp, _ in ENGINES[engine].layouts["git"])
 
 
 class Target(NamedTuple):

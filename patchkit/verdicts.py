@@ -54,7 +54,7 @@ def code_hash() -> str:
     for dirpath, dirnames, filenames in sorted(os.walk(os.path.dirname(__file__))):
         dirnames.sort()
         for fn in sorted(filenames):
-            if fn.endswith(".py"):
+            if fn.endswith(".py") or fn == "engines.toml":  # the shipped engine definitions
                 st = os.stat(os.path.join(dirpath, fn))
                 h.update(f"{dirpath}/{fn}|{st.st_size}|{st.st_mtime_ns};".encode())
     return h.hexdigest()
@@ -119,7 +119,7 @@ def key(recipe_dirs, names: tuple[str, ...], targets: dict, code: Optional[str] 
     for d in [recipe_dirs] if isinstance(recipe_dirs, Path) else recipe_dirs:
         d = getattr(d, "path", d)
         h.update(f"dir|{d}|".encode())
-        for p in sorted(d.glob("*.toml")):
+        for p in sorted(d.glob("*.toml")) + sorted(d.glob("engines/*.toml")):  # engines.py: user definitions
             h.update(p.name.encode() + (_file_digest(p) or "").encode())
     for engine, t in sorted(targets.items()):
         h.update(f"{engine}|{t.root}|{t.layout}|{t.version}".encode())
@@ -156,6 +156,13 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             public = (t.version or "").split("+", 1)[0]
             d = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower() / public
             out[str(d)] = ",".join(sorted(p.name for p in d.glob("*.whl"))) if public else ""
+        from patchkit.target import ENGINES
+
+        if ENGINES[t.engine].reference == "sdist":  # the release's sdist, unpacked in the cache
+            src = (
+                cache_dir() / "trees" / f"{t.engine}-{(t.version or '').split('+', 1)[0]}" / ".patchkit" / "source.json"
+            )
+            out[str(src)] = _file_digest(src)
     return out
 
 

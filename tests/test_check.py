@@ -93,7 +93,7 @@ BAD_FILES = [
             "many.toml:3: many: bundle: unknown key 'bundle' (hint: did you mean 'bundles'?)",
             "many.toml:2: many: summary: is empty (hint: say in one line what the recipe does)",
             "many.toml:7: many: engines > sglang: '>=banana' is not a valid version specifier",
-            "many.toml:8: many: engines > torch: unknown engine 'torch' (hint: engines: sglang, flashinfer)",
+            "many.toml:8: many: engines > torch: unknown engine 'torch' (hint: engines: sglang, flashinfer, vllm)",
             "many.toml:15: many: op #1 > kindd: unknown key 'kindd' (hint: did you mean 'kind'?)",
             "many.toml:12: many: op #1 > engine: engine 'sglang' is not in the recipe's [engines]",
             "many.toml:14: many: op #1 > scope: 'f g' is not a qualified name",

@@ -163,6 +163,8 @@ def test_completion_offers_recipe_and_bundle_names(tmp_path, run_cli, monkeypatc
         "max-running-requests",
         "moe-backend-sm120",
         "sm120",
+        "vllm-allreduce-fusion",
+        "vllm-sm120",
     }
     assert _complete(run_cli, monkeypatch, f"{recipes} fork sync m") == ["max-running-requests", "moe-backend-sm120"]
     assert _complete(run_cli, monkeypatch, f"patchkit --recipes {tmp_path / 'nowhere'} apply a") == []  # never an error

@@ -221,11 +221,14 @@ def test_partial_state(pair, run_cli):
             ["status", "sm12", "-t", "sglang=/tmp"],
             "patchkit: error: unknown recipe or bundle 'sm12' (hint: did you mean 'sm120'?)",
         ),
-        (["status", "-t", "vllm=/tmp"], "patchkit: error: unknown engine 'vllm' (hint: engines: sglang, flashinfer)"),
+        (
+            ["status", "-t", "tgi=/tmp"],
+            "patchkit: error: unknown engine 'tgi' (hint: engines: sglang, flashinfer, vllm)",
+        ),
         (
             ["status", "-t", "sglang"],
             "patchkit: error: --target 'sglang': expected ENGINE=PATH"
-            " (hint: e.g. --target sglang=./sglang-checkout (engines: sglang, flashinfer))",
+            " (hint: e.g. --target sglang=./sglang-checkout (engines: sglang, flashinfer, vllm))",
         ),
         (
             ["apply"],

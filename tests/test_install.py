@@ -136,7 +136,7 @@ def test_drift_to_a_release_without_pins(installed):
     states = {r["id"]: r["state"] for r in doc["recipes"]}
     assert states["autotune-cutlass"] == "upstream" and states["moe-backend-sm120"] == "upstream", states
     assert "allreduce-fusion" in states  # judged on the FlashInfer that SGLang 0.5.13 requires
-    assert "flashinfer 0.6.12: the version this SGLang release requires" in err
+    assert "flashinfer 0.6.12: the version this sglang release requires" in err
 
 
 def test_drift_across_lists_the_releases_from_the_index_without_pip(installed):

@@ -146,8 +146,8 @@ CASES = [
     ),
     (
         "unknown engine",
-        lambda s: s.replace('sglang = ">=0.5.9"', 'sglang = ">=0.5.9"\nvllm = ">=0.1"'),
-        "r.toml:8 > engines > vllm: unknown engine 'vllm' (hint: engines: sglang, flashinfer)",
+        lambda s: s.replace('sglang = ">=0.5.9"', 'sglang = ">=0.5.9"\ntgi = ">=0.1"'),
+        "r.toml:8 > engines > tgi: unknown engine 'tgi' (hint: engines: sglang, flashinfer, vllm)",
     ),
     (
         "unknown op kind",
@@ -349,7 +349,9 @@ def test_shipped_recipes_load(run_cli, recipes_dir):
         "autotune-cutlass",
         "max-running-requests",
         "moe-backend-sm120",
+        "vllm-allreduce-fusion",
     ]
     assert doc["bundles"] == {
-        "sm120": ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"]
+        "sm120": ["allreduce-fusion", "autotune-cutlass", "max-running-requests", "moe-backend-sm120"],
+        "vllm-sm120": ["vllm-allreduce-fusion"],
     }

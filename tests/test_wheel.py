@@ -262,8 +262,8 @@ def test_half_of_a_two_engine_recipe_is_refused(tmp_path, run_cli):
     "args, message",
     [
         (
-            ("--from", "vllm==0.1"),
-            "patchkit: error: --from 'vllm==0.1': unknown engine 'vllm' (hint: engines: sglang, flashinfer; e.g. "
+            ("--from", "tgi==0.1"),
+            "patchkit: error: --from 'tgi==0.1': unknown engine 'tgi' (hint: engines: sglang, flashinfer, vllm; e.g. "
             "--from sglang==0.5.9)",
         ),
         (

@@ -26,12 +26,35 @@ def open_session(opts: Options):
     """(recipes, Session): recipes validated first (a bad recipe fails before any target
     is read), then targets.  The engine (and libcst) is imported here, not at start-up."""
     from patchkit.judge import Session
+    from patchkit.project import engines_at_hand
 
     catalog = opts.project.catalog()
     recipes = catalog.select(opts.names)
+    left: list = []
+    if not opts.names:  # every recipe, but not those of engines with no tree here (a SGLang venv has no vLLM)
+        recipes, left = at_hand(recipes, engines_at_hand(opts.project, opts.targets))
     needed = {e for r in recipes for e in r.engines}
     targets = opts.project.targets(opts.targets, needed)
+    say_left(left)
     return recipes, Session(targets, known=catalog.recipes)
+
+
+def at_hand(recipes: list, have: set[str]) -> tuple[list, list]:
+    """With no recipe named: (the recipes to judge, those left out).  A recipe is left out
+    when none of the engines it edits has a tree here (a --target, a workspace tree, a
+    release given); one that edits an engine at hand and lacks another is kept, and the
+    command says which tree it lacks, as it does for a named recipe.  With no engine at
+    hand at all, nothing is left out (the same error)."""
+    if not have:
+        return recipes, []
+    left = [r for r in recipes if not set(r.engines) & have]
+    return [r for r in recipes if r not in left], left
+
+
+def say_left(left: list) -> None:
+    for r in left:
+        engines = ", ".join(sorted(r.engines))
+        say(f"note: {r.id} not judged: it edits {engines}, which has no tree here (name it to be told why)", err=True)
 
 
 def say(msg: str = "", err: bool = False) -> None:

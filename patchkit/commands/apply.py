@@ -17,7 +17,9 @@ def _finish(
     if plan.files and not dry_run:
         notes += restored_notes(session, plan)
     if plan.files and not dry_run and plan.jit_modules:
-        fi = session.targets.get("flashinfer")
+        from patchkit.target import ENGINES
+
+        fi = session.targets.get((ENGINES.with_jit() or ENGINES.NONE).name)
         notes += jit.note(fi.version if fi else None, plan.jit_modules, clear_jit)
     written = [str(f.path) for f in plan.files]
     if opts.json:

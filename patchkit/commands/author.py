@@ -15,11 +15,6 @@ from patchkit.project import Project
 
 # -- new ----------------------------------------------------------------------------------------
 
-_FILES = {
-    # engine: (a Python file, a class in it, a function, a C++ header)
-    "sglang": ("sglang/srt/server_args.py", "ServerArgs", "ServerArgs._handle_todo", "sglang/srt/TODO.cu"),
-    "flashinfer": ("flashinfer/jit/comm.py", "TodoConfig", "gen_todo_module", "include/flashinfer/TODO.cuh"),
-}
 
 TEMPLATE = '''\
 # A patchkit recipe: one TOML file per recipe, named after its id.
@@ -196,7 +191,11 @@ class {cls}:
 
 
 def template(rid: str, engine: str, shown_path: str = "") -> str:
-    pyfile, cls, func, cfile = _FILES[engine]
+    from patchkit.target import ENGINES
+
+    info = ENGINES[engine]
+    # the definition's template (engines.toml): a Python file, a class, a function, a C++ file
+    pyfile, cls, func, cfile = info.template or (f"{info.package}/TODO.py", "Todo", "todo", f"{info.package}/TODO.cu")
     return TEMPLATE.format(
         id=rid,
         engine=engine,
@@ -212,11 +211,15 @@ def template(rid: str, engine: str, shown_path: str = "") -> str:
 def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
     """Write a commented template recipe (``-`` as --out: to stdout)."""
     from patchkit.recipe import ID_RE
+    from patchkit.target import ENGINES
 
     if not ID_RE.fullmatch(rid):
         raise RecipeError(
             f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'my-fix'"
         )
+    engine = engine or next(iter(ENGINES))
+    if engine not in ENGINES:
+        raise PatchkitError(f"--engine {engine!r}: unknown engine", f"engines: {', '.join(ENGINES)}")
     if out == "-":
         say(template(rid, engine).rstrip("\n"))
         return OK

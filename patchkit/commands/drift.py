@@ -44,14 +44,18 @@ def _pinned(project: Project) -> dict[str, str]:
 
 def _required_by(tree, engine: str) -> str | None:
     """The exact version of ``engine`` that a release unpacked in ``tree`` requires
-    (``Requires-Dist: flashinfer_python==0.6.12``, extras allowed), or None."""
+    (``Requires-Dist: NAME==0.6.12`` in its dist-info or, for an sdist, PKG-INFO; extras
+    allowed), or None."""
     import re
 
     from patchkit.target import ENGINES
 
     name = re.sub(r"[-_.]+", "[-_.]", ENGINES[engine].dist)  # a project name: letters, digits, - _ .
     pattern = re.compile(rf"^Requires-Dist:\s*{name}\s*(?:\[[^]]*\])?\s*==\s*([^\s;,]+)\s*$", re.I | re.M)
-    for meta in sorted(tree.glob("*.dist-info/METADATA")):
+    for meta in [
+        *sorted(tree.glob("*.dist-info/METADATA")),
+        *([tree / "PKG-INFO"] if (tree / "PKG-INFO").is_file() else []),
+    ]:
         m = pattern.search(meta.read_text(errors="replace"))
         if m:
             return m.group(1)
@@ -60,11 +64,18 @@ def _required_by(tree, engine: str) -> str | None:
 
 def _missing_engines(catalog, names, have: set[str], what: str) -> None:
     """Fail before any download when a selected recipe edits an engine that nothing gives a
-    release of (no --to, no pin), naming the recipes and the way out."""
+    release of (no --to, no pin), naming the recipes and the way out.  With no recipe
+    named, such recipes are left out (named on stderr) unless that leaves none."""
+    from patchkit.commands import at_hand, say_left
     from patchkit.target import ENGINES
 
     need: dict[str, list[str]] = {}
-    for r in catalog.select(names):
+    selected = catalog.select(names)
+    if not names:
+        selected, left = at_hand(list(selected), have)
+        if not any(set(r.engines) - have for r in selected):
+            say_left(left)
+    for r in selected:
         for e in r.engines:
             if e not in have:
                 need.setdefault(e, []).append(r.id)
@@ -104,10 +115,16 @@ def drift(
         )
     specs = [D.parse_spec(spec) for spec in to]
     given = {engine for _, engine, _ in specs}
-    pinned = {e: v for e, v in _pinned(project).items() if e not in given}
-    # What no --to and no pin gives: flashinfer from the given SGLang release's own
-    # requirement; anything else fails here, before a byte is downloaded.
-    derive = {"flashinfer"} if any(k == "release" and e == "sglang" for k, e, _ in specs) else set()
+    needed = {e for r in catalog.select(names) for e in r.engines}
+    # pinned releases of engines the recipes edit (a vLLM recipe downloads no SGLang)
+    pinned = {e: v for e, v in _pinned(project).items() if e not in given and e in needed}
+    # What no --to and no pin gives: an engine a given release pins exactly (its
+    # definition's `requires`, read from the release's Requires-Dist); anything else fails
+    # here, before a byte is downloaded.
+    from patchkit.target import ENGINES
+
+    by = {r: e for k, e, _ in specs if k == "release" for r in ENGINES[e].requires if r not in given}
+    derive = set(by)
     _missing_engines(catalog, names, given | set(pinned) | derive, "drift")
     trees = {}
     for kind, engine, value in specs:
@@ -122,13 +139,16 @@ def drift(
     for engine in sorted(derive - set(trees)):
         if not any(engine in r.engines for r in catalog.select(names)):
             continue
-        version = _required_by(trees["sglang"], engine)
+        version = _required_by(trees[by[engine]], engine)
         if version is None:
             raise PatchkitError(
-                f"drift: no {engine} release given or pinned, and this SGLang release names no exact one",
+                f"drift: no {engine} release given or pinned, and this {by[engine]} release names no exact one",
                 f"add --to {engine}==VERSION",
             )
-        _err(f"{engine} {version}: the version this SGLang release requires (no pin here; --to {engine}==V to choose)")
+        _err(
+            f"{engine} {version}: the version this {by[engine]} release requires "
+            f"(no pin here; --to {engine}==V to choose)"
+        )
         trees[engine] = D.release_tree(engine, version, say=_err)
     res = D.judge_release(catalog, names, trees)
     good = D.ok(res)

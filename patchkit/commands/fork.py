@@ -190,9 +190,11 @@ def sync(
 
 def _head_tag(repo) -> Optional[str]:
     """The tag the checkout's HEAD is on, if any (the base a user most likely means)."""
+    from patchkit.gitcli import GitError
+
     try:
-        return repo.git.describe("--tags", "--exact-match", "HEAD") or None
-    except Exception:  # no tag there, or no commit yet: then there is nothing to suggest
+        return repo.git("describe", "--tags", "--exact-match", "HEAD") or None
+    except GitError:  # no tag there, or no commit yet: then there is nothing to suggest
         return None
 
 

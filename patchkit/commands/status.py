@@ -27,9 +27,11 @@ def _fast(opts: Options, code: str):
 
 
 def _engines(opts: Options) -> set[str]:
+    """The engines with a tree here (every engine when none has one: the error says which)."""
+    from patchkit.project import engines_at_hand
     from patchkit.target import ENGINES
 
-    return set(ENGINES)
+    return engines_at_hand(opts.project, opts.targets) or set(ENGINES)
 
 
 # An excluded recipe is as the profile wants while none of its edits is in the code.

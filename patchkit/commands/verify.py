@@ -19,6 +19,9 @@ from patchkit.commands import NOT_THERE, OK, Options, say
 from patchkit.errors import PatchkitError
 from patchkit.recipe import ARCH_RE
 from patchkit.states import State
+from patchkit.target import ENGINES
+
+ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
 
 
 def _session(opts: Options):
@@ -82,9 +85,10 @@ def _variants(session, recipes, plan, notes: list):
     from patchkit.judge import Session
     from patchkit.planner import plan_revert
 
+    jit_engine = (ENGINES.with_jit() or ENGINES_NONE).name
     pristine, patched = {}, {}
     for f in plan.files:
-        if f.target.engine == "flashinfer":
+        if f.target.engine == jit_engine:
             pristine[f.path], patched[f.path] = f.original, f.new_bytes()
     if any(o.state in (State.APPLIED, State.APPLIED_UNSURE) for r in plan.results for o in r.ops):
         back = plan_revert(Session(session.targets, known=session.known), recipes, dry_run=True)
@@ -95,17 +99,18 @@ def _variants(session, recipes, plan, notes: list):
                 + "), so the pristine builds show them as they are"
             )
         for f in back.files:
-            if f.target.engine == "flashinfer" and f.path not in patched:
+            if f.target.engine == jit_engine and f.path not in patched:
                 pristine[f.path], patched[f.path] = f.new_bytes(), f.original
     return pristine, patched
 
 
 def _jit_texts(fi, over: dict) -> dict[str, str]:
-    jit = fi.root / fi.relpath("flashinfer/jit/")
+    specs = ENGINES[fi.engine].jit["specs"]  # the logical dir of the JIT spec modules
+    jit = fi.root / fi.relpath(specs)
     out = {}
     for p in sorted(jit.rglob("*.py")):
         data = over.get(p)
-        out["flashinfer/jit/" + p.relative_to(jit).as_posix()] = (
+        out[specs + p.relative_to(jit).as_posix()] = (
             data.decode("utf-8", "replace") if data is not None else p.read_text("utf-8", "replace")
         )
     return out
@@ -127,7 +132,7 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     )
     expects = [report.expectation_json(r.id, e) for r in recipes for e in r.verify.expect]
     names = {m for r in recipes for op in r.ops for m in op.jit_modules}
-    fi = session.targets.get("flashinfer")
+    fi = session.targets.get((ENGINES.with_jit() or ENGINES_NONE).name)
     doc = {"archs": archs, "count": list(count), "jobs": workers, "units": [], "modules": [], "expectations": []}
     edited_cpp = [p for p in patched if p.suffix in B.C_SUFFIXES]
     if fi is None or not (edited_cpp or names):
@@ -143,7 +148,7 @@ def build_report(session, recipes, pristine, patched, archs, nvcc, workers, prog
     mods = jitspec.find(_jit_texts(fi, patched), names)
     mods_before = jitspec.find(_jit_texts(fi, pristine), names)
     errors = [
-        f"JIT module {n}: no gen_jit_spec({n!r}, ...) in {fi.root / fi.relpath('flashinfer/jit/')}"
+        f"JIT module {n}: no gen_jit_spec({n!r}, ...) in {fi.root / fi.relpath(ENGINES[fi.engine].jit['specs'])}"
         for n in sorted(names - set(mods))
     ]
     unit_mods: dict[Path, list[str]] = {}

@@ -212,7 +212,10 @@ def test_completion_offers_engines_then_versions_or_paths(tmp_path, run_cli, mon
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
     (tmp_path / "trees" / "sg").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    assert _complete(run_cli, monkeypatch, "patchkit status -t ") == ["sglang=", "flashinfer="]
+    from patchkit.engines import ENGINES
+
+    assert _complete(run_cli, monkeypatch, "patchkit status -t ") == [f"{e}=" for e in ENGINES]
+    assert "vllm=" in _complete(run_cli, monkeypatch, "patchkit status -t ")
     assert _complete(run_cli, monkeypatch, "patchkit apply sm120 --target fl") == ["flashinfer="]
     assert _complete(run_cli, monkeypatch, "patchkit status -t sglang=tr") == ["sglang=trees/"]
     assert _complete(run_cli, monkeypatch, "patchkit status -t sglang=trees/") == ["sglang=trees/sg/"]

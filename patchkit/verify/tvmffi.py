@@ -27,7 +27,11 @@ PREFIX = "tvm_ffi/include/"
 def required(fi_root: Path) -> str:
     """The specifier FlashInfer's METADATA gives apache-tvm-ffi (``Requires-Dist``), else the default."""
     pattern = re.compile(r"^Requires-Dist:\s*apache[-_.]tvm[-_.]ffi\s*([^;\s][^;]*?)?\s*(;.*)?$", re.I | re.M)
-    for meta in sorted(fi_root.glob("flashinfer_python-*.dist-info/METADATA")):
+    from patchkit.engines import ENGINES
+
+    jit = ENGINES.with_jit()
+    stem = re.sub(r"[-_.]+", "_", jit.dist).lower() if jit else ""
+    for meta in sorted(fi_root.glob(f"{stem}-*.dist-info/METADATA") if stem else ()):
         m = pattern.search(meta.read_text("utf-8", "replace"))
         if m:
             return (m.group(1) or "").strip()

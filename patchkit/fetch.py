@@ -42,8 +42,12 @@ ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+ht
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of a regular file (a FIFO or a device in the cache is regular.NotRegular,
+    never a hang)."""
+    from patchkit import regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with regular.open_file(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -318,7 +322,7 @@ def nearest(version: str, available: list[str], n: int = 3) -> list[str]:
 def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], None] = lambda s: None) -> Path:
     """The release wheel of ``dist==version``, from the cache or the index."""
     d = wheel_dir(dist, version)
-    cached = sorted(d.glob("*.whl")) if d.is_dir() else []
+    cached = sorted(w for w in d.glob("*.whl") if w.is_file()) if d.is_dir() else []  # a FIFO is not a wheel
     for w in cached:
         if not sha256 or file_sha256(w) == sha256:
             return w
@@ -418,8 +422,12 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
 
 
 def tree_source(dest: Path) -> Optional[dict]:
-    p = dest / ".patchkit" / "source.json"
+    """What ``.patchkit/source.json`` says a tree was made from, or None: nothing there, or
+    what is there is not a regular file patchkit wrote (a link, a FIFO, not a JSON table)."""
+    from patchkit import regular
+
     try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(regular.read_owned(dest, ".patchkit/source.json", 1 << 20))
+    except (OSError, ValueError, RecursionError, regular.NotRegular, regular.TooBig):
         return None
+    return doc if isinstance(doc, dict) else None

@@ -16,7 +16,6 @@ why, and the judge says ``applied?`` rather than guess.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import zipfile
@@ -94,14 +93,19 @@ class Reference:
         from patchkit import fetch
 
         d = fetch.cache_dir() / "wheels" / dist.replace("_", "-").lower() / public
-        cached = sorted(d.glob("*.whl")) if d.is_dir() else []
+        cached = sorted(w for w in d.glob("*.whl") if w.is_file()) if d.is_dir() else []  # a FIFO is not a wheel
         if cached:
             whl = cached[0]
         elif os.environ.get(OFFLINE_ENV) == "1":
             raise PatchkitError(f"{dist} {public}'s wheel is not in patchkit's cache, and {OFFLINE_ENV}=1")
         else:
             whl = fetch.fetch_wheel(dist, public, say=_say)
-        self._zip = zipfile.ZipFile(whl)
+        from patchkit import regular
+
+        try:  # checked as it is opened: a FIFO put there since never blocks
+            self._zip = zipfile.ZipFile(regular.open_file(whl))
+        except regular.NotRegular as e:
+            raise PatchkitError(f"{whl}: is {e.kind}, not a wheel", "remove it from patchkit's cache") from None
         self.what = f"{dist} {public}'s wheel"
 
     # -- reading ------------------------------------------------------------------------------
@@ -150,11 +154,9 @@ class Reference:
 
 
 def _source(root: Path) -> dict:
-    try:
-        doc = json.loads((root / ".patchkit" / "source.json").read_text())
-        return doc if isinstance(doc, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    from patchkit import fetch
+
+    return fetch.tree_source(root) or {}
 
 
 def _say(msg: str) -> None:

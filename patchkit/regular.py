@@ -15,7 +15,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import BinaryIO, Optional, Sequence
 
 from patchkit.errors import TargetError
 
@@ -40,10 +40,9 @@ class TooBig(Exception):
     """The file is larger than the limit."""
 
 
-def read(path, limit: Optional[int] = None, *, dir_fd: Optional[int] = None, follow: bool = True) -> bytes:
-    """The bytes of the regular file at ``path`` (relative to ``dir_fd`` when given).
-    NotRegular (a symlink too, when ``follow`` is false), TooBig, or the OSError of
-    open/read (FileNotFoundError when nothing is there)."""
+def _open(path, dir_fd: Optional[int], follow: bool) -> int:
+    """A descriptor of the regular file at ``path``, opened non-blocking and checked before
+    anything is read (then blocking again); NotRegular, or the OSError of open."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags, dir_fd=dir_fd)
@@ -57,9 +56,28 @@ def read(path, limit: Optional[int] = None, *, dir_fd: Optional[int] = None, fol
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotRegular(KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file"))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file(path, *, follow: bool = True) -> BinaryIO:
+    """The regular file at ``path``, open for reading (a large one read in parts: a wheel);
+    NotRegular or OSError as ``read``."""
+    return os.fdopen(_open(path, None, follow), "rb")
+
+
+def read(path, limit: Optional[int] = None, *, dir_fd: Optional[int] = None, follow: bool = True) -> bytes:
+    """The bytes of the regular file at ``path`` (relative to ``dir_fd`` when given).
+    NotRegular (a symlink too, when ``follow`` is false), TooBig, or the OSError of
+    open/read (FileNotFoundError when nothing is there)."""
+    fd = _open(path, dir_fd, follow)
+    try:
+        st = os.fstat(fd)
         if limit is not None and st.st_size > limit:
             raise TooBig()
-        os.set_blocking(fd, True)
         chunks, size = [], 0
         while True:
             b = os.read(fd, 1 << 16 if limit is not None else max(st.st_size + 1, 1 << 16))

@@ -204,7 +204,10 @@ def write_wheel(tree: Path, dist_info: str, dest: Path, executables: set[str]) -
     dt = zip_date_time()
     # The output directory may be shared: the temp is patchkit's own (random name, O_EXCL,
     # never through a link planted there), and the rename replaces whatever stands at dest.
-    fd, tmp = fsio.new_temp(dest)
+    try:
+        fd, tmp = fsio.new_temp(dest)
+    except OSError as e:
+        raise fsio.cannot_write(dest, e) from None
     try:
         with os.fdopen(fd, "w+b") as f:
             os.fchmod(f.fileno(), 0o644)
@@ -217,8 +220,10 @@ def write_wheel(tree: Path, dist_info: str, dest: Path, executables: set[str]) -
                     data = (tree / n).read_bytes()
                     z.writestr(zi, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL)
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):  # a directory in the way, a full disk: the environment, not a bug
+            raise fsio.cannot_write(dest, e) from None
         raise
 
 

@@ -64,3 +64,12 @@ RECIPE_RESULT = {
     "ops": [OP_RESULT],
 }
 RESULTS = [RECIPE_RESULT]
+
+# verdicts.save's entry: the digests it is valid for, and the results
+VERDICTS = {
+    "files": {str: DIGEST},
+    "trees": {str: str},
+    "provenance": {str: DIGEST},
+    "results": RESULTS,
+}
+UNREADABLE = "unreadable"  # the "digest" of something there that cannot be read as a file

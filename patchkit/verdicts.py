@@ -38,18 +38,17 @@ def digest_of(data: bytes) -> str:
 
 
 CACHE_LIMIT = 64 << 20  # bytes of one cached entry; anything larger is not patchkit's
-UNREADABLE = "unreadable"  # the digest of what is there but cannot be read as a file: never a digest
 
 
 def file_digest(path: Path) -> Optional[str]:
-    """The digest of the regular file at ``path``; None when nothing is there; UNREADABLE
+    """The digest of the regular file at ``path``; None when nothing is there; shape.UNREADABLE
     for a FIFO, a device, a directory or a read error (read non-blocking: never a hang)."""
     try:
         return digest_of(regular.read(path))
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, regular.NotRegular):
-        return UNREADABLE
+        return shape.UNREADABLE
 
 
 class _Untrusted(Exception):
@@ -185,14 +184,6 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
     return out
 
 
-ENTRY = {
-    "files": {str: shape.DIGEST},
-    "trees": {str: str},
-    "provenance": {str: shape.DIGEST},
-    "results": shape.RESULTS,
-}
-
-
 def _entry(k: str) -> Optional[dict]:
     """The cache entry under ``k``, or None: nothing there, not a regular file, not
     marshal data, or not the shape ``save`` writes (a miss, replaced by the next save)."""
@@ -205,7 +196,7 @@ def _entry(k: str) -> Optional[dict]:
         entry = marshal.loads(data)
     except (ValueError, EOFError, TypeError):  # what marshal says of bytes it did not write
         return None
-    return entry if shape.fits(entry, ENTRY) else None
+    return entry if shape.fits(entry, shape.VERDICTS) else None
 
 
 def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:

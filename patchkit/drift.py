@@ -54,7 +54,7 @@ def parse_spec(value: str) -> tuple[str, str, str]:
 
 def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
     """A pristine unpacked release, from the cache or the index."""
-    dest = fetch.cache_dir() / "trees" / f"{engine}-{version}"
+    dest = fsio.owned_dir(fetch.cache_dir(), f"trees/{engine}-{version}")  # never a link planted there
     src = fetch.tree_source(dest)
     if src and src.get("version") == version:
         return dest

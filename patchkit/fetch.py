@@ -352,7 +352,9 @@ def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], 
             f"{dist} {version}: no wheel for this platform ({', '.join(f['filename'] for f in found)})",
             "patchkit reads the release's wheel; run it where one of these installs",
         )
-    d.mkdir(parents=True, exist_ok=True)
+    from patchkit import fsio
+
+    fsio.owned_dir(cache_dir(), d.relative_to(cache_dir()).as_posix())  # the download lands there only
     say(f"downloading {dist}=={version} from the package index ({pick['filename']}) ...")
     with tempfile.TemporaryDirectory(dir=d) as tmp:
         part = Path(tmp) / pick["filename"]

@@ -150,6 +150,24 @@ def write_owned(base: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
+def owned_dir(base: Path, rel: str) -> Path:
+    """``base/rel``, a directory patchkit owns (``rel`` with ``/``), made where missing:
+    every component of ``rel`` checked with O_NOFOLLOW, so what is written below it next
+    lands there and nowhere else.  A link or a file in the way is a TargetError."""
+    parts = rel.split("/")
+    try:
+        os.close(open_dir(base, parts, create=True))
+    except OSError as e:
+        at = [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+        bad = next((p for p in at if p.is_symlink() or (p.exists() and not p.is_dir())), base / rel)
+        what = "a symlink" if bad.is_symlink() else "not a directory" if bad.exists() else e.strerror
+        raise TargetError(
+            f"{bad}: not a directory patchkit made ({what}); patchkit keeps its own files there",
+            "remove it (patchkit makes it again)",
+        ) from None
+    return base / rel
+
+
 def store_cached(base: Path, rel: str, data: bytes) -> None:
     """A cache entry, best effort: a cache that cannot be written only costs speed."""
     with contextlib.suppress(OSError):

@@ -345,3 +345,33 @@ def test_a_wheel_is_written_beside_itself_never_through_a_planted_name(tmp_path,
     _untouched(victim)
     assert not dest.is_symlink() and zipfile.ZipFile(dest).read("pkg.py") == b"x = 1\n"
     assert oct(dest.stat().st_mode & 0o777) == "0o644"
+
+
+# -- a pinned tree cloned from git ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planted", [".patchkit/source.json", ".patchkit"])
+def test_a_repository_shipping_links_in_patchkit_state_takes_no_write(tmp_path, victim, planted):
+    """gitsrc.clone writes .patchkit/source.json into the tree the repository filled: a link
+    the repository ships there (at the file, or at .patchkit itself) is never written through."""
+    from patchkit import gitsrc
+    from patchkit.errors import PatchkitError
+    from tests.conftest import git
+
+    repo = tmp_path / "repo"
+    (repo / ".patchkit").mkdir(parents=True)
+    (repo / "x.py").write_text("x = 1\n")
+    target = victim / "secret.py" if planted.endswith(".json") else victim
+    if planted == ".patchkit":
+        (repo / ".patchkit").rmdir()
+    (repo / planted).symlink_to(target)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "hostile")
+    dest = tmp_path / "dest"
+    try:
+        gitsrc.clone(str(repo), "HEAD", dest, {"engine": "sglang"}, say=lambda s: None)
+        assert (dest / ".patchkit" / "source.json").is_file() and not (dest / ".patchkit" / "source.json").is_symlink()
+    except PatchkitError as e:
+        assert planted == ".patchkit" and "cannot write here" in e.message
+    _untouched(victim)

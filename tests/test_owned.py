@@ -375,3 +375,26 @@ def test_a_repository_shipping_links_in_patchkit_state_takes_no_write(tmp_path, 
     except PatchkitError as e:
         assert planted == ".patchkit" and "cannot write here" in e.message
     _untouched(victim)
+
+
+def test_a_fifo_among_the_cached_wheels_is_not_a_wheel(cache, monkeypatch, no_hang):
+    from patchkit import fetch
+    from patchkit.errors import FetchError
+
+    d = cache / "wheels" / "sglang" / "0.5.9"
+    d.mkdir(parents=True)
+    os.mkfifo(d / "sglang-0.5.9-py3-none-any.whl")
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    with pytest.raises(FetchError, match="is not in patchkit's cache"):
+        fetch.fetch_wheel("sglang", "0.5.9", sha256="0" * 64)
+    with pytest.raises(regular.NotRegular):
+        fetch.file_sha256(d / "sglang-0.5.9-py3-none-any.whl")
+
+
+@pytest.mark.parametrize("text", ["[1]", "5", "{bad", ""])
+def test_a_tree_source_that_is_not_a_table_is_none(tmp_path, text):
+    from patchkit import fetch
+
+    (tmp_path / ".patchkit").mkdir()
+    (tmp_path / ".patchkit" / "source.json").write_text(text)
+    assert fetch.tree_source(tmp_path) is None

@@ -249,6 +249,9 @@ def test_a_plan_entry_of_the_wrong_shape_is_a_miss(cache, text):
     assert verify._plan_cached("k") is None
 
 
+PTX = ".visible .entry k(\n)\n{\n\tgriddepcontrol.wait;\n\tret;\n}\n"
+
+
 def test_a_build_entry_is_stored_beside_itself_and_read_only_in_its_shape(cache, victim):
     from patchkit.verify import build
 
@@ -257,10 +260,13 @@ def test_a_build_entry_is_stored_beside_itself_and_read_only_in_its_shape(cache,
     d.mkdir(parents=True)
     for suffix in (".json", ".ptx.gz"):  # the names older releases wrote at
         (d / f"{key}{suffix}.{os.getpid()}").symlink_to(victim / "secret.py")
-    build._store(key, {"built": True, "error": None, "seconds": 1.5, "summaries": {}}, ".visible .entry k() {}\n")
+    build._store(key, {"built": True, "error": None, "seconds": 1.5, "summaries": {}}, PTX)
     _untouched(victim)
     assert build._entry(key) == {"built": True, "error": None, "seconds": 1.5, "summaries": {}}
-    assert build._ptx(key) == ".visible .entry k() {}\n"
+    assert build._ptx(key) == PTX
+    hit = build._cached(key, ("griddepcontrol",))  # figures not cached for this count: from the PTX
+    assert hit.built and hit.cached and (hit.summary["kernels"], hit.summary["counts"]) == (1, {"griddepcontrol": 1})
+    assert set(build._entry(key)["summaries"]) == {"griddepcontrol"}
     for bad in ('{"built": true, "error": null, "seconds": 1}', '{"built": "yes"}', "[1]", "{bad"):
         (d / f"{key}.json").write_text(bad)
         assert build._entry(key) is None, bad

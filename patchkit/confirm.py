@@ -4,22 +4,19 @@ The judge checks a view's ``pending`` or ``done`` on a parse of the op's complet
 which costs more than the rest of ``apply`` together.  The answer depends only on the op
 (its recipe's bytes and index), patchkit's code, and the scope's source text, so it is
 cached by their digest: a release's pristine files give the same answer on every run.
-Only answers that confirmed the view's are remembered; a miss parses again.
+Only answers that confirmed the view's are remembered; a miss parses again, and so does an
+entry that is not one of the two answers (a link, a FIFO, garbage: read through
+regular.read_cached, which never follows or blocks).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from pathlib import Path
 from typing import Optional
 
-from patchkit import verdicts
+from patchkit import fsio, regular, verdicts
 from patchkit.paths import cache_dir
 
-
-def _dir() -> Path:
-    return cache_dir() / "confirmed"
+STATES = ("pending", "done")
 
 
 def key(code: str, recipe_sha: str, op_index: int, scope: str, source: str) -> str:
@@ -30,16 +27,10 @@ def key(code: str, recipe_sha: str, op_index: int, scope: str, source: str) -> s
 
 def known(k: str) -> Optional[str]:
     """The state confirmed under ``k`` ("pending" or "done"), or None."""
-    try:
-        return (_dir() / k).read_text().strip() or None
-    except OSError:
-        return None
+    data = regular.read_cached(cache_dir(), f"confirmed/{k}", 64)
+    state = data.decode("ascii", "replace").strip() if data is not None else None
+    return state if state in STATES else None
 
 
 def remember(k: str, state: str) -> None:
-    d = _dir()
-    with contextlib.suppress(OSError):  # a cache that cannot be written only costs speed
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{k}.{os.getpid()}"
-        tmp.write_text(f"{state}\n")
-        os.replace(tmp, d / k)
+    fsio.store_cached(cache_dir(), f"confirmed/{k}", f"{state}\n".encode())

@@ -19,7 +19,7 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit import fetch
+from patchkit import fetch, fsio, regular, shape
 from patchkit.errors import FetchError, PatchkitError
 from patchkit.judge import Session, evaluate, results
 from patchkit.recipe import Catalog
@@ -54,7 +54,7 @@ def parse_spec(value: str) -> tuple[str, str, str]:
 
 def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
     """A pristine unpacked release, from the cache or the index."""
-    dest = fetch.cache_dir() / "trees" / f"{engine}-{version}"
+    dest = fsio.owned_dir(fetch.cache_dir(), f"trees/{engine}-{version}")  # never a link planted there
     src = fetch.tree_source(dest)
     if src and src.get("version") == version:
         return dest
@@ -161,12 +161,10 @@ def across(
     """{version: recipe results as JSON} for each version, cached, on ``jobs`` processes."""
     out: dict[str, list[dict]] = {}
     todo = []
-    cdir = fetch.cache_dir() / "drift"
-    cdir.mkdir(parents=True, exist_ok=True)
     for v in versions:
-        p = cdir / f"{_cache_key(catalog, names, engine, v, others)}.json"
-        if p.is_file():
-            out[v] = json.loads(p.read_text())
+        hit = _cached(_cache_key(catalog, names, engine, v, others))
+        if hit is not None:
+            out[v] = hit
         else:
             todo.append(v)
     # Download in this process (one progress line each), judge in parallel.
@@ -183,8 +181,24 @@ def across(
         done = [tick(_worker(a)) for a in args]
     for v, res in done:
         out[v] = res
-        (cdir / f"{_cache_key(catalog, names, engine, v, others)}.json").write_text(json.dumps(res))
+        fsio.store_cached(
+            fetch.cache_dir(), f"drift/{_cache_key(catalog, names, engine, v, others)}.json", json.dumps(res).encode()
+        )
     return {v: out[v] for v in versions}
+
+
+ENTRY_LIMIT = 64 << 20  # bytes of one release's cached verdicts
+
+
+def _cached(key: str) -> "list[dict] | None":
+    """A release's cached verdicts, or None: nothing there, not a regular file (a link, a
+    FIFO), not JSON, or not the shape ``across`` writes (judged again, and replaced)."""
+    data = regular.read_cached(fetch.cache_dir(), f"drift/{key}.json", ENTRY_LIMIT)
+    try:
+        res = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return res if shape.fits(res, shape.RESULTS) else None
 
 
 def _progress(total: int):

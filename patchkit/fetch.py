@@ -43,8 +43,12 @@ ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+ht
 
 
 def file_sha256(path: Path) -> str:
+    """The sha256 of a regular file (a FIFO or a device in the cache is regular.NotRegular,
+    never a hang)."""
+    from patchkit import regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with regular.open_file(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
@@ -383,7 +387,9 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
             f"{dist} {version}: no wheel for this platform ({', '.join(f['filename'] for f in found)})",
             "patchkit reads the release's wheel; run it where one of these installs",
         )
-    d.mkdir(parents=True, exist_ok=True)
+    from patchkit import fsio
+
+    fsio.owned_dir(cache_dir(), d.relative_to(cache_dir()).as_posix())  # the download lands there only
     say(f"downloading {dist}=={version} from the package index ({pick['filename']}) ...")
     with tempfile.TemporaryDirectory(dir=d) as tmp:
         part = Path(tmp) / pick["filename"]
@@ -453,11 +459,15 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
 
 
 def tree_source(dest: Path) -> Optional[dict]:
-    p = dest / ".patchkit" / "source.json"
+    """What ``.patchkit/source.json`` says a tree was made from, or None: nothing there, or
+    what is there is not a regular file patchkit wrote (a link, a FIFO, not a JSON table)."""
+    from patchkit import regular
+
     try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(regular.read_owned(dest, ".patchkit/source.json", 1 << 20))
+    except (OSError, ValueError, RecursionError, regular.NotRegular, regular.TooBig):
         return None
+    return doc if isinstance(doc, dict) else None
 
 
 def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dict) -> int:

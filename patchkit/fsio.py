@@ -1,9 +1,12 @@
-"""File primitives for the transaction (patchkit/transaction.py): temp files, fsync, locks.
+"""File primitives for every write patchkit makes: temp files, fsync, locks, and its own
+files (caches, ``.patchkit/``).
 
 Nothing here decides *what* to write.  A temp file is created beside its target with a
-random name and ``O_CREAT|O_EXCL`` (``tempfile.mkstemp``), so a name planted in advance,
-a symlink included, can never redirect a write; the lock file is opened with
-``O_NOFOLLOW`` for the same reason.
+random name and ``O_CREAT|O_EXCL|O_NOFOLLOW`` (``write_temp``, the one temp-name scheme),
+so a name planted in advance, a symlink included, can never redirect a write; then it is
+renamed over the target, which replaces a link standing there rather than following it.
+The lock file is opened with ``O_NOFOLLOW`` for the same reason.  Inside the directories
+patchkit owns every component is opened with ``O_NOFOLLOW`` too (regular.open_dir).
 """
 
 from __future__ import annotations
@@ -14,16 +17,16 @@ import fcntl
 import math
 import os
 import signal
-import tempfile
+import stat
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 from patchkit.errors import TargetError
 
 # Reading is regular.py's (status imports it at start-up, and not this module); callers that
 # write as well find it here.
-from patchkit.regular import cannot_read, not_regular, read_file  # noqa: F401
+from patchkit.regular import cannot_read, not_regular, open_dir, read_file  # noqa: F401
 from patchkit.target import STATE_DIR
 
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
@@ -73,34 +76,113 @@ def fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def write_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
-    """``data`` in a new temp file beside ``path`` (random name, O_EXCL), fsynced, with
-    ``mode`` (default: the mode ``path`` has now, or 0644)."""
-    try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".patchkit-tmp")
-    except OSError as e:
-        raise cannot_write(path, e) from None
-    tmp = Path(name)
+TEMP_SUFFIX = ".patchkit-tmp"
+
+
+def temp_name(name: str) -> str:
+    """patchkit's one temp-name form for a file called ``name``: ``.NAME.RANDOM.patchkit-tmp``
+    (what a sweep of a kill's leftovers looks for: transaction._temps)."""
+    return f".{name}.{os.urandom(6).hex()}{TEMP_SUFFIX}"
+
+
+def new_temp(path: Path, dir_fd: Optional[int] = None) -> tuple[int, Path]:
+    """A new, empty temp file beside ``path`` (a bare name when ``dir_fd`` is given), made
+    with O_EXCL|O_NOFOLLOW: nothing planted under its name can be written through."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = path.with_name(temp_name(path.name))
+        try:
+            return os.open(tmp.name if dir_fd is not None else tmp, flags, 0o600, dir_fd=dir_fd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temp name", str(path))
+
+
+def _write_temp(path: Path, data: bytes, mode: Optional[int], dir_fd: Optional[int], durable: bool) -> Path:
+    fd, tmp = new_temp(path, dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             if mode is None:
                 try:
-                    mode = os.stat(path, follow_symlinks=False).st_mode & 0o7777
+                    mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o7777
                 except FileNotFoundError:
                     mode = 0o644
             os.fchmod(f.fileno(), mode)
-            crash_point("write")
+            if durable:
+                crash_point("write")
             f.write(data)
             f.flush()
-            crash_point("fsync")
-            os.fsync(f.fileno())
-    except BaseException as e:
+            if durable:
+                crash_point("fsync")
+                os.fsync(f.fileno())
+    except BaseException:
         with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(e, OSError):  # EPERM, EROFS, ENOSPC, EIO...: the environment, never a bug
-            raise cannot_write(path, e) from None
+            os.unlink(tmp.name if dir_fd is not None else tmp, dir_fd=dir_fd)
         raise
     return tmp
+
+
+def write_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """``data`` in a new temp file beside ``path`` (random name, O_EXCL), fsynced, with
+    ``mode`` (default: the mode ``path`` has now, or 0644)."""
+    try:
+        return _write_temp(path, data, mode, None, durable=True)
+    except OSError as e:  # EPERM, EROFS, ENOSPC, EIO...: the environment, never a bug
+        raise cannot_write(path, e) from None
+
+
+def write_owned(base: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
+    """``data`` as patchkit's own file ``base/rel`` (``rel`` with ``/``; its directories are
+    made): every component of ``rel`` opened with O_NOFOLLOW, a temp beside the file, then a
+    rename over whatever stands at the name (a planted link is replaced, not followed).
+    Not fsynced: for caches, whose torn entry is a miss.  OSError when it cannot."""
+    *parts, name = rel.split("/")
+    fd = open_dir(base, parts, create=True)
+    try:
+        tmp = _write_temp(Path(name), data, mode, fd, durable=False)
+        try:
+            os.replace(tmp.name, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp.name, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)
+
+
+def owned_dir(base: Path, rel: str) -> Path:
+    """``base/rel``, a directory patchkit owns (``rel`` with ``/``), made where missing:
+    every component of ``rel`` checked with O_NOFOLLOW, so what is written below it next
+    lands there and nowhere else.  A link or a file in the way is a TargetError."""
+    parts = rel.split("/")
+    try:
+        os.close(open_dir(base, parts, create=True))
+    except OSError as e:
+        at = [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+        bad = next((p for p in at if p.is_symlink() or (p.exists() and not p.is_dir())), base / rel)
+        what = "a symlink" if bad.is_symlink() else "not a directory" if bad.exists() else e.strerror
+        raise TargetError(
+            f"{bad}: not a directory patchkit made ({what}); patchkit keeps its own files there",
+            "remove it (patchkit makes it again)",
+        ) from None
+    return base / rel
+
+
+def store_cached(base: Path, rel: str, data: bytes) -> None:
+    """A cache entry, best effort: a cache that cannot be written only costs speed."""
+    with contextlib.suppress(OSError):
+        write_owned(base, rel, data)
+
+
+def remove_owned(dir_fd: int, name: str, form: Callable[[str], bool]) -> None:
+    """Delete the entry ``name`` of a directory patchkit owns (``dir_fd``, from open_dir),
+    only when it is patchkit's: its name has patchkit's ``form``, and it is a regular file
+    (a link is never followed, nor removed).  Best effort."""
+    if not form(name):
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=dir_fd)
 
 
 def replace(tmp: Path, path: Path) -> None:

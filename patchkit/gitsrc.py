@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
-from patchkit import gitcli
+from patchkit import fsio, gitcli
 from patchkit.errors import FetchError
 
 _PCT = re.compile(r"^([A-Za-z ]+):\s+(\d+)%")
@@ -53,7 +53,9 @@ def clone(url: str, rev: str, dest: Path, source: dict, say: Callable[[str], Non
             f"git could not clone {url} at {rev}: {e.last_line()}",
             "check the URL and revision, or pass --mirror ENGINE=PATH to a local mirror",
         ) from None
-    state = dest / ".patchkit"
-    state.mkdir(exist_ok=True)
-    (state / ".gitignore").write_text("*\n")
-    (state / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
+    # patchkit's own files, in a tree the repository filled: never through a link it ships
+    try:
+        fsio.write_owned(dest, ".patchkit/.gitignore", b"*\n")
+        fsio.write_owned(dest, ".patchkit/source.json", (json.dumps(source, indent=1, sort_keys=True) + "\n").encode())
+    except OSError as e:
+        raise fsio.cannot_write(dest / ".patchkit", e) from None

@@ -111,8 +111,12 @@ class Journal:
         entry = self.written(engine, logical)
         if not entry:
             return None
-        p = self.dir / BLOBS / entry["sha256"]
-        return p.read_bytes() if p.is_file() else None
+        from patchkit import regular
+
+        try:  # patchkit's own file: never through a link planted in .patchkit/written
+            return regular.read_owned(self.root, f".patchkit/{BLOBS}/{entry['sha256']}")
+        except (OSError, regular.NotRegular):
+            return None
 
     def kept_blobs(self) -> set[str]:
         """Blobs some file entry still points at (the others can go)."""

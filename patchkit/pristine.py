@@ -19,7 +19,6 @@ why, and the judge says ``applied?`` rather than guess.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import zipfile
@@ -103,7 +102,7 @@ class Reference:
         from patchkit import fetch
 
         d = fetch.cache_dir() / "wheels" / dist.replace("_", "-").lower() / public
-        cached = sorted(d.glob("*.whl")) if d.is_dir() else []
+        cached = sorted(w for w in d.glob("*.whl") if w.is_file()) if d.is_dir() else []  # a FIFO is not a wheel
         installed = None if cached else installed_from(self.target.root, dist, public)
         if cached:
             whl = cached[0]
@@ -119,7 +118,12 @@ class Reference:
                 "copy patchkit can read: only a wheel installed from a file, named in its direct_url.json)"
             )
             whl = fetch.fetch_wheel(dist, public, say=_say)
-        self._zip = zipfile.ZipFile(whl)
+        from patchkit import regular
+
+        try:  # checked as it is opened: a FIFO put there since never blocks
+            self._zip = zipfile.ZipFile(regular.open_file(whl))
+        except regular.NotRegular as e:
+            raise PatchkitError(f"{whl}: is {e.kind}, not a wheel", "remove it from patchkit's cache") from None
         self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
 
     # -- the release's sdist, unpacked in the cache -------------------------------------------
@@ -259,11 +263,9 @@ def installed_from(root: Path, dist: str, version: str) -> Optional[Path]:
 
 
 def _source(root: Path) -> dict:
-    try:
-        doc = json.loads((root / ".patchkit" / "source.json").read_text())
-        return doc if isinstance(doc, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    from patchkit import fetch
+
+    return fetch.tree_source(root) or {}
 
 
 def _say(msg: str) -> None:

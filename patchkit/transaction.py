@@ -348,14 +348,26 @@ def _committed(txn: dict) -> bool:
     return isinstance(doc, dict) and doc.get("id") == txn["id"]
 
 
+def _is_blob(name: str) -> bool:
+    """The name of a blob patchkit writes: the sha256 of the bytes it holds."""
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
+
 def _drop_blobs(j: Journal) -> None:
+    """Delete the blobs no file entry points at: only patchkit's own (a sha256 name, a
+    regular file) in ``.patchkit/written`` opened without following a link, so a planted
+    link at .patchkit or written never turns this into a delete elsewhere."""
     keep = j.kept_blobs()
-    d = j.dir / BLOBS
-    if d.is_dir():
-        for b in d.iterdir():
-            if b.name not in keep:
-                with contextlib.suppress(OSError):
-                    b.unlink()
+    try:
+        fd = fsio.open_dir(j.root, (STATE_DIR, BLOBS))
+    except OSError:
+        return  # no blobs, or not patchkit's directory: nothing of patchkit's to delete
+    try:
+        for name in os.listdir(fd):
+            if name not in keep:
+                fsio.remove_owned(fd, name, _is_blob)
+    finally:
+        os.close(fd)
 
 
 def _dump(doc: dict) -> bytes:

@@ -12,7 +12,8 @@ make know a file changed.  A tree with a change younger than RACY_NS when it was
 fingerprinted is not cached at all: a second change in the same timestamp tick could not be
 told.  Verdicts that depend on what nothing names (no pristine release to read yet) are
 never cached.  The cache can only make `status` faster, never different; deleting it
-(~/.cache/patchkit/verdicts) changes nothing else.
+(~/.cache/patchkit/verdicts) changes nothing else, and an entry that cannot be read or has
+the wrong shape (patchkit/shape.py) is a miss, judged again and replaced.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from patchkit import regular, shape
 from patchkit.results import RecipeResult
 
 try:  # BLAKE2 without hashlib: importing hashlib loads OpenSSL, a tenth of `status`'s budget
@@ -35,11 +37,34 @@ def digest_of(data: bytes) -> str:
     return _hash(data, digest_size=32).hexdigest()
 
 
-def _file_digest(path: Path) -> Optional[str]:
+CACHE_LIMIT = 64 << 20  # bytes of one cached entry; anything larger is not patchkit's
+
+
+def file_digest(path: Path) -> Optional[str]:
+    """The digest of the regular file at ``path``; None when nothing is there; shape.UNREADABLE
+    for a FIFO, a device, a directory or a read error (read non-blocking: never a hang)."""
     try:
-        return digest_of(path.read_bytes())
-    except OSError:
+        return digest_of(regular.read(path))
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except (OSError, regular.NotRegular):
+        return shape.UNREADABLE
+
+
+class _Untrusted(Exception):
+    """patchkit's own state in a target is not a regular file (a link, a FIFO, a device):
+    what it holds cannot be fingerprinted, so nothing judged with it is cached."""
+
+
+def _state_digest(root: Path, rel: str) -> Optional[str]:
+    """The digest of patchkit's own file ``root/.patchkit/rel``, opened with O_NOFOLLOW on
+    every component (patchkit/regular.py), or None when nothing is there."""
+    try:
+        return digest_of(regular.read_owned(root, f".patchkit/{rel}", CACHE_LIMIT))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, regular.NotRegular, regular.TooBig):
+        raise _Untrusted() from None
 
 
 def code_hash() -> str:
@@ -102,12 +127,6 @@ def tree_state(target) -> Optional[str]:
     return None if newest > now - RACY_NS else h.hexdigest()
 
 
-def _dir() -> Path:
-    from patchkit.paths import cache_dir
-
-    return cache_dir() / "verdicts"
-
-
 def key(recipe_dirs, names: tuple[str, ...], targets: dict, code: Optional[str] = None) -> str:
     """The cache key of a `status` invocation; ``code`` is ``code_hash()``, computed here
     when not given.  ``recipe_dirs`` is every recipe directory in play, nearest first
@@ -120,18 +139,24 @@ def key(recipe_dirs, names: tuple[str, ...], targets: dict, code: Optional[str] 
         d = getattr(d, "path", d)
         h.update(f"dir|{d}|".encode())
         for p in sorted(d.glob("*.toml")) + sorted(d.glob("engines/*.toml")):  # engines.py: user definitions
-            h.update(p.name.encode() + (_file_digest(p) or "").encode())
+            h.update(p.name.encode() + (file_digest(p) or "").encode())
     for engine, t in sorted(targets.items()):
         h.update(f"{engine}|{t.root}|{t.layout}|{t.version}".encode())
     return h.hexdigest()
 
 
-def _provenance(targets: dict) -> dict[str, Optional[str]]:
-    files = _references(targets)
+def _provenance(targets: dict) -> Optional[dict[str, Optional[str]]]:
+    """What names the verdicts' provenance, by digest; None when patchkit's own state in a
+    target cannot be fingerprinted (_Untrusted): then nothing is cached or read back."""
+    try:
+        files = _references(targets)
+        for root in sorted({t.root for t in targets.values()}):
+            files[str(root / ".patchkit" / "journal.json")] = _state_digest(root, "journal.json")
+    except _Untrusted:
+        return None
     for root in sorted({t.root for t in targets.values()}):
-        files[str(root / ".patchkit" / "journal.json")] = _file_digest(root / ".patchkit" / "journal.json")
         for p in sorted(root.glob("*.dist-info/patchkit.json")):
-            files[str(p)] = _file_digest(p)
+            files[str(p)] = file_digest(p)
         files[f"{root}/*.dist-info/patchkit.json"] = ",".join(
             sorted(str(p) for p in root.glob("*.dist-info/patchkit.json"))
         )
@@ -148,8 +173,8 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
         if t.layout == "git":
             git = t.root / ".git"
             for rel in ("packed-refs", f"refs/tags/v{t.version}", f"refs/tags/{t.version}"):
-                out[str(git / rel)] = _file_digest(git / rel)
-            out[str(t.root / ".patchkit/source.json")] = _file_digest(t.root / ".patchkit" / "source.json")
+                out[str(git / rel)] = file_digest(git / rel)
+            out[str(t.root / ".patchkit/source.json")] = _state_digest(t.root, "source.json")
         else:
             from patchkit.target import ENGINES
 
@@ -162,22 +187,36 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             src = (
                 cache_dir() / "trees" / f"{t.engine}-{(t.version or '').split('+', 1)[0]}" / ".patchkit" / "source.json"
             )
-            out[str(src)] = _file_digest(src)
+            out[str(src)] = file_digest(src)
     return out
 
 
-def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
-    p = _dir() / f"{k}.marshal"
-    try:
-        entry = marshal.loads(p.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
+def _entry(k: str) -> Optional[dict]:
+    """The cache entry under ``k``, or None: nothing there, not a regular file, not
+    marshal data, or not the shape ``save`` writes (a miss, replaced by the next save)."""
+    from patchkit.paths import cache_dir
+
+    data = regular.read_cached(cache_dir(), f"verdicts/{k}.marshal", CACHE_LIMIT)
+    if data is None:
         return None
-    if entry.get("provenance") != _provenance(targets):
+    try:
+        entry = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):  # what marshal says of bytes it did not write
+        return None
+    return entry if shape.fits(entry, shape.VERDICTS) else None
+
+
+def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
+    entry = _entry(k)
+    if entry is None:
+        return None
+    provenance = _provenance(targets)
+    if provenance is None or entry["provenance"] != provenance:
         return None
     for path, sha in entry["files"].items():
-        if _file_digest(Path(path)) != sha:
+        if file_digest(Path(path)) != sha:
             return None
-    for engine, fp in entry.get("trees", {}).items():
+    for engine, fp in entry["trees"].items():
         if engine not in targets or tree_state(targets[engine]) != fp:
             return None
     return [RecipeResult.from_json(r) for r in entry["results"]]
@@ -186,17 +225,16 @@ def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
 def save(k: str, session, res: list[RecipeResult]) -> None:
     """Cache ``res`` under ``k``; only for verdicts that read no file beyond session.files
     and the trees it swept (judge.cacheable), which the caller checks."""
+    from patchkit import fsio
+    from patchkit.paths import cache_dir
+
+    provenance = _provenance(session.targets)
+    if provenance is None:
+        return
     entry = {
         "files": {str(f.path): (digest_of(f.original) if f.exists else None) for f in session.files.values()},
         "trees": dict(session.swept),
-        "provenance": _provenance(session.targets),
+        "provenance": provenance,
         "results": [r.to_json() for r in res],
     }
-    d = _dir()
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{k}.{os.getpid()}.tmp"
-        tmp.write_bytes(marshal.dumps(entry))
-        os.replace(tmp, d / f"{k}.marshal")
-    except OSError:
-        pass  # a cache that cannot be written only costs speed
+    fsio.store_cached(cache_dir(), f"verdicts/{k}.marshal", marshal.dumps(entry))

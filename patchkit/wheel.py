@@ -34,7 +34,7 @@ from typing import Callable, Optional
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchkit import __version__, fetch, record
+from patchkit import __version__, fetch, fsio, record
 from patchkit.errors import PatchkitError
 from patchkit.model import Recipe, per_engine
 from patchkit.results import RecipeResult
@@ -202,18 +202,28 @@ def write_wheel(tree: Path, dist_info: str, dest: Path, executables: set[str]) -
     rows.append((rec_name, "", ""))
     (tree / rec_name).write_bytes(record.render(rows))
     dt = zip_date_time()
-    tmp = dest.with_name(f".{dest.name}.patchkit-{os.getpid()}.tmp")
+    # The output directory may be shared: the temp is patchkit's own (random name, O_EXCL,
+    # never through a link planted there), and the rename replaces whatever stands at dest.
     try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL) as z:
-            for n in names:
-                zi = zipfile.ZipInfo(n, date_time=dt)
-                zi.compress_type = zipfile.ZIP_DEFLATED
-                zi.create_system = 3  # unix, so the mode bits below mean what they say
-                zi.external_attr = ((0o100755 if n in executables else 0o100644) & 0xFFFF) << 16
-                z.writestr(zi, (tree / n).read_bytes(), compress_type=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL)
+        fd, tmp = fsio.new_temp(dest)
+    except OSError as e:
+        raise fsio.cannot_write(dest, e) from None
+    try:
+        with os.fdopen(fd, "w+b") as f:
+            os.fchmod(f.fileno(), 0o644)
+            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL) as z:
+                for n in names:
+                    zi = zipfile.ZipInfo(n, date_time=dt)
+                    zi.compress_type = zipfile.ZIP_DEFLATED
+                    zi.create_system = 3  # unix, so the mode bits below mean what they say
+                    zi.external_attr = ((0o100755 if n in executables else 0o100644) & 0xFFFF) << 16
+                    data = (tree / n).read_bytes()
+                    z.writestr(zi, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=COMPRESSLEVEL)
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):  # a directory in the way, a full disk: the environment, not a bug
+            raise fsio.cannot_write(dest, e) from None
         raise
 
 

@@ -22,7 +22,9 @@ A row in the table (all keys but name, category, args and exit are optional):
     hex                 {path: hex bytes}
     repeat              {path: [[chunk, count], ...]}: a large file, built from parts
     dirs                [path]: directories to make
-    links               {path: where}: symlinks (``{inside}``/``{outside}``/``{t}`` expand)
+    zips                {path: dir or [dir, {path in the zip: text}]}: a zip of the directory
+                        (and these files: a release wheel in the cache), made before ``pre``
+    links               {path: where}: symlinks (``{inside}``/``{outside}``/``{t}``/``{pid}`` expand)
     fifos               [path]: named pipes
     remove              [path]: files or directories to delete
     chmod               {path: "octal"}: the row is skipped when running as root
@@ -39,6 +41,10 @@ A row in the table (all keys but name, category, args and exit are optional):
     xfail               the reason a row fails today because of code outside this change
                         (pytest.xfail, not strict): delete the key once that code is fixed
 
+A path with ``*`` in it (in remove, files, hex, links, fifos) stands for every entry
+already there that it matches, at least one (a cache entry whose name is a digest, made
+by a ``pre`` command).
+
 Paths are relative to the row's directory, which holds ``recipes/`` (r.toml), ``t/`` (a
 miniature sglang 0.5.9 in package layout) and ``upstream_pins.toml`` (PATCHKIT_PINS points
 at it unless a row says otherwise).  PATCHKIT_CACHE and HOME are inside it too.
@@ -54,6 +60,7 @@ import signal
 import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -79,6 +86,7 @@ KEYS = {
     "hex",
     "repeat",
     "dirs",
+    "zips",
     "links",
     "fifos",
     "remove",
@@ -113,7 +121,7 @@ def test_the_table_is_well_formed():
 # -- building a row's world ------------------------------------------------------------------
 
 
-def _expand(s: str, where: dict[str, Path]) -> str:
+def _expand(s: str, where: dict) -> str:
     for k, v in where.items():
         s = s.replace("{" + k + "}", str(v))
     return s
@@ -127,7 +135,7 @@ def _recipe(case: dict) -> str:
     return text
 
 
-def _build(tmp_path: Path) -> dict[str, Path]:
+def _build(tmp_path: Path) -> dict:
     inside, outside = tmp_path / "inside", tmp_path / "outside"
     (inside / "recipes").mkdir(parents=True)
     (inside / "home").mkdir()
@@ -139,43 +147,67 @@ def _build(tmp_path: Path) -> dict[str, Path]:
         (outside / rel).parent.mkdir(parents=True, exist_ok=True)
         (outside / rel).write_text(text)
     mini_sglang(outside / "tree", {rel: text for rel, text in DEFAULTS["tree"].items()})
-    return {"inside": inside, "outside": outside, "t": inside / "t", "recipes": inside / "recipes"}
+    # {pid}: the process an in-process row runs in (names older releases derived from it)
+    return {"inside": inside, "outside": outside, "t": inside / "t", "recipes": inside / "recipes", "pid": os.getpid()}
+
+
+def _zips(case: dict, where: dict[str, Path]) -> None:
+    for rel, src in case.get("zips", {}).items():
+        src, extra = (src, {}) if isinstance(src, str) else src
+        dest, src = where["inside"] / _expand(rel, where), where["inside"] / _expand(src, where)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(dest, "w") as z:
+            for p in sorted(src.rglob("*")):
+                if p.is_file():
+                    z.write(p, p.relative_to(src).as_posix())
+            for name, text in extra.items():
+                z.writestr(name, text)
 
 
 def _damage(case: dict, where: dict[str, Path]) -> None:
     inside = where["inside"]
 
-    def at(rel: str) -> Path:
-        p = inside / _expand(rel, where)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        return p
-
-    for rel in case.get("remove", ()):
+    def at(rel: str) -> list[Path]:
+        rel = _expand(rel, where)
+        if "*" in rel:  # entries already there (a cache entry named by its digest)
+            found = sorted(inside.glob(rel))
+            assert found, f"{case['name']}: nothing matches {rel}"
+            return found
         p = inside / rel
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-    for rel in case.get("dirs", ()):
-        at(rel).mkdir(exist_ok=True)
-    for rel, text in case.get("files", {}).items():
-        at(rel).write_bytes(_expand(text, where).encode(case.get("encoding", "utf-8")))
-    for rel, hexed in case.get("hex", {}).items():
-        at(rel).write_bytes(bytes.fromhex(hexed))
-    for rel, parts in case.get("repeat", {}).items():
-        at(rel).write_bytes(b"".join(chunk.encode() * n for chunk, n in parts))
-    for rel, to in case.get("links", {}).items():
-        p = at(rel)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return [p]
+
+    def clear(p: Path) -> None:
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
         elif p.exists() or p.is_symlink():
             p.unlink()
-        p.symlink_to(_expand(to, where))
+
+    for rel in case.get("remove", ()):
+        for p in at(rel):
+            clear(p)
+    for rel in case.get("dirs", ()):
+        for p in at(rel):
+            if p.is_symlink() or (p.exists() and not p.is_dir()):
+                clear(p)
+            p.mkdir(exist_ok=True)
+    for rel, text in case.get("files", {}).items():
+        for p in at(rel):
+            p.write_bytes(_expand(text, where).encode(case.get("encoding", "utf-8")))
+    for rel, hexed in case.get("hex", {}).items():
+        for p in at(rel):
+            p.write_bytes(bytes.fromhex(hexed))
+    for rel, parts in case.get("repeat", {}).items():
+        for p in at(rel):
+            p.write_bytes(b"".join(chunk.encode() * n for chunk, n in parts))
+    for rel, to in case.get("links", {}).items():
+        for p in at(rel):
+            clear(p)
+            p.symlink_to(_expand(to, where))
     for rel in case.get("fifos", ()):
-        p = at(rel)
-        if p.exists():
-            p.unlink()
-        os.mkfifo(p)
+        for p in at(rel):
+            clear(p)
+            os.mkfifo(p)
     for rel, mode in case.get("chmod", {}).items():
         os.chmod(inside / rel, int(mode, 8))
 
@@ -302,6 +334,7 @@ def test_hostile_input(case, tmp_path, capsys, monkeypatch):
     env.update({k: _expand(v, where) for k, v in case.get("env", {}).items()})
     unset = case.get("unset", [])
     timeout = case.get("timeout", 20)
+    _zips(case, where)
     for pre in case.get("pre", ()):
         code, out, err = _in_process([_expand(a, where) for a in pre], inside, env, unset, timeout, capsys, monkeypatch)
         assert code == 0, (pre, out, err)

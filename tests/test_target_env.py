@@ -301,23 +301,24 @@ class Faults:
 
     def __init__(self, monkeypatch, step: str, n: int, err: int):
         self.step, self.n, self.err, self.seen = step, n, err, 0
-        real_mkstemp, real_fsync, real_replace = tempfile.mkstemp, os.fsync, os.replace
+        real_new_temp, real_fsync, real_replace = fsio.new_temp, os.fsync, os.replace
 
-        def mkstemp(*a, **kw):
-            self.hit("mkstemp", kw.get("dir"))
-            return real_mkstemp(*a, **kw)
+        def new_temp(path, dir_fd=None):
+            if dir_fd is None:  # a cache entry (under a directory descriptor) is not a target's write
+                self.hit("mkstemp", path.parent)
+            return real_new_temp(path, dir_fd)
 
         def fsync(fd):
             if stat.S_ISREG(os.fstat(fd).st_mode):
                 self.hit("fsync", None)
             return real_fsync(fd)
 
-        def replace(src, dst):
-            if str(src).endswith(".patchkit-tmp"):
+        def replace(src, dst, **kw):
+            if str(src).endswith(".patchkit-tmp") and not kw:
                 self.hit("rename", dst)
-            return real_replace(src, dst)
+            return real_replace(src, dst, **kw)
 
-        monkeypatch.setattr(fsio.tempfile, "mkstemp", mkstemp)
+        monkeypatch.setattr(fsio, "new_temp", new_temp)
         monkeypatch.setattr(fsio.os, "fsync", fsync)
         monkeypatch.setattr(fsio.os, "replace", replace)
 

@@ -274,12 +274,6 @@ def _plan_key(session, recipes) -> str:
     return digest_of(blob.encode())
 
 
-def _plan_path(key: str) -> Path:
-    from patchkit import paths
-
-    return paths.cache_dir() / "verify" / "plans" / f"{key}.json"
-
-
 def _inputs(session) -> list[Path]:
     from patchkit.journal import PATH as JOURNAL
     from patchkit.target import STATE_DIR
@@ -288,46 +282,64 @@ def _inputs(session) -> list[Path]:
     return sorted({*files, *(t.root / STATE_DIR / JOURNAL for t in session.targets.values())})
 
 
-def _digest(p: Path) -> Optional[str]:
-    from patchkit.verdicts import digest_of
+PLAN_LIMIT = 1 << 30  # bytes of one cached plan (it holds the edited files' bytes, twice)
 
-    try:
-        return digest_of(p.read_bytes())
-    except OSError:
-        return None
+
+def _plan_shape() -> dict:
+    from patchkit import shape
+
+    recipe = {"id": str, "state": shape.STATES, "python": str, "edits": int, "errors": [str]}
+    return {
+        "recipes": [recipe],
+        "errors": [str],
+        "notes": [str],
+        "cacheable": bool,
+        "files": {str: shape.DIGEST},
+        "pristine": {str: str},
+        "patched": {str: str},
+    }
 
 
 def _plan_cached(key: str) -> Optional[dict]:
+    """The plan cached under ``key`` while every file it read is unchanged, or None: a miss
+    too when the entry cannot be read, is not a regular file, or is not the shape
+    ``_plan_store`` writes (planned again, and replaced)."""
     import base64
+    import binascii
 
+    from patchkit import paths, regular, shape
+    from patchkit.verdicts import file_digest
+
+    data = regular.read_cached(paths.cache_dir(), f"verify/plans/{key}.json", PLAN_LIMIT)
     try:
-        entry = json.loads(_plan_path(key).read_text())
-    except (OSError, ValueError):
+        entry = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):  # not JSON (a torn or foreign entry)
         return None
-    if any(_digest(Path(p)) != d for p, d in entry["files"].items()):
+    if not shape.fits(entry, _plan_shape()):
         return None
-    for side in ("pristine", "patched"):
-        entry[side] = {Path(p): base64.b64decode(b) for p, b in entry[side].items()}
+    if any(file_digest(Path(p)) != d for p, d in entry["files"].items()):
+        return None
+    try:
+        for side in ("pristine", "patched"):
+            entry[side] = {Path(p): base64.b64decode(b, validate=True) for p, b in entry[side].items()}
+    except binascii.Error:
+        return None
     return entry
 
 
 def _plan_store(key: str, session, planned: dict) -> None:
     import base64
 
+    from patchkit import fsio, paths
+    from patchkit.verdicts import file_digest
+
     if not planned["cacheable"]:
         return
     entry = {k: v for k, v in planned.items() if k not in ("pristine", "patched")}
-    entry["files"] = {str(p): _digest(p) for p in _inputs(session)}
+    entry["files"] = {str(p): file_digest(p) for p in _inputs(session)}
     for side in ("pristine", "patched"):
         entry[side] = {str(p): base64.b64encode(b).decode() for p, b in planned[side].items()}
-    path = _plan_path(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entry))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache that cannot be written only makes the next run slower
+    fsio.store_cached(paths.cache_dir(), f"verify/plans/{key}.json", json.dumps(entry).encode())
 
 
 def verify(

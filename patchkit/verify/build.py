@@ -301,6 +301,13 @@ def cache_root() -> Path:
     return paths.cache_dir() / "verify"
 
 
+def _owned(key: str, suffix: str) -> tuple[Path, str]:
+    """(the directory the user named, the entry's path under it): its own directory and
+    everything below are patchkit's, each opened with O_NOFOLLOW (patchkit/regular.py)."""
+    root = cache_root()
+    return root.parent, f"{root.name}/{key[:2]}/{key}{suffix}"
+
+
 def key_for(nvcc_id: str, unit_rel: str, arch: str, flags: list[str], content: str) -> str:
     blob = json.dumps([nvcc_id, unit_rel, arch, flags, content])
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -315,19 +322,63 @@ def first_error(stderr: str) -> str:
     return (lines[-1] if lines else "nvcc failed without a message")[:500]
 
 
-def _cached(key: str, count: tuple[str, ...]) -> Optional[Result]:
-    base = cache_root() / key[:2] / key
+ENTRY_LIMIT = 64 << 20  # bytes of a cached build's figures
+PTX_LIMIT = 1 << 30  # bytes of a cached build's PTX, gzipped and unpacked
+
+
+def _shapes() -> tuple[dict, dict]:
+    from patchkit import shape
+
+    family = {"name": str, "kernels": int, "empty": int, "instructions": [int], "counts": {str: int}}
+    summary = {"kernels": int, "empty": int, "counts": {str: int}, "families": [family]}
+    return {"built": bool, "error": (str, None), "seconds": shape.NUMBER}, {"summaries": {str: summary}}
+
+
+def _entry(key: str) -> Optional[dict]:
+    """A build's cached figures, or None: nothing there, not a regular file (a link, a
+    FIFO), not JSON, or not the shape ``_store`` writes (a miss: built again, replaced)."""
+    from patchkit import regular, shape
+
+    data = regular.read_cached(*_owned(key, ".json"), ENTRY_LIMIT)
     try:
-        data = json.loads(base.with_suffix(".json").read_text())
-    except (OSError, ValueError):
+        entry = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return None
+    head, built = _shapes()
+    if not shape.fits(entry, head) or (entry["built"] and not shape.fits(entry, built)):
+        return None
+    return entry
+
+
+def _ptx(key: str) -> Optional[str]:
+    """A build's cached PTX, or None (as ``_entry``; a gzip stream that is damaged or
+    unpacks past PTX_LIMIT is a miss too)."""
+    import io
+    import zlib
+
+    from patchkit import regular
+
+    data = regular.read_cached(*_owned(key, ".ptx.gz"), PTX_LIMIT)
+    if data is None:
+        return None
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as z:
+            text = z.read(PTX_LIMIT + 1)
+    except (OSError, EOFError, zlib.error):  # what gzip says of a stream it cannot unpack
+        return None
+    return text.decode("utf-8", "replace") if len(text) <= PTX_LIMIT else None
+
+
+def _cached(key: str, count: tuple[str, ...]) -> Optional[Result]:
+    data = _entry(key)
+    if data is None:
         return None
     tag = ",".join(count)
     if not data["built"]:
         return Result(False, data["error"], data["seconds"], True)
     if tag not in data["summaries"]:
-        try:
-            text = gzip.decompress(base.with_suffix(".ptx.gz").read_bytes()).decode("utf-8", "replace")
-        except OSError:
+        text = _ptx(key)
+        if text is None:
             return None
         data["summaries"][tag] = ptx.summary(ptx.kernels(text, count), count)
         _store(key, data)
@@ -335,15 +386,13 @@ def _cached(key: str, count: tuple[str, ...]) -> Optional[Result]:
 
 
 def _store(key: str, data: dict, ptx_text: Optional[str] = None) -> None:
-    base = cache_root() / key[:2] / key
-    base.parent.mkdir(parents=True, exist_ok=True)
+    """A build's figures (and PTX) in the cache, each written beside itself and renamed
+    over (fsio.write_owned: a link planted there is replaced, never written through)."""
+    from patchkit import fsio
+
     if ptx_text is not None:
-        tmp = base.with_suffix(f".ptx.gz.{os.getpid()}")
-        tmp.write_bytes(gzip.compress(ptx_text.encode(), 6))
-        os.replace(tmp, base.with_suffix(".ptx.gz"))
-    tmp = base.with_suffix(f".json.{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, base.with_suffix(".json"))
+        fsio.store_cached(*_owned(key, ".ptx.gz"), gzip.compress(ptx_text.encode(), 6))
+    fsio.store_cached(*_owned(key, ".json"), json.dumps(data).encode())
 
 
 def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str, ...], timeout: float) -> Result:

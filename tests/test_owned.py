@@ -1,0 +1,406 @@
+"""patchkit's own files are input too (issue 21): the cache's entries and directories,
+``.patchkit/written``, and ``wheel -o``.  Each test plants what a shared cache or output
+directory can hold (a link to a victim, a FIFO, a device, an entry of the wrong shape) and
+checks the victim is untouched, nothing hangs, and a bad cache entry is only a miss.
+The table (tests/hostile_cases.toml) runs the same families through the command line."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import signal
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from patchkit import confirm, fsio, regular, verdicts
+from patchkit.target import open_target
+from tests.conftest import mini_sglang
+
+RECIPE = """\
+id = "r"
+summary = "widen a list"
+bundles = ["b"]
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/x.py"
+scope = "f"
+[ops.locator]
+contains = ['"a"']
+[ops.params]
+element = '"b"'
+"""
+TREE = {"sglang/srt/x.py": 'def f():\n    return ["a"]\n'}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    d.mkdir()
+    monkeypatch.setenv("PATCHKIT_CACHE", str(d))
+    return d
+
+
+@pytest.fixture
+def no_hang():
+    """A read that blocks (a FIFO) or never ends (/dev/zero) fails the test in 10 s."""
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("hung")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def victim(tmp_path):
+    """A file and a directory outside everything patchkit owns."""
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "secret.py").write_text("SECRET = 1\n")
+    return out
+
+
+def _untouched(victim: Path) -> None:
+    assert sorted(p.name for p in victim.iterdir()) == ["secret.py"]
+    assert (victim / "secret.py").read_text() == "SECRET = 1\n"
+
+
+# -- the primitives ---------------------------------------------------------------------------
+
+
+def test_a_link_at_any_owned_component_is_refused_never_followed(cache, victim):
+    (cache / "verdicts").symlink_to(victim)
+    with pytest.raises(OSError):
+        fsio.write_owned(cache, "verdicts/k.marshal", b"x")
+    assert regular.read_cached(cache, "verdicts/secret.py", 100) is None  # the victim is never read
+    fsio.store_cached(cache, "verdicts/k.marshal", b"x")  # a cache: best effort, silent
+    _untouched(victim)
+
+
+def test_a_link_at_the_entry_is_replaced_not_written_through(cache, victim):
+    (cache / "drift").mkdir()
+    (cache / "drift" / "k.json").symlink_to(victim / "secret.py")
+    assert regular.read_cached(cache, "drift/k.json", 100) is None
+    fsio.write_owned(cache, "drift/k.json", b"[]")
+    assert not (cache / "drift" / "k.json").is_symlink() and (cache / "drift" / "k.json").read_bytes() == b"[]"
+    assert [p.name for p in (cache / "drift").iterdir()] == ["k.json"]  # no temp left
+    _untouched(victim)
+
+
+def test_fifos_devices_and_directories_are_misses(cache, no_hang):
+    (cache / "c").mkdir()
+    os.mkfifo(cache / "c" / "fifo")
+    (cache / "c" / "zero").symlink_to("/dev/zero")
+    (cache / "c" / "dir").mkdir()
+    (cache / "c" / "big").write_bytes(b"x" * 200)
+    for name in ("fifo", "zero", "dir", "big", "absent"):
+        assert regular.read_cached(cache, f"c/{name}", 100) is None, name
+    with pytest.raises(regular.NotRegular, match="a symlink"):
+        regular.read_owned(cache, "c/zero")
+    with pytest.raises(regular.NotRegular, match="a FIFO"):
+        regular.read_owned(cache, "c/fifo")
+
+
+def test_remove_owned_removes_only_patchkits_regular_files(tmp_path, victim):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "mine").write_text("x")
+    (d / "theirs").write_text("y")
+    (d / "link").symlink_to(victim / "secret.py")
+    fd = regular.open_dir(tmp_path, ["d"])
+    try:
+        for name in ("mine", "theirs", "link"):
+            fsio.remove_owned(fd, name, lambda n: n in ("mine", "link"))
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in d.iterdir()) == ["link", "theirs"]
+    _untouched(victim)
+
+
+def test_no_writer_keeps_a_pid_temp_name():
+    """Every temp is fsio's (random name, O_EXCL): no module derives one from the pid."""
+    root = Path(__file__).resolve().parents[1] / "patchkit"
+    users = [p.name for p in root.rglob("*.py") if "getpid()" in p.read_text() and p.name != "fsio.py"]
+    assert users == []
+
+
+# -- the verdict cache and the journal it fingerprints -------------------------------------------
+
+
+@pytest.fixture
+def applied(tmp_path, cache, run_cli, monkeypatch):
+    """An applied mini sglang whose pristine release is in the cache: `status` caches."""
+    t = mini_sglang(tmp_path / "t", TREE)
+    wheel = cache / "wheels" / "sglang" / "0.5.9" / "sglang-0.5.9-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    with zipfile.ZipFile(wheel, "w") as z:
+        for p in sorted(t.rglob("*.py")):
+            z.write(p, p.relative_to(t).as_posix())
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(RECIPE)
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+
+    def run(*args):
+        return run_cli("--recipes", str(tmp_path / "recipes"), *args, "-t", f"sglang={t}")
+
+    code, out, err = run("apply", "r")
+    assert code == 0, (out, err)
+    code, out, err = run("status", "r")
+    assert code == 0, (out, err)
+    return t, run
+
+
+def _entry(cache: Path) -> Path:
+    (p,) = (cache / "verdicts").glob("*.marshal")
+    return p
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda e: {**e, "results": [5]},
+        lambda e: {**e, "files": 5},
+        lambda e: {**e, "trees": [1]},
+        lambda e: {**e, "results": [{**e["results"][0], "state": "banana"}]},
+        lambda e: {**e, "results": [{**e["results"][0], "ops": [{**e["results"][0]["ops"][0], "index": "1"}]}]},
+        lambda e: 5,
+    ],
+    ids=["results-of-ints", "files-an-int", "trees-a-list", "state-unknown", "op-index-a-string", "an-int"],
+)
+def test_a_verdict_entry_of_the_wrong_shape_is_a_miss_and_is_replaced(applied, cache, damage):
+    t, run = applied
+    code, first, _ = run("status", "r")
+    entry = marshal.loads(_entry(cache).read_bytes())
+    assert code == 0 and entry["provenance"], first  # cached, with the provenance it is read back with
+    _entry(cache).write_bytes(marshal.dumps(damage(entry)))
+    code, out, err = run("status", "r")
+    assert (code, out) == (0, first), err
+    assert marshal.loads(_entry(cache).read_bytes()) == entry  # judged again, and replaced
+
+
+def test_a_planted_link_at_the_old_verdict_temp_name_writes_no_victim(applied, cache, victim):
+    t, run = applied
+    run("status", "r")
+    k = _entry(cache).name[: -len(".marshal")]
+    _entry(cache).unlink()
+    (cache / "verdicts" / f".{k}.{os.getpid()}.tmp").symlink_to(victim / "secret.py")
+    assert run("status", "r")[0] == 0
+    assert not _entry(cache).is_symlink()
+    _untouched(victim)
+
+
+def test_the_journal_as_a_fifo_or_dev_zero_is_never_read_for_provenance(applied, cache, no_hang):
+    t, run = applied
+    _entry(cache).unlink()
+    j = t / ".patchkit" / "journal.json"
+    j.unlink()
+    os.mkfifo(j)
+    targets = {"sglang": open_target("sglang", t)}
+    assert verdicts._provenance(targets) is None  # no hang, and nothing cached on it
+    assert run("status", "r")[0] == 0
+    assert not list((cache / "verdicts").glob("*.marshal"))
+    j.unlink()
+    j.symlink_to("/dev/zero")
+    assert verdicts._provenance(targets) is None
+
+
+# -- confirmations ----------------------------------------------------------------------------
+
+
+def test_confirmations_read_only_their_two_answers(cache, victim, no_hang):
+    confirm.remember("k1", "done")
+    assert confirm.known("k1") == "done"
+    (cache / "confirmed" / "k2").write_text("maybe\n")
+    os.mkfifo(cache / "confirmed" / "k3")
+    (cache / "confirmed" / "k4").symlink_to("/dev/zero")
+    (cache / "confirmed" / "k5").symlink_to(victim / "secret.py")
+    assert [confirm.known(k) for k in ("k2", "k3", "k4", "k5", "k6")] == [None] * 5
+    (cache / "confirmed" / f".k6.{os.getpid()}").symlink_to(victim / "secret.py")  # the old temp name
+    confirm.remember("k6", "pending")
+    confirm.remember("k5", "pending")
+    assert confirm.known("k6") == confirm.known("k5") == "pending"
+    _untouched(victim)
+
+
+def test_a_confirmed_directory_linked_elsewhere_takes_no_write(cache, victim):
+    (cache / "confirmed").symlink_to(victim)
+    confirm.remember("k", "done")
+    assert confirm.known("k") is None
+    _untouched(victim)
+
+
+# -- verify's caches --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ['{"files": 5}', "[1]", "null", '{"files": {}}', "{bad", ""])
+def test_a_plan_entry_of_the_wrong_shape_is_a_miss(cache, text):
+    from patchkit.commands import verify
+
+    (cache / "verify" / "plans").mkdir(parents=True)
+    (cache / "verify" / "plans" / "k.json").write_text(text)
+    assert verify._plan_cached("k") is None
+
+
+PTX = ".visible .entry k(\n)\n{\n\tgriddepcontrol.wait;\n\tret;\n}\n"
+
+
+def test_a_build_entry_is_stored_beside_itself_and_read_only_in_its_shape(cache, victim):
+    from patchkit.verify import build
+
+    key = "ab" + "0" * 62
+    d = cache / "verify" / "ab"
+    d.mkdir(parents=True)
+    for suffix in (".json", ".ptx.gz"):  # the names older releases wrote at
+        (d / f"{key}{suffix}.{os.getpid()}").symlink_to(victim / "secret.py")
+    build._store(key, {"built": True, "error": None, "seconds": 1.5, "summaries": {}}, PTX)
+    _untouched(victim)
+    assert build._entry(key) == {"built": True, "error": None, "seconds": 1.5, "summaries": {}}
+    assert build._ptx(key) == PTX
+    hit = build._cached(key, ("griddepcontrol",))  # figures not cached for this count: from the PTX
+    assert hit.built and hit.cached and (hit.summary["kernels"], hit.summary["counts"]) == (1, {"griddepcontrol": 1})
+    assert set(build._entry(key)["summaries"]) == {"griddepcontrol"}
+    for bad in ('{"built": true, "error": null, "seconds": 1}', '{"built": "yes"}', "[1]", "{bad"):
+        (d / f"{key}.json").write_text(bad)
+        assert build._entry(key) is None, bad
+    (d / f"{key}.ptx.gz").write_bytes(b"not gzip")
+    assert build._ptx(key) is None
+
+
+def test_the_build_cache_behind_a_link_takes_no_write(cache, victim):
+    from patchkit.verify import build
+
+    (cache / "verify").symlink_to(victim)
+    build._store("cd" + "0" * 62, {"built": False, "error": "x", "seconds": 1}, None)
+    _untouched(victim)
+
+
+# -- drift's cache ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["{bad", "", "5", "[5]", '[{"id": "r"}]'])
+def test_a_drift_entry_of_the_wrong_shape_is_a_miss(cache, text):
+    from patchkit import drift
+
+    (cache / "drift").mkdir()
+    (cache / "drift" / "k.json").write_text(text)
+    assert drift._cached("k") is None
+
+
+# -- .patchkit/written --------------------------------------------------------------------------
+
+
+def test_drop_blobs_deletes_only_patchkits_blobs_and_never_through_a_link(tmp_path, victim):
+    from patchkit.journal import Journal
+    from patchkit.transaction import _drop_blobs
+
+    root = tmp_path / "t"
+    (root / ".patchkit").mkdir(parents=True)
+    (root / ".patchkit" / "written").symlink_to(victim)
+    (victim / ("a" * 64)).write_text("theirs")
+    _drop_blobs(Journal(root))
+    assert (victim / ("a" * 64)).exists()  # a link at written/: nothing of patchkit's to delete
+    (victim / ("a" * 64)).unlink()
+    _untouched(victim)
+
+    (root / ".patchkit" / "written").unlink()
+    w = root / ".patchkit" / "written"
+    w.mkdir()
+    for name in ("b" * 64, "c" * 64, "notes.txt"):
+        (w / name).write_text(name)
+    (w / ("d" * 64)).symlink_to(victim / "secret.py")
+    j = Journal(root, {"sglang": {"applied": {}, "files": {"x.py": {"sha256": "c" * 64, "pristine": "e" * 64}}}})
+    _drop_blobs(j)
+    assert sorted(p.name for p in w.iterdir()) == sorted(["c" * 64, "d" * 64, "notes.txt"])
+    _untouched(victim)
+
+
+def test_a_blob_that_is_a_link_is_not_read(tmp_path, victim):
+    from patchkit.journal import Journal
+
+    root = tmp_path / "t"
+    (root / ".patchkit" / "written").mkdir(parents=True)
+    (root / ".patchkit" / "written" / ("c" * 64)).symlink_to(victim / "secret.py")
+    j = Journal(root, {"sglang": {"applied": {}, "files": {"x.py": {"sha256": "c" * 64, "pristine": "e" * 64}}}})
+    assert j.written_bytes("sglang", "x.py") is None
+
+
+# -- wheel -o -----------------------------------------------------------------------------------
+
+
+def test_a_wheel_is_written_beside_itself_never_through_a_planted_name(tmp_path, victim):
+    from patchkit.wheel import write_wheel
+
+    tree = tmp_path / "tree"
+    (tree / "pkg-1.0.dist-info").mkdir(parents=True)
+    (tree / "pkg-1.0.dist-info" / "METADATA").write_text("Name: pkg\nVersion: 1.0\n")
+    (tree / "pkg.py").write_text("x = 1\n")
+    out = tmp_path / "dist"
+    out.mkdir()
+    dest = out / "pkg-1.0-py3-none-any.whl"
+    (out / f".{dest.name}.patchkit-{os.getpid()}.tmp").symlink_to(victim / "secret.py")  # the old name
+    dest.symlink_to(victim / "secret.py")
+    write_wheel(tree, "pkg-1.0.dist-info", dest, set())
+    _untouched(victim)
+    assert not dest.is_symlink() and zipfile.ZipFile(dest).read("pkg.py") == b"x = 1\n"
+    assert oct(dest.stat().st_mode & 0o777) == "0o644"
+
+
+# -- a pinned tree cloned from git ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planted", [".patchkit/source.json", ".patchkit"])
+def test_a_repository_shipping_links_in_patchkit_state_takes_no_write(tmp_path, victim, planted):
+    """gitsrc.clone writes .patchkit/source.json into the tree the repository filled: a link
+    the repository ships there (at the file, or at .patchkit itself) is never written through."""
+    from patchkit import gitsrc
+    from patchkit.errors import PatchkitError
+    from tests.conftest import git
+
+    repo = tmp_path / "repo"
+    (repo / ".patchkit").mkdir(parents=True)
+    (repo / "x.py").write_text("x = 1\n")
+    target = victim / "secret.py" if planted.endswith(".json") else victim
+    if planted == ".patchkit":
+        (repo / ".patchkit").rmdir()
+    (repo / planted).symlink_to(target)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "hostile")
+    dest = tmp_path / "dest"
+    try:
+        gitsrc.clone(str(repo), "HEAD", dest, {"engine": "sglang"}, say=lambda s: None)
+        assert (dest / ".patchkit" / "source.json").is_file() and not (dest / ".patchkit" / "source.json").is_symlink()
+    except PatchkitError as e:
+        assert planted == ".patchkit" and "cannot write here" in e.message
+    _untouched(victim)
+
+
+def test_a_fifo_among_the_cached_wheels_is_not_a_wheel(cache, monkeypatch, no_hang):
+    from patchkit import fetch
+    from patchkit.errors import FetchError
+
+    d = cache / "wheels" / "sglang" / "0.5.9"
+    d.mkdir(parents=True)
+    os.mkfifo(d / "sglang-0.5.9-py3-none-any.whl")
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    with pytest.raises(FetchError, match="is not in patchkit's cache"):
+        fetch.fetch_wheel("sglang", "0.5.9", sha256="0" * 64)
+    with pytest.raises(regular.NotRegular):
+        fetch.file_sha256(d / "sglang-0.5.9-py3-none-any.whl")
+
+
+@pytest.mark.parametrize("text", ["[1]", "5", "{bad", ""])
+def test_a_tree_source_that_is_not_a_table_is_none(tmp_path, text):
+    from patchkit import fetch
+
+    (tmp_path / ".patchkit").mkdir()
+    (tmp_path / ".patchkit" / "source.json").write_text(text)
+    assert fetch.tree_source(tmp_path) is None

@@ -19,6 +19,7 @@ why, and the judge says ``applied?`` rather than guess.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import zipfile

@@ -100,23 +100,24 @@ def probe(python: str) -> dict:
 
     exe = _which(python) or python
     name = "".join(c if c.isalnum() or c in "._-" else "_" for c in exe)[-150:] + ".marshal"
-    path = cache_dir() / "probes" / name
+    from patchkit import fsio, regular
+
+    raw = regular.read_cached(cache_dir(), f"probes/{name}", 1 << 20)  # a link, FIFO or device: a miss
     try:
-        entry = marshal.loads(path.read_bytes())
+        entry = marshal.loads(raw) if raw is not None else None
         if isinstance(entry, dict) and entry.get("asked") == exe and entry.get("stamp") == _stamp(entry["facts"]):
             return entry["facts"]
-    except (OSError, ValueError, EOFError, TypeError, KeyError):
+    except (ValueError, EOFError, TypeError, KeyError, AttributeError):
         pass
     from patchkit.doctor import probe_python
 
     facts = probe_python(python)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts}))
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        pass  # a cache that cannot be written costs a probe next time, nothing more
+    try:  # a cache that cannot be written costs a probe next time, nothing more
+        fsio.store_cached(
+            cache_dir(), f"probes/{name}", marshal.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts})
+        )
+    except ValueError:
+        pass
     return facts
 
 

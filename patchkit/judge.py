@@ -326,6 +326,11 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             )
         elif stale:
             reason = f"patchkit's record of this edit is stale: {stale}" + (f"; {reason}" if reason else "")
+    elif st == State.MISSING and ours_gone and ev.located.nodes and not _stale_record(session, op, ev.file):
+        # The site is there, holding neither side of the edit (a default set by hand to a
+        # third value): patchkit's edit was there, and the code changed since.
+        ev.state = State.MODIFIED
+        reason = f"patchkit applied this op, but the code changed since: {reason}"
     else:
         ev.state = st
         if ours and st == State.MISSING:

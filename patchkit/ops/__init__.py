@@ -36,7 +36,10 @@ DONE, PENDING, MISSING, AMBIGUOUS = State.DONE, State.PENDING, State.MISSING, St
 @dataclass(frozen=True)
 class Located:
     state: State  # DONE | PENDING | MISSING | AMBIGUOUS
-    nodes: tuple = ()  # site node(s) for line numbers; candidates when AMBIGUOUS
+    # Site node(s) for line numbers; candidates when AMBIGUOUS.  MISSING with nodes: the site
+    # is there but holds neither side of the edit (the judge says `modified` where patchkit's
+    # edit was).
+    nodes: tuple = ()
     reason: str = ""
 
 

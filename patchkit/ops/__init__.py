@@ -124,6 +124,14 @@ class Op:
     def revert(self, scope: Any) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def relative_to(self, before: Any) -> "Op":
+        """This op judged against ``before``, a state of its scope where it reads pending
+        (the scope an apply started from, or the pristine release's).  An op whose done
+        sites cannot be told from the code alone (replace-expr making a ``None`` where
+        other ``None``s stand) finds them by what ``before`` held at each place; the
+        rest need nothing more and return themselves."""
+        return self
+
     def check_context(self, texts: dict[str, Optional[str]]) -> Optional[Located]:
         """The verdict's dependence on ``context_files``, given their texts (None: the file
         does not exist).  The judge asks when the site is PENDING: None keeps that verdict,

@@ -56,6 +56,9 @@ def independent(text: str, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
 
 def _check(text: str) -> None:
     ks = ptx.kernels(text, NAMES)
+    for m in ptx.ENTRY.finditer(text):  # every statement read is an instruction, never an operand
+        start, end = ptx.body(text, m.end())
+        assert all(re.fullmatch(r"[a-z][a-z0-9_.]*", o) for o in ptx.instructions(text[start:end]))
     assert {k.name: k.counts for k in ks} == independent(text, NAMES)
     got = {k.name: (k.empty, k.counts["griddepcontrol"], k.counts["add.f16x2"], k.counts["add.f16"]) for k in ks}
     assert got == EXPECTED
@@ -82,11 +85,13 @@ def test_a_body_is_what_the_opening_brace_balances():
     assert (k.name, k.instructions, k.counts) == ("k", 2, {"add.f16": 1, "ret": 1})
     assert (j.name, j.instructions, j.empty) == ("j", 1, True)
     assert ptx.kernels("\n.entry k(\n)\n{\n{\nret;\n}\n", ()) == []  # never closed: not a kernel
-    assert ptx.instructions("{add.f16 %rs1, %rs2, %rs3;\n}\n@%p1 bra $L1;\n$L1:\n\tmov.u32 %r1, 0;") == [
-        "add.f16",
-        "bra",
-        "mov.u32",
-    ]
+    stmts = (
+        "{add.f16 %rs1, %rs2, %rs3;\n}\n@%p1 bra $L1;\n$L1:\n\tmov.u32 %r1, 0;\n"
+        # vector operands hold braces too; a call spans lines
+        "\tld.param.v2.u32 \t{%r1, %r2}, [p];\n\tmov.b32 {lo, hi}, %r3;\n"
+        "\tcall.uni (retval0), \n\tf, \n\t(\n\tparam0\n\t);\n$L2:\n\t{\n\t}\n\tret;"
+    )
+    assert ptx.instructions(stmts) == ["add.f16", "bra", "mov.u32", "ld.param.v2.u32", "mov.b32", "call.uni", "ret"]
 
 
 def _nvcc() -> str | None:

@@ -6,7 +6,8 @@ and how many of the chosen instructions it holds (``griddepcontrol`` matches
 A body is the text between its opening brace and the brace that balances it, comments left
 out: inline asm puts its own ``{ ... }`` blocks in the body, often with a ``}`` in column 0,
 so no line's look can say where a kernel ends.  Instructions are the body's statements (split
-at ``;`` and braces), so ``{add.f16 %h0, %h1, %h2;`` counts its ``add.f16``.
+at ``;``), braces and labels before them left out, so ``{add.f16 %h0, %h1, %h2;`` counts its
+``add.f16``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ _PRED = re.compile(r"^@!?%\w+\s+")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _OPEN = re.compile(r"//[^\n]*|/\*.*?\*/|[{;]", re.S)  # a body opens, or a declaration ends
 _BRACE = re.compile(r"//[^\n]*|/\*.*?\*/|[{}]", re.S)
-_LABELS = re.compile(r"^(?:[\w$.]+:\s*)+")
+_LEAD = re.compile(r"(?:\s+|[{}]|[\w$.]+:)*")  # what may stand before a statement's instruction
 READER = "2"  # bumped when what is counted changes: cached summaries of the old reading are not used
 
 
@@ -76,13 +77,14 @@ def family(mangled: str) -> str:
 
 
 def opcode(stmt: str) -> str:
-    """The instruction of one PTX statement (labels and predicate left out), or "" for a
-    directive, a brace, a comment or nothing."""
-    s = _LABELS.sub("", _COMMENT.sub("", stmt).strip().strip("{}").strip())
-    if not s or s[0] in ".{}":
+    """The instruction of one PTX statement (the text up to its ``;``): what leads it aside
+    (braces, labels, a predicate), its first word; "" for a directive or nothing.  A
+    vector operand's braces (``{%r1, %r2}``) stand after the first word and change nothing."""
+    s = stmt[_LEAD.match(stmt).end() :]
+    if not s or s[0] == ".":
         return ""
     s = _PRED.sub("", s)
-    return s.split(None, 1)[0].rstrip(";") if s else ""
+    return s.split(None, 1)[0] if s.strip() else ""
 
 
 def body(ptx: str, pos: int) -> tuple[int, int] | None:
@@ -113,7 +115,7 @@ def body(ptx: str, pos: int) -> tuple[int, int] | None:
 
 def instructions(text: str) -> list[str]:
     """The opcodes of a body's statements, in order."""
-    return [o for o in map(opcode, re.split(r"[;{}]", _COMMENT.sub("", text))) if o]
+    return [o for o in map(opcode, _COMMENT.sub("", text).split(";")) if o]
 
 
 def _matches(op: str, name: str) -> bool:

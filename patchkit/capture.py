@@ -715,8 +715,11 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
 
     try:
         f = _PyFile(engine, logical, old, new)
-    except SyntaxError as e:
+    except SyntaxError as e:  # refused before libcst sees it: its parser can crash on what CPython refuses
         return [], [Unexpressed(engine, logical, e.lineno or 0, f"does not parse as Python ({e.msg})")]
+    except (ValueError, MemoryError, RecursionError) as e:
+        why = str(e) if isinstance(e, ValueError) else "it nests too deeply for Python's own parser"
+        return [], [Unexpressed(engine, logical, 0, f"does not parse as Python ({why})")]
     done: set[int] = set()
     ops: list[CapturedOp] = []
     failed: list[Unexpressed] = []

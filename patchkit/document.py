@@ -61,6 +61,28 @@ def decode_source(path: Path, data: bytes, python: bool) -> tuple[str, str, str]
     return text, encoding, "strict"
 
 
+def python_ast(text: str, where) -> ast.Module:
+    """``ast.parse(text)``, or a TargetError naming ``where(line)`` and the parser's reason.
+    Every target file goes through here before libcst parses it."""
+    hint = "the target tree is damaged, generated or not Python 3; restore it (e.g. `patchkit sync --force`)"
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise TargetError(
+            f"{where(line)}: holds a NUL byte, so it is not Python source",
+            "the target tree is damaged; restore it (e.g. `patchkit sync --force`, or reinstall the package)",
+        )
+    try:
+        return ast.parse(text)
+    except SyntaxError as e:
+        raise TargetError(f"{where(e.lineno)}: does not parse as Python ({e.msg})", hint) from None
+    except ValueError as e:
+        raise TargetError(f"{where()}: does not parse as Python ({e})", hint) from None
+    except (MemoryError, RecursionError):
+        raise TargetError(
+            f"{where()}: nests too deeply for Python's own parser; patchkit will not edit it", hint
+        ) from None
+
+
 class Document:
     def __init__(self, target: Target, logical: str) -> None:
         self.target, self.logical = target, logical
@@ -78,7 +100,7 @@ class Document:
         self._wants: Optional[dict[str, list]] = {}
         self.view: Optional[view.View] = None  # set when the module is a view of the file
         self._module: Optional[cst.Module] = None
-        self._tree: Any = None  # ast of the original text; False when it does not parse
+        self._tree: Any = None  # ast of the original text (Python files only)
         self._edited: Any = None  # the edited state: str (text) or cst.Module (python)
         self._printed: Optional[tuple] = None  # (state, code, bytes): printing a module is costly
         self._whole: Optional[cst.Module] = None  # the whole file, parsed to check a view's answer
@@ -121,25 +143,13 @@ class Document:
 
     @property
     def tree(self) -> Optional[ast.Module]:
-        """The original text's ``ast`` (None when it does not parse), parsed once."""
-        if self._tree is None:
-            if "\x00" in self.text:
-                raise TargetError(
-                    f"{self.where(self.text.count(chr(10), 0, self.text.index(chr(0))) + 1)}: holds a NUL byte,"
-                    " so it is not Python source",
-                    "the target tree is damaged; restore it (e.g. `patchkit sync --force`, or reinstall the package)",
-                )
-            try:
-                self._tree = ast.parse(self.text)
-            except (SyntaxError, ValueError):
-                self._tree = False
-            except (MemoryError, RecursionError):
-                # Checked before libcst ever sees it: its parser can crash the interpreter.
-                raise TargetError(
-                    f"{self.where()}: nests too deeply for Python's own parser; patchkit will not edit it",
-                    "the target tree is damaged or generated; restore it, or leave this file out of the recipe",
-                ) from None
-        return self._tree or None
+        """The original text's ``ast``, parsed once (None for a file that is not Python).
+        A Python file that CPython's own parser refuses is a TargetError: it is asked
+        before libcst ever sees the text, since libcst's native parser crashes the
+        interpreter (SIGSEGV) on nesting that CPython refuses with a message."""
+        if self._tree is None and self.is_python:
+            self._tree = python_ast(self.text, self.where)
+        return self._tree
 
     def whole_module(self) -> cst.Module:
         self.whole()

@@ -130,6 +130,7 @@ class Verdict:
     root: Any = None  # (module, view) the nodes were found in, for their line numbers
     searched: bool = False  # depends on what no digest names (a reference had later): never cached
     stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
+    impl: Any = None  # the op bound to the pristine scope (Op.relative_to), where that told its done sites
 
     @property
     def moved(self) -> bool:
@@ -290,6 +291,8 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         ev = Verdict(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:
         ev = Verdict(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
+        if ev.located.state == State.AMBIGUOUS and f.is_python:
+            ev.located, ev.impl = _against_pristine(session, op, f, ev.located)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
     if ev.located.state == State.MISSING and not ours:
         session.sweep(op.engine)
@@ -329,6 +332,11 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             )
         elif stale:
             reason = f"patchkit's record of this edit is stale: {stale}" + (f"; {reason}" if reason else "")
+    elif st == State.MISSING and ours_gone and ev.located.nodes and not _stale_record(session, op, ev.file):
+        # The site is there, holding neither side of the edit (a default set by hand to a
+        # third value): patchkit's edit was there, and the code changed since.
+        ev.state = State.MODIFIED
+        reason = f"patchkit applied this op, but the code changed since: {reason}"
     else:
         ev.state = st
         if ours and st == State.MISSING:
@@ -342,6 +350,24 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
     if ev.file.is_python and ev.file.exists and ev.located.nodes:
         ev.root = (ev.file.module, ev.file.view)
     return ev
+
+
+def _against_pristine(session: Session, op: OpSpec, f: Document, loc: Located) -> tuple[Located, Any]:
+    """An ambiguous answer the pristine release settles: an op whose done sites the code
+    alone cannot tell (Op.relative_to) finds them by what the release held at each place.
+    (located, the bound op) when it reads done so, else (loc, None)."""
+    ref = session.reference(op.engine)
+    module = ref.module(op.file) if ref.available else None
+    if module is None:
+        return loc, None
+    try:
+        bound = op.impl.relative_to(pyscope.resolve(module, op.scope)[-1])
+        if bound is op.impl:
+            return loc, None
+        got = bound.locate(f.scope(op.scope)[1])
+    except pyscope.ScopeError:
+        return loc, None
+    return (got, bound) if got.state == State.DONE else (loc, None)
 
 
 # -- who made an edit ------------------------------------------------------------------------

@@ -169,11 +169,13 @@ def _blocker(ev: Verdict, why: str) -> str:
 def _edit(ev: Verdict, forward: bool, force: bool = False) -> Optional[str]:
     """Make one op's edit (or its inverse) on its document, if every check passes.
     Returns why not, or None."""
-    f, impl = ev.file, ev.op.impl
+    f, impl = ev.file, ev.impl or ev.op.impl  # ev.impl: bound where the judge needed a before
     if not f.round_trips():
         return "libcst does not print this file back byte for byte, so rewriting it could lose text; edit it by hand"
     chain, scope = f.scope(ev.scope)
     try:
+        if forward:
+            impl = impl.relative_to(scope)  # the checks judge the edit against where it started
         new = impl.apply(scope) if forward else impl.revert(scope)
         e = Edit(impl, scope, new, forward, f.is_python, force)
         for name, check in CHECKS.items():

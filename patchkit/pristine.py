@@ -222,12 +222,18 @@ class Reference:
         """The pristine Python file parsed (libcst), once per invocation however many ops
         ask; None when the release has no such file or it does not parse."""
         if logical not in self._modules:
+            import ast
+
             import libcst as cst
 
             data = self.read(logical)
             try:
+                # CPython's parser first: libcst's native one crashes the interpreter on
+                # nesting that CPython refuses (a cached wheel or a commit is input too).
+                if data is not None:
+                    ast.parse(data)
                 self._modules[logical] = None if data is None else cst.parse_module(data)
-            except cst.ParserSyntaxError:
+            except (SyntaxError, ValueError, MemoryError, RecursionError, cst.ParserSyntaxError):
                 self._modules[logical] = None
         return self._modules[logical]
 

@@ -90,11 +90,18 @@ def project_file(pins_path: Optional[Path], start: Optional[Path] = None) -> tup
     directory or above; else where --save creates it (beside the pins, or here)."""
     d = (start or Path.cwd()).resolve()
     for p in (d, *d.parents):
-        if (p / PROJECT_FILE).is_file():
+        if _there(p / PROJECT_FILE):
             return p / PROJECT_FILE, True
     base = pins_path.parent if pins_path else d
     p = base / PROJECT_FILE
-    return p, p.is_file()
+    return p, _there(p)
+
+
+def _there(path: Path) -> bool:
+    """Is anything at ``path``?  Not only a regular file: a directory, a FIFO or a broken
+    link named like a profile is the profile in play, and ``load`` refuses it (exit 2),
+    rather than being passed over so that every recipe is judged."""
+    return os.path.lexists(path)
 
 
 def target_file(root: Path) -> Path:
@@ -107,7 +114,7 @@ def find(pins_path: Optional[Path], roots: Sequence[Path] = ()) -> Profile:
     ``exists=False`` whose path is where --save would create one."""
     for root in roots:
         p = target_file(root)
-        if p.is_file():
+        if _there(p):
             return load(p)
     proj, there = project_file(pins_path)
     if there:
@@ -143,7 +150,8 @@ def load(path: Path) -> Profile:
     from patchkit.project import decode_utf8, read_config
 
     hint = f"a profile holds {HINT}"
-    text = decode_utf8(read_config(path, "profile", hint), str(path), "profile")
+    where = "a profile is a small TOML file: move aside what is there, or put one there"
+    text = decode_utf8(read_config(path, "profile", where), str(path), "profile")
     try:
         import tomllib
     except ImportError:  # Python 3.10

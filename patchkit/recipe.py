@@ -687,7 +687,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     examples = []
     for j, ex in enumerate(raw.get("examples", []), 1):
         with ctx.part():
-            examples.append(_load_example(ctx, ex, j, where, crumbs))
+            examples.append(_load_example(ctx, ex, j, where, crumbs, str(file).endswith(".py")))
     when: When = ()
     with ctx.part():
         when = _load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else ()
@@ -782,9 +782,10 @@ def _load_marker(ctx: _Ctx, m: dict, j: int, cls, where, crumbs, engine: str, fi
     return Marker(file=mfile, scope=mscope, contains=tuple(m["contains"]))
 
 
-def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str]) -> Example:
+def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str], python: bool) -> Example:
     """``[[ops.examples]] before = ... after = ...``: a small file (or the op's scope in one)
-    that `patchkit check` applies the op to."""
+    that `patchkit check` applies the op to (with libcst, for a Python file: so its nesting
+    is checked here, as a snippet's is)."""
     ew, ec = (*where, "examples", j), [*crumbs, f"example #{j}"]
     ctx.check_keys(ex, EXAMPLE_KEYS, ew, ec, "example")
     for key in ("before", "after"):
@@ -797,6 +798,10 @@ def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str]) 
             )
     if ex["before"] == ex["after"]:
         raise ctx.fail((*ew, "after"), [*ec, "after"], "equals before", "an example shows the edit the op makes")
+    for key in ("before", "after") if python else ():
+        why = _nesting(ex[key]) if isinstance(ex[key], str) else ""
+        if why:
+            raise ctx.fail((*ew, key), [*ec, key], why, "an example is a small ordinary file; fix the recipe")
     line = ctx.lines.line(*ew)
     return Example(before=ex["before"], after=ex["after"], line=line or 0)
 

@@ -70,18 +70,53 @@ def _read_text(path: Path) -> Optional[str]:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def _read_version(root: Path, engine: str, layout: str) -> Optional[str]:
-    info = ENGINES[engine]
+def _metadata(d: Path) -> tuple[str, str]:
+    """(Name, Version) from a dist-info's METADATA headers ("" where absent)."""
+    meta = _read_text(d / "METADATA")
+    got = {"name": "", "version": ""}
+    for line in (meta or "").splitlines():
+        if not line.strip():
+            break
+        key, _, value = line.partition(":")
+        if key.strip().lower() in got and not got[key.strip().lower()]:
+            got[key.strip().lower()] = value.strip()
+    return got["name"], got["version"]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _dist_info_version(root: Path, engine: str) -> Optional[tuple[str, Path]]:
+    """(version, its METADATA) of the engine's one dist-info in ``root``; None with none.
+    Two that disagree (an upgrade that stopped half-way, two pip runs at once) are a
+    TargetError: which one the code belongs to cannot be told, and judging by either could
+    apply the wrong recipes."""
+    dist = ENGINES[engine].dist
+    found: dict[str, Path] = {}
+    dirs = {*root.glob(f"{dist.replace('-', '_')}-*.dist-info"), *root.glob(f"{dist}-*.dist-info")}
+    for d in sorted(dirs):
+        name, version = _metadata(d)
+        if version and (not name or _canonical(name) == _canonical(dist)):
+            found.setdefault(version, d / "METADATA")
+    if len(found) > 1:
+        (v1, p1), (v2, p2) = sorted(found.items(), key=lambda kv: kv[1])[:2]
+        more = f" and {len(found) - 2} more" if len(found) > 2 else ""
+        raise TargetError(
+            f"{root}: holds two {dist} installs, {p1.parent.name} ({v1}) and {p2.parent.name} ({v2}){more};"
+            " patchkit cannot tell which one the code is",
+            f"reinstall the one you run (`pip install --force-reinstall {dist}==VERSION` removes the other's"
+            " dist-info), or delete the stale .dist-info directory",
+        )
+    return next(iter(found.items()), None)
+
+
+def _read_version(root: Path, engine: str, layout: str) -> Optional[tuple[str, Path]]:
+    """(version, the file that says it), or None when nothing does."""
     if layout == "package":
-        norm = info.dist.replace("-", "_")
-        for d in sorted(root.glob(f"{norm}-*.dist-info")) + sorted(root.glob(f"{info.dist}-*.dist-info")):
-            meta = _read_text(d / "METADATA")
-            if meta is not None:
-                for line in meta.splitlines():
-                    if line.startswith("Version:"):
-                        return line.split(":", 1)[1].strip()
-                    if not line.strip():
-                        break
+        got = _dist_info_version(root, engine)
+        if got is not None:
+            return got
     pkg_dir = root / (ENGINES[engine].layouts[layout][0][1])
     for rel, pattern in (
         ("_version.py", r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]"""),
@@ -92,9 +127,37 @@ def _read_version(root: Path, engine: str, layout: str) -> Optional[str]:
         if text is not None:
             m = re.search(pattern, text, re.M)
             if m:
-                return m.group(1)
+                return m.group(1), pkg_dir / rel
     vt = _read_text(root / "version.txt") if layout == "git" else None
-    return (vt.strip() or None) if vt is not None else None
+    return (vt.strip(), root / "version.txt") if vt is not None and vt.strip() else None
+
+
+# The usual release forms (0.5.9, 0.7.4rc1, 0.5.10.post1.dev3+cu128): each a PEP 440 version,
+# so the common case needs no import of packaging (``status`` reads versions at start-up).
+_PLAIN_VERSION = re.compile(
+    r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[a-z0-9]+(\.[a-z0-9]+)*)?", re.I | re.A
+)
+
+
+def _checked_version(found: Optional[tuple[str, Path]]) -> Optional[str]:
+    """The version, if it is one (PEP 440); one that is not is a TargetError naming the file:
+    every version range would read it as out of range, which is not what is wrong."""
+    if found is None:
+        return None
+    version, where = found
+    if _PLAIN_VERSION.fullmatch(version):
+        return version
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        shown = version if len(version) <= 80 else version[:80] + "..."
+        raise TargetError(
+            f"{where}: {shown!r} is not a version (PEP 440), so no recipe's version range can be judged",
+            "the install's metadata is damaged; reinstall the package (pip install --force-reinstall), or fix the file",
+        ) from None
+    return version
 
 
 def open_target(engine: str, path: str | os.PathLike) -> Target:
@@ -135,7 +198,8 @@ def _open(engine: str, root: Path) -> Target:
             f"{root}: no {engine} sources found (looked for {looked})",
             f"point --target {engine}= at a git checkout of {engine}, an unpacked wheel, or site-packages",
         )
-    return Target(engine=engine, root=root, layout=layout, version=_read_version(root, engine, layout))
+    version = _checked_version(_read_version(root, engine, layout))
+    return Target(engine=engine, root=root, layout=layout, version=version)
 
 
 def parse_target_arg(value: str) -> tuple[str, str]:

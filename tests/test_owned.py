@@ -266,7 +266,7 @@ def test_a_build_entry_is_stored_beside_itself_and_read_only_in_its_shape(cache,
     assert build._ptx(key) == PTX
     hit = build._cached(key, ("griddepcontrol",))  # figures not cached for this count: from the PTX
     assert hit.built and hit.cached and (hit.summary["kernels"], hit.summary["counts"]) == (1, {"griddepcontrol": 1})
-    assert set(build._entry(key)["summaries"]) == {"griddepcontrol"}
+    assert set(build._entry(key)["summaries"]) == {build._tag(("griddepcontrol",))}
     for bad in ('{"built": true, "error": null, "seconds": 1}', '{"built": "yes"}', "[1]", "{bad"):
         (d / f"{key}.json").write_text(bad)
         assert build._entry(key) is None, bad

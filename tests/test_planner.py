@@ -8,6 +8,8 @@ disabling any one of them makes a test here fail.
 
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,221 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
     assert planner.compile_error(Doc()) is None
     Doc.printed = lambda self: ("return 5\n", b"return 5\n")
     assert "refused by the compile check" in planner.compile_error(Doc())
+
+
+# -- every other check of the planner, fired offline --------------------------------------------
+# Each test below fails when its check is taken out of patchkit/planner.py: the overlap refusal
+# (apply within one plan, apply against a recipe the journal holds, revert), the states apply
+# refuses (missing, ambiguous, moved, modified), a recipe's own blocker, a file libcst cannot
+# print back, an op that says it cannot, and revert's refusals (applied?, a file changed since
+# patchkit wrote it).
+
+GATES = '''"""Stand-in for sglang/srt/layers/communicator.py."""
+
+BACKENDS = ["flashinfer", "triton"]
+
+
+def fusion_backend(major):
+    if major not in (9, 10):
+        raise ValueError("requires SM90 or SM10X")
+    return "trtllm"
+
+
+def moe_backends():
+    return ["flashinfer_cutlass", "triton_kernel"]
+'''
+
+LIST_RECIPE = """
+id = "{id}"
+summary = "add a backend"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/gates.py"
+scope = "{scope}"
+[ops.locator]
+contains = [{contains}]
+[ops.params]
+element = '"{element}"'
+"""
+BACKENDS = """'"flashinfer"', '"triton"'"""
+MOE = """'"flashinfer_cutlass"', '"triton_kernel"'"""
+
+
+@pytest.fixture
+def gates(tmp_path, run_cli, monkeypatch):
+    """A tree with one module, a recipes dir, ``recipe(...)`` to write one, and ``cli(*args)``."""
+    root = mini_sglang(tmp_path / "site", {"sglang/srt/gates.py": GATES})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+
+    def recipe(rid: str, element: str, scope: str = "", contains: str = BACKENDS, extra: str = "") -> None:
+        text = LIST_RECIPE.format(id=rid, element=element, scope=scope, contains=contains)
+        (recipes / f"{rid}.toml").write_text(text + extra)
+
+    def cli(*args):
+        return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
+
+    return root, root / "sglang/srt/gates.py", recipe, cli
+
+
+def test_overlap_two_recipes_of_one_apply_editing_one_line(gates):
+    root, path, recipe, cli = gates
+    recipe("add-sm120", "cutlass")
+    recipe("add-other", "torch")
+    before = snapshot(root)
+    code, out, err = cli("apply", "add-sm120", "add-other")
+    assert code == 1, (out, err)
+    assert "add-sm120 > op #1 (list-element)" in err and "add-other > op #1 (list-element)" in err, err
+    assert "edit the same code" in err and len(err.splitlines()) == 2, err  # one refusal, then the summary
+    assert f"{path}:3" in err and "Refusing to apply" in err, err
+    assert snapshot(root) == before
+
+
+def test_overlap_with_a_recipe_the_journal_holds(gates):
+    root, path, recipe, cli = gates
+    recipe("add-sm120", "cutlass")
+    recipe("add-other", "torch")
+    assert cli("apply", "add-sm120")[0] == 0
+    before = snapshot(root)
+    code, out, err = cli("apply", "add-other")
+    assert code == 1 and "edit the same code" in err and "Refusing to apply" in err, err
+    assert snapshot(root) == before
+
+
+def test_overlap_refuses_revert_of_one_of_two_recipes_on_one_line(gates, monkeypatch):
+    root, path, recipe, cli = gates
+    recipe("add-sm120", "cutlass")
+    recipe("add-other", "torch")
+    with monkeypatch.context() as m:  # as a patchkit without the refusal would have left it
+        m.setattr(planner, "_overlaps", lambda *a, **k: [])
+        assert cli("apply", "add-sm120")[0] == 0
+        assert cli("apply", "add-other")[0] == 0
+    assert 'BACKENDS = ["flashinfer", "triton", "cutlass", "torch"]' in path.read_text()
+    before = snapshot(root)
+    code, out, err = cli("revert", "add-sm120")
+    assert code == 1 and "edit the same code" in err and "Refusing to revert" in err, err
+    assert snapshot(root) == before
+
+
+def test_recipes_on_other_lines_do_not_overlap(gates):
+    root, path, recipe, cli = gates
+    recipe("add-sm120", "cutlass")
+    recipe("add-moe", "cutlass", scope="moe_backends", contains=MOE)
+    code, out, err = cli("apply", "add-sm120", "add-moe")
+    assert code == 0, (out, err)
+
+
+def _moved(root, path):
+    path.write_text(GATES.split("\n\ndef moe_backends")[0] + "\n")
+    moved = GATES.split("\n\n\n")[-1]  # the def, as it stood
+    (root / "sglang/srt/moe.py").write_text(moved)
+
+
+@pytest.mark.parametrize(
+    "state,damage",
+    [
+        ("missing", lambda root, path: path.write_text(GATES.replace('"flashinfer_cutlass", ', ""))),
+        ("ambiguous", lambda root, path: path.write_text(GATES + '\nMORE = ["flashinfer_cutlass", "triton_kernel"]\n')),
+        ("moved", _moved),
+    ],
+)
+def test_apply_refuses_an_op_whose_site_is_not_pending(gates, state, damage):
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass", scope="" if state == "ambiguous" else "moe_backends", contains=MOE)
+    damage(root, path)
+    code, out, err = cli("status", "r", "--json")
+    assert json.loads(out)["recipes"][0]["ops"][0]["state"] == state
+    before = snapshot(root)
+    code, out, err = cli("apply", "r")
+    assert code == 1, (out, err)
+    assert "r > op #1 (list-element) > " in err and f": {state}: " in err, err
+    assert snapshot(root) == before
+
+
+def test_apply_refuses_a_recipe_its_own_blocker_defeats(gates):
+    root, path, recipe, cli = gates
+    blocker = """
+[[blockers]]
+engine = "sglang"
+file = "sglang/srt/gates.py"
+scope = "fusion_backend"
+contains = ["if major not in (9, 10):", "requires SM90 or SM10X"]
+message = "fusion_backend raises on SM120"
+"""
+    recipe("r", "cutlass", extra=blocker)
+    before = snapshot(root)
+    code, out, err = cli("apply", "r")
+    assert code == 1, (out, err)
+    assert f"r is blocked by blocker #1 at {path}:7: fusion_backend raises on SM120" in err, err
+    assert "its edits alone would not reach its goal" in err
+    assert snapshot(root) == before
+    path.write_text(GATES.replace("(9, 10)", "(9, 10, 12)"))
+    assert cli("apply", "r")[0] == 0  # the blocker gone, the same recipe applies
+
+
+def test_a_file_libcst_cannot_print_back_is_refused(gates, monkeypatch):
+    """libcst drops an indented comment line after a last, unindented statement."""
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass")
+    path.write_text(GATES + "\nUNRELATED = 1\n\n    # an indented comment after the last statement\n    # (dropped)\n")
+    monkeypatch.setattr("patchkit.view.build", lambda *a, **k: None)  # the whole-file path
+    before = snapshot(root)
+    code, out, err = cli("apply", "r")
+    assert code == 1 and "libcst does not print this file back byte for byte" in err, err
+    assert snapshot(root) == before
+
+
+class Refusing(TextReplace):
+    """An op that finds its site and then says it cannot make the edit there."""
+
+    def apply(self, text):
+        raise ValueError("the site holds a form this op cannot rewrite")
+
+
+def test_an_op_that_says_it_cannot_is_refused(mini, run_cli, monkeypatch):
+    root, recipes = mini
+    monkeypatch.setitem(KINDS, "refusing", Refusing)
+    (recipes / "refusing.toml").write_text(TEXT_RECIPE.format(id="refusing", kind="refusing"))
+    before = snapshot(root)
+    code, out, err = _apply(run_cli, mini, "refusing")
+    assert code == 1, (out, err)
+    assert "cannot apply: the site holds a form this op cannot rewrite" in err, err
+    assert snapshot(root) == before
+
+
+def test_revert_refuses_an_edit_it_cannot_prove_is_patchkits(gates, monkeypatch):
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass")
+    path.write_text(GATES.replace('"triton"]', '"triton", "cutlass"]', 1))
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")  # no journal and no pristine release: who made it is unknown
+    before = snapshot(root)
+    for force in ([], ["--force"]):
+        code, out, err = cli("revert", "r", *force)
+        assert code == 1 and "applied?: " in err and "revert takes back only what it can prove" in err, err
+        assert snapshot(root) == before
+
+
+def test_revert_refuses_a_file_changed_since_patchkit_wrote_it(gates, tmp_path):
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass")
+    # The pristine release (its wheel in patchkit's cache) says the edit is patchkit's; the
+    # file's own change since is what revert refuses.
+    wheels = tmp_path / "cache" / "wheels" / "sglang" / "0.5.9"
+    wheels.mkdir(parents=True)
+    with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:
+        z.writestr("sglang/__init__.py", "")
+        z.writestr("sglang/srt/gates.py", GATES)
+    assert cli("apply", "r")[0] == 0
+    path.write_text(path.read_text() + "\nMINE = 1\n")
+    before = snapshot(root)
+    code, out, err = cli("revert", "r")
+    assert code == 1, (out, err)
+    assert f"{path}: changed since patchkit wrote it (lines" in err and "pass --force to revert anyway" in err, err
+    assert snapshot(root) == before
+    code, out, err = cli("revert", "r", "--force")
+    assert code == 0, (out, err)
+    assert path.read_text() == GATES + "\nMINE = 1\n"

@@ -36,7 +36,10 @@ DONE, PENDING, MISSING, AMBIGUOUS = State.DONE, State.PENDING, State.MISSING, St
 @dataclass(frozen=True)
 class Located:
     state: State  # DONE | PENDING | MISSING | AMBIGUOUS
-    nodes: tuple = ()  # site node(s) for line numbers; candidates when AMBIGUOUS
+    # Site node(s) for line numbers; candidates when AMBIGUOUS.  MISSING with nodes: the site
+    # is there but holds neither side of the edit (the judge says `modified` where patchkit's
+    # edit was).
+    nodes: tuple = ()
     reason: str = ""
 
 
@@ -120,6 +123,14 @@ class Op:
 
     def revert(self, scope: Any) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def relative_to(self, before: Any) -> "Op":
+        """This op judged against ``before``, a state of its scope where it reads pending
+        (the scope an apply started from, or the pristine release's).  An op whose done
+        sites cannot be told from the code alone (replace-expr making a ``None`` where
+        other ``None``s stand) finds them by what ``before`` held at each place; the
+        rest need nothing more and return themselves."""
+        return self
 
     def check_context(self, texts: dict[str, Optional[str]]) -> Optional[Located]:
         """The verdict's dependence on ``context_files``, given their texts (None: the file

@@ -10,6 +10,9 @@ not restore the original bytes (write ``match`` exactly as upstream does).
 
 from __future__ import annotations
 
+import copy
+from typing import Optional
+
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
@@ -33,38 +36,80 @@ class ReplaceExpr(Op):
             raise OpParamError(
                 "params.with", "contains locator.match, so applying twice would nest it", "match a larger expression"
             )
+        self._before: tuple = ()  # labels of the occurrences where it read pending (relative_to)
         self.count = locator.get("count", 1)
         if self.count < 1:
             raise OpParamError("locator.count", f"must be at least 1, not {self.count}")
         # Occurrences, pending or done.  Relocation greps for what upstream wrote.
         self.reads = Reads(patterns=((self.match_src,), (self.with_src,)), file_words=(self.match_src,))
 
-    def _find(self, scope, want: tuple) -> list:
-        out = []
+    def _occurrences(self, scope) -> list[tuple[str, cst.CSTNode]]:
+        """Each occurrence of the match ("m") and of the replacement ("w"), in document
+        order.  What stands inside an occurrence is part of it (the ``None`` of a match
+        ``x is None`` is not a replacement already made)."""
+        out, inside = [], set()
         for n in walk(scope):
-            if isinstance(n, cst.BaseExpression) and node_tokens(n) == want:
-                out.append(n)
+            if id(n) in inside or not isinstance(n, cst.BaseExpression):
+                continue
+            t = node_tokens(n)
+            label = "m" if t == self.match_tokens else "w" if t == self.with_tokens else ""
+            if label:
+                out.append((label, n))
+                inside.update(id(k) for k in walk(n))
         return out
 
+    def relative_to(self, before) -> "ReplaceExpr":
+        labels = tuple(label for label, _ in self._occurrences(before))
+        if labels.count("m") != self.count or "w" not in labels:
+            return self  # not pending there, or nothing to tell the sites from
+        bound = copy.copy(self)
+        bound._before = labels
+        return bound
+
+    def _done_sites(self, occ: list) -> Optional[tuple]:
+        """The done sites by what ``before`` held at each place: every occurrence is now
+        the replacement, one for one with ``before``'s; the sites are those that were
+        the match.  None when that cannot be said."""
+        base = self._before
+        if not base or len(occ) != len(base) or any(label != "w" for label, _ in occ):
+            return None
+        return tuple(n for (_, n), was in zip(occ, base, strict=True) if was == "m")
+
     def locate(self, scope) -> Located:
-        olds, news = self._find(scope, self.match_tokens), self._find(scope, self.with_tokens)
+        occ = self._occurrences(scope)
+        olds = [n for label, n in occ if label == "m"]
+        news = [n for label, n in occ if label == "w"]
         if not olds and len(news) == self.count:
             return Located(DONE, tuple(news))
-        if len(olds) == self.count and not news:
+        if len(olds) == self.count:
+            # Every site still holds the match: pending, whatever else the scope holds.  A
+            # replacement as common as `None`, `True` or a dtype standing elsewhere is not a
+            # half-made edit (apply swaps the matches only; those other occurrences stay).
             return Located(PENDING, tuple(olds))
         if not olds and not news:
             return Located(MISSING, reason=f"`{self.match_src}` not found")
         if olds and news:
             return Located(
-                MISSING, tuple(olds + news), f"both `{self.match_src}` and `{self.with_src}` present: partially edited"
+                MISSING,
+                tuple(olds + news),
+                f"{len(olds)} of the {self.count} `{self.match_src}` expected, and `{self.with_src}` present:"
+                " partially edited",
             )
-        return Located(
-            AMBIGUOUS, tuple(olds or news), f"expected {self.count} occurrence(s), found {len(olds or news)}"
-        )
+        if not olds:
+            sites = self._done_sites(occ)
+            if sites is not None:
+                return Located(DONE, sites)
+            # Nothing marks which `None` the op made; the pristine release tells (the judge
+            # asks it through relative_to), and without it revert could swap them all.
+            return Located(
+                AMBIGUOUS,
+                tuple(news),
+                f"`{self.match_src}` not found, and `{self.with_src}` occurs {len(news)} times where the op makes"
+                f" {self.count}: which are its edits only the pristine release can tell",
+            )
+        return Located(AMBIGUOUS, tuple(olds), f"expected {self.count} occurrence(s), found {len(olds)}")
 
-    def _swap(self, scope, want: tuple, new):
-        targets = {id(n) for n in self._find(scope, want)}
-
+    def _swap(self, scope, targets: set, new):
         class _T(cst.CSTTransformer):
             def on_leave(self, original, updated):
                 if id(original) in targets:
@@ -78,7 +123,13 @@ class ReplaceExpr(Op):
         return scope.visit(_T())
 
     def apply(self, scope):
-        return self._swap(scope, self.match_tokens, self.repl)
+        return self._swap(scope, {id(n) for label, n in self._occurrences(scope) if label == "m"}, self.repl)
 
     def revert(self, scope):
-        return self._swap(scope, self.with_tokens, self.match)
+        """The done sites back to the match: every replacement, or (judged against a
+        ``before``) only those that were the match there."""
+        occ = self._occurrences(scope)
+        sites = self._done_sites(occ)
+        if sites is None:
+            sites = [n for label, n in occ if label == "w"]
+        return self._swap(scope, {id(n) for n in sites}, self.match)

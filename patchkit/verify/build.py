@@ -322,6 +322,12 @@ def first_error(stderr: str) -> str:
     return (lines[-1] if lines else "nvcc failed without a message")[:500]
 
 
+def _tag(count: tuple[str, ...]) -> str:
+    """A summary's key in a cache entry: what it counts, and how the PTX was read (a
+    summary read the old way is read again from the cached PTX)."""
+    return f"{ptx.READER}:" + ",".join(count)
+
+
 ENTRY_LIMIT = 64 << 20  # bytes of a cached build's figures
 PTX_LIMIT = 1 << 30  # bytes of a cached build's PTX, gzipped and unpacked
 
@@ -373,7 +379,7 @@ def _cached(key: str, count: tuple[str, ...]) -> Optional[Result]:
     data = _entry(key)
     if data is None:
         return None
-    tag = ",".join(count)
+    tag = _tag(count)
     if not data["built"]:
         return Result(False, data["error"], data["seconds"], True)
     if tag not in data["summaries"]:
@@ -448,7 +454,7 @@ def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str
             return Result(False, data["error"], seconds, False)
         text = out.read_text("utf-8", "replace")
     summary = ptx.summary(ptx.kernels(text, count), count)
-    _store(job.key, {"built": True, "error": None, "seconds": seconds, "summaries": {",".join(count): summary}}, text)
+    _store(job.key, {"built": True, "error": None, "seconds": seconds, "summaries": {_tag(count): summary}}, text)
     return Result(True, None, seconds, False, summary)
 
 

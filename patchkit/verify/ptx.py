@@ -1,7 +1,14 @@
 """What a PTX file says about its kernels: each ``.entry``, its instructions, whether its body
 is empty (a lone ``ret``: the source compiled it out, e.g. behind ``__CUDA_ARCH__ < 1200``),
 and how many of the chosen instructions it holds (``griddepcontrol`` matches
-``griddepcontrol.wait`` and ``griddepcontrol.launch_dependents``)."""
+``griddepcontrol.wait`` and ``griddepcontrol.launch_dependents``).
+
+A body is the text between its opening brace and the brace that balances it, comments left
+out: inline asm puts its own ``{ ... }`` blocks in the body, often with a ``}`` in column 0,
+so no line's look can say where a kernel ends.  Instructions are the body's statements (split
+at ``;``), braces and labels before them left out, so ``{add.f16 %h0, %h1, %h2;`` counts its
+``add.f16``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,11 @@ from dataclasses import dataclass, field
 
 ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$.]+)\s*\(", re.M)
 _PRED = re.compile(r"^@!?%\w+\s+")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_OPEN = re.compile(r"//[^\n]*|/\*.*?\*/|[{;]", re.S)  # a body opens, or a declaration ends
+_BRACE = re.compile(r"//[^\n]*|/\*.*?\*/|[{}]", re.S)
+_LEAD = re.compile(r"(?:\s+|[{}]|[\w$.]+:)*")  # what may stand before a statement's instruction
+READER = "2"  # bumped when what is counted changes: cached summaries of the old reading are not used
 
 
 @dataclass
@@ -64,14 +76,46 @@ def family(mangled: str) -> str:
     return mangled
 
 
-def opcode(line: str) -> str:
-    """The instruction of one PTX body line (its predicate left out), or "" for a
-    directive, label, brace, comment or blank line."""
-    s = line.strip()
-    if not s or s[0] in ".{}/$" or s.endswith(":"):
+def opcode(stmt: str) -> str:
+    """The instruction of one PTX statement (the text up to its ``;``): what leads it aside
+    (braces, labels, a predicate), its first word; "" for a directive or nothing.  A
+    vector operand's braces (``{%r1, %r2}``) stand after the first word and change nothing."""
+    s = stmt[_LEAD.match(stmt).end() :]
+    if not s or s[0] == ".":
         return ""
     s = _PRED.sub("", s)
-    return s.split(None, 1)[0].rstrip(";") if s else ""
+    return s.split(None, 1)[0] if s.strip() else ""
+
+
+def body(ptx: str, pos: int) -> tuple[int, int] | None:
+    """(start, end) of the body that the first ``{`` after ``pos`` opens: the text between
+    it and the brace that balances it, braces in comments left out.  None for a
+    declaration (a ``;`` comes first) or a body that never closes."""
+    start, depth = -1, 0
+    for m in _OPEN.finditer(ptx, pos):
+        t = m.group()
+        if t == ";":
+            return None
+        if t == "{":
+            start = m.end()
+            break
+    if start < 0:
+        return None
+    depth = 1
+    for m in _BRACE.finditer(ptx, start):
+        t = m.group()
+        if t == "{":
+            depth += 1
+        elif t == "}":
+            depth -= 1
+            if depth == 0:
+                return start, m.start()
+    return None
+
+
+def instructions(text: str) -> list[str]:
+    """The opcodes of a body's statements, in order."""
+    return [o for o in map(opcode, _COMMENT.sub("", text).split(";")) if o]
 
 
 def _matches(op: str, name: str) -> bool:
@@ -82,11 +126,10 @@ def kernels(ptx: str, count: tuple[str, ...]) -> list[Kernel]:
     """Every kernel (``.entry``) of a PTX text, with its instructions counted."""
     out = []
     for m in ENTRY.finditer(ptx):
-        start = ptx.find("\n{\n", m.end())
-        end = ptx.find("\n}\n", start + 1) if start >= 0 else -1
-        if start < 0 or end < 0:
+        span = body(ptx, m.end())
+        if span is None:
             continue
-        ops = [o for o in map(opcode, ptx[start + 3 : end].split("\n")) if o]
+        ops = instructions(ptx[span[0] : span[1]])
         out.append(Kernel(m.group(1), len(ops), {c: sum(_matches(o, c) for o in ops) for c in count}))
     return out
 

@@ -19,3 +19,90 @@ def test_count_mismatch_is_ambiguous():
 def test_replacement_containing_match_is_rejected():
     with pytest.raises(OpParamError):
         KINDS["replace-expr"]({"match": "a"}, {"with": "a or b"})
+
+
+# -- the replacement already stands elsewhere in the scope ----------------------------------------
+# `True`, `None` and dtypes are everywhere: a pristine site reads pending, and the done sites are
+# told from the other occurrences by what the scope held before (Op.relative_to).
+
+RUNNER = """
+class ModelRunner:
+    def init_attention_backend(self):
+        self.support_pp = True
+        self.cuda_graph_runner = None
+        use_fused = is_sm100_supported() and not self.server_args.disable_cuda_graph
+        if self.server_args.kv_cache_dtype == "auto":
+            self.kv_cache_dtype = torch.bfloat16
+        else:
+            self.kv_cache_dtype = torch.float8_e4m3fn
+        self.max_running = self.server_args.max_running_requests // 2
+        return use_fused, True
+"""
+
+CASES = [
+    ("is_sm100_supported()", "True"),
+    ("torch.float8_e4m3fn", "torch.bfloat16"),
+    ("self.server_args.max_running_requests // 2", "None"),
+]
+
+
+def _scope(src: str):
+    import libcst as cst
+
+    from patchkit import pyscope
+
+    return pyscope.resolve(cst.parse_module(src), "ModelRunner.init_attention_backend")
+
+
+@pytest.mark.parametrize("match,repl", CASES)
+def test_a_pristine_site_reads_pending_though_the_replacement_stands_elsewhere(match, repl):
+    loc = state("replace-expr", RUNNER, "ModelRunner.init_attention_backend", {"match": match}, {"with": repl})
+    assert loc.state == "pending", loc
+    assert len(loc.nodes) == 1
+
+
+@pytest.mark.parametrize("match,repl", CASES)
+def test_a_done_site_reads_done_against_where_it_started_and_reverts_alone(match, repl):
+    from patchkit import pyscope
+
+    op = KINDS["replace-expr"]({"match": match}, {"with": repl})
+    chain = _scope(RUNNER)
+    before = chain[-1]
+    bound = op.relative_to(before)
+    after = bound.apply(before)
+    text = pyscope.splice(chain, after).code
+    assert text == RUNNER.replace(match, repl, 1) and match not in text
+    # The code alone cannot tell which occurrence the op made: it says so, it never guesses.
+    alone = op.locate(after)
+    assert alone.state == "ambiguous" and "only the pristine release can tell" in alone.reason, alone
+    done = bound.locate(after)
+    assert done.state == "done" and len(done.nodes) == 1, done
+    assert bound.is_applied(after)
+    # Revert swaps back the site only; swapping every occurrence would change the others.
+    assert pyscope.splice(chain, bound.revert(after)).code == RUNNER
+    assert pyscope.splice(chain, op.revert(after)).code != RUNNER
+
+
+def test_relative_to_a_scope_where_it_is_not_pending_changes_nothing():
+    op = KINDS["replace-expr"]({"match": "torch.float8_e4m3fn"}, {"with": "torch.bfloat16"})
+    done_scope = _scope(RUNNER.replace("torch.float8_e4m3fn", "torch.bfloat16"))[-1]
+    assert op.relative_to(done_scope) is op
+    lone = KINDS["replace-expr"]({"match": "torch.float8_e4m3fn"}, {"with": "torch.float16"})
+    assert lone.relative_to(_scope(RUNNER)[-1]) is lone  # no other occurrence: nothing to tell apart
+
+
+def test_a_done_site_with_other_code_changed_too_is_not_claimed():
+    op = KINDS["replace-expr"]({"match": "is_sm100_supported()"}, {"with": "True"})
+    bound = op.relative_to(_scope(RUNNER)[-1])
+    # Applied, and another `True` added by hand: the occurrences no longer line up one for one.
+    after = _scope(
+        RUNNER.replace("is_sm100_supported()", "True").replace("return use_fused, True", "return True, True")
+    )
+    assert bound.locate(after[-1]).state == "ambiguous"
+
+
+def test_a_replacement_inside_the_match_is_part_of_it():
+    # `None` inside `scale or None` is not a replacement already made: pristine reads pending.
+    src = "def f(scale):\n    y = scale or None\n    return y\n"
+    after = "def f(scale):\n    y = None\n    return y\n"
+    check("replace-expr", src, after, "f", {"match": "scale or None"}, {"with": "None"})

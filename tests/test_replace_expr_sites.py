@@ -1,0 +1,85 @@
+"""replace-expr whose replacement (`True`) already stands elsewhere in the scope, end to end:
+a pristine site reads pending, apply makes exactly its edit, a done site reads applied (the
+pristine release, here the release's wheel in patchkit's cache, tells which `True` is the
+op's), and revert gives the original bytes back, the other `True`s untouched."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from tests.conftest import mini_sglang
+from tests.ops.test_replace_expr import RUNNER
+
+RECIPE = """
+id = "fuse"
+summary = "fuse on SM120 too"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "replace-expr"
+engine = "sglang"
+file = "sglang/srt/model_executor/model_runner.py"
+scope = "ModelRunner.init_attention_backend"
+[ops.locator]
+match = "is_sm100_supported()"
+[ops.params]
+with = "True"
+"""
+FILE = "sglang/srt/model_executor/model_runner.py"
+SOURCE = "import torch\n" + RUNNER
+
+
+@pytest.fixture
+def world(tmp_path, run_cli, monkeypatch):
+    root = mini_sglang(tmp_path / "site", {FILE: SOURCE})
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "fuse.toml").write_text(RECIPE)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+
+    def cli(*args):
+        return run_cli("--recipes", str(tmp_path / "recipes"), *args, "-t", f"sglang={root}")
+
+    def op(*args):
+        code, out, _ = cli(*args, "--json")
+        return code, json.loads(out)["recipes"][0]["ops"][0]
+
+    def wheel():
+        d = cache / "wheels" / "sglang" / "0.5.9"
+        d.mkdir(parents=True)
+        with zipfile.ZipFile(d / "sglang-0.5.9-py3-none-any.whl", "w") as z:
+            z.writestr("sglang/__init__.py", "")
+            z.writestr(FILE, SOURCE)
+
+    return root / FILE, cli, op, wheel
+
+
+def test_pristine_pending_apply_applied_revert_with_the_pristine_release(world):
+    path, cli, op, wheel = world
+    wheel()
+    code, o = op("status", "fuse")
+    assert (code, o["state"]) == (1, "pending"), o
+    code, out, err = cli("apply", "fuse")
+    assert code == 0, (out, err)
+    assert path.read_text() == SOURCE.replace("is_sm100_supported()", "True")
+    code, o = op("status", "fuse")
+    assert (code, o["state"]) == (0, "applied"), o
+    line = next(i for i, ln in enumerate(SOURCE.splitlines(), 1) if "is_sm100_supported()" in ln)
+    assert o["location"].endswith(f":{line}"), o  # the line the op edited, not another `True`
+    code, out, err = cli("revert", "fuse")
+    assert code == 0, (out, err)
+    assert path.read_text() == SOURCE
+
+
+def test_without_the_pristine_release_apply_works_and_status_says_it_cannot_tell(world):
+    path, cli, op, wheel = world
+    code, out, err = cli("apply", "fuse")
+    assert code == 0, (out, err)
+    assert path.read_text() == SOURCE.replace("is_sm100_supported()", "True")
+    code, o = op("status", "fuse")
+    assert o["state"] == "ambiguous" and "only the pristine release can tell" in o["message"], o
+    code, out, err = cli("revert", "fuse")
+    assert code != 0 and path.read_text() == SOURCE.replace("is_sm100_supported()", "True")  # never a guess

@@ -1,0 +1,118 @@
+"""replace-stmt and delete-stmt: golden before/after (with the round trip), at any depth,
+told apart by context; and the refusals."""
+
+import pytest
+
+from patchkit.ops import KINDS, OpParamError
+from tests.ops.golden import check, state
+
+# sglang's model_runner-like shape: a statement nested in an if body inside a method.
+SRC = """
+class ModelRunner:
+    def init(self):
+        if self.server_args.enable_foo:
+            # the hook registers itself
+            self.register_hook()
+            self.ready = True
+        for layer in self.layers:
+            layer.setup()
+        self.ready = True
+"""
+
+
+def test_replace_stmt_by_pass_inside_an_if_body():
+    after = SRC.replace("            self.register_hook()\n", "            pass\n")
+    check(
+        "replace-stmt",
+        SRC,
+        after,
+        "ModelRunner.init",
+        {"match": "self.register_hook()"},
+        {"with": "pass"},
+    )
+
+
+def test_replace_stmt_with_several_statements_in_a_for_body():
+    after = SRC.replace("            layer.setup()\n", "            layer.setup(warm=True)\n            layer.check()\n")
+    check(
+        "replace-stmt",
+        SRC,
+        after,
+        "ModelRunner.init",
+        {"match": "layer.setup()"},
+        {"with": "layer.setup(warm=True)\nlayer.check()"},
+    )
+    with pytest.raises(OpParamError, match="holds locator.match"):
+        KINDS["replace-stmt"]({"match": "layer.setup()"}, {"with": "layer.setup()\nlayer.warm()"})
+
+
+def test_replace_stmt_needs_context_where_the_statement_repeats():
+    loc = state("replace-stmt", SRC, "ModelRunner.init", {"match": "self.ready = True"}, {"with": "pass"})
+    assert loc.state == "ambiguous" and "after/before/inside" in loc.reason
+    after = SRC.replace("            self.ready = True\n", "            self.ready = False\n")
+    check(
+        "replace-stmt",
+        SRC,
+        after,
+        "ModelRunner.init",
+        {"match": "self.ready = True", "inside": "if self.server_args.enable_foo"},
+        {"with": "self.ready = False"},
+    )
+
+
+def test_replace_stmt_missing_and_partially_edited():
+    assert state("replace-stmt", SRC, "ModelRunner.init", {"match": "nothing()"}, {"with": "pass"}).state == "missing"
+    both = SRC.replace("            layer.setup()\n", "            layer.setup()\n            pass\n")
+    loc = state(
+        "replace-stmt", both, "ModelRunner.init", {"match": "layer.setup()", "inside": "for layer in self.layers"},
+        {"with": "pass"},
+    )
+    assert loc.state == "missing" and "partially" in loc.reason
+
+
+def test_delete_stmt_restores_the_comment_above_it():
+    after = SRC.replace("            # the hook registers itself\n            self.register_hook()\n", "")
+    check(
+        "delete-stmt",
+        SRC,
+        after,
+        "ModelRunner.init",
+        {
+            "match": "# the hook registers itself\nself.register_hook()",
+            "before": "self.ready = True",
+            "inside": "if self.server_args.enable_foo:",
+        },
+    )
+
+
+def test_delete_stmt_refuses_to_empty_a_block_and_needs_a_neighbour():
+    with pytest.raises(OpParamError, match="after or before"):
+        KINDS["delete-stmt"]({"match": "x = 1"}, {})
+    src = "def f():\n    if a:\n        x = 1\n    y = 2\n"
+    op = KINDS["delete-stmt"]({"match": "x = 1", "after": "if a:"}, {})
+    import libcst as cst
+
+    from patchkit import pyscope
+
+    scope = pyscope.resolve(cst.parse_module(src), "f")[-1]
+    # `after` names the statement above it in the same block: an `if` header is not that.
+    assert op.locate(scope).state == "missing"
+    op = KINDS["delete-stmt"]({"match": "y = 2", "after": "if a:"}, {})
+    assert op.locate(scope).state == "pending"
+    op2 = KINDS["delete-stmt"]({"match": "x = 1", "inside": "if a", "before": "z = 3"}, {})
+    assert op2.locate(scope).state == "missing"
+
+
+def test_delete_stmt_only_statement_cannot_go():
+    import libcst as cst
+
+    from patchkit import pyscope
+
+    src = "def f():\n    if a:\n        x = 1\n    y = 2\n"
+    scope = pyscope.resolve(cst.parse_module(src), "f")[-1]
+    op = KINDS["delete-stmt"]({"match": "if a:\n    x = 1", "before": "y = 2"}, {})
+    assert op.locate(scope).state == "pending"
+    new = op.apply(scope)
+    assert "if a" not in cst.Module(body=[new]).code
+    lonely = KINDS["delete-stmt"]({"match": "x = 1", "inside": "if a", "after": "w = 0"}, {})
+    assert lonely.locate(scope).state == "missing"

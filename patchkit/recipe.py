@@ -650,7 +650,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     with ctx.part():
         _check_engine(ctx, where, crumbs, engine, engines)
         _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
-        if cls is not None and (cls.language == "python") != file.endswith(".py"):
+        if cls is not None and not cls.ANY_FILE and (cls.language == "python") != file.endswith(".py"):
             raise ctx.fail(
                 (*where, "file"),
                 [*crumbs, "file"],

@@ -17,9 +17,7 @@ CONTEXT = {"after": "str", "before": "str", "inside": "str"}
 
 
 def _is(stmt, want: tuple) -> bool:
-    return node_tokens(stmt) == want or (
-        not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == want
-    )
+    return node_tokens(stmt) == want or (not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == want)
 
 
 class Context:

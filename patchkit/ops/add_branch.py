@@ -126,7 +126,9 @@ class AddBranch(Op):
         if not sites:
             return Located(MISSING, reason=f"branch `{self.branch_src}` not found")
         if len(sites) > 1:
-            return Located(AMBIGUOUS, tuple(c[k] for c, k, _ in sites), f"branch `{self.branch_src}` stands {len(sites)} times")
+            return Located(
+                AMBIGUOUS, tuple(c[k] for c, k, _ in sites), f"branch `{self.branch_src}` stands {len(sites)} times"
+            )
         ((chain, k, added),) = sites
         if added is not None:
             return Located(DONE, (chain[added],))

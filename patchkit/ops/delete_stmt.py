@@ -70,7 +70,8 @@ class DeleteStmt(Op):
             return Located(DONE, (o.body[min(i, len(o.body) - 1)],) if o.body else ())
         if not gaps:
             return Located(
-                MISSING, reason=f"statement `{self.match_src.strip()}` not found, nor its context ({self.ctx.describe()})"
+                MISSING,
+                reason=f"statement `{self.match_src.strip()}` not found, nor its context ({self.ctx.describe()})",
             )
         return Located(
             AMBIGUOUS,

@@ -30,7 +30,7 @@ class DictEntry(ItemOp):
 
     def __init__(self, locator: dict, params: dict) -> None:
         if "target" not in locator and not locator.get("keys"):
-            raise OpParamError("locator", "needs target or keys", "e.g. locator = { target = \"BACKENDS\" }")
+            raise OpParamError("locator", "needs target or keys", 'e.g. locator = { target = "BACKENDS" }')
         self.target_src = locator.get("target")
         self.target = tokens(self.target_src) if self.target_src else None
         self.keys_src = list(locator.get("keys", ()))

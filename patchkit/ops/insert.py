@@ -65,7 +65,10 @@ class Insert(Op):
             self.reads = Reads(None, whole_statements=True, sites=((snippet[0],),))
             if self.inside_src:
                 self.reads = Reads(
-                    None, whole_statements=True, file_words=(self.inside_src,), sites=((self.inside_src,), (snippet[0],))
+                    None,
+                    whole_statements=True,
+                    file_words=(self.inside_src,),
+                    sites=((self.inside_src,), (snippet[0],)),
                 )
         else:
             # Anchors and the snippet are whole statements, the snippet found statement by

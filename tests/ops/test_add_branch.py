@@ -24,16 +24,24 @@ NEW = '            elif is_sm120_supported():\n                self.attention_ba
 def test_elif_after_a_named_branch_at_depth():
     after = SRC.replace("            elif is_hip():", NEW + "            elif is_hip():")
     check(
-        "add-branch", SRC, after, "ServerArgs._pick_attention_backend",
-        {"branch": "if is_sm100_supported():", "position": "after"}, {"code": ARM},
+        "add-branch",
+        SRC,
+        after,
+        "ServerArgs._pick_attention_backend",
+        {"branch": "if is_sm100_supported():", "position": "after"},
+        {"code": ARM},
     )
 
 
 def test_elif_before_else():
     after = SRC.replace("            else:", NEW + "            else:")
     check(
-        "add-branch", SRC, after, "ServerArgs._pick_attention_backend",
-        {"branch": "else", "position": "before"}, {"code": ARM},
+        "add-branch",
+        SRC,
+        after,
+        "ServerArgs._pick_attention_backend",
+        {"branch": "else", "position": "before"},
+        {"code": ARM},
     )
 
 
@@ -41,25 +49,33 @@ def test_else_after_the_last_branch():
     src = SRC.replace('            else:\n                self.attention_backend = "triton"\n', "")
     after = src + '        else:\n            self.attention_backend = "auto"\n'
     check(
-        "add-branch", src, after, "ServerArgs._pick_attention_backend",
+        "add-branch",
+        src,
+        after,
+        "ServerArgs._pick_attention_backend",
         {"branch": "if self.attention_backend is None"},
         {"code": 'else:\n    self.attention_backend = "auto"\n'},
     )
     # an else where the chain has one already is refused, not stacked
     loc = state(
-        "add-branch", SRC, "ServerArgs._pick_attention_backend", {"branch": "elif is_hip()"},
+        "add-branch",
+        SRC,
+        "ServerArgs._pick_attention_backend",
+        {"branch": "elif is_hip()"},
         {"code": "else:\n    pass\n"},
     )
     assert loc.state == "missing" and "already has an else" in loc.reason
 
 
 def test_missing_branch_and_hand_edited_chain():
-    assert state(
-        "add-branch", SRC, "ServerArgs._pick_attention_backend", {"branch": "elif is_xpu()"}, {"code": ARM}
-    ).state == "missing"
+    assert (
+        state("add-branch", SRC, "ServerArgs._pick_attention_backend", {"branch": "elif is_xpu()"}, {"code": ARM}).state
+        == "missing"
+    )
     moved = SRC.replace("            else:", NEW + "            else:")
-    loc = state("add-branch", moved, "ServerArgs._pick_attention_backend", {"branch": "if is_sm100_supported()"},
-                {"code": ARM})
+    loc = state(
+        "add-branch", moved, "ServerArgs._pick_attention_backend", {"branch": "if is_sm100_supported()"}, {"code": ARM}
+    )
     assert loc.state == "missing" and "elsewhere in the chain" in loc.reason
 
 

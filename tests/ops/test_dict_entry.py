@@ -16,23 +16,41 @@ OTHER = {"triton": 1}
 
 
 def test_add_after_a_key_keeps_the_comment_with_its_entry():
-    after = SRC.replace('    # SM100 only\n', '    "flashinfer_cutlass": CutlassRunner,\n    # SM100 only\n')
+    after = SRC.replace("    # SM100 only\n", '    "flashinfer_cutlass": CutlassRunner,\n    # SM100 only\n')
     check(
-        "dict-entry", SRC, after, "", {"target": "MOE_RUNNERS"},
+        "dict-entry",
+        SRC,
+        after,
+        "",
+        {"target": "MOE_RUNNERS"},
         {"key": '"flashinfer_cutlass"', "value": "CutlassRunner", "after": '"triton"'},
     )
 
 
 def test_add_at_the_end_set_and_remove():
     after = SRC.replace("TrtllmRunner,\n}", 'TrtllmRunner,\n    "cutlass": CutlassRunner,\n}')
-    check("dict-entry", SRC, after, "", {"keys": ['"flashinfer_trtllm"']}, {"key": '"cutlass"', "value": "CutlassRunner"})
+    check(
+        "dict-entry", SRC, after, "", {"keys": ['"flashinfer_trtllm"']}, {"key": '"cutlass"', "value": "CutlassRunner"}
+    )
     after = SRC.replace('"triton": 1', '"triton": 2')
-    check("dict-entry", SRC, after, "", {"target": "OTHER"},
-          {"key": '"triton"', "action": "set", "expect": "1", "value": "2"})
+    check(
+        "dict-entry",
+        SRC,
+        after,
+        "",
+        {"target": "OTHER"},
+        {"key": '"triton"', "action": "set", "expect": "1", "value": "2"},
+    )
     src = 'OTHER = {\n    "a": 1,\n    "b": 2,\n    "c": 3,\n}\n'
     after = src.replace('    "b": 2,\n', "")
-    check("dict-entry", src, after, "", {"target": "OTHER"},
-          {"key": '"b"', "action": "remove", "value": "2", "after": '"a"'})
+    check(
+        "dict-entry",
+        src,
+        after,
+        "",
+        {"target": "OTHER"},
+        {"key": '"b"', "action": "remove", "value": "2", "after": '"a"'},
+    )
 
 
 def test_ambiguous_missing_and_refusals():

@@ -33,7 +33,9 @@ def test_replace_stmt_by_pass_inside_an_if_body():
 
 
 def test_replace_stmt_with_several_statements_in_a_for_body():
-    after = SRC.replace("            layer.setup()\n", "            layer.setup(warm=True)\n            layer.check()\n")
+    after = SRC.replace(
+        "            layer.setup()\n", "            layer.setup(warm=True)\n            layer.check()\n"
+    )
     check(
         "replace-stmt",
         SRC,
@@ -64,7 +66,10 @@ def test_replace_stmt_missing_and_partially_edited():
     assert state("replace-stmt", SRC, "ModelRunner.init", {"match": "nothing()"}, {"with": "pass"}).state == "missing"
     both = SRC.replace("            layer.setup()\n", "            layer.setup()\n            pass\n")
     loc = state(
-        "replace-stmt", both, "ModelRunner.init", {"match": "layer.setup()", "inside": "for layer in self.layers"},
+        "replace-stmt",
+        both,
+        "ModelRunner.init",
+        {"match": "layer.setup()", "inside": "for layer in self.layers"},
         {"with": "pass"},
     )
     assert loc.state == "missing" and "partially" in loc.reason
@@ -116,3 +121,16 @@ def test_delete_stmt_only_statement_cannot_go():
     assert "if a" not in cst.Module(body=[new]).code
     lonely = KINDS["delete-stmt"]({"match": "x = 1", "inside": "if a", "after": "w = 0"}, {})
     assert lonely.locate(scope).state == "missing"
+
+
+def test_the_round_trip_check_fires_when_match_is_not_upstreams_bytes():
+    import libcst as cst
+
+    from patchkit import pyscope
+    from patchkit.planner import Edit, check_round_trip
+
+    src = "def f():\n    x = g(1)  # why\n    y = 2\n"
+    op = KINDS["replace-stmt"]({"match": "x = g(1)"}, {"with": "pass"})  # the comment left out
+    scope = pyscope.resolve(cst.parse_module(src), "f")[-1]
+    why = check_round_trip(Edit(op, scope, op.apply(scope), True, True))
+    assert why and "original bytes" in why

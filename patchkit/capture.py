@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from patchkit import regular
+from patchkit.states import State
 from patchkit.target import ENGINES, STATE_DIR, Target
 
 # -- what capture finds -------------------------------------------------------------------------
@@ -68,6 +69,7 @@ class Changed:
     logical: str
     pristine: Optional[bytes]  # None: the release has no such file
     edited: Optional[bytes]  # None: the tree has no such file
+    captured: Optional[bytes] = None  # what the captured ops make of it (--partial: not all of the edit)
 
 
 # -- which files changed ------------------------------------------------------------------------
@@ -138,7 +140,7 @@ class Lines:
 
     def __init__(self, old: str, new: str) -> None:
         self.a, self.b = old.splitlines(True), new.splitlines(True)
-        ops = difflib.SequenceMatcher(None, self.a, self.b, autojunk=False).get_opcodes()
+        ops = self.ops = difflib.SequenceMatcher(None, self.a, self.b, autojunk=False).get_opcodes()
         self.hunks = []
         for tag, i1, i2, j1, j2 in ops:
             if tag == "replace" and i2 - i1 == j2 - j1:  # line for line: one hunk per line (a run
@@ -172,45 +174,75 @@ def _claims(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[int]
 # -- text files -----------------------------------------------------------------------------------
 
 
-def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
-    from patchkit.ops import OpParamError
-    from patchkit.ops.text_replace import TextReplace
-    from patchkit.states import State
+CONTEXTS = (3, 6, 12, 24)  # lines of context tried, as `diff -U` does: more only where needed
 
-    lines = Lines(old, new)
-    done: set[int] = set()
-    ops: list[CapturedOp] = []
-    failed: list[Unexpressed] = []
-    cur = old
-    for k in range(len(lines.hunks)):
-        if k in done:
-            continue
-        found = None
-        for find, replace in _text_candidates(lines, k):
-            count = cur.count(find)
-            if count == 0:
-                continue
+
+def hunk_text(a: list[str], b: list[str], group: list[tuple]) -> str:
+    """A unified-diff hunk (without its ``@@`` line) of one difflib opcode group: whole lines,
+    context with ' ', upstream's with '-', the edit's with '+'."""
+    out = []
+
+    def put(tag: str, lines: list[str]) -> None:
+        for ln in lines:
+            out.append(tag + ln if ln.endswith("\n") else f"{tag}{ln}\n\\ No newline at end of file\n")
+
+    for tag, i1, i2, j1, j2 in group:
+        if tag == "equal":
+            put(" ", a[i1:i2])
+        else:
+            put("-", a[i1:i2])
+            put("+", b[j1:j2])
+    return "".join(out)
+
+
+def text_hunks(old: str, new: str) -> Optional[list[tuple[str, int, int]]]:
+    """(hunk, count, first edited line) per change of a text file, with as much context as
+    makes each hunk stand at exactly the places it changes (identical hunks become one op
+    with a count); None when no context up to the file's size does."""
+    from patchkit.ops import OpParamError
+    from patchkit.ops.text_hunk import TextHunk
+
+    a, b = old.splitlines(True), new.splitlines(True)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for c in CONTEXTS:
+        groups = list(sm.get_grouped_opcodes(c))
+        out: dict[str, list[int]] = {}
+        for g in groups:
+            out.setdefault(hunk_text(a, b, g), []).append(next(j1 for t, _, _, j1, _ in g if t != "equal") + 1)
+        cur, ok = old, True
+        for hunk, lines in out.items():
             try:
-                op = TextReplace({}, {"find": find, "replace": replace, "count": count})
+                op = TextHunk({}, {"hunk": hunk, "count": len(lines)})
             except OpParamError:
-                continue
-            if op.locate(cur).state != State.PENDING:
-                continue
-            got = op.apply(cur)
-            claims = _claims_any(lines, done, k, got)
-            if claims is not None:
-                found = (find, replace, count, got, claims)
+                ok = False
                 break
-        if found is None:
-            why = "no text with enough context to tell this change from the rest of the file"
-            failed.append(Unexpressed(engine, logical, lines.hunks[k][3] + 1, why))
-            continue
-        find, replace, count, cur, claims = found
-        done |= claims
-        ops.append(
-            CapturedOp("text-replace", engine, logical, params={"find": find, "replace": replace, "count": count})
+            if op.locate(cur).state != State.PENDING:
+                ok = False
+                break
+            cur = op.apply(cur)
+        if ok and cur == new:
+            return [(h, len(lines), lines[0]) for h, lines in out.items()]
+    return None
+
+
+def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
+    """A text file's changes as text-hunk ops: whole lines with context, never fragments."""
+    got = text_hunks(old, new)
+    if got is None:
+        lines = Lines(old, new)
+        at = lines.hunks[0][3] + 1 if lines.hunks else 0
+        why = (
+            f"nearest op kind: text-hunk; no context of up to {CONTEXTS[-1]} lines tells its changes apart from"
+            " the rest of the file (the same lines stand elsewhere, changed differently)"
         )
-    return ops, failed
+        return [], [Unexpressed(engine, logical, at, why)]
+    ops = []
+    for hunk, count, line in got:
+        params: dict = {"hunk": hunk}
+        if count > 1:
+            params["count"] = count
+        ops.append(CapturedOp("text-hunk", engine, logical, params=params, hunks=f"line {line}"))
+    return ops, []
 
 
 def _claims_any(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[int]]:
@@ -231,32 +263,6 @@ def _claims_any(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[
     if k in claim and lines.text(done | claim) == got:
         return claim
     return None
-
-
-def _text_candidates(lines: Lines, k: int) -> Iterator[tuple[str, str]]:
-    """(find, replace) for hunk k, with more and more context: the changed lines alone, then
-    with lines around them; first the changed part of a one-line change."""
-    _, i1, i2, j1, j2 = lines.hunks[k]
-    a, b = lines.a, lines.b
-    if i2 - i1 == 1 and j2 - j1 == 1:  # one line changed: its changed part, with context
-        x, y = a[i1], b[j1]
-        p = 0
-        while p < min(len(x), len(y)) and x[p] == y[p]:
-            p += 1
-        s = 0
-        while s < min(len(x), len(y)) - p and x[-1 - s] == y[-1 - s]:
-            s += 1
-        for extra in (0, 4, 8, 16, 32, 64, 1 << 20):
-            lo, keep = max(0, p - extra), max(0, s - extra)
-            yield x[lo : len(x) - keep], y[lo : len(y) - keep]
-    for c in range(0, 6):
-        lo_a, hi_a = max(0, i1 - c), min(len(a), i2 + c)
-        lo_b, hi_b = max(0, j1 - c), min(len(b), j2 + c)
-        if i1 - lo_a != j1 - lo_b or hi_a - i2 != hi_b - j2:
-            break
-        find, replace = "".join(a[lo_a:hi_a]), "".join(b[lo_b:hi_b])
-        if find and replace:
-            yield find, replace
 
 
 # -- Python files ---------------------------------------------------------------------------------
@@ -344,6 +350,44 @@ def _diff(a, b, parents: list) -> Optional[tuple]:
     return _diff(x, y, [*parents, (a, b, name)])
 
 
+def _chain(node: ast.If, lines: list[str]) -> list[tuple[str, object]]:
+    """An if-chain's clauses: ("if"|"elif", the If node), ("else", its statement list).  An
+    ``else:`` holding only an ``if`` is told from an ``elif`` by its text."""
+    out: list[tuple[str, object]] = [("if", node)]
+    while True:
+        orelse = node.orelse
+        if (
+            len(orelse) == 1
+            and isinstance(orelse[0], ast.If)
+            and lines[orelse[0].lineno - 1].lstrip().startswith("elif")
+        ):
+            node = orelse[0]
+            out.append(("elif", node))
+            continue
+        if orelse:
+            out.append(("else", orelse))
+        return out
+
+
+def _clause_key(kind: str, clause) -> str:
+    body = clause if kind == "else" else clause.body
+    return kind[:2] + (ast.dump(clause.test) if kind != "else" else "") + "".join(ast.dump(s) for s in body)
+
+
+def _clause_end(chain: list, pos: int) -> int:
+    kind, clause = chain[pos]
+    body = clause if kind == "else" else clause.body
+    return max((s.end_lineno or s.lineno) for s in body)
+
+
+def _else_line(lines: list[str], body: list) -> Optional[int]:
+    """The line of the ``else:`` whose body starts at ``body[0]``."""
+    line = body[0].lineno
+    while line > 1 and not lines[line - 1].lstrip().startswith("else"):
+        line -= 1
+    return line if lines[line - 1].lstrip().startswith("else") else None
+
+
 def _added(xs: list[str], ys: list[str]) -> list[int]:
     """Positions in ``ys`` of the items added to ``xs`` (nothing else changed), or []."""
     ops = difflib.SequenceMatcher(None, xs, ys, autojunk=False).get_opcodes()
@@ -382,8 +426,145 @@ class _PyFile:
         b = self._covering(self.b_stmts, *((j1 + 1, j2) if j2 > j1 else (j1, j1 + 1)))
         if a is not None and b is not None:
             yield from self._modified(a, b)
+        for ai, bi in self._ifs(i1, i2, j1, j2):
+            yield from self._branch(ai, bi)
         if j2 > j1:
             yield from self._inserted(j1, j2)
+        if i2 > i1 and j2 == j1:
+            yield from self._deleted(i1, i2)
+        if a is not None and b is not None:
+            yield from self._replaced(a, b)
+
+    # -- statements deleted or replaced: delete-stmt, replace-stmt ---------------------------------
+    def _own_lines(self, s: _Stmt, lines: list[str], start: Optional[int] = None) -> Optional[str]:
+        """The statement's text, whole lines dedented (from ``start``: the comment and blank
+        lines above it that go with it), or None when it shares a line with other code."""
+        node = s.node
+        first = node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno
+        end = node.end_lineno or node.lineno
+        if lines[first - 1][: node.col_offset].strip():
+            return None
+        nxt = s.block[s.index + 1] if s.index + 1 < len(s.block) else None
+        if nxt is not None and nxt.lineno == end:
+            return None  # `a; b`
+        return self._dedent(lines[(start or first) - 1 : end], node.col_offset)
+
+    def _context(self, s: _Stmt, lines: list[str], text: str, skip: int = 0) -> list[dict]:
+        """Ways to name a statement's place: the statement above, below, the clause holding it."""
+        prev = s.block[s.index - 1] if s.index > 0 else None
+        nxt = s.block[s.index + 1 + skip] if s.index + 1 + skip < len(s.block) else None
+        after = self._anchor(prev, lines, text) if prev is not None else ""
+        before = self._anchor(nxt, lines, text) if nxt is not None else ""
+        out = []
+        if after:
+            out.append({"after": after})
+        if before:
+            out.append({"before": before})
+        if after and before:
+            out.append({"after": after, "before": before})
+        return out
+
+    def _deleted(self, i1: int, i2: int) -> Iterator:
+        """delete-stmt for whole statements of the pristine file in lines i1+1..i2, each with
+        the comments and blank lines above it."""
+        gone = [s for s in self.a_stmts if s.node.lineno > i1 and (s.node.end_lineno or s.node.lineno) <= i2]
+        if not gone:
+            return
+        top = min(s.depth for s in gone)
+        gone = [s for s in gone if s.depth == top]
+        if any(s.block is not gone[0].block for s in gone) or [s.index for s in gone] != list(
+            range(gone[0].index, gone[0].index + len(gone))
+        ):
+            return
+        block, first, n = gone[0].block, gone[0], len(gone)
+        prev = block[first.index - 1] if first.index > 0 else None
+        after = self._anchor(prev, self.lines.a, self.old) if prev is not None else ""
+        steps = []
+        start = i1 + 1
+        for s in gone:
+            match = self._own_lines(s, self.lines.a, start)
+            nxt = block[s.index + 1] if s.index + 1 < len(block) else None
+            before = self._anchor(nxt, self.lines.a, self.old) if nxt is not None else ""
+            if match is None or not (after or before):
+                return
+            loc = {"match": match}
+            if after:
+                loc["after"] = after
+            if before:
+                loc["before"] = before
+            steps.append(CapturedOp("delete-stmt", self.engine, self.logical, first.scope, loc, {}))
+            start = (s.node.end_lineno or s.node.lineno) + 1
+        yield steps[0] if n == 1 else steps
+
+    def _replaced(self, a: _Stmt, b: _Stmt) -> Iterator[CapturedOp]:
+        """replace-stmt: a simple statement replaced by another (the fallback for a changed
+        statement no finer op makes)."""
+        if a.scope != b.scope or any(isinstance(getattr(a.node, n, None), list) for n in _BODIES):
+            return
+        match, with_ = self._own_lines(a, self.lines.a), self._own_lines(b, self.lines.b)
+        if not match or not with_:
+            return
+        yield CapturedOp("replace-stmt", self.engine, self.logical, a.scope, {"match": match}, {"with": with_})
+        for ctx in self._context(a, self.lines.a, self.old):
+            yield CapturedOp(
+                "replace-stmt", self.engine, self.logical, a.scope, {"match": match, **ctx}, {"with": with_}
+            )
+
+    def _ifs(self, i1: int, i2: int, j1: int, j2: int) -> Iterator[tuple[_Stmt, _Stmt]]:
+        """(pristine, edited) if-statements that hold the hunk, innermost first, paired by
+        where they start (the same line, once the hunks above are taken into account)."""
+        lo, hi = (j1 + 1, j2) if j2 > j1 else (j1, j1 + 1)
+        ifs = [
+            s for s in self.b_stmts if isinstance(s.node, ast.If) and s.node.lineno <= lo and s.node.end_lineno >= hi
+        ]
+        for bi in sorted(ifs, key=lambda s: -s.depth):
+            line = self._to_a(bi.node.lineno)
+            ai = next((s for s in self.a_stmts if isinstance(s.node, ast.If) and s.node.lineno == line), None)
+            if ai is not None:
+                yield ai, bi
+
+    def _to_a(self, line: int) -> int:
+        """The pristine line of an edited line that stands in both (0 if it does not)."""
+        for tag, i1, _, j1, j2 in self.lines.ops:
+            if tag == "equal" and j1 < line <= j2:
+                return line - j1 + i1
+        return 0
+
+    def _branch(self, a: _Stmt, b: _Stmt) -> Iterator[CapturedOp]:
+        """add-branch: an elif/else clause added to an if-chain."""
+        if not (isinstance(a.node, ast.If) and isinstance(b.node, ast.If)) or a.scope != b.scope:
+            return
+        ca, cb = _chain(a.node, self.lines.a), _chain(b.node, self.lines.b)
+        ka, kb = [_clause_key(*c) for c in ca], [_clause_key(*c) for c in cb]
+        if len(kb) != len(ka) + 1:
+            return
+        pos = next((i for i in range(len(ka)) if ka[i] != kb[i]), len(ka))
+        if kb[:pos] + kb[pos + 1 :] != ka or pos == 0:
+            return
+        kind, clause = cb[pos]
+        start = clause.lineno if kind != "else" else _else_line(self.lines.b, clause)
+        if start is None:
+            return
+        code = self._dedent(self.lines.b[start - 1 : _clause_end(cb, pos)], b.node.col_offset)
+        if code is None:
+            return
+        heads = [self._branch_head(ca, i) for i in range(len(ca))]
+        yield CapturedOp("add-branch", self.engine, self.logical, a.scope, {"branch": heads[pos - 1]}, {"code": code})
+        if pos < len(ca):
+            yield CapturedOp(
+                "add-branch",
+                self.engine,
+                self.logical,
+                a.scope,
+                {"branch": heads[pos], "position": "before"},
+                {"code": code},
+            )
+
+    def _branch_head(self, chain: list, i: int) -> str:
+        kind, node = chain[i]
+        if kind == "else":
+            return "else"
+        return f"{'if' if i == 0 else 'elif'} {_src(self.old, node.test)}"
 
     # -- statements added: insert, ensure-import ------------------------------------------------
     def _inserted(self, j1: int, j2: int) -> Iterator[CapturedOp]:
@@ -477,17 +658,19 @@ class _PyFile:
                 return None
         return "".join(out)
 
-    def _anchor(self, node: ast.stmt) -> str:
-        """The anchor text of a statement: a simple one whole, a compound one's header."""
+    def _anchor(self, node: ast.stmt, lines: Optional[list[str]] = None, text: Optional[str] = None) -> str:
+        """The anchor text of a statement (of the edited file, or of ``lines``/``text``): a
+        simple one whole, a compound one's header."""
+        lines, text = lines or self.b, text or self.new
         if getattr(node, "decorator_list", None):
             return ""
         if any(isinstance(getattr(node, n, None), list) and getattr(node, n) for n in _BODIES):
             body = node.body
-            text = "".join(self.b[node.lineno - 1 : body[0].lineno - 1]) if body[0].lineno > node.lineno else ""
-            if not text:
+            head = "".join(lines[node.lineno - 1 : body[0].lineno - 1]) if body[0].lineno > node.lineno else ""
+            if not head:
                 return ""
-            return "\n".join(ln.strip() for ln in text.strip().splitlines())
-        return _src(self.new, node).strip()
+            return "\n".join(ln.strip() for ln in head.strip().splitlines())
+        return _src(text, node).strip()
 
     # -- a statement changed: the smallest difference ------------------------------------------
     def _modified(self, a: _Stmt, b: _Stmt) -> Iterator[CapturedOp]:
@@ -511,8 +694,72 @@ class _PyFile:
             yield from self._or_operand(x, y, scope)
         if isinstance(x, ast.ImportFrom) and isinstance(y, ast.ImportFrom) and a.depth == 0:
             yield from self._import(x, y)
+        if isinstance(x, ast.Call) and isinstance(y, ast.Call) and _same(x.func, y.func):
+            yield from self._call_arg(x, y, scope)
+        if isinstance(x, ast.Dict) and isinstance(y, ast.Dict):
+            yield from self._dict_entry(x, y, path, scope)
         yield from self._set_default(x, y, path, a)
         yield from self._replace_expr(x, y, path, a)
+
+    def _call_arg(self, x: ast.Call, y: ast.Call, scope: str) -> Iterator[CapturedOp]:
+        """call-arg: one keyword argument added or removed (positional ones: replace-expr)."""
+        if [ast.dump(v) for v in x.args] != [ast.dump(v) for v in y.args]:
+            return
+        kx = [(k.arg, ast.dump(k.value)) for k in x.keywords]
+        ky = [(k.arg, ast.dump(k.value)) for k in y.keywords]
+        if len(ky) == len(kx) + 1:
+            more, less, text, params = y, kx, self.new, {}
+        elif len(kx) == len(ky) + 1:
+            more, less, text, params = x, ky, self.old, {"action": "remove"}
+        else:
+            return
+        mk = [(k.arg, ast.dump(k.value)) for k in more.keywords]
+        pos = next((i for i in range(len(less)) if mk[i] != less[i]), len(less))
+        kw = more.keywords[pos]
+        if mk[:pos] + mk[pos + 1 :] != less or kw.arg is None:
+            return
+        params.update({"keyword": kw.arg, "value": _src(text, kw.value)})
+        if pos > 0 and more.keywords[pos - 1].arg:
+            params["after"] = more.keywords[pos - 1].arg
+        elif pos + 1 < len(more.keywords) and more.keywords[pos + 1].arg:
+            params["before"] = more.keywords[pos + 1].arg
+        loc = {"call": _src(self.old, x.func)}
+        yield CapturedOp("call-arg", self.engine, self.logical, scope, dict(loc), dict(params))
+        if x.args and not isinstance(x.args[0], ast.Starred):
+            loc["arg"] = _src(self.old, x.args[0])
+            yield CapturedOp("call-arg", self.engine, self.logical, scope, loc, dict(params))
+
+    def _dict_entry(self, x: ast.Dict, y: ast.Dict, path, scope: str) -> Iterator[CapturedOp]:
+        """dict-entry: one key added or removed."""
+        if None in x.keys or None in y.keys:
+            return
+        ex = [(ast.dump(k), ast.dump(v)) for k, v in zip(x.keys, x.values, strict=True)]
+        ey = [(ast.dump(k), ast.dump(v)) for k, v in zip(y.keys, y.values, strict=True)]
+        if len(ey) == len(ex) + 1:
+            more, less, text, params = y, ex, self.new, {}
+        elif len(ex) == len(ey) + 1:
+            more, less, text, params = x, ey, self.old, {"action": "remove"}
+        else:
+            return
+        me = [(ast.dump(k), ast.dump(v)) for k, v in zip(more.keys, more.values, strict=True)]
+        pos = next((i for i in range(len(less)) if me[i] != less[i]), len(less))
+        if me[:pos] + me[pos + 1 :] != less:
+            return
+        params.update({"key": _src(text, more.keys[pos]), "value": _src(text, more.values[pos])})
+        if pos > 0:
+            params["after"] = _src(text, more.keys[pos - 1])
+        elif pos + 1 < len(more.keys):
+            params["before"] = _src(text, more.keys[pos + 1])
+        locs = []
+        holder = path[-1][0] if path else None
+        if isinstance(holder, (ast.Assign, ast.AnnAssign)) and len(path) == 1:
+            target = holder.target if isinstance(holder, ast.AnnAssign) else holder.targets[0]
+            locs.append({"target": _src(self.old, target)})
+        others = [_src(self.old, k) for k in x.keys if ast.dump(k) != me[pos][0]]
+        if others:
+            locs += [{"keys": others}, {"keys": others[:2]}]
+        for loc in locs:
+            yield CapturedOp("dict-entry", self.engine, self.logical, scope, loc, dict(params))
 
     def _list_element(self, x, y, path, scope) -> Iterator[CapturedOp]:
         xs = [ast.dump(e) for e in x.elts]
@@ -698,16 +945,41 @@ class _PyFile:
 
 
 def _build(c: CapturedOp):
-    """The op object for a candidate, or None when its kind refuses the locator and params."""
+    """The op object for a candidate, or why its kind refuses the locator and params."""
     from patchkit.ops import KINDS, OpParamError
 
     try:
         return KINDS[c.kind](c.locator, c.params)
-    except (OpParamError, KeyError, TypeError):
-        return None
+    except OpParamError as e:
+        return f"{e.field} {e.message}"
+    except (KeyError, TypeError) as e:
+        return f"its locator and params do not fit ({e})"
+
+
+def _comment_only(f: "_PyFile", k: int) -> bool:
+    _, i1, i2, j1, j2 = f.lines.hunks[k]
+    changed = f.lines.a[i1:i2] + f.lines.b[j1:j2]
+    return all(not ln.strip() or ln.strip().startswith("#") for ln in changed)
+
+
+def _with_text_hunk(f: "_PyFile", k: int, done: set[int]) -> Iterator:
+    """The hunk's candidates; for a change of comments and blank lines only (which Python
+    ops do not see), a text-hunk of whole lines with context."""
+    yield from f.candidates(k)
+    if not _comment_only(f, k):
+        return
+    got = text_hunks(f.lines.text(done), f.lines.text(done | {k}))
+    if got and len(got) == 1 and got[0][1] == 1:
+        yield CapturedOp("text-hunk", f.engine, f.logical, params={"hunk": got[0][0]})
 
 
 def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
+    ops, failed, _ = _capture_python(engine, logical, old, new)
+    return ops, failed
+
+
+def _capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list, list, str]:
+    """(ops, what they could not express, the text the ops make of ``old``)."""
     import libcst as cst
 
     from patchkit import pyscope
@@ -716,7 +988,7 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
     try:
         f = _PyFile(engine, logical, old, new)
     except SyntaxError as e:
-        return [], [Unexpressed(engine, logical, e.lineno or 0, f"does not parse as Python ({e.msg})")]
+        return [], [Unexpressed(engine, logical, e.lineno or 0, f"does not parse as Python ({e.msg})")], old
     done: set[int] = set()
     ops: list[CapturedOp] = []
     failed: list[Unexpressed] = []
@@ -726,7 +998,8 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
             continue
         found = None
         tried: set = set()
-        for cand in f.candidates(k):
+        misfits: dict[str, str] = {}  # op kind -> why its first candidate did not fit
+        for cand in _with_text_hunk(f, k, done):
             group = cand if isinstance(cand, list) else [cand]  # ops made one after the other
             key = json.dumps([[c.kind, c.scope, c.locator, c.params] for c in group], sort_keys=True)
             if key in tried:
@@ -735,16 +1008,22 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
             edited = module
             for c in group:
                 op = _build(c)
-                if op is None:
+                if isinstance(op, str):
+                    misfits.setdefault(c.kind, op)
                     edited = None
                     break
                 try:
                     chain = pyscope.resolve(edited, c.scope)
-                    if op.locate(chain[-1]).state != State.PENDING:
+                    loc = op.locate(chain[-1])
+                    if loc.state != State.PENDING:
+                        misfits.setdefault(
+                            c.kind, f"it reads {loc.state} there" + (f" ({loc.reason})" if loc.reason else "")
+                        )
                         edited = None
                         break
                     edited = pyscope.splice(chain, op.apply(chain[-1]))
-                except (ValueError, LookupError, cst.CSTValidationError):
+                except (ValueError, LookupError, cst.CSTValidationError) as e:
+                    misfits.setdefault(c.kind, str(e))
                     edited = None
                     break
             if edited is None:
@@ -753,9 +1032,12 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
             if claims is not None:
                 found = (group, edited, claims)
                 break
+            misfits.setdefault(
+                group[0].kind, "it would not make exactly this change (other lines, or these differently)"
+            )
         if found is None:
             _, i1, i2, j1, j2 = f.lines.hunks[k]
-            failed.append(Unexpressed(engine, logical, j1 + 1, _why(f, k)))
+            failed.append(Unexpressed(engine, logical, j1 + 1, _why(f, k, misfits)))
             continue
         group, module, claims = found
         done |= claims
@@ -764,18 +1046,26 @@ def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[
         for c in group:
             c.hunks = f"line {first}" if last <= first else f"lines {first}-{last}"
         ops += group
-    return ops, failed
+    return ops, failed, module.code
 
 
-def _why(f: _PyFile, k: int) -> str:
+def _why(f: _PyFile, k: int, misfits: dict[str, str]) -> str:
+    """Why no op makes this hunk: the nearest op kind (the first one tried) and why it did
+    not fit, or what kind of change it is when no kind came near."""
     tag, i1, i2, j1, j2 = f.lines.hunks[k]
     old, new = "".join(f.lines.a[i1:i2]), "".join(f.lines.b[j1:j2])
-    shown = (new or old).strip().splitlines()[0][:60] if (new or old).strip() else "blank lines"
-    if tag == "delete":
-        return f"lines deleted ({shown!r}): no op kind deletes code; only its own insertions are reverted"
-    if not [ln for ln in (old + new).splitlines() if ln.strip() and not ln.strip().startswith("#")]:
-        return f"only comments or blank lines changed ({shown!r}): ops match code, not comments"
-    return f"no op kind makes this change exactly ({shown!r}); split it, or write the op by hand"
+    n = (j2 - j1) or (i2 - i1)
+    what = {"delete": "lines deleted", "insert": "lines added"}.get(tag, "lines changed")
+    what = f"{n} {what}" if n > 1 else what.replace("lines", "a line")
+    if misfits:
+        kind, why = next(iter(misfits.items()))
+        return f"{what}: nearest op kind {kind}, which does not fit: {why}"
+    if not (old + new).strip():
+        return f"{what}: only blank lines, which no op (not even text-hunk, without context) can place"
+    return (
+        f"{what}: no op kind makes this change (it spans statements of different blocks);"
+        " split the edit, or write a replace-stmt or text-hunk by hand"
+    )
 
 
 # -- a whole target -------------------------------------------------------------------------------
@@ -801,7 +1091,7 @@ def capture(targets: dict[str, Target], refs: dict) -> tuple[list[CapturedOp], l
             python = ch.logical.endswith(".py")
             path = t.root / t.relpath(ch.logical)
             try:
-                old, enc, _ = decode_source(path, ch.pristine, python)
+                old, enc, errors = decode_source(path, ch.pristine, python)
                 new, enc2, _ = decode_source(path, ch.edited, python)
             except Exception as e:  # a file patchkit would not edit either
                 failed.append(Unexpressed(engine, ch.logical, 0, str(e)))
@@ -809,7 +1099,12 @@ def capture(targets: dict[str, Target], refs: dict) -> tuple[list[CapturedOp], l
             if enc != enc2:
                 failed.append(Unexpressed(engine, ch.logical, 0, f"its encoding changed ({enc} -> {enc2})"))
                 continue
-            got, bad = (capture_python if python else capture_text)(engine, ch.logical, old, new)
+            if python:
+                got, bad, made = _capture_python(engine, ch.logical, old, new)
+            else:
+                got, bad = capture_text(engine, ch.logical, old, new)
+                made = new if got else old
+            ch.captured = made.encode(enc, errors)
             ops += got
             failed += bad
     return ops, failed, changed
@@ -838,8 +1133,12 @@ def _value(v) -> str:
     return toml_str(v)
 
 
-def recipe_toml(rid: str, targets: dict[str, Target], refs: dict, ops: list[CapturedOp]) -> str:
+def recipe_toml(
+    rid: str, targets: dict[str, Target], refs: dict, ops: list[CapturedOp], failed: Optional[list] = None
+) -> str:
     from packaging.version import Version
+
+    from patchkit.port import next_release
 
     engines = sorted({op.engine for op in ops})
     versions = {e: Version(targets[e].version).public for e in engines}
@@ -855,9 +1154,14 @@ def recipe_toml(rid: str, targets: dict[str, Target], refs: dict, ops: list[Capt
         '"""',
         "bundles = []",
         "",
-        "[engines]  # the release it was captured on; widen after `patchkit drift --across`",
-        *[f'{e} = "=={versions[e]}"' for e in engines],
+        # A range, not a pin, so that `port` can end it and draft the next variant; it holds
+        # the release's post-releases, widened after `patchkit drift --across` or `port`.
+        "[engines]  # the release line it was captured on; widen after `patchkit drift --across` or `port`",
+        *[f'{e} = ">={versions[e]},<{next_release(versions[e])}"' for e in engines],
     ]
+    if failed:
+        out += ["", f"# Not captured ({len(failed)}; `capture --partial`): write these by hand."]
+        out += [f"#   {f}" for f in failed]
     for op in ops:
         out += ["", "[[ops]]"]
         if op.hunks:

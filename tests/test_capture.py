@@ -98,6 +98,17 @@ EDITS = [
     ("hand-formatted list", ("major in [9, 10]", "major in [9,10,12]"), "replace-expr"),
     ("two operands", ("if _A or _B:", "if _A or is_a() or _B or is_b():"), "or-operand"),  # two ops
     ("two elements", ("major in [9, 10]", "major in [9, 11, 10, 12]"), "list-element"),  # two ops
+    ("a statement deleted", ('    parser.add_argument("--level", type=int, default=1)\n', ""), "delete-stmt"),
+    ("a statement replaced", ("        return backends\n", "        return list(backends)\n"), "replace-stmt"),
+    ("a comment changed", ("# keep going", "# keep on going"), "text-hunk"),
+    ("a comment added", ("    return mode\n", "    # the mode, checked\n    return mode\n"), "text-hunk"),
+    (
+        "a branch added",
+        ("        return None\n", '        return None\n    elif mode == "odd":\n        return 1\n'),
+        "add-branch",
+    ),
+    ("a keyword added", ("type=int, default=1)", 'type=int, default=1, help="level")'), "call-arg"),
+    ("a keyword removed", ("type=int, default=1)", "default=1)"), "call-arg"),
 ]
 
 
@@ -158,8 +169,8 @@ def test_capture_several_edits_and_files_at_once(tmp_path, checkout, run_cli):
 
 
 def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, run_cli):
-    """C++ has no structural op: an exact-count text-replace, one op for the same change in
-    two places."""
+    """C++ has no structural op: a text-hunk of whole lines with context (never a fragment
+    of a line); two changes a context apart are one hunk."""
     _edit(
         checkout,
         "python/sglang/srt/kernel.cuh",
@@ -172,7 +183,8 @@ def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, r
     code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
     assert code == 0, err
     text = out.read_text()
-    assert 'kind = "text-replace"' in text and "count = 2" in text and text.count("[[ops]]") == 1, text
+    assert 'kind = "text-hunk"' in text and text.count("[[ops]]") == 1, text
+    assert "-#if (__CUDA_ARCH__ < 1200)\n+#if (__CUDA_ARCH__ < 1300)\n int x;\n #endif\n" in text, text
     fresh = _fresh(checkout, tmp_path / "fresh")
     assert run_cli("--recipes", str(tmp_path), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
     assert _files(fresh) == _files(checkout)
@@ -194,8 +206,17 @@ def test_one_op_may_make_hunks_far_apart():
 
 # (name, edit of mod.py or a new file, what capture says about it)
 UNEXPRESSIBLE = [
-    ("a comment changed", (MOD, "# keep going", "# keep on going"), "mod.py:31: only comments or blank lines"),
-    ("a statement deleted", (MOD, "_B = is_b()\n", ""), "mod.py:9: lines deleted"),
+    (
+        "a parameter added",
+        (MOD, 'def add(parser, mode="fast"):', 'def add(parser, mode="fast", extra=None):'),
+        "mod.py:27: a line changed: no op kind makes this change",
+    ),
+    (
+        "a condition wrapped in a larger one",
+        (MOD, "if _A or _B:", "if (_A or _B) and major:"),
+        "mod.py:17: a line changed: nearest op kind replace-expr, which does not fit: params.with contains"
+        " locator.match",
+    ),
     ("a new file", ("python/sglang/srt/new.py", None, "x = 1\n"), "sglang/srt/new.py: a new file"),
 ]
 
@@ -215,6 +236,28 @@ def test_what_capture_cannot_express_writes_nothing(tmp_path, checkout, run_cli,
     lines = err.strip().splitlines()
     assert lines[-1].startswith("capture: nothing was written"), err
     assert len(lines) == 2 and said in lines[0], err
+    assert "--partial writes the rest" in lines[-1]
+
+
+def test_partial_writes_what_it_can_and_lists_the_rest(tmp_path, checkout, run_cli):
+    _edit(checkout, MOD, 'def add(parser, mode="fast"):', 'def add(parser, mode="fast", extra=None):')
+    _edit(checkout, MOD, *EDITS[0][1])
+    _edit(checkout, "python/sglang/srt/kernel.cuh", "int y;", "int y = 1;")
+    out = tmp_path / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), "--partial")
+    assert code == 1, stdout + err
+    assert "capture: cannot express sglang:sglang/srt/mod.py:27: a line changed" in err
+    text = out.read_text()
+    assert text.count("[[ops]]") == 2 and "#   sglang:sglang/srt/mod.py:27:" in text, text
+    assert "1 change(s) are not in it" in stdout
+    # applied, it makes the two changes it holds and leaves the third for a person
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    assert run_cli("--recipes", str(tmp_path), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    got = (fresh / MOD).read_text()
+    assert "major in [9, 10, 12]" in got and 'mode="fast"):' in got
+    assert (fresh / "python/sglang/srt/kernel.cuh").read_text() == (
+        checkout / "python/sglang/srt/kernel.cuh"
+    ).read_text()
 
 
 def test_capture_refuses_what_it_cannot_compare_or_would_overwrite(tmp_path, checkout, run_cli):

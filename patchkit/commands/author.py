@@ -433,10 +433,10 @@ def _recipe_path(project: Project, rid: str, out: Optional[str]) -> Path:
     return path
 
 
-def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list[str]:
+def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial: bool = False) -> list[str]:
     """Apply the captured recipe with the planner to a pristine copy of the changed files
-    (in memory: nothing is written there either) and compare with the edited bytes.
-    Returns what is wrong, or []."""
+    (in memory: nothing is written there either) and compare with the edited bytes (with
+    ``partial``: with the bytes the captured ops alone make).  Returns what is wrong, or []."""
     import tempfile
 
     from patchkit.judge import Session
@@ -474,7 +474,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list
         wrong = []
         for c in changed:
             got = made.pop((c.engine, c.logical), c.pristine)
-            if got != c.edited:
+            if got != (c.captured if partial and c.pristine is not None and c.edited is not None else c.edited):
                 old, new = (got or b"").decode("utf-8", "replace"), (c.edited or b"").decode("utf-8", "replace")
                 first = next(
                     (i for i, (x, y) in enumerate(zip(old.splitlines(), new.splitlines(), strict=False)) if x != y),
@@ -485,8 +485,9 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list
         return wrong
 
 
-def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optional[str]) -> int:
-    """A recipe from a hand edit: written only when it reproduces the edit exactly."""
+def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optional[str], partial: bool = False) -> int:
+    """A recipe from a hand edit: written only when it reproduces the edit exactly (with
+    ``partial``: the changes it can express, the rest listed with file:line)."""
     from patchkit import capture as cap
     from patchkit import pristine
     from patchkit.recipe import ID_RE
@@ -512,13 +513,14 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
     if not changed:
         say(f"nothing to capture: {', '.join(r.what for r in refs.values())} and the tree(s) are the same", err=True)
         return NOT_THERE
-    if failed:
-        for f in failed:
-            say(f"capture: cannot express {f}", err=True)
-        say(f"capture: nothing was written ({len(failed)} change(s) not expressed)", err=True)
+    for f in failed:
+        say(f"capture: cannot express {f}", err=True)
+    if failed and not (partial and ops):
+        hint = "; --partial writes the rest" if ops and not partial else ""
+        say(f"capture: nothing was written ({len(failed)} change(s) not expressed{hint})", err=True)
         return NOT_THERE
-    text = cap.recipe_toml(rid, targets, refs, ops)
-    wrong = prove(text, rid, targets, refs, changed)
+    text = cap.recipe_toml(rid, targets, refs, ops, failed)
+    wrong = prove(text, rid, targets, refs, changed, partial=bool(failed))
     if wrong:
         for w in wrong:
             say(f"capture: {w}", err=True)
@@ -532,6 +534,12 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     kinds = ", ".join(sorted({op.kind for op in ops}))
+    if failed:
+        say(
+            f"wrote {path}: {len(ops)} op(s) ({kinds}); {len(failed)} change(s) are not in it (listed above and"
+            " in the recipe's comments): applied to the pristine release it gives exactly the edit without them"
+        )
+        return NOT_THERE
     say(
         f"wrote {path}: {len(ops)} op(s) ({kinds}) over {len(changed)} file(s); applied to the pristine release"
         " it gives exactly the edited bytes"

@@ -6,6 +6,7 @@ params.value  = the item's value: added, set, or (remove) the value it has upstr
 params.expect = (set) the value it has upstream, exactly as upstream writes it
 params.after  = the key of the item it follows (add: where it goes, default the end;
                 remove: where revert puts it back, default the end)
+params.before = ... or the key of the item it precedes
 
 Each container kind says how to find its containers, read an item's key and value, make
 a new item and where its opening bracket's whitespace is.
@@ -20,7 +21,7 @@ import libcst as cst
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError
 from patchkit.ops._cst import insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens
 
-ITEM_PARAMS = {"value": "str", "action": "str", "expect": "str", "after": "str"}
+ITEM_PARAMS = {"value": "str", "action": "str", "expect": "str", "after": "str", "before": "str"}
 
 
 class ItemOp(Op):
@@ -47,7 +48,10 @@ class ItemOp(Op):
         if self.expect_tok == self.value_tok:
             raise OpParamError("params.value", "equals params.expect, so the op would change nothing")
         self.after = tokens(params["after"]) if "after" in params else None
-        if self.action == "set" and self.after is not None:
+        self.before = tokens(params["before"]) if "before" in params else None
+        if self.after is not None and self.before is not None:
+            raise OpParamError("params.before", "goes instead of params.after, not with it")
+        if self.action == "set" and (self.after or self.before) is not None:
             raise OpParamError("params.after", "only goes with add and remove")
 
     # -- what a subclass gives -------------------------------------------------------------
@@ -127,12 +131,14 @@ class ItemOp(Op):
 
     def _position(self, c) -> int:
         items = self._items(c)
-        if self.after is None:
+        if self.after is None and self.before is None:
             return self.default_position(c)
+        want, shift = (self.after, 1) if self.after is not None else (self.before, 0)
         for i, it in enumerate(items):
-            if self.key_of(c, it) == self.after:
-                return i + 1
-        raise LookupError(f"{self.noun} `{' '.join(self.after)}` (params.after) not found")
+            if self.key_of(c, it) == want:
+                return i + shift
+        which = "after" if self.after is not None else "before"
+        raise LookupError(f"{self.noun} `{' '.join(map(str, want))}` (params.{which}) not found")
 
     def default_position(self, c) -> int:
         return len(self._items(c))

@@ -7,7 +7,8 @@
   params.action  = "add" | "set" | "remove"     (default "add")
   params.value   = "[9, 10, 12]"                the value added or set; removed: upstream's value
   params.expect  = "[9, 10]"                    (set) upstream's value, exactly as upstream writes it
-  params.after   = "dtype"                      (keyword add/remove) the keyword it follows
+  params.after   = "dtype"                      (keyword add/remove) the keyword it follows,
+  params.before  = "device"                     or the one it precedes
 
 Revert takes an added argument out, puts a removed one back (after ``after``, else at the
 end of the keywords or at its position) and writes ``expect`` back over a set one.
@@ -43,7 +44,7 @@ class CallArg(ItemOp):
             raise OpParamError("params.keyword", f"{self.keyword!r} is not a keyword name")
         key_src = f"`{self.keyword}=`" if self.keyword else f"#{self.index}"
         self.setup(key_src, (self.keyword,) if self.keyword else ("#", self.index), params)
-        if self.index is not None and self.after is not None:
+        if self.index is not None and (self.after or self.before) is not None:
             raise OpParamError("params.after", "goes with keyword; a positional argument has its index")
         named = (self.call_src, locator.get("arg", ""), self.keyword or "")
         self.reads = Reads(

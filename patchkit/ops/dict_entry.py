@@ -6,7 +6,8 @@
   params.action  = "add" | "set" | "remove"     (default "add")
   params.value   = '"FlashInferCutlassMoE"'     the value added or set; removed: upstream's value
   params.expect  = ...                          (set) upstream's value, exactly as upstream writes it
-  params.after   = '"triton"'                   (add/remove) the key it follows (default: the end)
+  params.after   = '"triton"'                   (add/remove) the key it follows (default: the end),
+  params.before  = '"fa3"'                      or the one it precedes
 
 Revert takes an added entry out, puts a removed one back (after ``after``, else at the end)
 and writes ``expect`` back over a set one.

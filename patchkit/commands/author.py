@@ -169,6 +169,83 @@ class {cls}:
 # replace = "(__CUDA_ARCH__ < 1300)"  # must not occur in the pristine file
 # count = 1
 
+# --- text-hunk: a unified-diff hunk of whole lines with context (C++/CUDA/CMake, or comments in Python)
+# [[ops]]
+# kind = "text-hunk"
+# engine = "{engine}"
+# file = "{cfile}"
+# [ops.params]
+# hunk = \'\'\'
+#  #if (__CUDA_ARCH__ >= 900)
+# -#if (__CUDA_ARCH__ < 1200)
+# +#if (__CUDA_ARCH__ < 1300)
+#  int todo;
+# \'\'\'  # ' ' context (must match exactly), '-' upstream's line, '+' the new one
+# # count = 2  # optional: the same hunk at exactly this many places
+
+# --- replace-stmt: replace one statement, at any depth of the scope
+# [[ops]]
+# kind = "replace-stmt"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# match = "self.todo_hook()"  # the whole statement, exactly as upstream writes it
+# # after = "todo_x = 1"  # optional context: the statement above, below (before), or inside = "if todo:"
+# [ops.params]
+# with = "pass"
+
+# --- delete-stmt: take one statement out; revert puts it back between its neighbours
+# [[ops]]
+# kind = "delete-stmt"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# match = "self.todo_hook()"  # the whole statement, with the comment lines above it that go with it
+# after = "todo_x = 1"  # the statement above it (or before = the one below it)
+
+# --- add-branch: an elif/else clause added to an if-chain, beside a named branch
+# [[ops]]
+# kind = "add-branch"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# branch = \'elif todo_backend == "a"\'  # a branch of the chain: if ..., elif ... or else
+# position = "after"  # or "before" (not before the chain's `if`)
+# [ops.params]
+# code = \'\'\'
+# elif todo_backend == "b":
+#     todo_value = 2
+# \'\'\'
+
+# --- call-arg: add, set or remove an argument of a located call
+# [[ops]]
+# kind = "call-arg"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# call = "todo_module.todo_call"  # the callee, token for token (+ arg = first argument)
+# [ops.params]
+# keyword = "todo_flag"  # or index = 0 for a positional argument
+# value = "True"
+# # action = "set" with expect = upstream's value; action = "remove" with value = upstream's value
+
+# --- dict-entry: add, set or remove a key of a dict literal
+# [[ops]]
+# kind = "dict-entry"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# target = "todo_table"  # the name it is assigned to, or keys = ['"a"'] it holds
+# [ops.params]
+# key = \'"todo_key"\'
+# value = "todo_value"
+# # after = \'"a"\'  # optional: where it goes (default: the end)
+
 # --- a version variant: ops for some releases only (here: where upstream moved the code).
 # # Op numbers run through the file: top-level [[ops]] first, then each variant's.
 # [[variants]]

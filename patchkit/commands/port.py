@@ -11,6 +11,7 @@ from patchkit.errors import PatchkitError
 from patchkit.project import Project
 
 ACTIONS = {
+    "stay": "pending: stays as it is (its `when` holds there)",
     "keep": "pending: carried as it is",
     "retarget": "moved: retargeted",
     "followed": "followed its anchor: retargeted",

@@ -116,6 +116,14 @@ class Port:
     variant: str = ""  # the new [[variants]] block alone
     note: str = ""  # the one-line outcome when no variant is needed
     notes: list[str] = field(default_factory=list)  # worth knowing, not in the way of writing
+    changed: dict[int, str] = field(default_factory=dict)  # op -> the release drift --bisect saw it change at
+
+    @property
+    def start(self) -> str:
+        """The release the new variant starts at (and the old ops end below): the first one
+        where an op that does not simply carry on changed (drift --bisect), else this one."""
+        moved = [self.changed.get(p.index, self.version) for p in self.ops if p.action not in ("keep", "stay")]
+        return min(moved, key=Version) if moved else self.version
 
     @property
     def verified(self) -> bool:
@@ -485,9 +493,10 @@ def raw_ops(data: dict) -> dict[int, tuple[dict, Optional[int]]]:
 
 def _variant_block(port: Port, raws: dict, first_index: int) -> str:
     e, v = port.engine, port.version
-    rel = _release(v)
+    rel = _release(port.start)
+    seen = f" (drift --bisect: it changed at {port.start})" if port.start != v else ""
     lines = [
-        f"# {e} {rel} on: drafted by `patchkit port {port.recipe.id} --to {e}=={v}` from drift's findings",
+        f"# {e} {rel} on: drafted by `patchkit port {port.recipe.id} --to {e}=={v}` from drift's findings{seen}",
         "[[variants]]",
         f'when = {{ {e} = ">={rel}" }}',
     ]
@@ -590,7 +599,7 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     data = tomllib.loads(original)
     raws = raw_ops(data)
     doc = tomlkit.parse(original)
-    e, v = port.engine, port.version
+    e, v = port.engine, port.start  # the old ops end where the new variant starts
     problems = []
     tables: dict[int, Any] = {}
     n = 0
@@ -618,7 +627,7 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
             )
         if _end_when(variants[vi], e, v):
             port.notes.append(f"variant #{vi + 1} holds no release once its `when` ends below {v}: delete it")
-    wide = widened(port.recipe.engines[e], v)
+    wide = widened(port.recipe.engines[e], port.version)
     if wide is not None:
         doc["engines"][e] = wide
     text = tomlkit.dumps(doc)
@@ -750,11 +759,35 @@ def _examples_check(drafted: Recipe) -> Check:
     return Check("examples", not bad, "; ".join(bad) if bad else f"{n} example(s) run both ways, as `check` runs them")
 
 
+def changed_at(recipe: Recipe, engine: str, version: str, evaluate_at, releases: list[str]) -> dict[int, str]:
+    """op -> the first release after the recipe's range where its state or place differs from
+    the range's newest release (drift's bisect over ``releases``, O(log n) of them judged);
+    {} when the range has no release below ``version`` to start from."""
+    from patchkit import drift as D
+
+    spec = recipe.engines[engine]
+    held = [r for r in releases if spec.contains(r, prereleases=True) and Version(r) < Version(version)]
+    if not held:
+        return {}
+    base = max(held, key=Version)
+    span = [r for r in releases if Version(base) <= Version(r) <= Version(version)]
+    if len(span) < 2:
+        return {}
+    _, changes = D.bisect(evaluate_at, span)
+    out: dict[int, str] = {}
+    for rid, what, _, to, _, _ in changes:
+        if rid == recipe.id and what.startswith("op #"):
+            out.setdefault(int(what[4:]), to)
+    return out
+
+
 # -- the whole port -----------------------------------------------------------------------------
 
 
-def port(recipe: Recipe, engine: str, tree: Target) -> Port:
-    """Draft, check and describe the variant ``recipe`` needs on the release in ``tree``."""
+def port(recipe: Recipe, engine: str, tree: Target, changed: Optional[dict[int, str]] = None) -> Port:
+    """Draft, check and describe the variant ``recipe`` needs on the release in ``tree``;
+    ``changed``: op -> the release where drift --bisect saw it change (the variant starts
+    at the first of them, not at this release)."""
     version = tree.version
     if not version:
         raise PatchkitError(
@@ -763,7 +796,7 @@ def port(recipe: Recipe, engine: str, tree: Target) -> Port:
     if engine not in recipe.engines or not recipe.ops_for(engine):
         raise PatchkitError(f"recipe {recipe.id} has no {engine} ops", f"it edits {', '.join(recipe.engines)}")
     widened(recipe.engines[engine], version)  # a release below the range: refused here
-    out = Port(recipe, engine, version)
+    out = Port(recipe, engine, version, changed=dict(changed or {}))
     out.ops, standing = judge_at(recipe, engine, tree)
     for p in out.ops:
         if p.action == "left":
@@ -775,6 +808,12 @@ def port(recipe: Recipe, engine: str, tree: Target) -> Port:
             )
     out.leftovers += [f"blocker stands on {engine} {version}: {b}" for b in standing]
     _stays(recipe, engine, version, out.ops)
+    at = {out.changed[p.index] for p in out.ops if p.action not in ("keep", "stay") and p.index in out.changed}
+    if len(at) > 1:
+        out.notes.append(
+            f"the ops changed at different releases ({', '.join(sorted(at, key=Version))}): the variant starts at"
+            f" the first; check the releases between with `drift --across {engine}=={min(at, key=Version)}..{version}`"
+        )
     if all(p.action == "drop" for p in out.ops):
         out.note = f"every op reads upstream on {engine} {version}: the recipe can be retired there"
         return out

@@ -518,3 +518,44 @@ def test_an_example_that_cannot_follow_is_dropped_with_a_note(tmp_path, run_cli)
     assert draft["ops"][0]["examples"]  # the old op keeps its own
     code, out, err = run_cli("--recipes", str(recipes), "check", str(recipes / "widen.toml"))
     assert code == 0, out + err
+
+
+def test_when_bounds_come_from_the_release_bisect_saw_the_op_change(tmp_path):
+    from patchkit import port as P
+    from patchkit.recipe import load_recipe
+    from patchkit.target import open_target
+
+    recipes = _recipes(tmp_path, "widen", HEAD.replace('">=0.5"', '"==0.5.5"') + GATE_OP + STAYS)
+    recipe = load_recipe(recipes / "widen.toml")
+    releases = ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.7.post1", "0.5.8", "0.5.9", "0.5.10"]
+    judged = []
+
+    def evaluate_at(vs):  # the gate leaves gate.py at 0.5.7; the field never moves
+        judged.extend(vs)
+        return {
+            v: [
+                {
+                    "id": "widen",
+                    "state": "pending",
+                    "ops": [
+                        {"index": 1, "state": "pending" if v < "0.5.7" else "moved", "location": "", "file": "g"},
+                        {"index": 2, "state": "pending", "location": "", "file": "a"},
+                    ],
+                }
+            ]
+            for v in vs
+        }
+
+    changed = P.changed_at(recipe, "sglang", "0.5.9", evaluate_at, releases)
+    assert changed == {1: "0.5.7"}
+    assert "0.5.4" not in judged and "0.5.10" not in judged and len(judged) < 6  # the span, bisected
+    root = mini_sglang(
+        tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/args.py": ARGS}
+    )
+    result = P.port(recipe, "sglang", open_target("sglang", root), changed)
+    assert result.verified, result.checks
+    draft = tomllib.loads(result.draft)
+    assert draft["ops"][0]["when"] == {"sglang": "<0.5.7"}
+    assert draft["variants"][0]["when"] == {"sglang": ">=0.5.7"}
+    assert draft["engines"]["sglang"] == ">=0.5.5,<0.5.10"
+    assert "when" not in draft["ops"][1]

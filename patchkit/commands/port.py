@@ -30,6 +30,27 @@ def _tree(to: str):
     return engine, open_target(engine, value)
 
 
+def _bisected(project: Project, catalog, recipe, engine: str, version: str) -> dict[int, str]:
+    """op -> the release drift --bisect sees it change at, between the newest release of the
+    recipe's range and ``version`` (only when the range ends below it)."""
+    from patchkit import drift as D
+    from patchkit import port as P
+    from patchkit.commands.drift import _pinned
+    from patchkit.target import ENGINES
+
+    if P.widened(recipe.engines[engine], version) is None:
+        return {}
+    others = {e: v for e, v in _pinned(project).items() if e != engine and e in recipe.engines}
+    releases = D.index_versions(ENGINES[engine].dist)
+
+    def run(vs: list[str]) -> dict[str, list[dict]]:
+        return D.across(
+            catalog, project.recipe_dirs, (recipe.id,), engine, vs, others, jobs=1, say=lambda s: say(s, err=True)
+        )
+
+    return P.changed_at(recipe, engine, version, run, releases)
+
+
 def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int:
     from patchkit import port as P
     from patchkit.project import SHIPPED
@@ -53,7 +74,8 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
     if kind == "release":
         P.widened(recipe.engines[engine], value)  # a release below the recipe's range: refused here too
     engine, tree = _tree(to)
-    result = P.port(recipe, engine, tree)
+    changed = _bisected(project, catalog, recipe, engine, tree.version) if kind == "release" else {}
+    result = P.port(recipe, engine, tree, changed)
     written = ""
     complete = result.complete
     if write and complete and result.draft:

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from tests.conftest import ROOT, git
 
@@ -315,3 +321,49 @@ def test_capture_reproduces_each_sm120_recipe(tmp_path, run_cli, pristine_trees,
     assert code == 0, out + err
     for engine in edited:
         assert _files(fresh[engine]) == _files(edited[engine]), engine
+
+
+@pytest.mark.real
+def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine_trees):
+    """The whole path on real releases: a hand edit of SGLang 0.5.9 is captured, ported to
+    0.5.22 (where ServerArgs' fields moved to arg_groups/fields in 0.5.20), checked, and
+    applied to (and reverted from) the pristine 0.5.22."""
+    from patchkit.drift import release_tree
+
+    edited = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "edited")["sglang"]
+    _edit(
+        edited,
+        "sglang/srt/server_args.py",
+        "    max_running_requests: Optional[int] = None\n",
+        "    max_running_requests: Optional[int] = 1024\n",
+    )
+    recipes = tmp_path / "recipes"
+    code, out, err = run_cli("capture", "mrr", "-t", f"sglang={edited}", "--out", str(recipes / "mrr.toml"))
+    assert code == 0, err
+    assert 'sglang = ">=0.5.9,<0.5.10"' in (recipes / "mrr.toml").read_text()
+
+    code, out, err = run_cli("--recipes", str(recipes), "port", "mrr", "--to", "sglang==0.5.22", "--write")
+    assert code == 0, out + err
+    assert "retargeted to sglang/srt/arg_groups/fields/schedule.py::Schedule" in err
+    data = tomllib.loads((recipes / "mrr.toml").read_text())
+    # drift --bisect saw the field leave server_args.py at 0.5.20: the bounds say so, not 0.5.22
+    assert data["ops"][0]["when"] == {"sglang": "<0.5.20"}
+    (variant,) = data["variants"]
+    assert variant["when"] == {"sglang": ">=0.5.20"} and len(variant["ops"]) == 1
+    assert (variant["ops"][0]["file"], variant["ops"][0]["scope"]) == (
+        "sglang/srt/arg_groups/fields/schedule.py",
+        "Schedule",
+    )
+
+    code, out, err = run_cli("check", str(recipes / "mrr.toml"))
+    assert code == 0, out + err
+    later = _copies({"sglang": release_tree("sglang", "0.5.22")}, tmp_path / "later")["sglang"]
+    before = _files(later)
+    code, out, err = run_cli("--recipes", str(recipes), "apply", "mrr", "-t", f"sglang={later}")
+    assert code == 0, out + err
+    text = (later / "sglang/srt/arg_groups/fields/schedule.py").read_text()
+    field = text[text.index("    max_running_requests: A[") :]
+    assert field[: field.index("\n    max_queued_requests")].endswith("] = 1024"), field[:200]
+    code, out, err = run_cli("--recipes", str(recipes), "revert", "mrr", "-t", f"sglang={later}")
+    assert code == 0, out + err
+    assert _files(later) == before

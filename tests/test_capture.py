@@ -367,3 +367,27 @@ def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine
     code, out, err = run_cli("--recipes", str(recipes), "revert", "mrr", "-t", f"sglang={later}")
     assert code == 0, out + err
     assert _files(later) == before
+
+
+@pytest.mark.real
+def test_an_elif_arm_added_to_sglangs_backend_choice_is_captured_as_add_branch(tmp_path, run_cli, pristine_trees):
+    """The real case of issue 20: an `elif` arm added to the if/elif chain that picks the
+    default attention backend in SGLang 0.5.9's server_args.py."""
+    edited = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "edited")["sglang"]
+    arm = '                elif is_sm100_supported():\n                    self.attention_backend = "flashinfer"\n'
+    _edit(
+        edited,
+        "sglang/srt/server_args.py",
+        arm,
+        arm + '                elif is_sm120_supported():\n                    self.attention_backend = "flashinfer"\n',
+    )
+    out = tmp_path / "recipes" / "arm.toml"
+    code, stdout, err = run_cli("capture", "arm", "-t", f"sglang={edited}", "--out", str(out))
+    assert code == 0, err
+    (op,) = tomllib.loads(out.read_text())["ops"]
+    assert (op["kind"], op["locator"]) == ("add-branch", {"branch": "elif is_sm100_supported()"}), op
+    fresh = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "fresh")["sglang"]
+    code, stdout, err = run_cli("--recipes", str(out.parent), "apply", "arm", "-t", f"sglang={fresh}")
+    assert code == 0, stdout + err
+    f = "sglang/srt/server_args.py"  # (apply also brings the wheel's RECORD up to date)
+    assert (fresh / f).read_bytes() == (edited / f).read_bytes()

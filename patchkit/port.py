@@ -113,17 +113,26 @@ class Port:
     leftovers: list[str] = field(default_factory=list)  # what a person must do, one line each
     checks: list[Check] = field(default_factory=list)
     draft: str = ""  # the recipe file as drafted ("" when there is nothing to change)
-    variant: str = ""  # the new [[variants]] block alone
+    variant: str = ""  # the new [[variants]] block(s) alone
     note: str = ""  # the one-line outcome when no variant is needed
     notes: list[str] = field(default_factory=list)  # worth knowing, not in the way of writing
     changed: dict[int, str] = field(default_factory=dict)  # op -> the release drift --bisect saw it change at
 
-    @property
-    def start(self) -> str:
-        """The release the new variant starts at (and the old ops end below): the first one
-        where an op that does not simply carry on changed (drift --bisect), else this one."""
-        moved = [self.changed.get(p.index, self.version) for p in self.ops if p.action not in ("keep", "stay")]
-        return min(moved, key=Version) if moved else self.version
+    def starts(self, raws: dict) -> dict[int, str]:
+        """op -> the release its new place starts at (and its old one ends below): where
+        drift --bisect saw it change (this release when bisect did not run).  The ops of a
+        variant that ends restart together, where the first of its ops changed."""
+        own = {p.index: self.changed.get(p.index, self.version) for p in self.ops}
+        var_end: dict[int, str] = {}
+        for p in self.ops:
+            vi = raws[p.index][1]
+            if vi is not None and p.action not in ("keep", "stay"):
+                var_end[vi] = min(var_end.get(vi, own[p.index]), own[p.index], key=Version)
+        out = {}
+        for p in self.ops:
+            vi = raws[p.index][1]
+            out[p.index] = own[p.index] if vi is None else var_end.get(vi, self.version)
+        return out
 
     @property
     def verified(self) -> bool:
@@ -491,19 +500,24 @@ def raw_ops(data: dict) -> dict[int, tuple[dict, Optional[int]]]:
     return out
 
 
-def _variant_block(port: Port, raws: dict, first_index: int) -> str:
+def _variant_blocks(port: Port, raws: dict, first_index: int) -> str:
+    """One new ``[[variants]]`` per release where carried ops start (usually one)."""
     e, v = port.engine, port.version
-    rel = _release(port.start)
-    seen = f" (drift --bisect: it changed at {port.start})" if port.start != v else ""
-    lines = [
-        f"# {e} {rel} on: drafted by `patchkit port {port.recipe.id} --to {e}=={v}` from drift's findings{seen}",
-        "[[variants]]",
-        f'when = {{ {e} = ">={rel}" }}',
-    ]
-    n = first_index
-    for p in port.ops:
-        raw = raws[p.index][0]
-        if p.action in ("keep", "retarget", "followed"):
+    starts = port.starts(raws)
+    carried = [p for p in port.ops if p.action in ("keep", "retarget", "followed")]
+    left = [p for p in port.ops if p.action == "left"]
+    groups = sorted({_release(starts[p.index]) for p in carried}) or [_release(v)]
+    blocks, n = [], first_index
+    for k, rel in enumerate(groups):
+        seen = f" (drift --bisect: changed at {rel})" if str(rel) != str(_release(v)) else ""
+        lines = [
+            f"# {e} {rel} on: drafted by `patchkit port {port.recipe.id} --to {e}=={v}` from drift's findings{seen}",
+            "[[variants]]",
+            f'when = {{ {e} = ">={rel}" }}',
+        ]
+        for p in carried:
+            if _release(starts[p.index]) != rel:
+                continue
             why = {
                 "keep": f"op #{p.index}, pending on {e} {v}",
                 "retarget": f"op #{p.index}, moved from {p.was}",
@@ -511,15 +525,16 @@ def _variant_block(port: Port, raws: dict, first_index: int) -> str:
             }[p.action]
             p.new_index = n
             n += 1
-            lines += op_toml(_examples_for(port, p, raw), "variants.ops", p.file, p.scope, why)
-        elif p.action == "left":
+            lines += op_toml(_examples_for(port, p, raws[p.index][0]), "variants.ops", p.file, p.scope, why)
+        for p in left if k == len(groups) - 1 else ():
             lines.append(f"# op #{p.index} ({p.kind}) is left for a person: {p.state} on {e} {v}.")
             if p.anchor:
                 lines.append(f"#   its anchor: {_one_line(p.anchor)}")
             for c in p.candidates:
                 lines.append(f"#   nearest: {c.where()} ({c.similarity:.2f}) {c.text}")
-            lines += ["# " + ln for ln in op_toml(raw, "variants.ops", p.file, p.scope)]
-    return "\n".join(lines) + "\n"
+            lines += ["# " + ln for ln in op_toml(raws[p.index][0], "variants.ops", p.file, p.scope)]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
 
 
 def _examples_for(port: Port, p: OpPort, raw: dict) -> dict:
@@ -599,7 +614,8 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     data = tomllib.loads(original)
     raws = raw_ops(data)
     doc = tomlkit.parse(original)
-    e, v = port.engine, port.start  # the old ops end where the new variant starts
+    e = port.engine
+    starts = port.starts(raws)  # each old op ends where its new place starts
     problems = []
     tables: dict[int, Any] = {}
     n = 0
@@ -612,6 +628,7 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
         if p.action == "stay":
             continue
         raw, vi = raws[p.index]
+        v = starts[p.index]
         if vi is None:
             if _end_when(tables[p.index], e, v):
                 port.notes.append(f"op #{p.index} holds no release once its `when` ends below {v}: delete it")
@@ -631,7 +648,7 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     if wide is not None:
         doc["engines"][e] = wide
     text = tomlkit.dumps(doc)
-    block = _variant_block(port, raws, len(raws) + 1)
+    block = _variant_blocks(port, raws, len(raws) + 1)
     if not any(p.new_index for p in port.ops):
         return text, problems  # nothing is carried: the old ops end, no variant starts
     at = _insert_at(text, ("variants",))
@@ -643,7 +660,7 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     sep = "" if head.endswith("\n\n") or not head else ("\n" if head.endswith("\n") else "\n\n")
     out = head + sep + block + ("\n" if tail and not tail.startswith("\n") else "") + tail
     want = tomllib.loads(text)
-    want.setdefault("variants", []).append(tomllib.loads(block)["variants"][0])
+    want.setdefault("variants", []).extend(tomllib.loads(block)["variants"])
     if tomllib.loads(out) != want:  # a header look-alike in a string fooled the scan: append at the end
         out = text + ("\n" if text.endswith("\n") else "\n\n") + block
     port.variant = block
@@ -811,8 +828,8 @@ def port(recipe: Recipe, engine: str, tree: Target, changed: Optional[dict[int, 
     at = {out.changed[p.index] for p in out.ops if p.action not in ("keep", "stay") and p.index in out.changed}
     if len(at) > 1:
         out.notes.append(
-            f"the ops changed at different releases ({', '.join(sorted(at, key=Version))}): the variant starts at"
-            f" the first; check the releases between with `drift --across {engine}=={min(at, key=Version)}..{version}`"
+            f"the ops changed at different releases ({', '.join(sorted(at, key=Version))}): each ends and starts"
+            f" at its own; check the releases between with `drift --across {engine}=={min(at, key=Version)}..{version}`"
         )
     if all(p.action == "drop" for p in out.ops):
         out.note = f"every op reads upstream on {engine} {version}: the recipe can be retired there"

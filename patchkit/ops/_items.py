@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import libcst as cst
-
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError
 from patchkit.ops._cst import insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens
 
@@ -178,7 +176,3 @@ class ItemOp(Op):
         if self.action == "remove":
             return self._insert(scope, c, self.value_src)
         return self._set(scope, c, parse_expr(self.expect_src, "params.expect"))
-
-
-def is_node(x) -> bool:
-    return isinstance(x, cst.CSTNode)

@@ -9,7 +9,7 @@
 
 Revert puts ``match`` back between ``after`` and ``before``; the round-trip check refuses an
 edit that would not restore the original bytes.  A statement that is its block's only one
-cannot go (the block would be empty): use replace-stmt with ``pass``.
+has no neighbour, so it is never found: use replace-stmt with ``pass``.
 """
 
 from __future__ import annotations
@@ -84,9 +84,7 @@ class DeleteStmt(Op):
         return not self.ctx.runs(scope, self.old) and len(self._gaps(scope)) == 1
 
     def apply(self, scope):
-        ((owner, i),) = self.ctx.runs(scope, self.old)
-        if len(owner.body) == 1:
-            raise ValueError("the statement is its block's only one; use replace-stmt with `pass`")
+        ((owner, i),) = self.ctx.runs(scope, self.old)  # a neighbour stands beside it: the block keeps one
         body = [*owner.body[:i], *owner.body[i + 1 :]]
         return replace_node(scope, owner, owner.with_changes(body=body))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
@@ -113,7 +114,8 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
             say(f"  {i}. {left}", err=True)
     failed = [c.name for c in result.checks if not c.ok]
     if written:
-        what = f"the {e} >={v} variant" if result.variant else f"[engines] {e} widened to {v}"
+        starts = re.findall(r'^when = \{ [\w-]+ = "(>=[^"]+)" \}$', result.variant, flags=re.M)
+        what = f"the {e} {', '.join(starts)} variant" if result.variant else f"[engines] {e} widened to {v}"
         say(f"wrote {written}: {what}, verified on the pristine release")
     elif result.draft:
         import click

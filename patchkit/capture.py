@@ -232,9 +232,11 @@ def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[Ca
         lines = Lines(old, new)
         at = lines.hunks[0][3] + 1 if lines.hunks else 0
         why = (
-            f"nearest op kind: text-hunk; no context of up to {CONTEXTS[-1]} lines tells its changes apart from"
-            " the rest of the file (the same lines stand elsewhere, changed differently)"
+            f"nearest op kind text-hunk, which does not fit: no context of up to {CONTEXTS[-1]} lines tells its"
+            " changes apart from the rest of the file (the same lines stand elsewhere, changed differently)"
         )
+        if not set(old.splitlines(True)) & set(new.splitlines(True)):
+            why = "nearest op kind text-hunk, which does not fit: no line of the file is left unchanged to anchor it on"
         return [], [Unexpressed(engine, logical, at, why)]
     ops = []
     for hunk, count, line in got:

@@ -391,3 +391,15 @@ def test_an_elif_arm_added_to_sglangs_backend_choice_is_captured_as_add_branch(t
     assert code == 0, stdout + err
     f = "sglang/srt/server_args.py"  # (apply also brings the wheel's RECORD up to date)
     assert (fresh / f).read_bytes() == (edited / f).read_bytes()
+
+
+def test_text_files_append_delete_and_a_file_with_no_unchanged_line():
+    from patchkit.capture import capture_text
+
+    old = "int a;\nint b;\n"
+    (op,), _ = capture_text("sglang", "k.cuh", old, old + "int c;\n")
+    assert op.params == {"hunk": " int a;\n int b;\n+int c;\n"}
+    (op,), _ = capture_text("sglang", "k.cuh", old, "int a;\n")
+    assert op.params == {"hunk": " int a;\n-int b;\n"}
+    ops, (why,) = capture_text("sglang", "k.cuh", "x\n", "y\n")
+    assert not ops and "nearest op kind text-hunk, which does not fit: no line of the file is left unchanged" in why.why

@@ -70,6 +70,18 @@ def parse_hunk(src: str) -> tuple[list[str], list[str], int]:
     return old, new, context
 
 
+def _lines(block: str) -> int:
+    return block.count("\n") + (0 if block.endswith("\n") else 1)
+
+
+def _outside(runs: list[int], block: str, others: list[int], other: str) -> list[int]:
+    """``runs`` of ``block`` that do not lie within a run of ``other``: lines added after (or
+    before) context only on one side make the upstream lines a part of the edited ones, and
+    there they are not the upstream place."""
+    k, m = _lines(block), _lines(other)
+    return [r for r in runs if not any(o <= r and r + k <= o + m for o in others)]
+
+
 def _runs(text: str, block: str) -> list[int]:
     """1-based line numbers where ``block`` (whole lines) stands in ``text``."""
     out, start = [], 0
@@ -98,12 +110,6 @@ class TextHunk(Op):
                 "params.hunk", "has no context line", "keep at least one unchanged line around the change, with a space"
             )
         self.old, self.new = "".join(old), "".join(new)
-        if self.old in self.new or self.new in self.old:
-            raise OpParamError(
-                "params.hunk",
-                "reads the same before and after at some place (one side holds the other)",
-                "widen its context",
-            )
         self.count = params.get("count", 1)
         if self.count < 1:
             raise OpParamError("params.count", f"must be at least 1, not {self.count}")
@@ -131,9 +137,14 @@ class TextHunk(Op):
 
         return cst.parse_module(text)
 
+    def _both(self, text: str) -> tuple[list[int], list[int]]:
+        """(upstream places, edited places), each not counting those inside one of the other."""
+        olds, news = _runs(text, self.old), _runs(text, self.new)
+        return _outside(olds, self.old, news, self.new), _outside(news, self.new, olds, self.old)
+
     def locate(self, scope: Union[str, object]) -> Located:
         text = self._text(scope)
-        olds, news = _runs(text, self.old), _runs(text, self.new)
+        olds, news = self._both(text)
         at = self._first_change
         if len(olds) == self.count and not news:
             return Located(PENDING, tuple(n + at for n in olds))
@@ -156,8 +167,8 @@ class TextHunk(Op):
 
     def is_applied(self, scope) -> bool:
         # The goal on its own: the edited lines stand as often as asked, upstream's nowhere.
-        text = self._text(scope)
-        return len(_runs(text, self.new)) == self.count and not _runs(text, self.old)
+        olds, news = self._both(self._text(scope))
+        return len(news) == self.count and not olds
 
     def _swap(self, text: str, a: str, b: str) -> str:
         out, start = [], 0

@@ -104,5 +104,20 @@ def test_bad_hunks_are_refused():
         KINDS["text-hunk"]({}, {"hunk": "x\n-a\n"})
     with pytest.raises(OpParamError, match="changes nothing"):
         KINDS["text-hunk"]({}, {"hunk": " a\n b\n"})
-    with pytest.raises(OpParamError, match="one side holds the other"):
-        KINDS["text-hunk"]({}, {"hunk": " a\n+a\n"})
+
+
+def test_context_on_one_side_only_at_the_ends_of_a_file():
+    """Lines appended after the last line, or taken from the end: the context is above only,
+    and the upstream lines are then a part of the edited ones (or the other way round)."""
+    check("text-hunk", CUH, CUH + "// SM120\n", params={"hunk": " }\n+// SM120\n"})
+    check(
+        "text-hunk",
+        CUH,
+        CUH[: -len("}\n")],
+        params={"hunk": "   cudaTriggerProgrammaticLaunchCompletion();\n #endif\n-}\n"},
+    )
+    check("text-hunk", "int a;\n", "// head\nint a;\n", params={"hunk": "+// head\n int a;\n"})
+    # lines after the hunk are not its business: it stands; another line instead is not it
+    twice = CUH + "// SM120\n// SM120\n"
+    assert state("text-hunk", twice, params={"hunk": " }\n+// SM120\n"}).state == "done"
+    assert state("text-hunk", CUH + "// other\n", params={"hunk": " }\n+// SM120\n"}).state == "pending"

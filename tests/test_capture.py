@@ -403,3 +403,16 @@ def test_text_files_append_delete_and_a_file_with_no_unchanged_line():
     assert op.params == {"hunk": " int a;\n-int b;\n"}
     ops, (why,) = capture_text("sglang", "k.cuh", "x\n", "y\n")
     assert not ops and "nearest op kind text-hunk, which does not fit: no line of the file is left unchanged" in why.why
+
+
+def test_dict_entries_and_keyword_arguments_are_captured_as_their_kinds():
+    from patchkit.capture import capture_python
+
+    old = 'TABLE = {\n    "a": 1,\n    "b": 2,\n}\nx = f(1, k=2, m=3)\n'
+    new = old.replace('    "a": 1,\n', '    "a": 1,\n    "c": 3,\n').replace("f(1, k=2, m=3)", "f(1, m=3)")
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+    assert not failed
+    assert [(o.kind, o.locator, o.params) for o in ops] == [
+        ("dict-entry", {"target": "TABLE"}, {"key": '"c"', "value": "3", "after": '"a"'}),
+        ("call-arg", {"call": "f"}, {"action": "remove", "keyword": "k", "value": "2", "before": "m"}),
+    ]

@@ -46,10 +46,9 @@ class CallArg(ItemOp):
         self.setup(key_src, (self.keyword,) if self.keyword else ("#", self.index), params)
         if self.index is not None and (self.after or self.before) is not None:
             raise OpParamError("params.after", "goes with keyword; a positional argument has its index")
-        named = (self.call_src, locator.get("arg", ""), self.keyword or "")
-        self.reads = Reads(
-            patterns=(tuple(x for x in named if x),), file_words=(self.call_src,), sites=((self.call_src,),)
-        )
+        # The call (and its first argument) stand in both states; the keyword only in one.
+        named = tuple(x for x in (self.call_src, locator.get("arg", "")) if x)
+        self.reads = Reads(patterns=(named,), file_words=named, sites=(named,))
 
     def where(self) -> str:
         return f"call `{self.call_src}(`" + (f" with first argument `{' '.join(self.first)}`" if self.first else "")

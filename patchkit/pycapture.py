@@ -813,6 +813,6 @@ def _why(f: _PyFile, k: int, misfits: dict[str, str]) -> str:
     if not (old + new).strip():
         return f"{what}: only blank lines, which no op (not even text-hunk, without context) can place"
     return (
-        f"{what}: no op kind makes this change (it spans statements of different blocks);"
-        " split the edit, or write a replace-stmt or text-hunk by hand"
+        f"{what}: no op kind makes this change (a compound statement's header, like a def's parameters, or"
+        " several statements at once); write one op per statement, or a text-hunk, by hand"
     )

@@ -19,7 +19,16 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import blocks, clauses, code, node_tokens, parse_stmts, replace_node, statement_tokens, tokens
+from patchkit.ops._cst import (
+    blocks,
+    clauses,
+    code,
+    header_tokens,
+    node_tokens,
+    parse_stmts,
+    replace_node,
+    statement_tokens,
+)
 
 
 def _scope_block(scope):
@@ -41,7 +50,7 @@ class Insert(Op):
                 "locator", "needs exactly one of anchor, at", 'e.g. locator = { anchor = "x = 1", position = "after" }'
             )
         self.anchor_src = locator.get("anchor")
-        self.anchor = tokens(self.anchor_src) if self.anchor_src else None
+        self.anchor = statement_tokens(self.anchor_src) if self.anchor_src else None
         if self.anchor is not None and not self.anchor:
             raise OpParamError("locator.anchor", "is empty")
         self.position = locator.get("position", "after")
@@ -92,14 +101,15 @@ class Insert(Op):
                     hits.append((owner, i))
         return hits
 
+    def _is_anchor(self, stmt) -> bool:
+        """The anchor is a whole statement, or a compound one's header: never a statement
+        it is only the start of (`x = 1` is not `x = 1 + 2`)."""
+        return node_tokens(stmt) == self.anchor or (
+            not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == self.anchor
+        )
+
     def _anchors(self, scope) -> list:
-        hits = []
-        k = len(self.anchor)
-        for owner, body in blocks(scope):
-            for i, stmt in enumerate(body):
-                if node_tokens(stmt)[:k] == self.anchor:
-                    hits.append((owner, i))
-        return hits
+        return [(owner, i) for owner, body in blocks(scope) for i, stmt in enumerate(body) if self._is_anchor(stmt)]
 
     def _where(self, scope):
         """(owner, index) where the snippet goes, or a Located explaining why not."""
@@ -152,9 +162,8 @@ class Insert(Op):
         owner, i = have[0]
         n, body = len(self.stmts), owner.body
         if self.anchor is not None:
-            k = len(self.anchor)
             j = i + n if self.position == "before" else i - 1
-            return 0 <= j < len(body) and node_tokens(body[j])[:k] == self.anchor
+            return 0 <= j < len(body) and self._is_anchor(body[j])
         if self.inside is not None:
             if not any(h == self.inside and c.body is owner for h, c, _ in clauses(scope)):
                 return False

@@ -93,6 +93,9 @@ def test_anchor_missing_and_ambiguous():
 
 def test_anchor_is_token_exact_not_prefix_of_a_name():
     assert state("insert", "x = 10\n", "", {"anchor": "x = 1"}, {"code": "y = 2"}).state == "missing"
+    # nor the start of a longer statement: the anchor is a whole statement or a header
+    assert state("insert", "x = 1 + 2\n", "", {"anchor": "x = 1"}, {"code": "y = 2"}).state == "missing"
+    assert state("insert", "if a:\n    pass\n", "", {"anchor": "if a"}, {"code": "y = 2"}).state == "pending"
 
 
 DEEP = """

@@ -656,9 +656,9 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
                 [*crumbs, "file"],
                 f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is "
                 f"{'not ' if cls.language == 'python' else ''}one",
-                "use text-replace for C++/CUDA/CMake files"
+                "use text-hunk (or text-replace) for C++/CUDA/CMake files"
                 if cls.language == "python"
-                else "use a Python op for .py files",
+                else "use a Python op (or text-hunk, which edits any file) for .py files",
             )
     scope = raw.get("scope", "")
     with ctx.part():

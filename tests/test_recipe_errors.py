@@ -208,7 +208,7 @@ CASES = [
         "python op on cuda file",
         lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"'),
         "r.toml:12 > op #1 > file: list-element edits Python files, and 'sglang/srt/x.cuh' is not one (hint: use "
-        "text-replace for C++/CUDA/CMake files)",
+        "text-hunk (or text-replace) for C++/CUDA/CMake files)",
     ),
     (
         "bad scope",

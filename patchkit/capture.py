@@ -4,35 +4,37 @@ The tree is compared with the pristine release of its version (patchkit/pristine
 release's wheel, from the cache or the index, or a git checkout's tagged commit).  Each
 changed file is diffed line by line, and each hunk is expressed as the op that makes it:
 
-- Python: the smallest piece of code that differs between the pristine and the edited
-  statement (``ast``, walked in parallel) names the op: an element added to (or taken
-  from) a list, tuple or set literal -> list-element (an element that was a commented-out
-  line -> ``uncomment``); an operand added to an ``or`` chain -> or-operand; a changed field,
-  parameter or keyword default -> set-default; a name added to ``from M import ...`` ->
-  ensure-import; statements added -> insert, anchored on a neighbouring statement; any other
-  expression -> replace-expr.
-- Other files: text-replace with an exact count (identical hunks become one op).
+- Python (patchkit/pycapture.py): the smallest piece of code that differs between the
+  pristine and the edited statement (``ast``, walked in parallel) names the op: an element
+  added to (or taken from) a list, tuple or set literal -> list-element (an element that was
+  a commented-out line -> ``uncomment``); an operand added to an ``or`` chain -> or-operand;
+  a changed field, parameter or keyword default -> set-default; a keyword argument added or
+  removed -> call-arg; a dict key -> dict-entry; an elif/else arm -> add-branch; a name added
+  to ``from M import ...`` -> ensure-import; statements added -> insert, deleted ->
+  delete-stmt, anchored on neighbouring statements; any other expression -> replace-expr, any
+  other simple statement -> replace-stmt; comments and blank lines -> text-hunk.
+- Other files: text-hunks of whole lines, with as much context as makes each stand at
+  exactly the places it changes (identical hunks become one op with a count).
 
 Every candidate op is made on the file as edited so far, in memory, and kept only when the
 file then equals the pristine one with exactly the hunks it claims applied, byte for byte;
-the first candidate that does is kept.  A hunk no candidate makes (a comment changed in
-Python, a statement deleted, a new file) is reported, file and line, and nothing is
-written.  Nothing here touches the disk; patchkit/commands/author.py proves the whole
-recipe with the planner on a pristine copy before it writes it.
+the first candidate that does is kept.  A hunk no candidate makes (a new file, a parameter
+added to a def) is reported, file and line, with the nearest op kind and why it did not
+fit.  Nothing here touches the disk; patchkit/commands/author.py proves the whole recipe
+with the planner on a pristine copy before it writes it (with --partial: what was captured).
 """
 
 from __future__ import annotations
 
-import ast
-import copy
 import difflib
 import json
 import os
 import subprocess
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Optional
 
 from patchkit import regular
+from patchkit.states import State
 from patchkit.target import ENGINES, STATE_DIR, Target
 
 # -- what capture finds -------------------------------------------------------------------------
@@ -68,6 +70,7 @@ class Changed:
     logical: str
     pristine: Optional[bytes]  # None: the release has no such file
     edited: Optional[bytes]  # None: the tree has no such file
+    captured: Optional[bytes] = None  # what the captured ops make of it (--partial: not all of the edit)
 
 
 # -- which files changed ------------------------------------------------------------------------
@@ -138,7 +141,7 @@ class Lines:
 
     def __init__(self, old: str, new: str) -> None:
         self.a, self.b = old.splitlines(True), new.splitlines(True)
-        ops = difflib.SequenceMatcher(None, self.a, self.b, autojunk=False).get_opcodes()
+        ops = self.ops = difflib.SequenceMatcher(None, self.a, self.b, autojunk=False).get_opcodes()
         self.hunks = []
         for tag, i1, i2, j1, j2 in ops:
             if tag == "replace" and i2 - i1 == j2 - j1:  # line for line: one hunk per line (a run
@@ -172,45 +175,77 @@ def _claims(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[int]
 # -- text files -----------------------------------------------------------------------------------
 
 
-def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
-    from patchkit.ops import OpParamError
-    from patchkit.ops.text_replace import TextReplace
-    from patchkit.states import State
+CONTEXTS = (3, 6, 12, 24)  # lines of context tried, as `diff -U` does: more only where needed
 
-    lines = Lines(old, new)
-    done: set[int] = set()
-    ops: list[CapturedOp] = []
-    failed: list[Unexpressed] = []
-    cur = old
-    for k in range(len(lines.hunks)):
-        if k in done:
-            continue
-        found = None
-        for find, replace in _text_candidates(lines, k):
-            count = cur.count(find)
-            if count == 0:
-                continue
+
+def hunk_text(a: list[str], b: list[str], group: list[tuple]) -> str:
+    """A unified-diff hunk (without its ``@@`` line) of one difflib opcode group: whole lines,
+    context with ' ', upstream's with '-', the edit's with '+'."""
+    out = []
+
+    def put(tag: str, lines: list[str]) -> None:
+        for ln in lines:
+            out.append(tag + ln if ln.endswith("\n") else f"{tag}{ln}\n\\ No newline at end of file\n")
+
+    for tag, i1, i2, j1, j2 in group:
+        if tag == "equal":
+            put(" ", a[i1:i2])
+        else:
+            put("-", a[i1:i2])
+            put("+", b[j1:j2])
+    return "".join(out)
+
+
+def text_hunks(old: str, new: str) -> Optional[list[tuple[str, int, int]]]:
+    """(hunk, count, first edited line) per change of a text file, with as much context as
+    makes each hunk stand at exactly the places it changes (identical hunks become one op
+    with a count); None when no context up to the file's size does."""
+    from patchkit.ops import OpParamError
+    from patchkit.ops.text_hunk import TextHunk
+
+    a, b = old.splitlines(True), new.splitlines(True)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for c in CONTEXTS:
+        groups = list(sm.get_grouped_opcodes(c))
+        out: dict[str, list[int]] = {}
+        for g in groups:
+            out.setdefault(hunk_text(a, b, g), []).append(next(j1 for t, _, _, j1, _ in g if t != "equal") + 1)
+        cur, ok = old, True
+        for hunk, lines in out.items():
             try:
-                op = TextReplace({}, {"find": find, "replace": replace, "count": count})
+                op = TextHunk({}, {"hunk": hunk, "count": len(lines)})
             except OpParamError:
-                continue
-            if op.locate(cur).state != State.PENDING:
-                continue
-            got = op.apply(cur)
-            claims = _claims_any(lines, done, k, got)
-            if claims is not None:
-                found = (find, replace, count, got, claims)
+                ok = False
                 break
-        if found is None:
-            why = "no text with enough context to tell this change from the rest of the file"
-            failed.append(Unexpressed(engine, logical, lines.hunks[k][3] + 1, why))
-            continue
-        find, replace, count, cur, claims = found
-        done |= claims
-        ops.append(
-            CapturedOp("text-replace", engine, logical, params={"find": find, "replace": replace, "count": count})
+            if op.locate(cur).state != State.PENDING:
+                ok = False
+                break
+            cur = op.apply(cur)
+        if ok and cur == new:
+            return [(h, len(lines), lines[0]) for h, lines in out.items()]
+    return None
+
+
+def capture_text(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
+    """A text file's changes as text-hunk ops: whole lines with context, never fragments."""
+    got = text_hunks(old, new)
+    if got is None:
+        lines = Lines(old, new)
+        at = lines.hunks[0][3] + 1 if lines.hunks else 0
+        why = (
+            f"nearest op kind text-hunk, which does not fit: no context of up to {CONTEXTS[-1]} lines tells its"
+            " changes apart from the rest of the file (the same lines stand elsewhere, changed differently)"
         )
-    return ops, failed
+        if not set(old.splitlines(True)) & set(new.splitlines(True)):
+            why = "nearest op kind text-hunk, which does not fit: no line of the file is left unchanged to anchor it on"
+        return [], [Unexpressed(engine, logical, at, why)]
+    ops = []
+    for hunk, count, line in got:
+        params: dict = {"hunk": hunk}
+        if count > 1:
+            params["count"] = count
+        ops.append(CapturedOp("text-hunk", engine, logical, params=params, hunks=f"line {line}"))
+    return ops, []
 
 
 def _claims_any(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[int]]:
@@ -233,552 +268,11 @@ def _claims_any(lines: Lines, done: set[int], k: int, got: str) -> Optional[set[
     return None
 
 
-def _text_candidates(lines: Lines, k: int) -> Iterator[tuple[str, str]]:
-    """(find, replace) for hunk k, with more and more context: the changed lines alone, then
-    with lines around them; first the changed part of a one-line change."""
-    _, i1, i2, j1, j2 = lines.hunks[k]
-    a, b = lines.a, lines.b
-    if i2 - i1 == 1 and j2 - j1 == 1:  # one line changed: its changed part, with context
-        x, y = a[i1], b[j1]
-        p = 0
-        while p < min(len(x), len(y)) and x[p] == y[p]:
-            p += 1
-        s = 0
-        while s < min(len(x), len(y)) - p and x[-1 - s] == y[-1 - s]:
-            s += 1
-        for extra in (0, 4, 8, 16, 32, 64, 1 << 20):
-            lo, keep = max(0, p - extra), max(0, s - extra)
-            yield x[lo : len(x) - keep], y[lo : len(y) - keep]
-    for c in range(0, 6):
-        lo_a, hi_a = max(0, i1 - c), min(len(a), i2 + c)
-        lo_b, hi_b = max(0, j1 - c), min(len(b), j2 + c)
-        if i1 - lo_a != j1 - lo_b or hi_a - i2 != hi_b - j2:
-            break
-        find, replace = "".join(a[lo_a:hi_a]), "".join(b[lo_b:hi_b])
-        if find and replace:
-            yield find, replace
-
-
-# -- Python files ---------------------------------------------------------------------------------
-
-
-@dataclass
-class _Stmt:
-    node: ast.stmt
-    scope: str  # the qualified name pyscope resolves ("" = the module)
-    block: list  # the statement list it stands in
-    index: int
-    depth: int
-
-
-def _statements(tree: ast.Module) -> list[_Stmt]:
-    """Every statement, with the scope an op would name for it and the block it stands in."""
-    out: list[_Stmt] = []
-
-    def visit(body: list, scope: str, resolvable: bool, depth: int) -> None:
-        for i, s in enumerate(body):
-            out.append(_Stmt(s, scope, body, i, depth))
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                inner = f"{scope}.{s.name}" if scope else s.name
-                if resolvable and not isinstance(s, ast.AsyncFunctionDef):
-                    visit(s.body, inner, True, depth + 1)
-                else:
-                    visit(s.body, scope, False, depth + 1)
-            else:
-                for name in ("body", "orelse", "finalbody"):
-                    sub = getattr(s, name, None)
-                    if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
-                        visit(sub, scope, False, depth + 1)
-                for h in getattr(s, "handlers", ()) or ():
-                    visit(h.body, scope, False, depth + 1)
-                for c in getattr(s, "cases", ()) or ():
-                    visit(c.body, scope, False, depth + 1)
-
-    visit(tree.body, "", True, 0)
-    return out
-
-
-_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _header(node: ast.stmt) -> ast.stmt:
-    """A compound statement without its bodies (its header), to compare headers alone."""
-    n = copy.copy(node)
-    for name in _BODIES:
-        if isinstance(getattr(n, name, None), list):
-            setattr(n, name, [])
-    return n
-
-
-def _same(a, b) -> bool:
-    return ast.dump(a) == ast.dump(b)
-
-
-def _diff(a, b, parents: list) -> Optional[tuple]:
-    """The smallest pair of nodes where ``a`` and ``b`` differ, walking both in parallel, and
-    the path of (node_a, node_b, field) above it; None when they are the same."""
-    if type(a) is not type(b):
-        return a, b, parents
-    differing = []
-    for name, va in ast.iter_fields(a):
-        vb = getattr(b, name, None)
-        if isinstance(va, list):
-            if not isinstance(vb, list) or len(va) != len(vb):
-                return a, b, parents
-            for x, y in zip(va, vb, strict=True):
-                if isinstance(x, ast.AST):
-                    if not _same(x, y):
-                        differing.append((x, y, name))
-                elif x != y:
-                    return a, b, parents
-        elif isinstance(va, ast.AST):
-            if not isinstance(vb, ast.AST) or not _same(va, vb):
-                differing.append((va, vb, name))
-        elif va != vb:
-            return a, b, parents
-    if not differing:
-        return None
-    if len(differing) > 1:
-        return a, b, parents
-    x, y, name = differing[0]
-    return _diff(x, y, [*parents, (a, b, name)])
-
-
-def _added(xs: list[str], ys: list[str]) -> list[int]:
-    """Positions in ``ys`` of the items added to ``xs`` (nothing else changed), or []."""
-    ops = difflib.SequenceMatcher(None, xs, ys, autojunk=False).get_opcodes()
-    if any(tag not in ("equal", "insert") for tag, *_ in ops):
-        return []
-    return [j for tag, _, _, j1, j2 in ops if tag == "insert" for j in range(j1, j2)]
-
-
-def _src(text: str, node) -> str:
-    return ast.get_source_segment(text, node) or ""
-
-
-class _PyFile:
-    def __init__(self, engine: str, logical: str, old: str, new: str) -> None:
-        self.engine, self.logical = engine, logical
-        self.old, self.new = old, new
-        self.lines = Lines(old, new)
-        self.a_tree, self.b_tree = ast.parse(old), ast.parse(new)
-        self.a_stmts, self.b_stmts = _statements(self.a_tree), _statements(self.b_tree)
-
-    # -- the statements a hunk touches ---------------------------------------------------------
-    @staticmethod
-    def _covering(stmts: list[_Stmt], lo: int, hi: int) -> Optional[_Stmt]:
-        """The deepest statement spanning lines lo..hi (1-based, inclusive)."""
-        best = None
-        for s in stmts:
-            if s.node.lineno <= lo and (s.node.end_lineno or s.node.lineno) >= hi:
-                if best is None or s.depth > best.depth:
-                    best = s
-        return best
-
-    def candidates(self, k: int) -> Iterator[CapturedOp]:
-        tag, i1, i2, j1, j2 = self.lines.hunks[k]
-        # the statements holding the hunk (for lines added or removed: the lines around them)
-        a = self._covering(self.a_stmts, *((i1 + 1, i2) if i2 > i1 else (i1, i1 + 1)))
-        b = self._covering(self.b_stmts, *((j1 + 1, j2) if j2 > j1 else (j1, j1 + 1)))
-        if a is not None and b is not None:
-            yield from self._modified(a, b)
-        if j2 > j1:
-            yield from self._inserted(j1, j2)
-
-    # -- statements added: insert, ensure-import ------------------------------------------------
-    def _inserted(self, j1: int, j2: int) -> Iterator[CapturedOp]:
-        """Candidates for statements of the edited file that stand in lines j1+1..j2 and are
-        new: consecutive siblings of one block."""
-        new = [s for s in self.b_stmts if s.node.lineno > j1 and (s.node.end_lineno or s.node.lineno) <= j2]
-        if not new:
-            return
-        top = min(s.depth for s in new)
-        new = [s for s in new if s.depth == top]
-        block = new[0].block
-        if any(s.block is not block for s in new):
-            return
-        idx = [s.index for s in new]
-        if idx != list(range(idx[0], idx[0] + len(idx))):
-            return
-        first, last = new[0], new[-1]
-        scope = first.scope
-        if (
-            len(new) == 1
-            and top == 0
-            and isinstance(first.node, ast.ImportFrom)
-            and first.node.module
-            and not first.node.level
-            and len(first.node.names) == 1
-            and first.node.names[0].asname is None
-        ):
-            yield CapturedOp(
-                "ensure-import",
-                self.engine,
-                self.logical,
-                locator={"module": first.node.module},
-                params={"name": first.node.names[0].name},
-            )
-        prev = block[first.index - 1] if first.index > 0 else None
-        nxt = block[last.index + 1] if last.index + 1 < len(block) else None
-        end = last.node.end_lineno or last.node.lineno
-        starts = [first.node.lineno]
-        first_line = (first.node.decorator_list[0].lineno) if getattr(first.node, "decorator_list", None) else None
-        if first_line:
-            starts = [first_line]
-        above = (prev.end_lineno or prev.lineno) + 1 if prev is not None else self._block_start(first)
-        if above is not None and above < starts[0]:
-            starts.insert(0, above)
-        codes = []
-        for start in starts:
-            code = self._dedent(self.b[start - 1 : end], first.node.col_offset)
-            if code is not None and code not in codes:
-                codes.append(code)
-        anchors = []
-        if nxt is not None and self._anchor(nxt):
-            anchors.append(({"anchor": self._anchor(nxt), "position": "before"}))
-        if prev is not None and self._anchor(prev):
-            anchors.append({"anchor": self._anchor(prev), "position": "after"})
-        if prev is None:
-            anchors.append({"at": "start"})
-        if nxt is None:
-            anchors.append({"at": "end"})
-        for code in codes:
-            for loc in anchors:
-                yield CapturedOp("insert", self.engine, self.logical, scope, dict(loc), {"code": code})
-
-    @property
-    def b(self) -> list[str]:
-        return self.lines.b
-
-    def _block_start(self, first: _Stmt) -> Optional[int]:
-        """The first line after the header of the block ``first`` opens (its owner's colon)."""
-        for s in self.b_stmts:
-            for name in _BODIES:
-                if getattr(s.node, name, None) is first.block:
-                    body = first.block
-                    # the header ends on the line before the body's first statement and its comments
-                    line = body[0].lineno - 1
-                    while line > s.node.lineno and self.b[line - 1].strip().startswith("#"):
-                        line -= 1
-                    while line > s.node.lineno and not self.b[line - 1].strip():
-                        line -= 1
-                    return line + 1
-        return 1 if first.block is self.b_tree.body else None
-
-    @staticmethod
-    def _dedent(lines: list[str], col: int) -> Optional[str]:
-        out = []
-        for ln in lines:
-            if ln[:col].strip() == "" and len(ln) > col:
-                out.append(ln[col:])
-            elif not ln.strip():
-                out.append(ln.lstrip(" \t"))
-            else:
-                return None
-        return "".join(out)
-
-    def _anchor(self, node: ast.stmt) -> str:
-        """The anchor text of a statement: a simple one whole, a compound one's header."""
-        if getattr(node, "decorator_list", None):
-            return ""
-        if any(isinstance(getattr(node, n, None), list) and getattr(node, n) for n in _BODIES):
-            body = node.body
-            text = "".join(self.b[node.lineno - 1 : body[0].lineno - 1]) if body[0].lineno > node.lineno else ""
-            if not text:
-                return ""
-            return "\n".join(ln.strip() for ln in text.strip().splitlines())
-        return _src(self.new, node).strip()
-
-    # -- a statement changed: the smallest difference ------------------------------------------
-    def _modified(self, a: _Stmt, b: _Stmt) -> Iterator[CapturedOp]:
-        if a.scope != b.scope:
-            return
-        an, bn = a.node, b.node
-        if any(isinstance(getattr(an, n, None), list) for n in _BODIES):
-            an, bn = _header(an), _header(bn)
-        d = _diff(an, bn, [])
-        if d is None:
-            return
-        x, y, path = d
-        scope = a.scope
-        if isinstance(x, (ast.List, ast.Tuple, ast.Set)) and type(x) is type(y):
-            yield from self._list_element(x, y, path, scope)
-        if (
-            isinstance(x, ast.BoolOp)
-            and isinstance(y, ast.BoolOp)
-            and isinstance(x.op, ast.Or) == isinstance(y.op, ast.Or)
-        ):
-            yield from self._or_operand(x, y, scope)
-        if isinstance(x, ast.ImportFrom) and isinstance(y, ast.ImportFrom) and a.depth == 0:
-            yield from self._import(x, y)
-        yield from self._set_default(x, y, path, a)
-        yield from self._replace_expr(x, y, path, a)
-
-    def _list_element(self, x, y, path, scope) -> Iterator[CapturedOp]:
-        xs = [ast.dump(e) for e in x.elts]
-        ys = [ast.dump(e) for e in y.elts]
-        added = _added(xs, ys)
-        if len(added) > 1:  # several elements: one op each, in order
-            if added[0] == 0:
-                return
-            others = [_src(self.old, e) for e in x.elts]
-            steps = []
-            for pos in added:
-                params = {"element": _src(self.new, y.elts[pos])}
-                if any(p > pos for p in range(len(ys)) if p not in added):
-                    params["after"] = _src(self.new, y.elts[pos - 1])
-                steps.append(params)
-            for loc in self._collection_locators(path, others):
-                yield [CapturedOp("list-element", self.engine, self.logical, scope, dict(loc), p) for p in steps]
-            return
-        if len(ys) == len(xs) + 1:
-            action, more, less, text = "add", y, x, self.new
-        elif len(xs) == len(ys) + 1:
-            action, more, less, text = "remove", x, y, self.old
-        else:
-            return
-        big, small = [ast.dump(e) for e in more.elts], [ast.dump(e) for e in less.elts]
-        pos = next((i for i in range(len(small)) if big[i] != small[i]), len(small))
-        if big[:pos] + big[pos + 1 :] != small:
-            return
-        element = _src(text, more.elts[pos])
-        others = [_src(self.old, e) for e in x.elts if ast.dump(e) != big[pos]]
-        params: dict = {"element": element}
-        if action == "remove":
-            params["action"] = "remove"
-        afters = [{}]
-        if action == "add" and pos < len(small):
-            afters = [{"after": _src(self.new, y.elts[pos - 1])}] if pos > 0 else []
-        locators = self._collection_locators(path, others)
-        comments = []
-        if action == "add":
-            seg = _src(self.old, x).splitlines()
-            comments = [ln.strip() for ln in seg if ln.strip().startswith("#") and element in ln]
-        for loc in locators:
-            for after in afters:
-                for c in comments:
-                    yield CapturedOp(
-                        "list-element", self.engine, self.logical, scope, dict(loc), {**params, **after, "comment": c}
-                    )
-                    if c == f"# {element},":
-                        yield CapturedOp(
-                            "list-element",
-                            self.engine,
-                            self.logical,
-                            scope,
-                            dict(loc),
-                            {**params, **after, "uncomment": True},
-                        )
-                yield CapturedOp("list-element", self.engine, self.logical, scope, dict(loc), {**params, **after})
-
-    def _collection_locators(self, path, others: list[str]) -> list[dict]:
-        """The ways to find a collection: the keyword it is passed as (with or without its
-        call), the membership test it is the right side of, or elements it holds."""
-        locators: list[dict] = []
-        parent = path[-1][1] if path else None
-        if isinstance(parent, ast.keyword) and parent.arg:
-            grand = path[-2][1] if len(path) > 1 else None
-            loc = {"keyword": parent.arg}
-            locators.append(loc)
-            if isinstance(grand, ast.Call):
-                locators.append({**loc, "call": _src(self.new, grand.func)})
-        if isinstance(parent, ast.Compare):
-            locators.append({"membership": _src(self.new, parent.left)})
-        if others:
-            locators += [{"contains": others}, {"contains": others[:2]}] + [{"contains": [o]} for o in others]
-        return locators
-
-    def _or_operand(self, x, y, scope) -> Iterator:
-        if not isinstance(x.op, ast.Or):
-            return
-        added = _added([ast.dump(v) for v in x.values], [ast.dump(v) for v in y.values])
-        if not added or added[0] == 0:
-            return
-        operands = [_src(self.old, v) for v in x.values]
-        steps = []
-        for pos in added:  # in order: each one's predecessor stands when it is added
-            params = {"operand": _src(self.new, y.values[pos])}
-            if pos < len(y.values) - 1 and any(p > pos for p in range(len(y.values)) if p not in added):
-                params["after"] = _src(self.new, y.values[pos - 1])
-            steps.append(params)
-        for locator in ({"operands": operands}, {"operands": operands[:2]}):
-            group = [CapturedOp("or-operand", self.engine, self.logical, scope, dict(locator), p) for p in steps]
-            yield group[0] if len(group) == 1 else group
-
-    def _import(self, x: ast.ImportFrom, y: ast.ImportFrom) -> Iterator[CapturedOp]:
-        if x.module != y.module or x.level or y.level or not x.module:
-            return
-        xs = [(n.name, n.asname) for n in x.names]
-        ys = [(n.name, n.asname) for n in y.names]
-        if len(ys) != len(xs) + 1:
-            return
-        pos = next((i for i in range(len(xs)) if ys[i] != xs[i]), len(xs))
-        if ys[:pos] + ys[pos + 1 :] != xs or ys[pos][1] is not None:
-            return
-        params = {"name": ys[pos][0]}
-        if pos > 0:
-            yield CapturedOp(
-                "ensure-import",
-                self.engine,
-                self.logical,
-                locator={"module": x.module},
-                params={**params, "after": ys[pos - 1][0]},
-            )
-        yield CapturedOp("ensure-import", self.engine, self.logical, locator={"module": x.module}, params=params)
-
-    def _set_default(self, x, y, path, a: _Stmt) -> Iterator[CapturedOp]:
-        if not (isinstance(x, ast.expr) and isinstance(y, ast.expr)) or not path:
-            return
-        holder_a, holder_b, fieldname = path[-1]
-        value, expect = _src(self.new, y), _src(self.old, x)
-        if not value or not expect:
-            return
-        params = {"value": value, "expect": expect}
-        if isinstance(holder_a, (ast.AnnAssign, ast.Assign)) and fieldname == "value" and len(path) == 1:
-            target = holder_a.target if isinstance(holder_a, ast.AnnAssign) else holder_a.targets[0]
-            if isinstance(target, ast.Name) and (isinstance(holder_a, ast.AnnAssign) or len(holder_a.targets) == 1):
-                yield CapturedOp("set-default", self.engine, self.logical, a.scope, {"field": target.id}, params)
-        if isinstance(holder_a, ast.keyword) and holder_a.arg and len(path) >= 2:
-            call = path[-2][0]
-            if isinstance(call, ast.Call):
-                loc = {"call": _src(self.old, call.func), "keyword": holder_a.arg}
-                if call.args and not isinstance(call.args[0], ast.Starred):
-                    yield CapturedOp(
-                        "set-default",
-                        self.engine,
-                        self.logical,
-                        a.scope,
-                        {**loc, "arg": _src(self.old, call.args[0])},
-                        params,
-                    )
-                yield CapturedOp("set-default", self.engine, self.logical, a.scope, loc, params)
-        if isinstance(holder_a, ast.arguments) and isinstance(a.node, ast.FunctionDef):
-            name = self._param_of(holder_a, x, fieldname)
-            if name:
-                inner = f"{a.scope}.{a.node.name}" if a.scope else a.node.name
-                yield CapturedOp("set-default", self.engine, self.logical, inner, {"param": name}, params)
-
-    @staticmethod
-    def _param_of(args: ast.arguments, default, fieldname: str) -> str:
-        if fieldname == "defaults":
-            pos = [*args.posonlyargs, *args.args]
-            ds = args.defaults
-            for i, d in enumerate(ds):
-                if d is default:
-                    return pos[len(pos) - len(ds) + i].arg
-        if fieldname == "kw_defaults":
-            for arg, d in zip(args.kwonlyargs, args.kw_defaults, strict=True):
-                if d is default:
-                    return arg.arg
-        return ""
-
-    def _replace_expr(self, x, y, path, a: _Stmt) -> Iterator[CapturedOp]:
-        pairs = [(x, y)] + [(pa, pb) for pa, pb, _ in reversed(path)]
-        for pa, pb in pairs:
-            if not (isinstance(pa, ast.expr) and isinstance(pb, ast.expr)):
-                break
-            match, with_ = _src(self.old, pa), _src(self.new, pb)
-            if not match or not with_:
-                continue
-            count = sum(1 for n in ast.walk(self._scope_node(a)) if isinstance(n, ast.expr) and _same(n, pa))
-            yield CapturedOp(
-                "replace-expr",
-                self.engine,
-                self.logical,
-                a.scope,
-                {"match": match, "count": max(count, 1)},
-                {"with": with_},
-            )
-
-    def _scope_node(self, a: _Stmt):
-        node = self.a_tree
-        for part in a.scope.split(".") if a.scope else ():
-            node = next(s for s in node.body if isinstance(s, (ast.ClassDef, ast.FunctionDef)) and s.name == part)
-        return node
-
-
-def _build(c: CapturedOp):
-    """The op object for a candidate, or None when its kind refuses the locator and params."""
-    from patchkit.ops import KINDS, OpParamError
-
-    try:
-        return KINDS[c.kind](c.locator, c.params)
-    except (OpParamError, KeyError, TypeError):
-        return None
-
-
 def capture_python(engine: str, logical: str, old: str, new: str) -> tuple[list[CapturedOp], list[Unexpressed]]:
-    import libcst as cst
+    """A Python file's changes as ops (patchkit/pycapture.py)."""
+    from patchkit.pycapture import capture_python as run
 
-    from patchkit import pyscope
-    from patchkit.states import State
-
-    try:
-        f = _PyFile(engine, logical, old, new)
-    except SyntaxError as e:  # refused before libcst sees it: its parser can crash on what CPython refuses
-        return [], [Unexpressed(engine, logical, e.lineno or 0, f"does not parse as Python ({e.msg})")]
-    except (ValueError, MemoryError, RecursionError) as e:
-        why = str(e) if isinstance(e, ValueError) else "it nests too deeply for Python's own parser"
-        return [], [Unexpressed(engine, logical, 0, f"does not parse as Python ({why})")]
-    done: set[int] = set()
-    ops: list[CapturedOp] = []
-    failed: list[Unexpressed] = []
-    module = cst.parse_module(old)
-    for k in range(len(f.lines.hunks)):
-        if k in done:
-            continue
-        found = None
-        tried: set = set()
-        for cand in f.candidates(k):
-            group = cand if isinstance(cand, list) else [cand]  # ops made one after the other
-            key = json.dumps([[c.kind, c.scope, c.locator, c.params] for c in group], sort_keys=True)
-            if key in tried:
-                continue
-            tried.add(key)
-            edited = module
-            for c in group:
-                op = _build(c)
-                if op is None:
-                    edited = None
-                    break
-                try:
-                    chain = pyscope.resolve(edited, c.scope)
-                    if op.locate(chain[-1]).state != State.PENDING:
-                        edited = None
-                        break
-                    edited = pyscope.splice(chain, op.apply(chain[-1]))
-                except (ValueError, LookupError, cst.CSTValidationError):
-                    edited = None
-                    break
-            if edited is None:
-                continue
-            claims = _claims_any(f.lines, done, k, edited.code)
-            if claims is not None:
-                found = (group, edited, claims)
-                break
-        if found is None:
-            _, i1, i2, j1, j2 = f.lines.hunks[k]
-            failed.append(Unexpressed(engine, logical, j1 + 1, _why(f, k)))
-            continue
-        group, module, claims = found
-        done |= claims
-        lo, hi = min(claims), max(claims)
-        first, last = f.lines.hunks[lo][3] + 1, f.lines.hunks[hi][4]
-        for c in group:
-            c.hunks = f"line {first}" if last <= first else f"lines {first}-{last}"
-        ops += group
-    return ops, failed
-
-
-def _why(f: _PyFile, k: int) -> str:
-    tag, i1, i2, j1, j2 = f.lines.hunks[k]
-    old, new = "".join(f.lines.a[i1:i2]), "".join(f.lines.b[j1:j2])
-    shown = (new or old).strip().splitlines()[0][:60] if (new or old).strip() else "blank lines"
-    if tag == "delete":
-        return f"lines deleted ({shown!r}): no op kind deletes code; only its own insertions are reverted"
-    if not [ln for ln in (old + new).splitlines() if ln.strip() and not ln.strip().startswith("#")]:
-        return f"only comments or blank lines changed ({shown!r}): ops match code, not comments"
-    return f"no op kind makes this change exactly ({shown!r}); split it, or write the op by hand"
+    return run(engine, logical, old, new)
 
 
 # -- a whole target -------------------------------------------------------------------------------
@@ -804,7 +298,7 @@ def capture(targets: dict[str, Target], refs: dict) -> tuple[list[CapturedOp], l
             python = ch.logical.endswith(".py")
             path = t.root / t.relpath(ch.logical)
             try:
-                old, enc, _ = decode_source(path, ch.pristine, python)
+                old, enc, errors = decode_source(path, ch.pristine, python)
                 new, enc2, _ = decode_source(path, ch.edited, python)
             except Exception as e:  # a file patchkit would not edit either
                 failed.append(Unexpressed(engine, ch.logical, 0, str(e)))
@@ -812,7 +306,14 @@ def capture(targets: dict[str, Target], refs: dict) -> tuple[list[CapturedOp], l
             if enc != enc2:
                 failed.append(Unexpressed(engine, ch.logical, 0, f"its encoding changed ({enc} -> {enc2})"))
                 continue
-            got, bad = (capture_python if python else capture_text)(engine, ch.logical, old, new)
+            if python:
+                from patchkit.pycapture import capture_with_text
+
+                got, bad, made = capture_with_text(engine, ch.logical, old, new)
+            else:
+                got, bad = capture_text(engine, ch.logical, old, new)
+                made = new if got else old
+            ch.captured = made.encode(enc, errors)
             ops += got
             failed += bad
     return ops, failed, changed
@@ -841,8 +342,12 @@ def _value(v) -> str:
     return toml_str(v)
 
 
-def recipe_toml(rid: str, targets: dict[str, Target], refs: dict, ops: list[CapturedOp]) -> str:
+def recipe_toml(
+    rid: str, targets: dict[str, Target], refs: dict, ops: list[CapturedOp], failed: Optional[list] = None
+) -> str:
     from packaging.version import Version
+
+    from patchkit.port import next_release
 
     engines = sorted({op.engine for op in ops})
     versions = {e: Version(targets[e].version).public for e in engines}
@@ -858,9 +363,14 @@ def recipe_toml(rid: str, targets: dict[str, Target], refs: dict, ops: list[Capt
         '"""',
         "bundles = []",
         "",
-        "[engines]  # the release it was captured on; widen after `patchkit drift --across`",
-        *[f'{e} = "=={versions[e]}"' for e in engines],
+        # A range, not a pin, so that `port` can end it and draft the next variant; it holds
+        # the release's post-releases, widened after `patchkit drift --across` or `port`.
+        "[engines]  # the release line it was captured on; widen after `patchkit drift --across` or `port`",
+        *[f'{e} = ">={versions[e]},<{next_release(versions[e])}"' for e in engines],
     ]
+    if failed:
+        out += ["", f"# Not captured ({len(failed)}; `capture --partial`): write these by hand."]
+        out += [f"#   {f}" for f in failed]
     for op in ops:
         out += ["", "[[ops]]"]
         if op.hunks:

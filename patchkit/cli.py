@@ -813,21 +813,26 @@ def check(ctx, paths, as_json):
 @click.option(
     "--out", "-o", metavar="FILE", help="Where to write the recipe (default: ID.toml in the project's recipes/)."
 )
+@click.option(
+    "--partial", is_flag=True, help="Write the changes it can express; list the rest with file:line (exit 1)."
+)
 @click.pass_context
-def capture(ctx, rid, target, out):
+def capture(ctx, rid, target, out, partial):
     """Turn a hand edit of a tree into a recipe.
 
     The tree is compared with the pristine release of its version (the release's wheel,
     from the cache or the index; a checkout's tag).  Each changed hunk becomes the op that
     makes it (a list element added, an or-operand, a default changed, statements
-    inserted, an import added; text-replace with an exact count for C++ and other text).
-    The recipe is applied to the pristine release in memory first and written only if it
-    gives exactly the edited bytes; otherwise capture names each hunk it could not
-    express and writes nothing (exit 1).
+    inserted, deleted or replaced, a branch, a call argument, a dict entry, an import; for
+    C++ and other text, and comments, a text-hunk of whole lines with context).  The recipe
+    is applied to the pristine release in memory first and written only if it gives exactly
+    the edited bytes; otherwise capture names each hunk it could not express (the nearest
+    op kind and why it did not fit) and writes nothing (exit 1), or with --partial writes
+    the rest.
     """
     from patchkit.commands.author import capture as run
 
-    sys.exit(run(_project(ctx), rid, tuple(target), out))
+    sys.exit(run(_project(ctx), rid, tuple(target), out, partial))
 
 
 @cli.command()

@@ -347,7 +347,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         if hit:
             ev.state, reason = State.UPSTREAM, hit
     ev.message = reason
-    if ev.file.is_python and ev.file.exists and ev.located.nodes:
+    if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and ev.located.nodes:
         ev.root = (ev.file.module, ev.file.view)
     return ev
 
@@ -570,7 +570,7 @@ def _follow_anchors(session: Session, recipe: Recipe, evs: list[Verdict]) -> Non
             ev.message = f"{follow}; {why}" if why else follow
         else:
             ev.message = f"{ev.op.file} does not exist; {follow}, but this op's site is not there either"
-        if ev.file.is_python and ev.file.exists and ev.located.nodes:
+        if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and ev.located.nodes:
             ev.root = (ev.file.module, ev.file.view)
 
 
@@ -591,8 +591,12 @@ def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
     recipes = cut
     for r in recipes:  # what each Python file will be read for, before any is parsed
         for op in r.ops:
-            if op.engine in session.targets and op.impl.language == "python":
-                session.file(op.engine, op.file).want(op.scope, view.patterns(op.impl))
+            if op.engine in session.targets and op.file.endswith(".py"):
+                f = session.file(op.engine, op.file)
+                if op.impl.language == "python":
+                    f.want(op.scope, view.patterns(op.impl))
+                else:  # a text op (a comment's hunk) reads and writes the whole file's text
+                    f.whole()
     out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
     for r, evs in out:
         _follow_anchors(session, r, evs)

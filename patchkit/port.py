@@ -83,7 +83,7 @@ class OpPort:
     state: str  # the verdict on the release
     was: str  # file::scope as the recipe says
     now: str  # file::scope:line where the code is on the release ("" when nowhere)
-    action: str  # "keep" | "retarget" | "followed" | "drop" (upstream) | "left" (for a person)
+    action: str  # "stay" | "keep" | "retarget" | "followed" | "drop" (upstream) | "left" (for a person)
     message: str = ""
     anchor: str = ""
     candidates: list[Candidate] = field(default_factory=list)
@@ -113,9 +113,26 @@ class Port:
     leftovers: list[str] = field(default_factory=list)  # what a person must do, one line each
     checks: list[Check] = field(default_factory=list)
     draft: str = ""  # the recipe file as drafted ("" when there is nothing to change)
-    variant: str = ""  # the new [[variants]] block alone
+    variant: str = ""  # the new [[variants]] block(s) alone
     note: str = ""  # the one-line outcome when no variant is needed
     notes: list[str] = field(default_factory=list)  # worth knowing, not in the way of writing
+    changed: dict[int, str] = field(default_factory=dict)  # op -> the release drift --bisect saw it change at
+
+    def starts(self, raws: dict) -> dict[int, str]:
+        """op -> the release its new place starts at (and its old one ends below): where
+        drift --bisect saw it change (this release when bisect did not run).  The ops of a
+        variant that ends restart together, where the first of its ops changed."""
+        own = {p.index: self.changed.get(p.index, self.version) for p in self.ops}
+        var_end: dict[int, str] = {}
+        for p in self.ops:
+            vi = raws[p.index][1]
+            if vi is not None and p.action not in ("keep", "stay"):
+                var_end[vi] = min(var_end.get(vi, own[p.index]), own[p.index], key=Version)
+        out = {}
+        for p in self.ops:
+            vi = raws[p.index][1]
+            out[p.index] = own[p.index] if vi is None else var_end.get(vi, self.version)
+        return out
 
     @property
     def verified(self) -> bool:
@@ -160,24 +177,37 @@ def _upper(s: Specifier) -> bool:
     return s.operator in ("<", "<=")
 
 
+def _lowers(spec: SpecifierSet) -> list[str]:
+    """The lower bounds of a range, any range: ``>=``, ``>`` and ``!=`` as they are; a pin
+    (``==V``, ``===V``), a prefix (``==V.*``) and a compatible release (``~=V``) are each a
+    lower bound ``>=V`` plus an upper one, which port replaces."""
+    out = []
+    for s in spec:
+        if s.operator in (">=", ">", "!="):
+            out.append(str(s))
+        elif s.operator in ("==", "===", "~="):
+            out.append(f">={Version(s.version.rstrip('.*').rstrip('.')).public}")
+    return sorted(dict.fromkeys(out))
+
+
 def end_below(spec: str, version: str) -> str:
-    """``spec`` ended below ``version``: its upper bounds replaced by ``<version``."""
-    keep = [str(s) for s in SpecifierSet(spec) if not _upper(s)] if spec else []
-    return ",".join(sorted(keep) + [f"<{_release(version)}"])
+    """``spec`` ended below ``version``: its upper bounds (and a pin's) replaced by ``<version``."""
+    keep = _lowers(SpecifierSet(spec)) if spec else []
+    return ",".join(keep + [f"<{_release(version)}"])
 
 
 def widened(spec: SpecifierSet, version: str) -> Optional[str]:
-    """A recipe range that also holds ``version`` (its upper bounds replaced by one below the
-    next release), or None when it holds it already."""
+    """A recipe range that also holds ``version`` (its upper bounds, a pin's included, replaced
+    by one below the next release), or None when it holds it already."""
     if spec.contains(version, prereleases=True):
         return None
-    keep = [s for s in spec if not _upper(s)]
-    if not SpecifierSet(",".join(map(str, keep))).contains(version, prereleases=True):
+    keep = _lowers(spec)
+    if not SpecifierSet(",".join(keep)).contains(version, prereleases=True):
         raise PatchkitError(
             f"{version} is below the recipe's range {spec}",
             "port drafts a variant for a newer release; an older one needs its own `when` by hand",
         )
-    return ",".join(sorted(map(str, keep)) + [f"<{next_release(version)}"])
+    return ",".join(keep + [f"<{next_release(version)}"])
 
 
 # -- anchors and their nearest statements -------------------------------------------------------
@@ -387,6 +417,23 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
     return out, standing
 
 
+def _stays(recipe: Recipe, engine: str, version: str, ops: list[OpPort]) -> None:
+    """A pending top-level op whose own `when` holds on the release needs nothing: it is
+    left as it is ("stay"), not ended and repeated in the new variant.  An op of a variant
+    that ends is carried ("keep"), as the variant's other ops are."""
+    from patchkit.model import holds
+
+    data = tomllib.loads(recipe.path.read_text(encoding="utf-8"))
+    raws = raw_ops(data)
+    by_index = {op.index: op for op in recipe.ops}
+    for p in ops:
+        if p.action != "keep" or raws.get(p.index, (None, 0))[1] is not None:
+            continue
+        op = by_index.get(p.index)
+        if op is not None and holds(_on(op.when, engine), {engine: version}):
+            p.action = "stay"
+
+
 # -- the draft ----------------------------------------------------------------------------------
 
 
@@ -453,18 +500,24 @@ def raw_ops(data: dict) -> dict[int, tuple[dict, Optional[int]]]:
     return out
 
 
-def _variant_block(port: Port, raws: dict, first_index: int) -> str:
+def _variant_blocks(port: Port, raws: dict, first_index: int) -> str:
+    """One new ``[[variants]]`` per release where carried ops start (usually one)."""
     e, v = port.engine, port.version
-    rel = _release(v)
-    lines = [
-        f"# {e} {rel} on: drafted by `patchkit port {port.recipe.id} --to {e}=={v}` from drift's findings",
-        "[[variants]]",
-        f'when = {{ {e} = ">={rel}" }}',
-    ]
-    n = first_index
-    for p in port.ops:
-        raw = raws[p.index][0]
-        if p.action in ("keep", "retarget", "followed"):
+    starts = port.starts(raws)
+    carried = [p for p in port.ops if p.action in ("keep", "retarget", "followed")]
+    left = [p for p in port.ops if p.action == "left"]
+    groups = sorted({_release(starts[p.index]) for p in carried}) or [_release(v)]
+    blocks, n = [], first_index
+    for k, rel in enumerate(groups):
+        seen = f" (drift --bisect: changed at {rel})" if str(rel) != str(_release(v)) else ""
+        lines = [
+            f"# {e} {rel} on: drafted by `patchkit port {port.recipe.id} --to {e}=={v}` from drift's findings{seen}",
+            "[[variants]]",
+            f'when = {{ {e} = ">={rel}" }}',
+        ]
+        for p in carried:
+            if _release(starts[p.index]) != rel:
+                continue
             why = {
                 "keep": f"op #{p.index}, pending on {e} {v}",
                 "retarget": f"op #{p.index}, moved from {p.was}",
@@ -472,15 +525,55 @@ def _variant_block(port: Port, raws: dict, first_index: int) -> str:
             }[p.action]
             p.new_index = n
             n += 1
-            lines += op_toml(raw, "variants.ops", p.file, p.scope, why)
-        elif p.action == "left":
+            lines += op_toml(_examples_for(port, p, raws[p.index][0]), "variants.ops", p.file, p.scope, why)
+        for p in left if k == len(groups) - 1 else ():
             lines.append(f"# op #{p.index} ({p.kind}) is left for a person: {p.state} on {e} {v}.")
             if p.anchor:
                 lines.append(f"#   its anchor: {_one_line(p.anchor)}")
             for c in p.candidates:
                 lines.append(f"#   nearest: {c.where()} ({c.similarity:.2f}) {c.text}")
-            lines += ["# " + ln for ln in op_toml(raw, "variants.ops", p.file, p.scope)]
-    return "\n".join(lines) + "\n"
+            lines += ["# " + ln for ln in op_toml(raws[p.index][0], "variants.ops", p.file, p.scope)]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+def _examples_for(port: Port, p: OpPort, raw: dict) -> dict:
+    """The op's table with its ``[[ops.examples]]`` made for where it now points: kept where
+    the scope is the same, retargeted (the scope's class and def names renamed in `before`
+    and `after`) where the op then still runs on them both ways, dropped with a note where not."""
+    exs = raw.get("examples")
+    old_scope = raw.get("scope", "")
+    if not exs or p.scope == old_scope:
+        return raw
+    from patchkit.commands.author import run_example
+    from patchkit.model import Example
+
+    spec = next(op for op in port.recipe.ops if op.index == p.index)
+    moved = dataclasses.replace(spec, file=p.file, scope=p.scope)
+    kept = []
+    for j, ex in enumerate(exs, 1):
+        new = {k: _rename_scope(v, old_scope, p.scope) if k in ("before", "after") else v for k, v in ex.items()}
+        bad = run_example(moved, Example(before=new["before"], after=new["after"], line=0))
+        if bad is None:
+            kept.append(new)
+        else:
+            port.notes.append(
+                f"op #{p.index} example #{j} was written for {old_scope or '<module>'} and is dropped from the"
+                f" variant ({bad[0]} at {p.scope or '<module>'}); write one for the new place"
+            )
+    out = {k: v for k, v in raw.items() if k != "examples"}
+    if kept:
+        out["examples"] = kept
+    return out
+
+
+def _rename_scope(text: str, old: str, new: str) -> str:
+    """``text`` with the class/def names of scope ``old`` renamed to those of ``new``, part
+    by part (the parts beyond the shorter of the two left as they are)."""
+    for a, b in zip(old.split(".") if old else [], new.split(".") if new else [], strict=False):
+        if a != b:
+            text = re.sub(rf"^(\s*(?:async\s+)?(?:class|def)\s+){re.escape(a)}\b", rf"\g<1>{b}", text, flags=re.M)
+    return text
 
 
 def _one_line(s: str) -> str:
@@ -521,7 +614,8 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     data = tomllib.loads(original)
     raws = raw_ops(data)
     doc = tomlkit.parse(original)
-    e, v = port.engine, port.version
+    e = port.engine
+    starts = port.starts(raws)  # each old op ends where its new place starts
     problems = []
     tables: dict[int, Any] = {}
     n = 0
@@ -531,7 +625,10 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     variants = list(doc.get("variants", ()))
     ended: set[int] = set()
     for p in port.ops:
+        if p.action == "stay":
+            continue
         raw, vi = raws[p.index]
+        v = starts[p.index]
         if vi is None:
             if _end_when(tables[p.index], e, v):
                 port.notes.append(f"op #{p.index} holds no release once its `when` ends below {v}: delete it")
@@ -547,11 +644,11 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
             )
         if _end_when(variants[vi], e, v):
             port.notes.append(f"variant #{vi + 1} holds no release once its `when` ends below {v}: delete it")
-    wide = widened(port.recipe.engines[e], v)
+    wide = widened(port.recipe.engines[e], port.version)
     if wide is not None:
         doc["engines"][e] = wide
     text = tomlkit.dumps(doc)
-    block = _variant_block(port, raws, len(raws) + 1)
+    block = _variant_blocks(port, raws, len(raws) + 1)
     if not any(p.new_index for p in port.ops):
         return text, problems  # nothing is carried: the old ops end, no variant starts
     at = _insert_at(text, ("variants",))
@@ -563,7 +660,7 @@ def draft_text(port: Port, original: str) -> tuple[str, list[str]]:
     sep = "" if head.endswith("\n\n") or not head else ("\n" if head.endswith("\n") else "\n\n")
     out = head + sep + block + ("\n" if tail and not tail.startswith("\n") else "") + tail
     want = tomllib.loads(text)
-    want.setdefault("variants", []).append(tomllib.loads(block)["variants"][0])
+    want.setdefault("variants", []).extend(tomllib.loads(block)["variants"])
     if tomllib.loads(out) != want:  # a header look-alike in a string fooled the scan: append at the end
         out = text + ("\n" if text.endswith("\n") else "\n\n") + block
     port.variant = block
@@ -616,15 +713,16 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
             checks.append(Check("recipe", False, f"the draft does not load: {err}"))
             return checks
     checks.append(Check("recipe", True, "the draft parses and validates"))
+    checks.append(_examples_check(drafted))
     in_range = drafted.engines[e].contains(v, prereleases=True)
     checks.append(
         Check("range", in_range, f"[engines] {e} = {str(drafted.engines[e])!r} {'holds' if in_range else 'misses'} {v}")
     )
     ops, _ = chosen_ops(drafted, e, v)
     if port.variant:
-        want = {p.new_index for p in port.ops if p.new_index}
+        want = {p.new_index for p in port.ops if p.new_index} | {p.index for p in port.ops if p.action == "stay"}
     else:  # no variant: the ops that hold there are the recipe's own
-        want = {p.index for p in port.ops if p.action == "keep"}
+        want = {p.index for p in port.ops if p.action in ("keep", "stay")}
     got = {op.index for op in ops}
     extra, lost = sorted(got - want), sorted(want - got)
     detail = f"on {e} {v} the draft holds ops {', '.join(f'#{i}' for i in sorted(got)) or '(none)'}"
@@ -664,11 +762,49 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
     return checks
 
 
+def _examples_check(drafted: Recipe) -> Check:
+    """Every op's examples of the draft run both ways, as `patchkit check` runs them."""
+    from patchkit.commands.author import run_example
+
+    bad, n = [], 0
+    for op in drafted.ops:
+        for j, ex in enumerate(op.examples, 1):
+            n += 1
+            why = run_example(op, ex)
+            if why:
+                bad.append(f"op #{op.index} example #{j}: {why[0]}")
+    return Check("examples", not bad, "; ".join(bad) if bad else f"{n} example(s) run both ways, as `check` runs them")
+
+
+def changed_at(recipe: Recipe, engine: str, version: str, evaluate_at, releases: list[str]) -> dict[int, str]:
+    """op -> the first release after the recipe's range where its state or place differs from
+    the range's newest release (drift's bisect over ``releases``, O(log n) of them judged);
+    {} when the range has no release below ``version`` to start from."""
+    from patchkit import drift as D
+
+    spec = recipe.engines[engine]
+    held = [r for r in releases if spec.contains(r, prereleases=True) and Version(r) < Version(version)]
+    if not held:
+        return {}
+    base = max(held, key=Version)
+    span = [r for r in releases if Version(base) <= Version(r) <= Version(version)]
+    if len(span) < 2:
+        return {}
+    _, changes = D.bisect(evaluate_at, span)
+    out: dict[int, str] = {}
+    for rid, what, _, to, _, _ in changes:
+        if rid == recipe.id and what.startswith("op #"):
+            out.setdefault(int(what[4:]), to)
+    return out
+
+
 # -- the whole port -----------------------------------------------------------------------------
 
 
-def port(recipe: Recipe, engine: str, tree: Target) -> Port:
-    """Draft, check and describe the variant ``recipe`` needs on the release in ``tree``."""
+def port(recipe: Recipe, engine: str, tree: Target, changed: Optional[dict[int, str]] = None) -> Port:
+    """Draft, check and describe the variant ``recipe`` needs on the release in ``tree``;
+    ``changed``: op -> the release where drift --bisect saw it change (the variant starts
+    at the first of them, not at this release)."""
     version = tree.version
     if not version:
         raise PatchkitError(
@@ -677,7 +813,7 @@ def port(recipe: Recipe, engine: str, tree: Target) -> Port:
     if engine not in recipe.engines or not recipe.ops_for(engine):
         raise PatchkitError(f"recipe {recipe.id} has no {engine} ops", f"it edits {', '.join(recipe.engines)}")
     widened(recipe.engines[engine], version)  # a release below the range: refused here
-    out = Port(recipe, engine, version)
+    out = Port(recipe, engine, version, changed=dict(changed or {}))
     out.ops, standing = judge_at(recipe, engine, tree)
     for p in out.ops:
         if p.action == "left":
@@ -688,14 +824,21 @@ def port(recipe: Recipe, engine: str, tree: Target) -> Port:
                 + (f"; nearest to its anchor: {near}" if near else "")
             )
     out.leftovers += [f"blocker stands on {engine} {version}: {b}" for b in standing]
+    _stays(recipe, engine, version, out.ops)
+    at = {out.changed[p.index] for p in out.ops if p.action not in ("keep", "stay") and p.index in out.changed}
+    if len(at) > 1:
+        out.notes.append(
+            f"the ops changed at different releases ({', '.join(sorted(at, key=Version))}): each ends and starts"
+            f" at its own; check the releases between with `drift --across {engine}=={min(at, key=Version)}..{version}`"
+        )
     if all(p.action == "drop" for p in out.ops):
         out.note = f"every op reads upstream on {engine} {version}: the recipe can be retired there"
         return out
-    if all(p.action == "keep" for p in out.ops) and widened(recipe.engines[engine], version) is None:
+    if all(p.action in ("keep", "stay") for p in out.ops) and widened(recipe.engines[engine], version) is None:
         out.note = f"nothing to port: every op still applies on {engine} {version} as written"
         return out
     original = recipe.path.read_text(encoding="utf-8")
-    if all(p.action == "keep" for p in out.ops):
+    if all(p.action in ("keep", "stay") for p in out.ops):
         import tomlkit
 
         doc = tomlkit.parse(original)

@@ -650,15 +650,15 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     with ctx.part():
         _check_engine(ctx, where, crumbs, engine, engines)
         _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
-        if cls is not None and (cls.language == "python") != file.endswith(".py"):
+        if cls is not None and not cls.ANY_FILE and (cls.language == "python") != file.endswith(".py"):
             raise ctx.fail(
                 (*where, "file"),
                 [*crumbs, "file"],
                 f"{kind} edits {'Python' if cls.language == 'python' else 'non-Python'} files, and {file!r} is "
                 f"{'not ' if cls.language == 'python' else ''}one",
-                "use text-replace for C++/CUDA/CMake files"
+                "use text-hunk (or text-replace) for C++/CUDA/CMake files"
                 if cls.language == "python"
-                else "use a Python op for .py files",
+                else "use a Python op (or text-hunk, which edits any file) for .py files",
             )
     scope = raw.get("scope", "")
     with ctx.part():

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from tests.conftest import ROOT, git
 
@@ -98,6 +104,17 @@ EDITS = [
     ("hand-formatted list", ("major in [9, 10]", "major in [9,10,12]"), "replace-expr"),
     ("two operands", ("if _A or _B:", "if _A or is_a() or _B or is_b():"), "or-operand"),  # two ops
     ("two elements", ("major in [9, 10]", "major in [9, 11, 10, 12]"), "list-element"),  # two ops
+    ("a statement deleted", ('    parser.add_argument("--level", type=int, default=1)\n', ""), "delete-stmt"),
+    ("a statement replaced", ("        return backends\n", "        return list(backends)\n"), "replace-stmt"),
+    ("a comment changed", ("# keep going", "# keep on going"), "text-hunk"),
+    ("a comment added", ("    return mode\n", "    # the mode, checked\n    return mode\n"), "text-hunk"),
+    (
+        "a branch added",
+        ("        return None\n", '        return None\n    elif mode == "odd":\n        return 1\n'),
+        "add-branch",
+    ),
+    ("a keyword added", ("type=int, default=1)", 'type=int, default=1, help="level")'), "call-arg"),
+    ("a keyword removed", ("type=int, default=1)", "default=1)"), "call-arg"),
 ]
 
 
@@ -158,8 +175,8 @@ def test_capture_several_edits_and_files_at_once(tmp_path, checkout, run_cli):
 
 
 def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, run_cli):
-    """C++ has no structural op: an exact-count text-replace, one op for the same change in
-    two places."""
+    """C++ has no structural op: a text-hunk of whole lines with context (never a fragment
+    of a line); two changes a context apart are one hunk."""
     _edit(
         checkout,
         "python/sglang/srt/kernel.cuh",
@@ -172,7 +189,8 @@ def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, r
     code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), cwd=tmp_path)
     assert code == 0, err
     text = out.read_text()
-    assert 'kind = "text-replace"' in text and "count = 2" in text and text.count("[[ops]]") == 1, text
+    assert 'kind = "text-hunk"' in text and text.count("[[ops]]") == 1, text
+    assert "-#if (__CUDA_ARCH__ < 1200)\n+#if (__CUDA_ARCH__ < 1300)\n int x;\n #endif\n" in text, text
     fresh = _fresh(checkout, tmp_path / "fresh")
     assert run_cli("--recipes", str(tmp_path), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
     assert _files(fresh) == _files(checkout)
@@ -194,8 +212,17 @@ def test_one_op_may_make_hunks_far_apart():
 
 # (name, edit of mod.py or a new file, what capture says about it)
 UNEXPRESSIBLE = [
-    ("a comment changed", (MOD, "# keep going", "# keep on going"), "mod.py:31: only comments or blank lines"),
-    ("a statement deleted", (MOD, "_B = is_b()\n", ""), "mod.py:9: lines deleted"),
+    (
+        "a parameter added",
+        (MOD, 'def add(parser, mode="fast"):', 'def add(parser, mode="fast", extra=None):'),
+        "mod.py:27: a line changed: no op kind makes this change",
+    ),
+    (
+        "a condition wrapped in a larger one",
+        (MOD, "if _A or _B:", "if (_A or _B) and major:"),
+        "mod.py:17: a line changed: nearest op kind replace-expr, which does not fit: params.with contains"
+        " locator.match",
+    ),
     ("a new file", ("python/sglang/srt/new.py", None, "x = 1\n"), "sglang/srt/new.py: a new file"),
 ]
 
@@ -215,6 +242,28 @@ def test_what_capture_cannot_express_writes_nothing(tmp_path, checkout, run_cli,
     lines = err.strip().splitlines()
     assert lines[-1].startswith("capture: nothing was written"), err
     assert len(lines) == 2 and said in lines[0], err
+    assert "--partial writes the rest" in lines[-1]
+
+
+def test_partial_writes_what_it_can_and_lists_the_rest(tmp_path, checkout, run_cli):
+    _edit(checkout, MOD, 'def add(parser, mode="fast"):', 'def add(parser, mode="fast", extra=None):')
+    _edit(checkout, MOD, *EDITS[0][1])
+    _edit(checkout, "python/sglang/srt/kernel.cuh", "int y;", "int y = 1;")
+    out = tmp_path / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "-o", str(out), "--partial")
+    assert code == 1, stdout + err
+    assert "capture: cannot express sglang:sglang/srt/mod.py:27: a line changed" in err
+    text = out.read_text()
+    assert text.count("[[ops]]") == 2 and "#   sglang:sglang/srt/mod.py:27:" in text, text
+    assert "1 change(s) are not in it" in stdout
+    # applied, it makes the two changes it holds and leaves the third for a person
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    assert run_cli("--recipes", str(tmp_path), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    got = (fresh / MOD).read_text()
+    assert "major in [9, 10, 12]" in got and 'mode="fast"):' in got
+    assert (fresh / "python/sglang/srt/kernel.cuh").read_text() == (
+        checkout / "python/sglang/srt/kernel.cuh"
+    ).read_text()
 
 
 def test_capture_refuses_what_it_cannot_compare_or_would_overwrite(tmp_path, checkout, run_cli):
@@ -272,3 +321,98 @@ def test_capture_reproduces_each_sm120_recipe(tmp_path, run_cli, pristine_trees,
     assert code == 0, out + err
     for engine in edited:
         assert _files(fresh[engine]) == _files(edited[engine]), engine
+
+
+@pytest.mark.real
+def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine_trees):
+    """The whole path on real releases: a hand edit of SGLang 0.5.9 is captured, ported to
+    0.5.22 (where ServerArgs' fields moved to arg_groups/fields in 0.5.20), checked, and
+    applied to (and reverted from) the pristine 0.5.22."""
+    from patchkit.drift import release_tree
+
+    edited = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "edited")["sglang"]
+    _edit(
+        edited,
+        "sglang/srt/server_args.py",
+        "    max_running_requests: Optional[int] = None\n",
+        "    max_running_requests: Optional[int] = 1024\n",
+    )
+    recipes = tmp_path / "recipes"
+    code, out, err = run_cli("capture", "mrr", "-t", f"sglang={edited}", "--out", str(recipes / "mrr.toml"))
+    assert code == 0, err
+    assert 'sglang = ">=0.5.9,<0.5.10"' in (recipes / "mrr.toml").read_text()
+
+    code, out, err = run_cli("--recipes", str(recipes), "port", "mrr", "--to", "sglang==0.5.22", "--write")
+    assert code == 0, out + err
+    assert "retargeted to sglang/srt/arg_groups/fields/schedule.py::Schedule" in err
+    data = tomllib.loads((recipes / "mrr.toml").read_text())
+    # drift --bisect saw the field leave server_args.py at 0.5.20: the bounds say so, not 0.5.22
+    assert data["ops"][0]["when"] == {"sglang": "<0.5.20"}
+    (variant,) = data["variants"]
+    assert variant["when"] == {"sglang": ">=0.5.20"} and len(variant["ops"]) == 1
+    assert (variant["ops"][0]["file"], variant["ops"][0]["scope"]) == (
+        "sglang/srt/arg_groups/fields/schedule.py",
+        "Schedule",
+    )
+
+    code, out, err = run_cli("check", str(recipes / "mrr.toml"))
+    assert code == 0, out + err
+    later = _copies({"sglang": release_tree("sglang", "0.5.22")}, tmp_path / "later")["sglang"]
+    before = _files(later)
+    code, out, err = run_cli("--recipes", str(recipes), "apply", "mrr", "-t", f"sglang={later}")
+    assert code == 0, out + err
+    text = (later / "sglang/srt/arg_groups/fields/schedule.py").read_text()
+    field = text[text.index("    max_running_requests: A[") :]
+    assert field[: field.index("\n    max_queued_requests")].endswith("] = 1024"), field[:200]
+    code, out, err = run_cli("--recipes", str(recipes), "revert", "mrr", "-t", f"sglang={later}")
+    assert code == 0, out + err
+    assert _files(later) == before
+
+
+@pytest.mark.real
+def test_an_elif_arm_added_to_sglangs_backend_choice_is_captured_as_add_branch(tmp_path, run_cli, pristine_trees):
+    """The real case of issue 20: an `elif` arm added to the if/elif chain that picks the
+    default attention backend in SGLang 0.5.9's server_args.py."""
+    edited = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "edited")["sglang"]
+    arm = '                elif is_sm100_supported():\n                    self.attention_backend = "flashinfer"\n'
+    _edit(
+        edited,
+        "sglang/srt/server_args.py",
+        arm,
+        arm + '                elif is_sm120_supported():\n                    self.attention_backend = "flashinfer"\n',
+    )
+    out = tmp_path / "recipes" / "arm.toml"
+    code, stdout, err = run_cli("capture", "arm", "-t", f"sglang={edited}", "--out", str(out))
+    assert code == 0, err
+    (op,) = tomllib.loads(out.read_text())["ops"]
+    assert (op["kind"], op["locator"]) == ("add-branch", {"branch": "elif is_sm100_supported()"}), op
+    fresh = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "fresh")["sglang"]
+    code, stdout, err = run_cli("--recipes", str(out.parent), "apply", "arm", "-t", f"sglang={fresh}")
+    assert code == 0, stdout + err
+    f = "sglang/srt/server_args.py"  # (apply also brings the wheel's RECORD up to date)
+    assert (fresh / f).read_bytes() == (edited / f).read_bytes()
+
+
+def test_text_files_append_delete_and_a_file_with_no_unchanged_line():
+    from patchkit.capture import capture_text
+
+    old = "int a;\nint b;\n"
+    (op,), _ = capture_text("sglang", "k.cuh", old, old + "int c;\n")
+    assert op.params == {"hunk": " int a;\n int b;\n+int c;\n"}
+    (op,), _ = capture_text("sglang", "k.cuh", old, "int a;\n")
+    assert op.params == {"hunk": " int a;\n-int b;\n"}
+    ops, (why,) = capture_text("sglang", "k.cuh", "x\n", "y\n")
+    assert not ops and "nearest op kind text-hunk, which does not fit: no line of the file is left unchanged" in why.why
+
+
+def test_dict_entries_and_keyword_arguments_are_captured_as_their_kinds():
+    from patchkit.capture import capture_python
+
+    old = 'TABLE = {\n    "a": 1,\n    "b": 2,\n}\nx = f(1, k=2, m=3)\n'
+    new = old.replace('    "a": 1,\n', '    "a": 1,\n    "c": 3,\n').replace("f(1, k=2, m=3)", "f(1, m=3)")
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+    assert not failed
+    assert [(o.kind, o.locator, o.params) for o in ops] == [
+        ("dict-entry", {"target": "TABLE"}, {"key": '"c"', "value": "3", "after": '"a"'}),
+        ("call-arg", {"call": "f"}, {"action": "remove", "keyword": "k", "value": "2", "before": "m"}),
+    ]

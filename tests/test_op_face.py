@@ -165,6 +165,48 @@ FIELD = ("max_running_requests",)
             {"find": "< 1200", "replace": "< 1300", "count": 1},
             Reads(patterns=(("< 1200",), ("< 1300",))),
         ),
+        (
+            "call-arg",
+            {"call": "f.g", "arg": '"--x"'},
+            {"keyword": "k", "value": "1"},  # the keyword is not there while pending: not read for
+            Reads(patterns=(("f.g", '"--x"'),), file_words=("f.g", '"--x"')),
+        ),
+        (
+            "dict-entry",
+            {"target": "T", "keys": ['"a"']},
+            {"key": '"b"', "value": "1"},
+            Reads(patterns=(("T", '"a"'),), file_words=("T",), sites=(("T",),)),
+        ),
+        (
+            "add-branch",
+            {"branch": "elif x"},
+            {"code": "elif y:\n    pass\n"},
+            Reads(patterns=(("elif x",),), whole_statements=True, file_words=("elif x",)),
+        ),
+        (
+            "replace-stmt",
+            {"match": "x = 1", "after": "y = 2"},
+            {"with": "pass"},
+            Reads(
+                patterns=(("x = 1",), ("pass\n",), ("y = 2",)), whole_statements=True, sites=(("x = 1",), ("pass\n",))
+            ),
+        ),
+        (
+            "delete-stmt",
+            {"match": "x = 1", "after": "y = 2"},
+            {},
+            Reads(patterns=(("x = 1",), ("y = 2",)), whole_statements=True, sites=(("y = 2",),)),
+        ),
+        (
+            "text-hunk",
+            {},
+            {"hunk": " int a;\n-int b;\n+int c;\n"},
+            Reads(
+                patterns=(("int a;\nint b;\n",), ("int a;\nint c;\n",)),
+                file_words=("int a;",),
+                sites=(("int a;\nint b;\n",), ("int a;\nint c;\n",)),
+            ),
+        ),
     ],
 )
 def test_each_kind_says_what_it_reads(kind, locator, params, want):

@@ -429,7 +429,11 @@ def test_the_old_gate_ported_to_0_5_22(tmp_path, run_cli):
     assert flag["action"] == "left" and len(flag["candidates"]) == 3
     assert (flag["candidates"][0]["file"], flag["candidates"][0]["line"]) == (ADD_NORM, sibling)
     variant = tomllib.loads(doc["draft"])["variants"][-1]
-    assert variant["when"] == {"sglang": ">=0.5.22"}
+    # not >=0.5.22: drift --bisect saw the gate and its import leave communicator.py at 0.5.21
+    # (and the flag change at 0.5.19: that op, left for a person, ends there)
+    assert variant["when"] == {"sglang": ">=0.5.21"}
+    ops = tomllib.loads(doc["draft"])["ops"]
+    assert [op["when"] for op in ops] == [{"sglang": "<0.5.21"}, {"sglang": "<0.5.19"}, {"sglang": "<0.5.21"}]
     assert [(o["file"], o.get("scope")) for o in variant["ops"]] == [
         (ADD_NORM, None),
         (ADD_NORM, "flashinfer_ar_fusion_applies"),
@@ -446,3 +450,116 @@ def test_the_old_gate_ported_to_0_5_22(tmp_path, run_cli):
     ops = json.loads(out)["recipes"][0]["ops"]
     assert code == 0 and [(o["index"], o["state"]) for o in ops] == [(3, "pending"), (4, "pending")]
     assert ops[1]["location"] == f"{ADD_NORM}::flashinfer_ar_fusion_applies:{gate}"
+
+
+# -- issue 20: any range, examples at the new place, unmoved ops left alone ------------------------
+
+EXAMPLE = """
+[[ops.examples]]
+before = '''
+def old_gate():
+    return _is_a or _is_b
+'''
+after = '''
+def old_gate():
+    return _is_a or _is_b or _is_c
+'''
+"""
+STAYS = """
+[[ops]]  # a field that did not move
+kind = "set-default"
+engine = "sglang"
+file = "sglang/srt/args.py"
+scope = "Args"
+[ops.locator]
+field = "max_requests"
+[ops.params]
+value = "1024"
+expect = "None"
+"""
+ARGS = "class Args:\n    max_requests: int = None\n"
+GATE_IN_CLASS = GATE_NEW.replace(
+    "def renamed_gate(n):\n    return", "class Gate:\n    def renamed(self, n):\n        return"
+)
+
+
+@pytest.mark.parametrize("pin", ['"==0.5.8"', '"~=0.5.8"', '">=0.5.8,<0.5.9"'])
+def test_a_pinned_range_ports_examples_follow_and_unmoved_ops_stay(tmp_path, run_cli, pin):
+    root = mini_sglang(
+        tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/args.py": ARGS}
+    )
+    text = HEAD.replace('">=0.5"', pin) + GATE_OP + EXAMPLE + STAYS
+    recipes = _recipes(tmp_path, "widen", text)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0, err
+    assert "op #2 (set-default): pending on sglang 0.5.9: pending: stays as it is" in err
+    assert "check examples: ok: 2 example(s)" in err  # the old op's and the new one's
+    draft = tomllib.loads((recipes / "widen.toml").read_text())
+    want = {'"~=0.5.8"': "~=0.5.8"}.get(pin, ">=0.5.8,<0.5.10")  # ~=0.5.8 holds 0.5.9 already
+    assert draft["engines"]["sglang"] == want
+    assert "when" not in draft["ops"][1]  # the unmoved op is not ended ...
+    (variant,) = draft["variants"]
+    (op,) = variant["ops"]  # ... nor repeated
+    assert op["scope"] == "renamed_gate"
+    assert op["examples"][0]["before"] == "def renamed_gate():\n    return _is_a or _is_b\n"
+    code, out, err = run_cli("--recipes", str(recipes), "check", str(recipes / "widen.toml"))
+    assert code == 0, out + err
+    code, out, err = run_cli("--recipes", str(recipes), "apply", "widen", "-t", f"sglang={root}")
+    assert code == 0, out + err
+    assert "or _is_c" in (root / "sglang/srt/gate2.py").read_text()
+    assert "= 1024" in (root / "sglang/srt/args.py").read_text()
+
+
+def test_an_example_that_cannot_follow_is_dropped_with_a_note(tmp_path, run_cli):
+    root = mini_sglang(tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_IN_CLASS})
+    recipes = _recipes(tmp_path, "widen", HEAD + GATE_OP + EXAMPLE)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}", "--write")
+    assert code == 0, err
+    assert "note: op #1 example #1 was written for old_gate and is dropped from the variant" in err
+    draft = tomllib.loads((recipes / "widen.toml").read_text())
+    (op,) = draft["variants"][0]["ops"]
+    assert op["scope"] == "Gate.renamed" and "examples" not in op
+    assert draft["ops"][0]["examples"]  # the old op keeps its own
+    code, out, err = run_cli("--recipes", str(recipes), "check", str(recipes / "widen.toml"))
+    assert code == 0, out + err
+
+
+def test_when_bounds_come_from_the_release_bisect_saw_the_op_change(tmp_path):
+    from patchkit import port as P
+    from patchkit.recipe import load_recipe
+    from patchkit.target import open_target
+
+    recipes = _recipes(tmp_path, "widen", HEAD.replace('">=0.5"', '"==0.5.5"') + GATE_OP + STAYS)
+    recipe = load_recipe(recipes / "widen.toml")
+    releases = ["0.5.4", "0.5.5", "0.5.6", "0.5.7", "0.5.7.post1", "0.5.8", "0.5.9", "0.5.10"]
+    judged = []
+
+    def evaluate_at(vs):  # the gate leaves gate.py at 0.5.7; the field never moves
+        judged.extend(vs)
+        return {
+            v: [
+                {
+                    "id": "widen",
+                    "state": "pending",
+                    "ops": [
+                        {"index": 1, "state": "pending" if v < "0.5.7" else "moved", "location": "", "file": "g"},
+                        {"index": 2, "state": "pending", "location": "", "file": "a"},
+                    ],
+                }
+            ]
+            for v in vs
+        }
+
+    changed = P.changed_at(recipe, "sglang", "0.5.9", evaluate_at, releases)
+    assert changed == {1: "0.5.7"}
+    assert "0.5.4" not in judged and "0.5.10" not in judged and len(judged) < 6  # the span, bisected
+    root = mini_sglang(
+        tmp_path / "rel", {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/args.py": ARGS}
+    )
+    result = P.port(recipe, "sglang", open_target("sglang", root), changed)
+    assert result.verified, result.checks
+    draft = tomllib.loads(result.draft)
+    assert draft["ops"][0]["when"] == {"sglang": "<0.5.7"}
+    assert draft["variants"][0]["when"] == {"sglang": ">=0.5.7"}
+    assert draft["engines"]["sglang"] == ">=0.5.5,<0.5.10"
+    assert "when" not in draft["ops"][1]

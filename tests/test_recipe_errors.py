@@ -208,7 +208,7 @@ CASES = [
         "python op on cuda file",
         lambda s: s.replace('file = "sglang/srt/x.py"', 'file = "sglang/srt/x.cuh"'),
         "r.toml:12 > op #1 > file: list-element edits Python files, and 'sglang/srt/x.cuh' is not one (hint: use "
-        "text-replace for C++/CUDA/CMake files)",
+        "text-hunk (or text-replace) for C++/CUDA/CMake files)",
     ),
     (
         "bad scope",
@@ -305,7 +305,44 @@ CASES = [
         lambda s: s + BLOCKER.replace('["raise"]', '["raise", "  "]'),
         "r.toml:23 > blocker #1 > contains: holds an empty fragment (hint: every file contains it; remove it)",
     ),
+    # issue 20: the statement, branch, argument, dict and hunk kinds
+    (
+        "text-hunk without context",
+        lambda s: _op(s, "text-hunk", "sglang/srt/x.cuh", "", 'hunk = "-a\\n+b\\n"'),
+        "r.toml:14 > op #1 > params.hunk: has no context line (hint: keep at least one unchanged line around the"
+        " change, with a space)",
+    ),
+    (
+        "delete-stmt without a neighbour",
+        lambda s: _op(s, "delete-stmt", "sglang/srt/x.py", 'match = "x = 1"', ""),
+        "r.toml:14 > op #1 > locator: needs after or before (the statement next to the one deleted), so that revert"
+        ' knows where it goes (hint: e.g. locator = { match = "x = 1", after = "y = 2" })',
+    ),
+    (
+        "add-branch before the if",
+        lambda s: _op(
+            s, "add-branch", "sglang/srt/x.py", 'branch = "if a"\nposition = "before"', 'code = "elif b: pass"'
+        ),
+        "r.toml:16 > op #1 > locator.position: nothing goes before a chain's `if` (hint: add it after that branch)",
+    ),
+    (
+        "call-arg keyword and index",
+        lambda s: _op(s, "call-arg", "sglang/srt/x.py", 'call = "f"', 'keyword = "k"\nindex = 0\nvalue = "1"'),
+        'r.toml:16 > op #1 > params: needs exactly one of keyword, index (hint: e.g. keyword = "default")',
+    ),
 ]
+
+
+def _op(text: str, kind: str, file: str, locator: str, params: str) -> str:
+    """GOOD with its op replaced by one of ``kind``."""
+    op = f'[[ops]]\nkind = "{kind}"\nengine = "sglang"\nfile = "{file}"\n'
+    if file.endswith(".py"):
+        op += 'scope = "f"\n'
+    if locator:
+        op += f"[ops.locator]\n{locator}\n"
+    if params:
+        op += f"[ops.params]\n{params}\n"
+    return text[: text.index("[[ops]]")] + op
 
 
 @pytest.mark.parametrize("name,edit,expected", CASES, ids=[c[0] for c in CASES])

@@ -164,6 +164,83 @@ class {cls}:
 # replace = "(__CUDA_ARCH__ < 1300)"  # must not occur in the pristine file
 # count = 1
 
+# --- text-hunk: a unified-diff hunk of whole lines with context (C++/CUDA/CMake, or comments in Python)
+# [[ops]]
+# kind = "text-hunk"
+# engine = "{engine}"
+# file = "{cfile}"
+# [ops.params]
+# hunk = \'\'\'
+#  #if (__CUDA_ARCH__ >= 900)
+# -#if (__CUDA_ARCH__ < 1200)
+# +#if (__CUDA_ARCH__ < 1300)
+#  int todo;
+# \'\'\'  # ' ' context (must match exactly), '-' upstream's line, '+' the new one
+# # count = 2  # optional: the same hunk at exactly this many places
+
+# --- replace-stmt: replace one statement, at any depth of the scope
+# [[ops]]
+# kind = "replace-stmt"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# match = "self.todo_hook()"  # the whole statement, exactly as upstream writes it
+# # after = "todo_x = 1"  # optional context: the statement above, below (before), or inside = "if todo:"
+# [ops.params]
+# with = "pass"
+
+# --- delete-stmt: take one statement out; revert puts it back between its neighbours
+# [[ops]]
+# kind = "delete-stmt"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# match = "self.todo_hook()"  # the whole statement, with the comment lines above it that go with it
+# after = "todo_x = 1"  # the statement above it (or before = the one below it)
+
+# --- add-branch: an elif/else clause added to an if-chain, beside a named branch
+# [[ops]]
+# kind = "add-branch"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# branch = \'elif todo_backend == "a"\'  # a branch of the chain: if ..., elif ... or else
+# position = "after"  # or "before" (not before the chain's `if`)
+# [ops.params]
+# code = \'\'\'
+# elif todo_backend == "b":
+#     todo_value = 2
+# \'\'\'
+
+# --- call-arg: add, set or remove an argument of a located call
+# [[ops]]
+# kind = "call-arg"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# call = "todo_module.todo_call"  # the callee, token for token (+ arg = first argument)
+# [ops.params]
+# keyword = "todo_flag"  # or index = 0 for a positional argument
+# value = "True"
+# # action = "set" with expect = upstream's value; action = "remove" with value = upstream's value
+
+# --- dict-entry: add, set or remove a key of a dict literal
+# [[ops]]
+# kind = "dict-entry"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# target = "todo_table"  # the name it is assigned to, or keys = ['"a"'] it holds
+# [ops.params]
+# key = \'"todo_key"\'
+# value = "todo_value"
+# # after = \'"a"\'  # optional: where it goes (default: the end)
+
 # --- a version variant: ops for some releases only (here: where upstream moved the code).
 # # Op numbers run through the file: top-level [[ops]] first, then each variant's.
 # [[variants]]
@@ -442,10 +519,10 @@ def _recipe_path(project: Project, rid: str, out: Optional[str]) -> Path:
     return path
 
 
-def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list[str]:
+def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial: bool = False) -> list[str]:
     """Apply the captured recipe with the planner to a pristine copy of the changed files
-    (in memory: nothing is written there either) and compare with the edited bytes.
-    Returns what is wrong, or []."""
+    (in memory: nothing is written there either) and compare with the edited bytes (with
+    ``partial``: with the bytes the captured ops alone make).  Returns what is wrong, or []."""
     import tempfile
 
     from patchkit.judge import Session
@@ -483,7 +560,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list
         wrong = []
         for c in changed:
             got = made.pop((c.engine, c.logical), c.pristine)
-            if got != c.edited:
+            if got != (c.captured if partial and c.pristine is not None and c.edited is not None else c.edited):
                 old, new = (got or b"").decode("utf-8", "replace"), (c.edited or b"").decode("utf-8", "replace")
                 first = next(
                     (i for i, (x, y) in enumerate(zip(old.splitlines(), new.splitlines(), strict=False)) if x != y),
@@ -494,8 +571,9 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list) -> list
         return wrong
 
 
-def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optional[str]) -> int:
-    """A recipe from a hand edit: written only when it reproduces the edit exactly."""
+def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optional[str], partial: bool = False) -> int:
+    """A recipe from a hand edit: written only when it reproduces the edit exactly (with
+    ``partial``: the changes it can express, the rest listed with file:line)."""
     from patchkit import capture as cap
     from patchkit import pristine
     from patchkit.recipe import ID_RE
@@ -521,13 +599,14 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
     if not changed:
         say(f"nothing to capture: {', '.join(r.what for r in refs.values())} and the tree(s) are the same", err=True)
         return NOT_THERE
-    if failed:
-        for f in failed:
-            say(f"capture: cannot express {f}", err=True)
-        say(f"capture: nothing was written ({len(failed)} change(s) not expressed)", err=True)
+    for f in failed:
+        say(f"capture: cannot express {f}", err=True)
+    if failed and not (partial and ops):
+        hint = "; --partial writes the rest" if ops and not partial else ""
+        say(f"capture: nothing was written ({len(failed)} change(s) not expressed{hint})", err=True)
         return NOT_THERE
-    text = cap.recipe_toml(rid, targets, refs, ops)
-    wrong = prove(text, rid, targets, refs, changed)
+    text = cap.recipe_toml(rid, targets, refs, ops, failed)
+    wrong = prove(text, rid, targets, refs, changed, partial=bool(failed))
     if wrong:
         for w in wrong:
             say(f"capture: {w}", err=True)
@@ -541,6 +620,12 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     kinds = ", ".join(sorted({op.kind for op in ops}))
+    if failed:
+        say(
+            f"wrote {path}: {len(ops)} op(s) ({kinds}); {len(failed)} change(s) are not in it (listed above and"
+            " in the recipe's comments): applied to the pristine release it gives exactly the edit without them"
+        )
+        return NOT_THERE
     say(
         f"wrote {path}: {len(ops)} op(s) ({kinds}) over {len(changed)} file(s); applied to the pristine release"
         " it gives exactly the edited bytes"

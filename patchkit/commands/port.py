@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
 from patchkit.project import Project
 
 ACTIONS = {
+    "stay": "pending: stays as it is (its `when` holds there)",
     "keep": "pending: carried as it is",
     "retarget": "moved: retargeted",
     "followed": "followed its anchor: retargeted",
@@ -27,6 +29,27 @@ def _tree(to: str):
     if kind == "release":
         return engine, open_target(engine, D.release_tree(engine, value, say=lambda s: say(s, err=True)))
     return engine, open_target(engine, value)
+
+
+def _bisected(project: Project, catalog, recipe, engine: str, version: str) -> dict[int, str]:
+    """op -> the release drift --bisect sees it change at, between the newest release of the
+    recipe's range and ``version`` (only when the range ends below it)."""
+    from patchkit import drift as D
+    from patchkit import port as P
+    from patchkit.commands.drift import _pinned
+    from patchkit.target import ENGINES
+
+    if P.widened(recipe.engines[engine], version) is None:
+        return {}
+    others = {e: v for e, v in _pinned(project).items() if e != engine and e in recipe.engines}
+    releases = D.index_versions(ENGINES[engine].dist)
+
+    def run(vs: list[str]) -> dict[str, list[dict]]:
+        return D.across(
+            catalog, project.recipe_dirs, (recipe.id,), engine, vs, others, jobs=1, say=lambda s: say(s, err=True)
+        )
+
+    return P.changed_at(recipe, engine, version, run, releases)
 
 
 def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int:
@@ -52,7 +75,8 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
     if kind == "release":
         P.widened(recipe.engines[engine], value)  # a release below the recipe's range: refused here too
     engine, tree = _tree(to)
-    result = P.port(recipe, engine, tree)
+    changed = _bisected(project, catalog, recipe, engine, tree.version) if kind == "release" else {}
+    result = P.port(recipe, engine, tree, changed)
     written = ""
     complete = result.complete
     if write and complete and result.draft:
@@ -90,7 +114,8 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
             say(f"  {i}. {left}", err=True)
     failed = [c.name for c in result.checks if not c.ok]
     if written:
-        what = f"the {e} >={v} variant" if result.variant else f"[engines] {e} widened to {v}"
+        starts = re.findall(r'^when = \{ [\w-]+ = "(>=[^"]+)" \}$', result.variant, flags=re.M)
+        what = f"the {e} {', '.join(starts)} variant" if result.variant else f"[engines] {e} widened to {v}"
         say(f"wrote {written}: {what}, verified on the pristine release")
     elif result.draft:
         import click

@@ -98,6 +98,7 @@ class OpParamError(ValueError):
 class Op:
     kind: ClassVar[str]
     language: ClassVar[str] = "python"  # or "text"
+    ANY_FILE: ClassVar[bool] = False  # a text op that also edits Python files (as text)
     # Accepted keys and their types ("str", "int", "bool", "list[str]"), checked by recipe.py.
     LOCATOR: ClassVar[dict[str, str]] = {}
     PARAMS: ClassVar[dict[str, str]] = {}

@@ -313,3 +313,71 @@ def remove_item(items: Sequence, index: int) -> tuple:
         prev = items[index - 1]
         items[index - 1] = prev.with_changes(comma=_with_first_line(gone.comma, _first_line(prev.comma)))
     return tuple(items)
+
+
+# --- statements and clauses (replace-stmt, delete-stmt, add-branch, insert's `inside`) ------
+
+_PASS_BLOCK = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+_CLAUSE_PARTS = {"orelse": None, "handlers": (), "finalbody": None}
+
+
+@lru_cache(maxsize=1 << 14)
+def header_tokens(clause: cst.CSTNode) -> tuple[str, ...]:
+    """The tokens of a compound statement's (or clause's) own header, up to its colon:
+    ``if a:`` of an if/elif/else chain, ``except E as e:`` of a handler.  An ``If`` prints
+    as ``if``; the chain walker (``clauses``) says ``elif`` where it is one."""
+    if not isinstance(getattr(clause, "body", None), cst.BaseSuite):
+        return node_tokens(clause)
+    if isinstance(clause, (cst.Try, cst.TryStar)):
+        return ("try", ":")
+    changes = {"body": _PASS_BLOCK, **{k: v for k, v in _CLAUSE_PARTS.items() if hasattr(clause, k)}}
+    toks = tokens(code(clause.with_changes(**changes)))
+    i = len(toks) - 1 - toks[::-1].index("pass")
+    return toks[:i]
+
+
+def statement_tokens(text: str) -> tuple[str, ...]:
+    """A locator's statement text as tokens; a header alone may end without its colon."""
+    toks = tokens(text)
+    return toks if not toks or toks[-1] == ":" or toks[0] not in _HEADS else (*toks, ":")
+
+
+_HEADS = {"if", "elif", "else", "for", "while", "with", "try", "except", "finally", "def", "class", "async"}
+
+
+def clauses(scope: cst.CSTNode) -> Iterator[tuple[tuple[str, ...], cst.CSTNode, cst.CSTNode]]:
+    """(header tokens, clause, the statement it belongs to) of every clause of every compound
+    statement of ``scope`` (not of nested defs and classes): ``if``/``elif``/``else``,
+    ``for``/``while`` and their ``else``, ``with``, ``try``/``except``/``else``/``finally``."""
+    for _, body in blocks(scope):
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine) or (isinstance(stmt, _SCOPES) and stmt is not scope):
+                continue
+            yield header_tokens(stmt), stmt, stmt
+            node = stmt
+            while isinstance(getattr(node, "orelse", None), cst.If):  # elif arms
+                node = node.orelse
+                yield ("elif", *header_tokens(node)[1:]), node, stmt
+            for h in getattr(node, "handlers", ()) or ():
+                yield header_tokens(h), h, stmt
+            for part in ("orelse", "finalbody"):
+                sub = getattr(node, part, None)
+                if isinstance(sub, (cst.Else, cst.Finally)):
+                    yield header_tokens(sub), sub, stmt
+
+
+def find_statements(scope: cst.CSTNode, want: tuple[str, ...]) -> list[tuple[cst.CSTNode, int]]:
+    """(owner block, index) of each statement of ``scope``, at any depth, that is ``want``:
+    a simple statement whole, a compound one by its whole text or by its header."""
+    out = []
+    for owner, body in blocks(scope):
+        for i, stmt in enumerate(body):
+            if node_tokens(stmt) == want or (
+                not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == want
+            ):
+                out.append((owner, i))
+    return out
+
+
+def stmt_at(owner: cst.CSTNode, i: int) -> cst.CSTNode:
+    return owner.body[i]

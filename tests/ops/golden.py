@@ -13,13 +13,18 @@ from patchkit.ops import DONE, KINDS, PENDING
 def check(
     kind: str, before: str, after: str, scope: str = "", locator: dict | None = None, params: dict | None = None
 ) -> None:
-    """apply(before) == after; is_applied(after); second apply is a no-op; revert(after) == before."""
+    """apply(before) == after; is_applied(after); second apply is a no-op; revert(after) == before;
+    and the planner's checks (post-condition, idempotence, round-trip) pass both ways."""
+    from patchkit.planner import CHECKS, Edit
+
     before, after = textwrap.dedent(before), textwrap.dedent(after)
     op = KINDS[kind](locator or {}, params or {})
     if op.language == "text":
         assert op.locate(before).state == PENDING, op.locate(before)
         got = op.apply(before)
         assert got == after
+        for e in (Edit(op, before, got, True, False), Edit(op, got, op.revert(got), False, False)):
+            assert not [why for c in CHECKS.values() if (why := c(e))]
         assert op.is_applied(got)
         assert op.revert(got) == before
         return
@@ -27,8 +32,11 @@ def check(
     chain = pyscope.resolve(mod, scope)
     loc = op.locate(chain[-1])
     assert loc.state == PENDING, loc
-    new = pyscope.splice(chain, op.apply(chain[-1]))
+    edited = op.apply(chain[-1])
+    new = pyscope.splice(chain, edited)
     assert new.code == after
+    for e in (Edit(op, chain[-1], edited, True, True), Edit(op, edited, op.revert(edited), False, True)):
+        assert not [why for c in CHECKS.values() if (why := c(e))]
     chain2 = pyscope.resolve(cst.parse_module(new.code), scope)
     assert op.is_applied(chain2[-1])
     assert op.locate(chain2[-1]).state == DONE

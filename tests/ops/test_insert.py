@@ -1,3 +1,6 @@
+import pytest
+
+from patchkit.ops import KINDS, OpParamError
 from tests.ops.golden import check, state
 
 MOE = """
@@ -90,3 +93,64 @@ def test_anchor_missing_and_ambiguous():
 
 def test_anchor_is_token_exact_not_prefix_of_a_name():
     assert state("insert", "x = 10\n", "", {"anchor": "x = 1"}, {"code": "y = 2"}).state == "missing"
+    # nor the start of a longer statement: the anchor is a whole statement or a header
+    assert state("insert", "x = 1 + 2\n", "", {"anchor": "x = 1"}, {"code": "y = 2"}).state == "missing"
+    assert state("insert", "if a:\n    pass\n", "", {"anchor": "if a"}, {"code": "y = 2"}).state == "pending"
+
+
+DEEP = """
+def f(self):
+    if a:
+        x = 1
+    elif b:
+        x = 2
+    else:
+        x = 3
+    for i in r:
+        use(i)
+    while w:
+        step()
+    with lock:
+        hold()
+    try:
+        risky()
+    except ValueError as e:
+        log(e)
+    finally:
+        done()
+"""
+
+
+@pytest.mark.parametrize(
+    "locator,where",
+    [
+        ({"anchor": "x = 2"}, "        x = 2\n"),
+        ({"anchor": "x = 3", "position": "before"}, None),
+        ({"anchor": "use(i)"}, "        use(i)\n"),
+        ({"anchor": "step()"}, "        step()\n"),
+        ({"anchor": "hold()"}, "        hold()\n"),
+        ({"anchor": "risky()"}, "        risky()\n"),
+        ({"anchor": "log(e)"}, "        log(e)\n"),
+        ({"anchor": "done()"}, "        done()\n"),
+        ({"inside": "elif b", "at": "start"}, "    elif b:\n"),
+        ({"inside": "else:", "at": "end"}, "        x = 3\n"),
+        ({"inside": "except ValueError as e", "at": "end"}, "        log(e)\n"),
+        ({"inside": "finally", "at": "start"}, "    finally:\n"),
+        ({"inside": "for i in r", "at": "start"}, "    for i in r:\n"),
+    ],
+)
+def test_insert_at_any_depth(locator, where):
+    if where is None:
+        after = DEEP.replace("    else:\n        x = 3\n", "    else:\n        y = 0\n        x = 3\n")
+    else:
+        after = DEEP.replace(where, where + "        y = 0\n", 1)
+    assert after != DEEP
+    check("insert", DEEP, after, "f", locator, {"code": "y = 0"})
+
+
+def test_inside_needs_at_and_a_unique_clause():
+    with pytest.raises(OpParamError, match="goes with at"):
+        KINDS["insert"]({"inside": "if a", "anchor": "x"}, {"code": "y = 0"})
+    assert state("insert", DEEP, "f", {"inside": "elif c", "at": "end"}, {"code": "y = 0"}).state == "missing"
+    two = DEEP + "    if a:\n        pass\n"
+    assert state("insert", two, "f", {"inside": "if a", "at": "end"}, {"code": "y = 0"}).state == "ambiguous"

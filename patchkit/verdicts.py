@@ -150,6 +150,15 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             for rel in ("packed-refs", f"refs/tags/v{t.version}", f"refs/tags/{t.version}"):
                 out[str(git / rel)] = _file_digest(git / rel)
             out[str(t.root / ".patchkit/source.json")] = _file_digest(t.root / ".patchkit" / "source.json")
+            # The checkout's committed code (judge.Session.head): HEAD and the branch it names.
+            head = _file_digest(git / "HEAD")
+            out[str(git / "HEAD")] = head
+            try:
+                named = (git / "HEAD").read_text().strip()
+            except (OSError, UnicodeDecodeError):
+                named = ""
+            if named.startswith("ref: refs/"):
+                out[str(git / named[5:])] = _file_digest(git / named[5:])
         else:
             from patchkit.target import ENGINES
 

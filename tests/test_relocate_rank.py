@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from patchkit import context
+from patchkit import context, fetch
 from patchkit.context import Context
 from tests.conftest import git, mini_sglang
 
@@ -222,8 +222,13 @@ def test_the_statements_around_the_original_site_in_the_tagged_release_decide(tm
     assert op["state"] == "moved", op
     assert op["location"] == f"sglang/srt/sched.py::Schedule:{sched}"
     assert op["message"] == (
-        f"moved from {SA}::ServerArgs; closest in context (4); runners-up: sglang/srt/pool.py::PoolConfig:{pool} (0)"
+        f"moved from {SA}::ServerArgs; similarity 0.50 to the site as in sglang 0.5.9 (site, before 1/2, after 1/2);"
+        f" runners-up: sglang/srt/pool.py::PoolConfig:{pool} (0.17: site)"
     )
+    assert [(c["location"], c["score"]) for c in op["candidates"]] == [
+        ("sglang/srt/sched.py::Schedule", 0.5),
+        ("sglang/srt/pool.py::PoolConfig", 0.167),
+    ]
 
 
 def test_the_named_scope_as_it_stands_gives_siblings(tmp_path, status):
@@ -239,7 +244,11 @@ def test_the_named_scope_as_it_stands_gives_siblings(tmp_path, status):
     )
     op = status(root)
     assert op["state"] == "moved" and op["location"].startswith("sglang/srt/sched.py::Schedule:"), op
-    assert re.search(r"closest in context \(1\); runners-up: sglang/srt/pool.py::PoolConfig:\d+ \(0\)$", op["message"])
+    assert re.search(
+        r"similarity 0.50 to the site as in its named scope \(siblings 100%\); "
+        r"runners-up: sglang/srt/pool.py::PoolConfig:\d+ \(0.00: nothing matched\)$",
+        op["message"],
+    )
 
 
 def test_the_file_the_code_left_imports_where_it_went(tmp_path, status):
@@ -274,10 +283,16 @@ def test_enclosing_names_decide_when_the_named_file_is_gone(tmp_path, status):
     )
     op = status(root, scope="Config.ServerArgs")
     assert op["state"] == "moved" and op["location"] == "sglang/srt/b.py::Config.ServerArgs:6", op
-    assert op["message"].endswith("closest in context (4); runners-up: sglang/srt/a.py::Legacy.ServerArgs:6 (1)")
+    assert op["message"].endswith(
+        "similarity 1.00 to the site as in its named scope (scope);"
+        " runners-up: sglang/srt/a.py::Legacy.ServerArgs:6 (0.50: scope 50%)"
+    )
 
 
-def test_a_real_tie_stays_ambiguous_listing_every_candidate(tmp_path, status):
+def test_look_alikes_that_share_nothing_with_the_site_are_missing_listing_every_candidate(tmp_path, status):
+    """Three classes hold the field, and nothing of the site's identity (its class's name)
+    is in any of them: none is the site (identity.THRESHOLD), so the op reads missing, and
+    every candidate is named with its score."""
     root = mini_sglang(
         tmp_path / "site",
         {
@@ -286,11 +301,39 @@ def test_a_real_tie_stays_ambiguous_listing_every_candidate(tmp_path, status):
         },
     )
     op = status(root)
+    assert op["state"] == "missing", op
+    assert op["message"].endswith(
+        "nearest candidates, none reaching similarity 0.5 to the site as in its named scope: "
+        "sglang/srt/one.py::One:5 (0.00: nothing matched), sglang/srt/three.py::Three:5 (0.00: nothing matched), "
+        "sglang/srt/two.py::Two:5 (0.00: nothing matched)"
+    )
+    assert [c["location"] for c in op["candidates"]] == [
+        "sglang/srt/one.py::One",
+        "sglang/srt/three.py::Three",
+        "sglang/srt/two.py::Two",
+    ]
+
+
+def test_two_places_alike_the_site_with_no_margin_are_ambiguous(tmp_path, status):
+    """Two classes keep every sibling of the field (the named scope as it stands): both
+    reach the threshold, neither leads by the margin."""
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            SA: "from typing import Optional\n\n\n" + fields("ServerArgs", "mem_fraction_static"),
+            "sglang/srt/one.py": "from typing import Optional\n\n\n"
+            + fields("One", "mem_fraction_static", "max_running_requests"),
+            "sglang/srt/two.py": "from typing import Optional\n\n\n"
+            + fields("Two", "mem_fraction_static", "max_running_requests"),
+        },
+    )
+    op = status(root)
     assert op["state"] == "ambiguous", op
     assert op["message"] == (
-        "not in ServerArgs; found in 3 places, tied on context: "
-        "sglang/srt/one.py::One:5 (0), sglang/srt/three.py::Three:5 (0), sglang/srt/two.py::Two:5 (0)"
+        "not in ServerArgs; 2 places reach similarity 0.5 to the site as in its named scope, none by a margin"
+        " of 0.15: sglang/srt/one.py::One:6 (0.50: siblings 100%), sglang/srt/two.py::Two:6 (0.50: siblings 100%)"
     )
+    assert [c["score"] for c in op["candidates"]] == [0.5, 0.5]
 
 
 # -- a real release -------------------------------------------------------------------------
@@ -306,6 +349,7 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
     the field left, imports Schedule: the old op reads moved there, the runners-up named.
     (One release: the search of a whole tree costs ~10 s.)"""
     s = tree("sglang", "0.5.23", links=True)
+    fetch.fetch_wheel("sglang", "0.5.9")  # the oldest release in range: the site's identity comes from it
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     (recipes / "mrr-old.toml").write_text(OLD_MRR)
@@ -317,7 +361,8 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
     assert op["state"] == "moved", op
     assert op["location"] == f"{sched}::Schedule:{line_of(s / sched, 'max_running_requests:')}"
     assert op["message"] == (
-        f"moved from {SA}::ServerArgs; closest in context (2); runners-up: "
-        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.5), "
-        f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0)"
+        f"moved from {SA}::ServerArgs; similarity 0.57 to the site as in sglang 0.5.9"
+        " (site 76%, before 0.88/3, after 2.5/3, imported); runners-up: "
+        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.17: site, before 0.5/3), "
+        f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0.11: site, siblings 2%)"
     ), op

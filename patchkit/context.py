@@ -354,14 +354,16 @@ def _ratio(a: str, b: str) -> float:
 def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set) -> float:
     """A context statement of the original in a candidate: 1 when it stands within NEAR on
     the same side; a statement there that binds or calls the same name, changed, counts
-    0.5 and half again as its tokens are alike; further away, 0.5 (0.25 for the name)."""
+    0.5 and half again as its tokens are alike.  Elsewhere in the candidate's block it
+    counts only 0.25 (0.125 for the name): context lines are context by where they stand,
+    and a look-alike in the site's own block has every statement of it somewhere."""
     best = 0.0
     for t, h in near:
         if t == st[0]:
             return 1.0
         if h and h == st[1]:
             best = max(best, 0.5 + 0.5 * _ratio(st[0], t))
-    return max(best, _match(st, texts, heads, 0.5, 0.25))
+    return max(best, _match(st, texts, heads, 0.25, 0.125))
 
 
 def _renamed(a: tuple, b: tuple) -> float:

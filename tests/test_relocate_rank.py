@@ -363,6 +363,6 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
     assert op["message"] == (
         f"moved from {SA}::ServerArgs; similarity 0.57 to the site as in sglang 0.5.9"
         " (site 76%, before 0.88/3, after 2.5/3, imported); runners-up: "
-        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.17: site, before 0.5/3), "
+        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.14: site, before 0.25/3), "
         f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0.11: site, siblings 2%)"
     ), op

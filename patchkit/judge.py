@@ -22,6 +22,7 @@ from patchkit import (
     blockers,
     confirm,
     context,
+    equivalent,
     identity,
     markers,
     pristine,
@@ -384,6 +385,9 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         hit = markers.hit(session, op, anywhere=anywhere, recipe=recipe)
         if hit:
             ev.state, reason = State.UPSTREAM, hit
+    if ev.state == State.MISSING and not ours:
+        said = equivalent.hint(session, op, [c.to_json() for c in ev.candidates])
+        reason = "; ".join(r for r in (reason, said) if r)
     ev.message = reason
     if ev.file.is_python and ev.file.exists and ev.located.nodes:
         ev.root = (ev.file.module, ev.file.view)

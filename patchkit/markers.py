@@ -43,8 +43,12 @@ def hit(session, op: OpSpec, anywhere: bool, recipe=None) -> Optional[str]:
                 if own and m.scope and span is None:
                     continue  # the marker's scope is not in its file: it cannot stand there
                 text = data.decode("utf-8", "replace")
-                ours = _own_edits(session, recipe, op.engine, logical) if recipe is not None else []
-                line = statement_line(text, frags, words, f.tree if own else None, span, ours)
+                tree = f.tree if own else None
+                line = statement_line(text, frags, words, tree, span)
+                if line and recipe is not None:  # only now worth asking where the recipe's own edits stand
+                    ours = _own_edits(session, recipe, op.engine, logical)
+                    if ours:
+                        line = statement_line(text, frags, words, tree, span, ours)
                 if line:
                     return f"upstream marker matched at {logical}:{line}"
     return None
@@ -74,7 +78,7 @@ def _own_edits(session, recipe, engine: str, logical: str) -> list[tuple[int, in
         if op.engine != engine or op.file != logical:
             continue
         try:
-            loc = op.impl.locate(pyscope.resolve(f.whole_module(), op.scope)[-1])
+            loc = op.impl.locate(pyscope.resolve(f.module, op.scope)[-1])  # a view holds the op's statements
         except (pyscope.ScopeError, ValueError, LookupError):
             continue
         if loc.state != DONE or not loc.nodes:

@@ -97,8 +97,13 @@ def decide(ranked: list[Candidate]) -> str:
 # -- contexts of sites in code ----------------------------------------------------------------
 
 
+def _text_nodes(loc: Located) -> bool:
+    """A text op's nodes are line numbers (in a Python file too: a comment's hunk)."""
+    return all(isinstance(n, int) for n in loc.nodes)
+
+
 def _lines(f, loc: Located) -> list[int]:
-    if not f.is_python:
+    if not f.is_python or _text_nodes(loc):
         return sorted({n for n in loc.nodes if isinstance(n, int)})
     found = pyscope.line_numbers(f.module, f.view, loc.nodes, f.text)
     return sorted(set(found.values()))
@@ -111,7 +116,7 @@ def contexts_in(
     lines = _lines(f, loc)[:MAX_SITES] if loc.nodes else []
     if not lines:
         return (), None
-    if not f.is_python:
+    if not f.is_python or _text_nodes(loc):
         return tuple(context.of_lines(f.text, ln, f.logical) for ln in lines), lines[0]
     tree = f.tree
     if tree is None:

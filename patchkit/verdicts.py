@@ -140,8 +140,10 @@ def _provenance(targets: dict) -> dict[str, Optional[str]]:
 
 def _references(targets: dict) -> dict[str, Optional[str]]:
     """What names each target's pristine release (patchkit/pristine.py), without running git:
-    the tag refs of a checkout, the release wheels in the cache, and PATCHKIT_OFFLINE."""
+    the tag refs and HEAD of a checkout, the release wheels in the cache (the target's, and
+    which releases there are), and PATCHKIT_OFFLINE."""
     from patchkit.paths import cache_dir
+    from patchkit.target import ENGINES
 
     out: dict[str, Optional[str]] = {"offline": os.environ.get("PATCHKIT_OFFLINE", "")}
     for t in sorted(targets.values(), key=lambda t: (t.engine, str(t.root))):
@@ -160,11 +162,16 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             if named.startswith("ref: refs/"):
                 out[str(git / named[5:])] = _file_digest(git / named[5:])
         else:
-            from patchkit.target import ENGINES
-
             public = (t.version or "").split("+", 1)[0]
             d = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower() / public
             out[str(d)] = ",".join(sorted(p.name for p in d.glob("*.whl"))) if public else ""
+        # A site's identity may come from another release in the recipe's range (identity.py):
+        # which releases the cache holds is an input too.
+        releases = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower()
+        try:
+            out[f"{releases}/*"] = ",".join(sorted(os.listdir(releases)))
+        except OSError:
+            out[f"{releases}/*"] = ""
     return out
 
 

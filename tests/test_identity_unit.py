@@ -255,3 +255,48 @@ def test_a_text_ops_fragment_on_an_unrelated_new_line_of_a_checkout_is_missing(t
     assert [(c["location"], c["line"]) for c in op["candidates"]] == [("csrc/launch.cu::<module>", 10)], op
     assert op["candidates"][0]["score"] < identity.THRESHOLD, op
     assert "but that is not the site as in flashinfer 0.6.3" in op["message"], op
+
+
+# -- a checkout's committed code -----------------------------------------------------------------
+
+GATE = "_is_a = True\n_is_b = False\n\n\ndef gate():\n    return _is_a or _is_b\n"
+WIDEN_GATE = """
+id = "gate"
+summary = "widen the gate"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "gate"
+[ops.locator]
+operands = ["_is_a", "_is_b"]
+[ops.params]
+operand = "_is_c"
+"""
+
+
+def test_an_edit_committed_past_the_tag_is_the_checkouts_own_code(tmp_path, run_cli, monkeypatch):
+    """The edit stands in the work tree, no journal: patchkit's (the tag does not have it).
+    Once committed, HEAD holds it: the checkout's own code, ``upstream`` (and a cached
+    verdict from before the commit is not reused: the cache is keyed on HEAD)."""
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "sglang"
+    mini_sglang(repo / "python", {"sglang/srt/gate.py": GATE})
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.5.9")
+    git(repo, "tag", "v0.5.9")
+    (repo / "python/sglang/srt/gate.py").write_text(GATE.replace("_is_a or _is_b", "_is_a or _is_b or _is_c"))
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "gate.toml").write_text(WIDEN_GATE)
+    args = ("--recipes", str(recipes), "status", "gate", "-t", f"sglang={repo}", "--json")
+    __import__("time").sleep(1.1)  # older than the verdict cache's racy window
+    assert json.loads(run_cli(*args)[1])["recipes"][0]["ops"][0]["state"] == "applied"
+    git(repo, "commit", "-q", "-am", "widen the gate upstream")
+    op = json.loads(run_cli(*args)[1])["recipes"][0]["ops"][0]
+    assert op["state"] == "upstream", op
+    assert "committed code (HEAD " in op["message"], op

@@ -9,7 +9,8 @@ unified diff hunk's context lines, the rest of its block, and what its file impo
 
 The home is the target's own pristine release when its version is in the op's range (the
 recipe's engines, the op's ``when``) and that release holds the site; else the oldest
-release in range whose wheel is in patchkit's cache and holds the site.  An identity is
+release in range whose wheel is in patchkit's cache and holds the site; else the pinned
+release (upstream_pins.toml), when it is in range.  An identity is
 cached on disk (``<cache>/identity``), keyed on patchkit's code, the recipe's bytes, the op
 and the release; an entry that does not read back as one is a miss.
 
@@ -195,8 +196,24 @@ def _cached_releases(engine: str) -> list[str]:
     return [v for _, v in sorted(out)]
 
 
+def _pinned(engine: str) -> Optional[str]:
+    """The engine's version in the project's upstream_pins.toml, or None (none found, or
+    not readable: the pins are checked where they are used, not here)."""
+    from patchkit import pins, project
+    from patchkit.errors import PatchkitError
+
+    try:
+        path = project.find_pins()
+        pin = pins.load(path).get(engine) if path is not None else None
+    except PatchkitError:
+        return None
+    return pin.version if pin is not None else None
+
+
 def _homes(session, recipe: Recipe, op: OpSpec):
-    """(label, reference) of each release the identity may come from, best first."""
+    """(label, reference) of each release the identity may come from, best first: the
+    target's own, then the releases in the cache, oldest first, then the pinned one
+    (downloaded, unless PATCHKIT_OFFLINE=1)."""
     from pathlib import Path
 
     from patchkit import pristine
@@ -208,7 +225,9 @@ def _homes(session, recipe: Recipe, op: OpSpec):
         if ref.available:
             yield f"{op.engine} {t.version}", ref
     own = (t.version or "").split("+", 1)[0]
-    for v in _cached_releases(op.engine):
+    cached = _cached_releases(op.engine)
+    pinned = _pinned(op.engine)
+    for v in [*cached, *([pinned] if pinned and pinned not in cached else [])]:
         if v == own or not in_range(recipe, op, v):
             continue
         key = (op.engine, v)

@@ -52,8 +52,9 @@ class Session:
         self.known: dict[str, Recipe] = known or {}
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], Document] = {}
-        self.references: dict[Path, pristine.Reference] = {}
-        self.heads: dict[Path, Optional[pristine.Reference]] = {}  # a checkout's HEAD (committed code)
+        # Per (engine, root): one site-packages holds both engines, each with its own release.
+        self.references: dict[tuple[str, Path], pristine.Reference] = {}
+        self.heads: dict[tuple[str, Path], Optional[pristine.Reference]] = {}  # a checkout's HEAD
         self.releases: dict[tuple[str, str], pristine.Reference] = {}  # other releases (identity.py)
         self.identities: dict[tuple, Optional[identity.Identity]] = {}
         self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
@@ -95,18 +96,19 @@ class Session:
     def reference(self, engine: str) -> pristine.Reference:
         """The pristine release of a target (pristine.py), opened once per invocation."""
         t = self.targets[engine]
-        if t.root not in self.references:
-            self.references[t.root] = pristine.Reference(t)
-        return self.references[t.root]
+        if (engine, t.root) not in self.references:
+            self.references[(engine, t.root)] = pristine.Reference(t)
+        return self.references[(engine, t.root)]
 
     def head(self, engine: str) -> Optional[pristine.Reference]:
         """A git checkout's committed code (HEAD), when it is not the release's tagged
         commit; None otherwise.  Code committed there is the checkout's own, not patchkit's."""
         t = self.targets[engine]
-        if t.root not in self.heads:
+        if (engine, t.root) not in self.heads:
             ref = self.reference(engine)
-            self.heads[t.root] = pristine.Reference.head(t, other_than=ref.commit) if t.layout == "git" else None
-        return self.heads[t.root]
+            head = pristine.Reference.head(t, other_than=ref.commit) if t.layout == "git" else None
+            self.heads[(engine, t.root)] = head
+        return self.heads[(engine, t.root)]
 
     def sweep(self, engine: str) -> Target:
         """A search of the engine's whole tree is about to read files nobody named: its

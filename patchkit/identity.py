@@ -86,6 +86,13 @@ def score(ident: Identity, cands: tuple[context.Context, ...]) -> tuple[float, t
     return total / min(len(cands), MAX_SITES), parts
 
 
+def unchanged_in_scope(op: OpSpec, parts: tuple[str, ...]) -> bool:
+    """The site's own statement, token for token, in the same qualified scope: that is the
+    site, however much upstream rewrote around it (a Python op finds one match in its scope
+    or reads ambiguous, so there is no other).  Not for a text op: a file has no scope."""
+    return op.impl.language == "python" and "scope" in parts and "site" in parts
+
+
 def decide(ranked: list[Candidate]) -> str:
     """ "moved" (the best passes THRESHOLD and leads by MARGIN), "ambiguous" (it passes but
     does not lead), or "missing" (nothing passes); ``ranked`` is best first."""

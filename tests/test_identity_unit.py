@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+from types import SimpleNamespace
 
 from conftest import git, mini_sglang
 
@@ -300,3 +301,20 @@ def test_an_edit_committed_past_the_tag_is_the_checkouts_own_code(tmp_path, run_
     op = json.loads(run_cli(*args)[1])["recipes"][0]["ops"][0]
     assert op["state"] == "upstream", op
     assert "committed code (HEAD " in op["message"], op
+
+
+def test_the_sites_own_statement_in_its_scope_is_the_site_however_much_changed_around_it():
+    rewritten = (
+        "class Runner:\n    def should_tune(self):\n        log('tuning?')\n        cfg = load()\n"
+        "        backend = cfg.pick()\n        if backend not in ['a', 'b']:\n            return False\n"
+        "        return probe(cfg)\n"
+    )
+    score, parts = context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(rewritten, "not in ['a'"))
+    assert score < identity.THRESHOLD  # the context lines alone would not say so
+    python_op, text_op = (SimpleNamespace(impl=SimpleNamespace(language=lang)) for lang in ("python", "text"))
+    assert identity.unchanged_in_scope(python_op, parts)
+    assert not identity.unchanged_in_scope(text_op, parts)
+    decoy = rewritten.replace("if backend not in ['a', 'b']:", "if backend not in ['a', 'b'] and cfg.strict:")
+    assert not identity.unchanged_in_scope(
+        python_op, context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(decoy, "not in ['a'"))[1]
+    )

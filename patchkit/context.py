@@ -242,11 +242,12 @@ def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozens
     return Context(file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line))
 
 
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_WORD = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+\d*(?![a-z])|\d+")
 
 
 def name_words(name: str) -> tuple[str, ...]:
-    """``apply_flashinfer_allreduce`` -> (apply, flashinfer, allreduce); ``ServerArgs`` -> (server, args)."""
+    """``apply_flashinfer_allreduce`` -> (apply, flashinfer, allreduce); ``ServerArgs`` ->
+    (server, args); ``is_sm120_supported`` -> (is, sm120, supported)."""
     return tuple(w.lower() for w in _WORD.findall(name))
 
 

@@ -33,7 +33,7 @@ from patchkit.ops import DONE, PENDING, Located
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass(frozen=True)

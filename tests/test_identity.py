@@ -277,3 +277,40 @@ def test_a_text_ops_fragment_on_a_new_unrelated_line_is_missing_not_pending(tree
     assert "but that is not the site as in flashinfer 0.6.3" in op["message"], op
     assert op["candidates"][0]["line"] == line_of(path, 'ICHECK_EQ(major, 10) << "block-scale')
     assert op["candidates"][0]["score"] < identity.THRESHOLD
+
+
+# The SGLang half of moe-backend-sm120 as written for 0.5.9, its anchor reworded as a later
+# release might have it: the site is gone, and upstream's own arm stands in the scope.
+MOE_GONE = """
+[[ops]]
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/server_args.py"
+scope = "ServerArgs._handle_moe_kernel_config"
+[ops.locator]
+anchor = 'if self.moe_runner_backend == "flashinfer_cutlass_v2":'
+position = "before"
+[ops.params]
+code = '''
+if (
+    self.moe_runner_backend == "auto"
+    and self.quantization == "modelopt_fp4"
+    and is_sm120_supported()
+):
+    self.moe_runner_backend = "flashinfer_cutlass"
+'''
+"""
+
+
+def test_upstreams_fix_in_other_words_is_named_as_a_hint(release_dir, tmp_path, run_cli):
+    """SGLang 0.5.13 added its own SM120 arm (`self.quantization == "modelopt_fp4" and
+    is_sm120_supported()`): a missing op says where to look, and stays missing."""
+    s = release_dir("sglang", "0.5.13")
+    d = recipe(tmp_path, "moe-gone", 'sglang = ">=0.5.13"', MOE_GONE)
+    _, ops = status(run_cli, d, "moe-gone", f"sglang={s}")
+    text = (s / SERVER_ARGS).read_text()
+    block = 'if (\n            self.moe_runner_backend == "auto"\n            and self.quantization == "modelopt_fp4"\n'
+    assert text.count(block) == 1
+    arm = text[: text.index(block)].count("\n") + 1
+    assert ops[0]["state"] == "missing", ops[0]
+    assert f"upstream may have fixed this in other words at {SERVER_ARGS}:{arm} (it mentions" in ops[0]["message"]

@@ -1,35 +1,19 @@
-"""Ranking relocation candidates by context, like patch's context lines.
+"""A site's context, and how much of it a candidate has (the site identity of identity.py).
 
-When an op's site is found in several places (relocate.py), the place it went is the one
-that shares most of the *original* site's context.  A context is a value (``Context``): the
-statements of the block the site stands in, the site's position there, the qualified name
-of the enclosing def or class, and, for the original, what its file imports.  It is built
-from an ``ast`` (``of_site``, ``of_scope``) or a text file's lines (``of_lines``), and
-``score`` compares two of them; neither reads a file.
+A context is a value (``Context``): the statements of the block the site stands in, the
+site's position there, the qualified name and header of the enclosing def or class, and,
+for the original, what its file imports.  It is built from an ``ast`` (``of_site``,
+``of_scope``) or a text file's lines (``of_lines``), and ``similarity`` compares two of
+them; neither reads a file.
 
 A statement is compared as a normalised token sequence: ``ast.unparse`` of it (layout,
 comments and quoting gone; a compound statement by its header, a def or class by its name
 and signature), together with its *head*, the name it binds or calls (``x``/``self.x`` of
 an assignment, ``f`` of a call, ``def f``).  A statement that names nothing (``pass``,
-``return None``) is no context.  A candidate scores, for each item of the original's
-context it shares:
-
-* a statement within ``NEAR`` (3) of the site, before or after it in its block, that the
-  candidate has within ``NEAR`` on the same side: 2 (1 when only the head is the same);
-* any other statement of the original's block (or a near one found only further away)
-  that the candidate's block holds: 1 (0.5 for the head), and half that when the site
-  itself is not known (``at`` None: the named scope as it stands, which the code left);
-* its enclosing names: 2 when the qualified name is the original's, and 1 for each name
-  of the original's chain (``Class``, ``method``; leading ``_`` ignored) that is in its own;
-* 2 when the original's file imports the candidate's outermost def or class (or, for a
-  module-level candidate, anything) from the candidate's module: the file the code left
-  refers to where it went (``from .fields.schedule import Schedule``).
-
-``clear`` says when the best candidate is *clearly* best: its score exceeds every other's
-by at least ``MARGIN`` (1: one shared sibling statement, or one enclosing name) and by at
-least ``SHARE`` (a quarter) of its own score, so that a long block's shared boilerplate
-cannot decide by a hair.  Otherwise the candidates within that margin of the best are a
-real tie.
+``return None``) is no context.  ``similarity`` weighs the parts of the original's context
+a candidate has, each part 1, into a share in [0, 1]: the scope, the site's own statement,
+each of NEAR (3) statements before and after it (a diff hunk's context lines), the rest of
+its block, and (a bonus) the file the code left importing the candidate's module.
 """
 
 from __future__ import annotations
@@ -41,8 +25,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 NEAR = 3  # statements before and after the site that are its "context lines"
-MARGIN = 1.0
-SHARE = 0.25
 
 Stmt = tuple[str, str]  # (normalised text, head); ("", "") is no context
 _NOTHING: Stmt = ("", "")
@@ -86,7 +68,7 @@ class Context:
         return self.block[: max(0, self.at - NEAR)] + self.block[self.at + 1 + NEAR :]
 
 
-# -- scoring (pure) --------------------------------------------------------------------------
+# -- scoring helpers (pure) ----------------------------------------------------------------
 
 
 def _match(st: Stmt, texts: set, heads: set, exact: float, head: float) -> float:
@@ -107,45 +89,6 @@ def module_of(logical: str) -> str:
     mod = logical[:-3] if logical.endswith(".py") else logical
     mod = mod.replace("/", ".")
     return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
-
-
-def score(original: Context, cand: Context) -> float:
-    """How much of the original site's context the candidate shares (see the module doc)."""
-    block = _pool(cand.others)
-    sib = 1.0 if original.at is not None else 0.5  # at None: the named scope as it stands, weaker
-    s = sum(_match(st, *block, sib, sib / 2) for st in original.siblings if st[0])
-    for mine, theirs in ((original.before, cand.before), (original.after, cand.after)):
-        near = _pool(theirs)
-        s += sum(max(_match(st, *near, 2.0, 1.0), _match(st, *block, sib, sib / 2)) for st in mine if st[0])
-    if original.scope and cand.scope:
-        mine, theirs = _chain(original.scope), _chain(cand.scope)
-        s += (2.0 if mine == theirs else 0.0) + len(set(mine) & set(theirs))
-    if original.imports and cand.file and cand.file != original.file:
-        mod, top = module_of(cand.file), cand.scope.split(".", 1)[0]
-        if (mod, top) in original.imports if top else any(m == mod for m, _ in original.imports):
-            s += 2.0
-    return s
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """Candidates (any values) with their scores, best first; ``clear``: the first is
-    clearly best; ``tied``: how many lead together (1 when clear)."""
-
-    order: tuple[tuple[object, float], ...]
-    clear: bool
-    tied: int
-
-
-def rank(original: Context, cands: list[tuple[object, Context]]) -> Ranking:
-    """Order candidates by ``score`` (a stable sort: ties keep the order given)."""
-    scored = sorted(((key, score(original, c)) for key, c in cands), key=lambda kv: -kv[1])
-    if not scored:
-        return Ranking((), False, 0)
-    best = scored[0][1]
-    need = max(MARGIN, SHARE * best)
-    tied = sum(1 for _, sc in scored if best - sc < need)
-    return Ranking(tuple(scored), tied == 1, tied)
 
 
 # -- building contexts from code (pure, over ast) ------------------------------------------

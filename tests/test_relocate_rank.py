@@ -1,11 +1,13 @@
-"""Relocation ranks tied candidates by context, like patch's context lines (patchkit/context.py).
+"""Relocation scores every candidate against the site's identity, like patch's context lines
+(patchkit/context.py, identity.py).
 
-When an op's site is found in several places, the one that clearly shares most of the
-original site's context is where it moved (``moved``, the runners-up named as
-file::scope:line (score)); a real tie stays ``ambiguous``, listing every tied candidate.
-The scoring is a pure function over values; then whole status runs on small hand-written
-trees: the original context from the pristine release (a git checkout's tag), from the
-named scope as it stands, from the recipe alone, and from what the file the code left imports.
+A candidate is where the site moved only when its similarity reaches the threshold and
+leads the runner-up by the margin (``moved``, the runners-up named as
+file::scope:line (score: parts)); several alike are ``ambiguous``, and none alike
+``missing``, every candidate named.  The measure is a pure function over values; then
+whole status runs on small hand-written trees: the identity from the pristine release (a
+git checkout's tag), from the named scope as it stands, from the recipe alone, and what
+the file the code left imports.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 
 import pytest
 
-from patchkit import context, fetch
+from patchkit import context, fetch, identity
 from patchkit.context import Context
 from tests.conftest import git, mini_sglang
 
@@ -34,62 +36,70 @@ def block(*fields: str, site: str = "max_running_requests") -> str:
     return "class C:\n" + "\n".join(body) + "\n"
 
 
-# -- the score, over values -----------------------------------------------------------------
+# -- the similarity, over values (context.similarity, identity.decide) ------------------------
 
 
-def test_statements_around_the_site_break_a_tie():
+def sim(original: Context, cand: Context) -> float:
+    return round(context.similarity(original, cand)[0], 4)
+
+
+def C(score: float):
+    return identity.Candidate("f.py", "s", 1, score, ())
+
+
+def test_statements_around_the_site_are_its_context_lines():
     original = ctx(block("a", "b", "max_running_requests", "c", "d"), "max_running")
     near = ctx(block("x", "b", "max_running_requests", "c", "y"), "max_running")
     far = ctx(block("x", "y", "max_running_requests", "z", "w"), "max_running")
-    assert context.score(original, near) == 4.0  # b before, c after: 2 each
-    assert context.score(original, far) == 0.0
-    r = context.rank(original, [("far", far), ("near", near)])
-    assert r.clear and r.order[0] == ("near", 4.0) and r.order[1] == ("far", 0.0)
+    assert context.similarity(original, near) == (4 / 6, ("scope", "site", "before 1/2", "after 1/2"))
+    assert sim(original, far) == round(2 / 6, 4) < identity.THRESHOLD  # the scope and the statement alone
+    assert identity.decide([C(sim(original, near)), C(sim(original, far))]) == "moved"
 
 
-def test_a_neighbour_on_the_wrong_side_or_too_far_is_not_a_context_line():
+def test_a_neighbour_on_the_wrong_side_or_too_far_counts_a_quarter():
     original = ctx(block("a", "max_running_requests", "b"), "max_running")
-    swapped = ctx(block("b", "max_running_requests", "a"), "max_running")
-    assert context.score(original, swapped) == 2.0  # two siblings (1 each), no context line
-    moved_away = ctx(block("a", "p", "q", "r", "max_running_requests"), "max_running")
-    assert context.score(original, moved_away) == 1.0  # `a` is only a sibling there
-    assert context.score(original, ctx(block("p", "a", "max_running_requests"), "max_running")) == 2.0
+    assert sim(original, ctx(block("b", "max_running_requests", "a"), "max_running")) == 2.5 / 4
+    assert sim(original, ctx(block("a", "p", "q", "r", "max_running_requests"), "max_running")) == 2.25 / 4
+    assert sim(original, ctx(block("p", "a", "max_running_requests"), "max_running")) == 3 / 4
 
 
-def test_siblings_beyond_the_near_statements_break_a_tie():
+def test_siblings_beyond_the_near_statements_count_as_one_part():
     fields = ["s1", "s2", "s3", "n1", "n2", "n3", "max_running_requests", "m1", "m2", "m3"]
     original = ctx(block(*fields), "max_running")
     kin = ctx(block("s1", "s2", "s3", "x1", "x2", "x3", "max_running_requests", "y1"), "max_running")
     stranger = ctx(block("t1", "t2", "t3", "x1", "x2", "x3", "max_running_requests", "y1"), "max_running")
-    assert context.score(original, kin) == 3.0 and context.score(original, stranger) == 0.0
-    assert context.rank(original, [("stranger", stranger), ("kin", kin)]).order[0][0] == "kin"
+    assert context.similarity(original, kin)[1] == ("scope", "site", "siblings 100%")
+    assert sim(original, kin) - sim(original, stranger) == pytest.approx(1 / 9, abs=1e-3)
 
 
-def test_a_statement_that_changed_but_binds_the_same_name_counts_half():
+def test_a_neighbour_that_changed_but_binds_the_same_name_counts_by_its_likeness():
     original = ctx("class C:\n    a: Optional[int] = None\n    max_running_requests = None\n", "max_running")
     annotated = ctx(
         'class C:\n    a: A[Optional[int], "help"] = None\n    max_running_requests = None\n', "max_running"
     )
-    assert context.score(original, annotated) == 1.0
+    score, parts = context.similarity(original, annotated)
+    assert parts == ("scope", "site", "before 0.88/1") and 0.95 < score < 1  # a string literal is one token
 
 
 def test_layout_and_comments_do_not_matter_and_statements_that_name_nothing_are_no_context():
     original = ctx("def f(n):\n    pass\n    y = g( n ,\n  2)  # c\n    return [n]\n", "return")
     same = ctx("def f(n):\n    y = g(n, 2)\n    return [n]\n", "return")
     empty = ctx("def f(n):\n    pass\n    return None\n    return [n]\n", "return [n]")
-    assert context.score(original, same) == 2.0
-    assert context.score(original, empty) == 0.0
+    assert sim(original, same) == 1.0
+    assert context.similarity(original, empty)[1] == ("scope", "site")
 
 
-def test_enclosing_names_break_a_tie():
+def test_enclosing_names_and_a_renamed_scope():
     original = Context("sglang/srt/old.py", "Config.ServerArgs")
-    same = Context("sglang/srt/a.py", "Config.ServerArgs")
-    other = Context("sglang/srt/b.py", "_Legacy.ServerArgs")
-    assert context.score(original, same) == 4.0  # the qualified name (2) and both its names
-    assert context.score(original, other) == 1.0
-    assert context.score(original, Context("sglang/srt/b.py", "_Config.serverargs")) == 1.0  # `_` ignored, case kept
-    r = context.rank(original, [("other", other), ("same", same)])
-    assert r.clear and [k for k, _ in r.order] == ["same", "other"]
+    assert sim(original, Context("sglang/srt/a.py", "Config.ServerArgs")) == 1.0
+    assert sim(original, Context("sglang/srt/b.py", "_Legacy.ServerArgs")) == 0.5  # one name of two, `_` ignored
+    tree = ast.parse("def apply_ar_fusion(batch_size: int):\n    return x\n")
+    renamed = ast.parse("def ar_fusion_applies(batch_size: int):\n    return x\n")
+    a = context.of_site(tree, 2, "m.py", "apply_ar_fusion")
+    b = context.of_site(renamed, 2, "n.py", "ar_fusion_applies")
+    assert a.header == (("apply", "ar", "fusion"), "batch_size: int")
+    # Words shared: 2 of 4 (0.5), the same parameters (1): the scope 0.75, the site 1.
+    assert context.similarity(a, b) == (0.875, ("scope renamed 75%", "site"))
 
 
 def test_the_file_the_code_left_importing_a_candidate_points_at_it():
@@ -97,37 +107,20 @@ def test_the_file_the_code_left_importing_a_candidate_points_at_it():
     imports = context.imports_of(ast.parse(src), SA)
     assert ("sglang.srt.fields.schedule", "Schedule") in imports
     original = Context(SA, "ServerArgs", imports=imports)
-    assert context.score(original, Context("sglang/srt/fields/schedule.py", "Schedule")) == 2.0
-    assert context.score(original, Context("sglang/srt/fields/schedule.py", "Other")) == 0.0
-    assert context.score(original, Context("sglang/srt/pool.py", "")) == 2.0  # a module-level candidate
-    assert context.score(original, Context("sglang/srt/elsewhere.py", "Schedule")) == 0.0
+    assert context.similarity(original, Context("sglang/srt/fields/schedule.py", "Schedule"))[1] == ("imported",)
+    assert sim(original, Context("sglang/srt/fields/schedule.py", "Other")) == 0.0
+    assert sim(original, Context("sglang/srt/pool.py", "")) == 1.0  # a module-level candidate
+    assert sim(original, Context("sglang/srt/elsewhere.py", "Schedule")) == 0.0
 
 
-def test_a_real_tie_is_not_clear_and_counts_every_tied_candidate():
+def test_twins_are_ambiguous_and_the_margin_is_fifteen_hundredths():
     original = ctx(block("a", "max_running_requests", "b"), "max_running")
     twin = ctx(block("a", "max_running_requests", "b"), "max_running")
-    r = context.rank(original, [("one", twin), ("two", twin), ("three", ctx(block("max_running_requests"), "max"))])
-    assert not r.clear and r.tied == 2 and [k for k, _ in r.order] == ["one", "two", "three"]
-
-
-def test_clearly_best_needs_a_margin_of_one_and_a_quarter_of_its_score():
-    assert context.MARGIN == 1.0 and context.SHARE == 0.25
-    site, none = ("max_running_requests = None", "max_running_requests"), ("", "")
-    stmts = tuple((f"s{i} = {i}", f"s{i}") for i in range(12))
-    original = Context(block=(site, none, none, none, *stmts), at=0)  # s0..s11: siblings, 1 each
-
-    def cand(n: int) -> Context:
-        return Context(block=stmts[:n])
-
-    # 3 against 2 differs by 1: clear.  12 against 10 differs by 2, less than 12/4: a tie.
-    assert context.rank(original, [("a", cand(3)), ("b", cand(2))]).clear
-    r = context.rank(original, [("a", cand(12)), ("b", cand(10))])
-    assert not r.clear and r.tied == 2
-    assert context.rank(original, [("a", cand(12)), ("b", cand(9))]).clear
-    # Without the original site, the named scope's statements count half: 1.5 against 1.
-    assert not context.rank(Context(block=stmts), [("a", cand(3)), ("b", cand(2))]).clear
-    # Nothing shared at all is no winner, however many candidates.
-    assert not context.rank(original, [("a", Context()), ("b", Context())]).clear
+    assert identity.decide([C(sim(original, twin)), C(sim(original, twin))]) == "ambiguous"
+    assert identity.THRESHOLD == 0.5 and identity.MARGIN == 0.15
+    assert identity.decide([C(0.65), C(0.5)]) == "moved"
+    assert identity.decide([C(0.64), C(0.5)]) == "ambiguous"
+    assert identity.decide([C(0.5)]) == "moved" and identity.decide([C(0.4999)]) == "missing"
 
 
 def test_the_site_block_is_the_innermost_one_holding_the_line():
@@ -139,12 +132,13 @@ def test_the_site_block_is_the_innermost_one_holding_the_line():
     assert outer.after == (("c = 3", "c"),)
 
 
-def test_a_text_file_site_is_ranked_by_its_lines():
+def test_a_text_file_site_is_judged_by_its_lines():
     original = context.of_lines("a\n\n  b   c\nSITE\nd\n", 4, "include/x.cuh")
     assert original.before == (("b c", ""), ("a", "")) and original.after == (("d", ""),)
     near = context.of_lines("b c\nSITE\nd\n", 2, "include/y.cuh")
     far = context.of_lines("d\nSITE\nq\n", 2, "include/z.cuh")
-    assert context.score(original, near) == 4.0 and context.score(original, far) == 1.0
+    assert context.similarity(original, near) == (0.75, ("site", "before 1/2", "after 1/1"))
+    assert sim(original, far) == round(1.25 / 4, 4)
 
 
 # -- whole runs on small trees --------------------------------------------------------------

@@ -231,18 +231,23 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
     threshold and leads the runner-up by the margin.  Otherwise ambiguous (several reach it)
     or missing (none does), every candidate named with its score."""
     hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named)] if named.exists else []
+    common = 0
     try:
         found = relocate.search(session, op, skip=op.file)
     except relocate.TooCommon as e:
-        why = f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went"
-        return None, None, "", Located(State.MISSING, reason=why), ()
+        found, common = [], e.n  # the named file's candidates are still named, never moved to
     hits += [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in found]
     if op.scope:
         # Code of a def or class does not move to module level: a module-level look-alike
         # (a list of backend names, say) is another site, never this op's.
         hits = [h for h in hits if h[1]]
+    too_common = (
+        f"not found in place, and its words are in {common} files of the tree, too many to say where it went"
+        if common
+        else ""
+    )
     if not hits:
-        return None, None, "", Located(State.MISSING), ()
+        return None, None, "", Located(State.MISSING, reason=too_common), ()
     if ident is None:  # no release in range to read: the named scope as it stands, or its name
         ident = identity.Identity("its named scope", (relocate.original_context(session, op, named),))
     # What the file the code left imports now points at where it went.
@@ -259,7 +264,7 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
         scored.append((identity.Candidate(f.logical, sc, line, value, parts), f, loc))
     scored.sort(key=lambda c: -c[0].score)  # stable: ties keep the search's order
     ranked = tuple(c for c, _, _ in scored)
-    verdict = identity.decide(list(ranked))
+    verdict = "missing" if common else identity.decide(list(ranked))
     of = f"the site as in {ident.release}"
     if verdict == "moved":
         best, f, loc = scored[0]
@@ -278,7 +283,7 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
         c.describe() for c in ranked[:5]
     )
     why += f", and {len(ranked) - 5} more" if len(ranked) > 5 else ""
-    return None, None, "", Located(State.MISSING, reason=why), ranked
+    return None, None, "", Located(State.MISSING, reason="; ".join(w for w in (too_common, why) if w)), ranked
 
 
 def _identified(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located):

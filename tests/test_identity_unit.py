@@ -318,3 +318,30 @@ def test_the_sites_own_statement_in_its_scope_is_the_site_however_much_changed_a
     assert not identity.unchanged_in_scope(
         python_op, context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(decoy, "not in ['a'"))[1]
     )
+
+
+def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(tmp_path, run_cli, monkeypatch):
+    """The tree holds the site's words in more files than a search may open: never moved
+    (the rest of the tree was not ranked), and the named file's candidates are still named."""
+    from patchkit import relocate
+
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(relocate, "MAX_CANDIDATES", 1)
+    look = "_is_a = True\n_is_b = False\n\n\ndef {name}(n):\n    return (_is_a or _is_b) and n > 0\n"
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            "sglang/srt/gate.py": look.format(name="kept_gate"),
+            "sglang/srt/g2.py": look.format(name="gate"),
+            "sglang/srt/g3.py": look.format(name="gate"),
+        },
+    )
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "gate.toml").write_text(WIDEN_GATE)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "gate", "-t", f"sglang={root}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "missing", op
+    assert "its words are in 2 files of the tree, too many to say where it went" in op["message"], op
+    assert [c["location"] for c in op["candidates"]] == ["sglang/srt/gate.py::kept_gate"], op

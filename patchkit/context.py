@@ -1,35 +1,19 @@
-"""Ranking relocation candidates by context, like patch's context lines.
+"""A site's context, and how much of it a candidate has (the site identity of identity.py).
 
-When an op's site is found in several places (relocate.py), the place it went is the one
-that shares most of the *original* site's context.  A context is a value (``Context``): the
-statements of the block the site stands in, the site's position there, the qualified name
-of the enclosing def or class, and, for the original, what its file imports.  It is built
-from an ``ast`` (``of_site``, ``of_scope``) or a text file's lines (``of_lines``), and
-``score`` compares two of them; neither reads a file.
+A context is a value (``Context``): the statements of the block the site stands in, the
+site's position there, the qualified name and header of the enclosing def or class, and,
+for the original, what its file imports.  It is built from an ``ast`` (``of_site``,
+``of_scope``) or a text file's lines (``of_lines``), and ``similarity`` compares two of
+them; neither reads a file.
 
 A statement is compared as a normalised token sequence: ``ast.unparse`` of it (layout,
 comments and quoting gone; a compound statement by its header, a def or class by its name
 and signature), together with its *head*, the name it binds or calls (``x``/``self.x`` of
 an assignment, ``f`` of a call, ``def f``).  A statement that names nothing (``pass``,
-``return None``) is no context.  A candidate scores, for each item of the original's
-context it shares:
-
-* a statement within ``NEAR`` (3) of the site, before or after it in its block, that the
-  candidate has within ``NEAR`` on the same side: 2 (1 when only the head is the same);
-* any other statement of the original's block (or a near one found only further away)
-  that the candidate's block holds: 1 (0.5 for the head), and half that when the site
-  itself is not known (``at`` None: the named scope as it stands, which the code left);
-* its enclosing names: 2 when the qualified name is the original's, and 1 for each name
-  of the original's chain (``Class``, ``method``; leading ``_`` ignored) that is in its own;
-* 2 when the original's file imports the candidate's outermost def or class (or, for a
-  module-level candidate, anything) from the candidate's module: the file the code left
-  refers to where it went (``from .fields.schedule import Schedule``).
-
-``clear`` says when the best candidate is *clearly* best: its score exceeds every other's
-by at least ``MARGIN`` (1: one shared sibling statement, or one enclosing name) and by at
-least ``SHARE`` (a quarter) of its own score, so that a long block's shared boilerplate
-cannot decide by a hair.  Otherwise the candidates within that margin of the best are a
-real tie.
+``return None``) is no context.  ``similarity`` weighs the parts of the original's context
+a candidate has, each part 1, into a share in [0, 1]: the scope, the site's own statement,
+each of NEAR (3) statements before and after it (a diff hunk's context lines), the rest of
+its block, and (a bonus) the file the code left importing the candidate's module.
 """
 
 from __future__ import annotations
@@ -41,8 +25,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 NEAR = 3  # statements before and after the site that are its "context lines"
-MARGIN = 1.0
-SHARE = 0.25
 
 Stmt = tuple[str, str]  # (normalised text, head); ("", "") is no context
 _NOTHING: Stmt = ("", "")
@@ -60,6 +42,9 @@ class Context:
     block: tuple[Stmt, ...] = ()
     at: Optional[int] = None
     imports: frozenset = frozenset()
+    # The innermost enclosing def or class as (name words, parameters or bases), for a
+    # scope that was renamed: ``apply_x_fusion(batch_size: int)`` -> ``x_fusion_applies(...)``.
+    header: tuple = ()
 
     @property
     def before(self) -> tuple[Stmt, ...]:
@@ -83,7 +68,7 @@ class Context:
         return self.block[: max(0, self.at - NEAR)] + self.block[self.at + 1 + NEAR :]
 
 
-# -- scoring (pure) --------------------------------------------------------------------------
+# -- scoring helpers (pure) ----------------------------------------------------------------
 
 
 def _match(st: Stmt, texts: set, heads: set, exact: float, head: float) -> float:
@@ -104,45 +89,6 @@ def module_of(logical: str) -> str:
     mod = logical[:-3] if logical.endswith(".py") else logical
     mod = mod.replace("/", ".")
     return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
-
-
-def score(original: Context, cand: Context) -> float:
-    """How much of the original site's context the candidate shares (see the module doc)."""
-    block = _pool(cand.others)
-    sib = 1.0 if original.at is not None else 0.5  # at None: the named scope as it stands, weaker
-    s = sum(_match(st, *block, sib, sib / 2) for st in original.siblings if st[0])
-    for mine, theirs in ((original.before, cand.before), (original.after, cand.after)):
-        near = _pool(theirs)
-        s += sum(max(_match(st, *near, 2.0, 1.0), _match(st, *block, sib, sib / 2)) for st in mine if st[0])
-    if original.scope and cand.scope:
-        mine, theirs = _chain(original.scope), _chain(cand.scope)
-        s += (2.0 if mine == theirs else 0.0) + len(set(mine) & set(theirs))
-    if original.imports and cand.file and cand.file != original.file:
-        mod, top = module_of(cand.file), cand.scope.split(".", 1)[0]
-        if (mod, top) in original.imports if top else any(m == mod for m, _ in original.imports):
-            s += 2.0
-    return s
-
-
-@dataclass(frozen=True)
-class Ranking:
-    """Candidates (any values) with their scores, best first; ``clear``: the first is
-    clearly best; ``tied``: how many lead together (1 when clear)."""
-
-    order: tuple[tuple[object, float], ...]
-    clear: bool
-    tied: int
-
-
-def rank(original: Context, cands: list[tuple[object, Context]]) -> Ranking:
-    """Order candidates by ``score`` (a stable sort: ties keep the order given)."""
-    scored = sorted(((key, score(original, c)) for key, c in cands), key=lambda kv: -kv[1])
-    if not scored:
-        return Ranking((), False, 0)
-    best = scored[0][1]
-    need = max(MARGIN, SHARE * best)
-    tied = sum(1 for _, sc in scored if best - sc < need)
-    return Ranking(tuple(scored), tied == 1, tied)
 
 
 # -- building contexts from code (pure, over ast) ------------------------------------------
@@ -236,7 +182,39 @@ def site_block(tree: ast.Module, line: int) -> tuple[list[ast.stmt], Optional[in
 def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
     """The context of a site starting at ``line`` of a parsed Python file."""
     block, at = site_block(tree, line)
-    return Context(file, scope, tuple(stmt(s) for s in block), at, imports)
+    return Context(file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line))
+
+
+_WORD = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+\d*(?![a-z])|\d+")
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """``apply_flashinfer_allreduce`` -> (apply, flashinfer, allreduce); ``ServerArgs`` ->
+    (server, args); ``is_sm120_supported`` -> (is, sm120, supported)."""
+    return tuple(w.lower() for w in _WORD.findall(name))
+
+
+def enclosing(tree: ast.Module, line: int) -> tuple:
+    """(name words, parameters or bases) of the innermost def or class holding ``line``;
+    () at module level.  ``self`` and ``cls`` are no parameters: every method has them."""
+    node, body = None, tree.body
+    while body:
+        s = next((s for s in body if _spans(s, line)), None)
+        if s is None:
+            break
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            node = s
+        body = [c for b in _blocks(s) for c in b]
+    if node is None:
+        return ()
+    if isinstance(node, ast.ClassDef):
+        params = ", ".join(_unparse(b) for b in [*node.bases, *node.keywords])
+    else:
+        args = node.args
+        every = [*args.posonlyargs, *args.args, *args.kwonlyargs]
+        params = ", ".join(_unparse(a) for a in every if a.arg not in ("self", "cls"))
+        params += "".join(f", *{a.arg}" for a in (args.vararg, args.kwarg) if a is not None)
+    return name_words(node.name), params
 
 
 def scope_body(tree: ast.Module, qualname: str) -> Optional[list[ast.stmt]]:
@@ -297,3 +275,110 @@ def of_lines(text: str, line: int, file: str) -> Context:
         elif n == line:
             block.append(_NOTHING)
     return Context(file, "", tuple(block), at)
+
+
+# -- similarity: is a candidate the same site? (identity.py) -------------------------------
+
+W_SCOPE, W_SITE, W_NEAR, W_SIBLINGS, W_IMPORT = 1.0, 1.0, 1.0, 1.0, 1.0
+# A string literal is one token (a long help text is one change, not fifty).
+_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\w\s]")
+
+
+def _ratio(a: str, b: str) -> float:
+    """How alike two normalised statements are: the share of their tokens in common
+    (difflib's ratio over token sequences, as git scores a rename over lines)."""
+    if a == b:
+        return 1.0
+    import difflib
+
+    ta, tb = _TOKEN.findall(a), _TOKEN.findall(b)
+    return difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio() if ta and tb else 0.0
+
+
+def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set) -> float:
+    """A context statement of the original in a candidate: 1 when it stands within NEAR on
+    the same side; a statement there that binds or calls the same name, changed, counts
+    0.5 and half again as its tokens are alike.  Elsewhere in the candidate's block it
+    counts only 0.25 (0.125 for the name): context lines are context by where they stand,
+    and a look-alike in the site's own block has every statement of it somewhere."""
+    best = 0.0
+    for t, h in near:
+        if t == st[0]:
+            return 1.0
+        if h and h == st[1]:
+            best = max(best, 0.5 + 0.5 * _ratio(st[0], t))
+    return max(best, _match(st, texts, heads, 0.25, 0.125))
+
+
+def _renamed(a: tuple, b: tuple) -> float:
+    """How alike two enclosing defs or classes are, by name words shared (Jaccard) and,
+    when they have any, their parameters (bases): a renamed scope keeps some of both."""
+    if not a or not b:
+        return 0.0
+    wa, wb = set(a[0]), set(b[0])
+    words = len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+    if not a[1] and not b[1]:
+        return words / 2  # nothing but the name to go by
+    return (words + _ratio(a[1], b[1])) / 2
+
+
+def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]]:
+    """How much of the original site's identity a candidate has, in [0, 1], and the parts
+    that matched (for messages).  Each part weighs 1, and the score is the share matched:
+
+    * ``scope`` (Python): the qualified name the same, or the share of its names kept;
+    * ``site``: the site's own statement, compared by its tokens (``_ratio``);
+    * each of the NEAR statements before and after it (a diff hunk's context lines): 1 when
+      the candidate has it within NEAR on the same side, 0.5 when further away, or when only
+      its head (the name it binds or calls) is the same;
+    * ``siblings``: the share of the rest of the original's block the candidate's block holds.
+
+    The file the code left importing the candidate's module counts 1 more (``imported``),
+    up to the whole.  A part the original does not have (no scope in a text file, no site
+    when only the scope is known) is not counted either way."""
+    num = den = 0.0
+    parts: list[str] = []
+    if original.file.endswith(".py"):
+        den += W_SCOPE
+        if original.scope == cand.scope:
+            num += W_SCOPE
+            parts.append("scope")
+        else:
+            mine, theirs = _chain(original.scope), _chain(cand.scope)
+            kept = len(set(mine) & set(theirs)) / len(mine) if mine else 0.0
+            renamed = _renamed(original.header, cand.header)
+            if renamed > kept:
+                num += W_SCOPE * renamed
+                parts.append(f"scope renamed {renamed:.0%}")
+            elif kept:
+                num += W_SCOPE * kept
+                parts.append(f"scope {kept:.0%}")
+    if original.at is not None and cand.at is not None and original.block[original.at][0]:
+        r = _ratio(original.block[original.at][0], cand.block[cand.at][0] if cand.at < len(cand.block) else "")
+        den += W_SITE
+        num += W_SITE * r
+        if r:
+            parts.append("site" if r == 1 else f"site {r:.0%}")
+    texts, heads = _pool(cand.others)
+    for side, mine, theirs in (("before", original.before, cand.before), ("after", original.after, cand.after)):
+        want = [st for st in mine if st[0]]
+        if not want:
+            continue
+        got = sum(_neighbour(st, theirs, texts, heads) for st in want)
+        den += W_NEAR * len(want)
+        num += W_NEAR * got
+        if got:
+            parts.append(f"{side} {got:.2g}/{len(want)}")
+    sib = [st for st in original.siblings if st[0]]
+    if sib:
+        share = sum(1 for st in sib if st[0] in texts) / len(sib)
+        den += W_SIBLINGS
+        num += W_SIBLINGS * share
+        if share >= 0.005:
+            parts.append(f"siblings {share:.0%}")
+    if original.imports and cand.file and cand.file != original.file:
+        mod, top = module_of(cand.file), cand.scope.split(".", 1)[0]
+        if (mod, top) in original.imports if top else any(m == mod for m, _ in original.imports):
+            num += W_IMPORT
+            parts.append("imported")
+    return (min(1.0, num / den) if den else 0.0), tuple(parts)

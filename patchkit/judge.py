@@ -12,12 +12,26 @@ command reports.  This is where states are decided.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from patchkit import blockers, confirm, markers, pristine, pyscope, relocate, transaction, verdicts, view
+from patchkit import (
+    blockers,
+    confirm,
+    context,
+    equivalent,
+    identity,
+    markers,
+    pristine,
+    pyscope,
+    relocate,
+    transaction,
+    verdicts,
+    view,
+)
 from patchkit.document import Document
 from patchkit.errors import OpBug, PatchkitError, TargetError
 from patchkit.journal import Journal, sha256
@@ -38,8 +52,11 @@ class Session:
         self.known: dict[str, Recipe] = known or {}
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], Document] = {}
-        # (engine, root): one site-packages holds several engines, each its own release
+        # Per (engine, root): one site-packages holds both engines, each with its own release.
         self.references: dict[tuple[str, Path], pristine.Reference] = {}
+        self.heads: dict[tuple[str, Path], Optional[pristine.Reference]] = {}  # a checkout's HEAD
+        self.releases: dict[tuple[str, str], pristine.Reference] = {}  # other releases (identity.py)
+        self.identities: dict[tuple, Optional[identity.Identity]] = {}
         self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
         self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
         # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
@@ -80,10 +97,19 @@ class Session:
     def reference(self, engine: str) -> pristine.Reference:
         """The pristine release of a target (pristine.py), opened once per invocation."""
         t = self.targets[engine]
-        key = (engine, t.root)
-        if key not in self.references:
-            self.references[key] = pristine.Reference(t)
-        return self.references[key]
+        if (engine, t.root) not in self.references:
+            self.references[(engine, t.root)] = pristine.Reference(t)
+        return self.references[(engine, t.root)]
+
+    def head(self, engine: str) -> Optional[pristine.Reference]:
+        """A git checkout's committed code (HEAD), when it is not the release's tagged
+        commit; None otherwise.  Code committed there is the checkout's own, not patchkit's."""
+        t = self.targets[engine]
+        if (engine, t.root) not in self.heads:
+            ref = self.reference(engine)
+            head = pristine.Reference.head(t, other_than=ref.commit) if t.layout == "git" else None
+            self.heads[(engine, t.root)] = head
+        return self.heads[(engine, t.root)]
 
     def sweep(self, engine: str) -> Target:
         """A search of the engine's whole tree is about to read files nobody named: its
@@ -131,6 +157,7 @@ class Verdict:
     searched: bool = False  # depends on what no digest names (a reference had later): never cached
     stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
     impl: Any = None  # the op bound to the pristine scope (Op.relative_to), where that told its done sites
+    candidates: tuple = ()  # identity.Candidate: the places scored, best first (moved/missing/ambiguous)
 
     @property
     def moved(self) -> bool:
@@ -150,6 +177,7 @@ class Verdict:
             line=self.line,
             location=(self.location() + (f":{self.line}" if self.line else "")) if self.file.exists else "",
             message=self.message if message is None else message,
+            candidates=tuple(c.to_json() for c in self.candidates),
         )
 
 
@@ -195,71 +223,96 @@ def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, s
     return _locate(op, f, scope_name)
 
 
-def _leaf(scope: str) -> str:
-    return scope.rsplit(".", 1)[-1].lstrip("_")
+Relocated = tuple  # (state or None, Document or None, scope, Located, candidates best first)
 
 
-def _relocate(
-    session: Session, op: OpSpec, named: Document
-) -> tuple[Optional[State], Optional[Document], str, Located]:
-    """Where the op's site went: (state, file, scope, Located); state is None when nowhere.
-
-    Sites are found by content.  When several scopes hold one, a scope that kept the
-    named scope's name (``_should_run_x`` -> ``Base._should_run_x`` or ``should_run_x``)
-    wins; otherwise they are ranked by how much of the original site's context each
-    shares (``_ranked``).
-    """
-    hits = []
-    if named.exists:
-        hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named, skip_scope=op.scope)]
-    if not hits:
-        try:
-            found = relocate.search(session, op, skip=op.file)
-        except relocate.TooCommon as e:
-            why = f"not found in place, and its words are in {e.n} files of the tree, too many to say where it went"
-            return None, None, "", Located(State.MISSING, reason=why)
-        hits = [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in found]
+def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ident) -> Relocated:
+    """Where the op's site went.  Every place in the engine's tree where its pattern
+    matches, the named file ranked *with* the rest (never a short cut), is scored against
+    the site's identity (identity.py); it moved to the best only when that one reaches the
+    threshold and leads the runner-up by the margin.  Otherwise ambiguous (several reach it)
+    or missing (none does), every candidate named with its score."""
+    hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named)] if named.exists else []
+    common = 0
+    try:
+        found = relocate.search(session, op, skip=op.file)
+    except relocate.TooCommon as e:
+        found, common = [], e.n  # the named file's candidates are still named, never moved to
+    hits += [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in found]
     if op.scope:
         # Code of a def or class does not move to module level: a module-level look-alike
         # (a list of backend names, say) is another site, never this op's.
         hits = [h for h in hits if h[1]]
-    if len(hits) > 1 and op.scope:
-        same_name = [h for h in hits if _leaf(h[1]) == _leaf(op.scope)]
-        if len(same_name) == 1:
-            hits = same_name
-    if len(hits) == 1:
-        f, sc, loc = hits[0]
-        return State.MOVED, f, sc, loc
-    if len(hits) > 1:
-        return _ranked(session, op, named, hits)
-    return None, None, "", Located(State.MISSING)
+    too_common = (
+        f"not found in place, and its words are in {common} files of the tree, too many to say where it went"
+        if common
+        else ""
+    )
+    if not hits:
+        return None, None, "", Located(State.MISSING, reason=too_common), ()
+    if ident is None:  # no release in range to read: the named scope as it stands, or its name
+        ident = identity.Identity("its named scope", (relocate.original_context(session, op, named),))
+    # What the file the code left imports now points at where it went.
+    left = named.tree if named.exists and named.is_python else None
+    if left is not None:
+        imports = context.imports_of(left, op.file)
+        ident = identity.Identity(
+            ident.release, tuple(dataclasses.replace(c, imports=c.imports | imports) for c in ident.sites)
+        )
+    scored = []
+    own = getattr(op.impl, "carries_identity", False)
+    for f, sc, loc in hits:
+        ctxs, line = identity.contexts_in(f, sc, loc)
+        value, parts = (1.0, ("its own context lines",)) if own else identity.score(ident, ctxs)
+        scored.append((identity.Candidate(f.logical, sc, line, value, parts), f, loc))
+    scored.sort(key=lambda c: -c[0].score)  # stable: ties keep the search's order
+    ranked = tuple(c for c, _, _ in scored)
+    verdict = "missing" if common else identity.decide(list(ranked))
+    of = f"the site as in {ident.release}"
+    if verdict == "moved":
+        best, f, loc = scored[0]
+        why = f"similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
+        if len(ranked) > 1:
+            why += "; runners-up: " + ", ".join(c.describe() for c in ranked[1:6])
+        return State.MOVED, f, best.scope, Located(loc.state, loc.nodes, why), ranked
+    if verdict == "ambiguous":
+        close = [c for c in ranked if c.score >= identity.THRESHOLD]
+        why = (
+            f"not in {op.scope or '<module>'}; {len(close)} places reach similarity {identity.THRESHOLD:g} to {of},"
+            f" none by a margin of {identity.MARGIN:g}: " + ", ".join(c.describe() for c in ranked[:8])
+        )
+        return State.AMBIGUOUS, None, "", Located(State.AMBIGUOUS, reason=why), ranked
+    why = f"nearest candidates, none reaching similarity {identity.THRESHOLD:g} to {of}: " + ", ".join(
+        c.describe() for c in ranked[:5]
+    )
+    why += f", and {len(ranked) - 5} more" if len(ranked) > 5 else ""
+    return None, None, "", Located(State.MISSING, reason="; ".join(w for w in (too_common, why) if w)), ranked
 
 
-def _ranked(
-    session: Session, op: OpSpec, named: Document, hits: list
-) -> tuple[Optional[State], Optional[Document], str, Located]:
-    """Several candidates, ranked like patch's context lines (relocate.rank, context.py):
-    the one that clearly shares most of the original site's context is where it moved,
-    and the reason names the runners-up as ``file::scope:line (score)``; a real tie is
-    ambiguous, listing every tied candidate, and those below them."""
-    ranking, lines = relocate.rank(session, op, named, hits)
-
-    def where(i: int, score: float) -> str:
-        f, sc, _ = hits[i]
-        return f"{f.logical}::{sc or '<module>'}" + (f":{lines[i]}" if lines[i] else "") + f" ({score:g})"
-
-    if ranking.clear:
-        (best, score), rest = ranking.order[0], ranking.order[1:]
-        f, sc, loc = hits[best]
-        why = f"closest in context ({score:g}); runners-up: " + ", ".join(where(i, s) for i, s in rest)
-        return State.MOVED, f, sc, Located(loc.state, loc.nodes, why)
-    tied, below = ranking.order[: ranking.tied], ranking.order[ranking.tied :]
-    why = f"not in {op.scope or '<module>'}; found in {len(hits)} places, tied on context: "
-    why += ", ".join(where(i, s) for i, s in tied)
-    if below:
-        why += "; below them: " + ", ".join(where(i, s) for i, s in below[:8])
-        why += f", and {len(below) - 8} more" if len(below) > 8 else ""
-    return State.AMBIGUOUS, None, "", Located(State.AMBIGUOUS, reason=why)
+def _identified(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located):
+    """Is the site found in place the op's site?  (Located, identity): the Located is
+    MISSING, saying why, when the place is not like the site in its home release."""
+    if loc.state not in (State.PENDING, State.DONE) or not op.impl.RELOCATABLE:
+        return loc, None
+    if getattr(op.impl, "carries_identity", False):
+        return loc, None  # matched with its own context lines, exactly: that is the site
+    if identity.holds_as_released(session, recipe, op, f):
+        return loc, None  # the release's own file, in range: the site is where the op finds it
+    ident = identity.of(session, recipe, op)
+    if ident is None:
+        return loc, None
+    ctxs, line = identity.contexts_in(f, op.scope, loc)
+    if not ctxs:
+        return loc, ident
+    value, parts = identity.score(ident, ctxs)
+    if value >= identity.THRESHOLD or identity.unchanged_in_scope(op, parts):
+        return loc, ident
+    here = identity.Candidate(f.logical, op.scope, line, value, parts)
+    why = (
+        f"the pattern matches at {here.where()}, but that is not the site as in {ident.release}"
+        f" (similarity {value:.2f} < {identity.THRESHOLD:g}: {', '.join(parts) or 'nothing matched'})"
+    )
+    return Located(State.MISSING, (), why), ident
 
 
 def _context(session: Session, op: OpSpec) -> Optional[Located]:
@@ -294,12 +347,17 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         if ev.located.state == State.AMBIGUOUS and f.is_python:
             ev.located, ev.impl = _against_pristine(session, op, f, ev.located)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+    ident = None
+    if not ours and f.exists:
+        ev.located, ident = _identified(session, recipe, op, f, ev.located)
     if ev.located.state == State.MISSING and not ours:
         session.sweep(op.engine)
-        found, mf, mscope, mloc = _relocate(session, op, f)
+        if ident is None:
+            ident = identity.of(session, recipe, op)
+        found, mf, mscope, mloc, ev.candidates = _relocate(session, recipe, op, f, ident)
         if found == State.MOVED:
             old = op.file + ("::" + op.scope if op.scope else "")
-            why = f"moved from {old}" + (f"; {mloc.reason}" if mloc.reason else "")  # runners-up, when ranked
+            why = f"moved from {old}" + (f"; {mloc.reason}" if mloc.reason else "")
             ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, why)
         elif found == State.AMBIGUOUS:
             ev.located = mloc
@@ -343,9 +401,12 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             reason += " (patchkit had applied it)"
     if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:
         anywhere = ev.state != State.PENDING
-        hit = markers.hit(session, op, anywhere=anywhere)
+        hit = markers.hit(session, op, anywhere=anywhere, recipe=recipe)
         if hit:
             ev.state, reason = State.UPSTREAM, hit
+    if ev.state == State.MISSING and not ours:
+        said = equivalent.hint(session, op, [c.to_json() for c in ev.candidates])
+        reason = "; ".join(r for r in (reason, said) if r)
     ev.message = reason
     if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and ev.located.nodes:
         ev.root = (ev.file.module, ev.file.view)
@@ -383,11 +444,8 @@ def _as_written(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> bo
     return entry is not None and entry["sha256"] == sha256(f.original)
 
 
-def pristine_state(session: Session, op: OpSpec, logical: str, scope_name: str) -> Optional[State]:
-    """What the op finds in the pristine release's copy of ``logical``; None with no reference."""
-    ref = session.reference(op.engine)
-    if not ref.available:
-        return None
+def pristine_state(ref: pristine.Reference, op: OpSpec, logical: str, scope_name: str) -> State:
+    """What the op finds in a reference's copy of ``logical`` (MISSING when it has none)."""
     data = ref.read(logical)
     if data is None:
         return State.MISSING
@@ -403,15 +461,33 @@ def pristine_state(session: Session, op: OpSpec, logical: str, scope_name: str) 
     return op.impl.locate(scope).state
 
 
+def at_site(ref: pristine.Reference, op: OpSpec, ev: Verdict) -> State:
+    """What a reference holds at the site identified in the tree: where it was found, or,
+    for a site found away from the op's named file and scope (a refactor, a checkout moved
+    on), where the reference has it.  Provenance by content, not by location: upstream's own
+    code that moved reads upstream, never "patchkit's edit: the release does not have it"."""
+    found = pristine_state(ref, op, ev.file.logical, ev.scope)
+    if found != State.DONE and (ev.file.logical, ev.scope) != (op.file, op.scope):
+        if pristine_state(ref, op, op.file, op.scope) == State.DONE:
+            return State.DONE
+    return found
+
+
 def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: Verdict, ours: bool) -> tuple[State, str]:
     """An edit is there, and the journal cannot vouch for it: the pristine release decides.
-    It is upstream's only when that release has it; otherwise it is patchkit's, whether or
-    not a journal remembers it.  With no release to read, ``applied?``."""
+    It is upstream's when that release has it at the identified site (``at_site``), or a
+    git checkout's committed code (HEAD) does; otherwise it is patchkit's, whether or not a
+    journal remembers it.  With no release to read, ``applied?``."""
     ref = session.reference(op.engine)
-    if ref.available and ref.read(ev.file.logical) == ev.file.original:
-        found: Optional[State] = State.DONE  # the release's own file, byte for byte: no parse needed
-    else:
-        found = pristine_state(session, op, ev.file.logical, ev.scope)
+    found: Optional[State] = None
+    if ref.available:
+        if ref.read(ev.file.logical) == ev.file.original:
+            found = State.DONE  # the release's own file, byte for byte: no parse needed
+        else:
+            found = at_site(ref, op, ev)
+    head = session.head(op.engine) if not ours and found != State.DONE else None
+    if head is not None and at_site(head, op, ev) == State.DONE:
+        return State.UPSTREAM, f"{head.what} has this edit: it is the checkout's own code, not patchkit's"
     if found == State.DONE:
         if ours:
             ev.stale = True
@@ -422,7 +498,7 @@ def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: Verdict, ours
         return State.APPLIED, said
     ev.searched = True  # not cacheable: a reference may be had later
     if not ours and op.markers:
-        hit = markers.hit(session, op, anywhere=False)
+        hit = markers.hit(session, op, anywhere=False, recipe=recipe)
         if hit:
             return State.UPSTREAM, hit
     why = "patchkit's journal says patchkit wrote it, but the file changed since" if ours else "no journal remembers it"

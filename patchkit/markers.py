@@ -13,15 +13,17 @@ from typing import Optional
 from patchkit import fsio, relocate, view
 from patchkit.errors import TargetError
 from patchkit.model import OpSpec
+from patchkit.ops import DONE
 from patchkit.ops._cst import ast_near, contains_seq, tokens
 
 MARKER_SPAN = 60  # lines: a marker recognises one local piece of code, not a whole module
 
 
-def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
+def hit(session, op: OpSpec, anywhere: bool, recipe=None) -> Optional[str]:
     """Where upstream's version of this edit stands, in the marker's file or (with
     ``anywhere``, for ops whose own site is gone) in any file of the engine holding its
-    words; None when nowhere."""
+    words; None when nowhere.  A statement that holds an edit of ``recipe`` itself (its
+    ops found done there) is never upstream's version: it is the recipe's own text."""
     for m in op.markers:
         f = session.file(op.engine, m.file)
         if not f.is_python:
@@ -40,7 +42,13 @@ def hit(session, op: OpSpec, anywhere: bool) -> Optional[str]:
                 span = f.scope_span(m.scope) if own and m.scope else None
                 if own and m.scope and span is None:
                     continue  # the marker's scope is not in its file: it cannot stand there
-                line = statement_line(data.decode("utf-8", "replace"), frags, words, f.tree if own else None, span)
+                text = data.decode("utf-8", "replace")
+                tree = f.tree if own else None
+                line = statement_line(text, frags, words, tree, span)
+                if line and recipe is not None:  # only now worth asking where the recipe's own edits stand
+                    ours = _own_edits(session, recipe, op.engine, logical)
+                    if ours:
+                        line = statement_line(text, frags, words, tree, span, ours)
                 if line:
                     return f"upstream marker matched at {logical}:{line}"
     return None
@@ -57,8 +65,52 @@ def _files(session, op: OpSpec, named: str, f, anywhere: bool):
         yield from ((lf, p) for lf, p in relocate.tree_files(target, ".py") if lf != named)
 
 
+def _own_edits(session, recipe, engine: str, logical: str) -> list[tuple[int, int]]:
+    """(first, last) lines of the statements of ``logical`` that hold an edit of the recipe
+    (an op of it found done there), so that a marker never matches the recipe's own text."""
+    from patchkit import pyscope
+
+    spans = []
+    f = session.file(engine, logical)
+    if not f.exists or not f.is_python or f.tree is None:
+        return spans
+    for op in recipe.ops:
+        if op.engine != engine or op.file != logical:
+            continue
+        try:
+            loc = op.impl.locate(pyscope.resolve(f.module, op.scope)[-1])  # a view holds the op's statements
+        except (pyscope.ScopeError, ValueError, LookupError):
+            continue
+        if loc.state != DONE or not loc.nodes:
+            continue
+        for line in pyscope.line_numbers(f.module, f.view, loc.nodes, f.text).values():
+            inner = _statements_at(f.tree, line)[-1:]
+            spans += [(view.first_line(s), s.end_lineno or s.lineno) for s in inner]
+    return spans
+
+
+def _statements_at(tree: ast.Module, line: int) -> list:
+    """The statements (outermost first) whose lines hold ``line``, defs and classes left
+    out: the last is the one that holds the edit."""
+    out, body = [], tree.body
+    while body:
+        s = next((s for s in body if view.first_line(s) <= line <= (s.end_lineno or s.lineno)), None)
+        if s is None:
+            break
+        if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(s)
+        body = [c for name in ("body", "orelse", "finalbody", "handlers") for c in getattr(s, name, ())]
+        body = [c for b in body for c in ([b] if isinstance(b, ast.stmt) else b.body)]
+    return out
+
+
 def statement_line(
-    text: str, frags, words, tree: Optional[ast.Module] = None, within: Optional[tuple[int, int]] = None
+    text: str,
+    frags,
+    words,
+    tree: Optional[ast.Module] = None,
+    within: Optional[tuple[int, int]] = None,
+    exclude: list[tuple[int, int]] = (),
 ) -> Optional[int]:
     """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
     (C speed) for statement boundaries, and visits only statements around a line holding
@@ -85,6 +137,8 @@ def statement_line(
         span = end - node.lineno
         if node.lineno < lo or end > hi:
             continue
+        if any(a <= end and node.lineno <= b for a, b in exclude):
+            continue  # it holds text the recipe itself wrote
         if span > MARKER_SPAN or (best is not None and (span, node.lineno) >= best):
             continue
         seg = "".join(lines[node.lineno - 1 : end])

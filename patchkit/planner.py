@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple, Optional
 
 import libcst as cst
 
-from patchkit import blockers
+from patchkit import blockers, provenance
 from patchkit.document import Document
 from patchkit.errors import OpBug
 from patchkit.journal import sha256
@@ -396,6 +396,10 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
     if not plan.blockers:
         # last applied, first reverted
         _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run, force=force)
+        for f in plan.files:  # the invariant, --force or not: upstream's code is never reverted
+            why = provenance.upstream_lines(session, f, [ev for ev in todo if ev.file is f])
+            if why:
+                plan.blockers.append(why)
         _forget_stale(plan, session, evaluated)
     if plan.blockers:
         overrides = _discard(plan, session)

@@ -30,6 +30,7 @@ from patchkit.errors import PatchkitError
 from patchkit.target import ENGINES, Target
 
 OFFLINE_ENV = "PATCHKIT_OFFLINE"  # "1": never reach the package index for a reference
+FORK_EMAIL = "patchkit@localhost"  # the author of `patchkit fork`'s commits (fork.AUTHOR_EMAIL)
 
 
 class Reference:
@@ -60,6 +61,27 @@ class Reference:
             self.why_not = e.message
         except (OSError, zipfile.BadZipFile) as e:
             self.why_not = f"the pristine release could not be read ({e})"
+
+    @classmethod
+    def head(cls, target: Target, other_than: str = "") -> Optional["Reference"]:
+        """A git checkout's HEAD commit as a reference: code committed there is the
+        checkout's own (upstream's, or its maintainers'), never an edit patchkit left in the
+        work tree.  None when there is no such commit, or it is ``other_than`` (the tag)."""
+        ref = cls.__new__(cls)
+        ref.target, ref.what, ref.why_not = target, "", ""
+        ref._files, ref._modules, ref._zip, ref._commit, ref._tree = {}, {}, None, "", None
+        try:
+            # The newest commit of HEAD's first-parent line that `patchkit fork` did not make:
+            # a fork branch's commits hold patchkit's edits, not the checkout's own code.
+            got = ref._git("log", "--first-parent", "-n", "200", "--format=%H %ae", "HEAD")
+        except (OSError, subprocess.SubprocessError):
+            return None
+        rows = [ln.split(" ", 1) for ln in got.stdout.decode().splitlines()] if got.returncode == 0 else []
+        commit = next((h for h, *email in rows if email != [FORK_EMAIL]), "")
+        if not commit or commit == other_than:
+            return None
+        ref._commit, ref.what = commit, f"{target.engine}'s committed code (HEAD {commit[:12]})"
+        return ref
 
     @property
     def available(self) -> bool:

@@ -14,9 +14,8 @@ tests that get dearer as the files get fewer:
 and only the few files left are parsed with libcst and asked (``scan_file``).  Every test is
 derived from that data: no op kind has filtering code of its own.
 
-When the site is found in several places, ``rank`` orders them by how much of the original
-site's context each shares (context.py); only the candidates already found are scored, and
-the only file parsed for it is the pristine copy of the op's named file.
+Every place found is scored against the site's identity by the judge (identity.py,
+context.py); ``original_context`` is that identity when no release in range can be read.
 """
 
 from __future__ import annotations
@@ -347,7 +346,7 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
     return found
 
 
-# -- ranking candidates by context -----------------------------------------------------------
+# -- the original site's context, when no release in range gives its identity -------------------
 
 
 def _parse(text: str) -> Optional[ast.Module]:
@@ -415,29 +414,3 @@ def original_context(session, op: OpSpec, named) -> context.Context:
             if got is not None:
                 return got
     return context.Context(op.file, op.scope, imports=imports)
-
-
-def candidate_context(f, scope: str, loc: Located) -> tuple[context.Context, Optional[int]]:
-    """A candidate site's context and the line it starts at (None when unknown)."""
-    if not f.is_python:
-        lines = [n for n in loc.nodes if isinstance(n, int)]
-        line = min(lines) if lines else None
-        return (context.of_lines(f.text, line, f.logical) if line else context.Context(f.logical)), line
-    found = pyscope.line_numbers(f.module, f.view, loc.nodes, f.text)
-    line = min(found.values()) if found else None
-    tree = f.tree
-    if line is None or tree is None:
-        return context.Context(f.logical, scope), line
-    return context.of_site(tree, line, f.logical, scope), line
-
-
-def rank(session, op: OpSpec, named, hits: list) -> tuple[context.Ranking, dict[int, Optional[int]]]:
-    """Rank (Document, scope, Located) hits by how much of the original site's context
-    each shares (context.score).  The ranking's keys are indices into ``hits``; the dict
-    gives each hit's line."""
-    original = original_context(session, op, named)
-    cands, lines = [], {}
-    for i, (f, sc, loc) in enumerate(hits):
-        ctx, lines[i] = candidate_context(f, sc, loc)
-        cands.append((i, ctx))
-    return context.rank(original, cands), lines

@@ -23,6 +23,9 @@ class OpResult(NamedTuple):
     line: Optional[int] = None
     location: str = ""  # "file::scope" where the op was found
     message: str = ""
+    # Places scored against the site's identity, best first: {"location", "line", "score",
+    # "matched"} (identity.Candidate.to_json); for moved, missing and ambiguous verdicts.
+    candidates: tuple = ()
 
     def to_json(self) -> dict:
         return {
@@ -34,6 +37,7 @@ class OpResult(NamedTuple):
             "line": self.line,
             "location": self.location,
             "message": self.message,
+            "candidates": list(self.candidates),
         }
 
     @classmethod
@@ -48,6 +52,7 @@ class OpResult(NamedTuple):
             o["line"],
             o["location"],
             o["message"],
+            tuple(o.get("candidates", ())),
         )
 
 

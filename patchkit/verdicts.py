@@ -165,8 +165,10 @@ def _provenance(targets: dict) -> Optional[dict[str, Optional[str]]]:
 
 def _references(targets: dict) -> dict[str, Optional[str]]:
     """What names each target's pristine release (patchkit/pristine.py), without running git:
-    the tag refs of a checkout, the release wheels in the cache, and PATCHKIT_OFFLINE."""
+    the tag refs and HEAD of a checkout, the release wheels in the cache (the target's, and
+    which releases there are), and PATCHKIT_OFFLINE."""
     from patchkit.paths import cache_dir
+    from patchkit.target import ENGINES
 
     out: dict[str, Optional[str]] = {"offline": os.environ.get("PATCHKIT_OFFLINE", "")}
     for t in sorted(targets.values(), key=lambda t: (t.engine, str(t.root))):
@@ -175,9 +177,19 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             for rel in ("packed-refs", f"refs/tags/v{t.version}", f"refs/tags/{t.version}"):
                 out[str(git / rel)] = file_digest(git / rel)
             out[str(t.root / ".patchkit/source.json")] = _state_digest(t.root, "source.json")
-        else:
-            from patchkit.target import ENGINES
+            # The checkout's committed code (judge.Session.head): HEAD and the branch it names.
+            head = file_digest(git / "HEAD")
+            out[str(git / "HEAD")] = head
+            from patchkit import regular
 
+            raw = regular.read_cached(git, "HEAD", 4096)  # a FIFO or a link planted there: unread
+            try:
+                named = raw.decode().strip() if raw is not None else ""
+            except UnicodeDecodeError:
+                named = ""
+            if named.startswith("ref: refs/"):
+                out[str(git / named[5:])] = file_digest(git / named[5:])
+        else:
             public = (t.version or "").split("+", 1)[0]
             d = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower() / public
             out[str(d)] = ",".join(sorted(p.name for p in d.glob("*.whl"))) if public else ""
@@ -188,6 +200,13 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
                 cache_dir() / "trees" / f"{t.engine}-{(t.version or '').split('+', 1)[0]}" / ".patchkit" / "source.json"
             )
             out[str(src)] = file_digest(src)
+        # A site's identity may come from another release in the recipe's range (identity.py):
+        # which releases the cache holds is an input too.
+        releases = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower()
+        try:
+            out[f"{releases}/*"] = ",".join(sorted(os.listdir(releases)))
+        except OSError:
+            out[f"{releases}/*"] = ""
     return out
 
 

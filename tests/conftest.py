@@ -370,6 +370,20 @@ def mini_sglang(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
+def release_in_cache(cache: Path, engine: str, version: str, files: dict[str, str]) -> Path:
+    """A hand-made release wheel of ``engine`` ``version`` holding ``files`` ({path in the
+    wheel: text}) in patchkit's cache ``cache``: a release in a recipe's range, offline, for
+    the site identity (patchkit/identity.py) or a reference to be read from."""
+    dist = ENGINES[engine].dist
+    d = cache / "wheels" / dist.replace("_", "-").lower() / version
+    d.mkdir(parents=True, exist_ok=True)
+    whl = d / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for rel, text in files.items():
+            z.writestr(rel, text)
+    return whl
+
+
 # The smallest valid recipe (one list-element op), with ``{id}`` to fill: tests of recipe
 # handling (check, list, completion) build on it.
 MINIMAL_RECIPE = """\

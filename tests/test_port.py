@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import OLD_FLAG, OLD_LAYER_GATE, mini_sglang
+from tests.conftest import OLD_FLAG, OLD_LAYER_GATE, mini_sglang, release_in_cache
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +50,23 @@ summary = "widen the gate"  # an inline comment
 [engines]
 sglang = ">=0.5"
 """
+
+
+# The gate as released before it moved (sglang 0.5.8, in the recipes' range): where the
+# site's identity comes from (patchkit/identity.py), so that renamed_gate is the site and
+# not a look-alike.
+GATE_RELEASED = "_is_a = True\n_is_b = False\n\n\ndef old_gate(n):\n    return (_is_a or _is_b) and n > 0\n"
+
+
+@pytest.fixture(autouse=True)
+def _released(request, tmp_path, monkeypatch):
+    if request.node.get_closest_marker("real") is None:
+        monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+        release_in_cache(tmp_path / "cache", "sglang", "0.5.8", {"sglang/srt/gate.py": GATE_RELEASED})
+
+
+def _files_of(root: Path) -> list[tuple[str, str]]:
+    return [(p.stem, p.read_text()) for p in sorted((root / "sglang/srt").glob("*.py"))]
 
 
 def _recipes(tmp_path: Path, rid: str, text: str) -> Path:
@@ -151,6 +168,8 @@ def test_the_variant_goes_after_the_others_and_a_second_port_ends_it(tmp_path, r
     assert tomllib.loads(new)["variants"][0]["when"] == {"sglang": "<0.5"}  # not of this release: left alone
 
     # The gate moves again on the same release: the drafted variant ends, and is said to hold nothing.
+    # (Its site's identity is read from 0.5.9 as released, with the gate in gate2.py.)
+    release_in_cache(tmp_path / "cache", "sglang", "0.5.9", {f"sglang/srt/{n}.py": t for n, t in _files_of(root)})
     (root / "sglang/srt/gate3.py").write_text(GATE_NEW.replace("renamed_gate", "third_gate"))
     (root / "sglang/srt/gate2.py").write_text(GATE_OLD)
     code, out, err = run_cli("--recipes", str(recipes), "port", "widen", "--to", f"sglang={root}")

@@ -1,11 +1,13 @@
-"""Relocation ranks tied candidates by context, like patch's context lines (patchkit/context.py).
+"""Relocation scores every candidate against the site's identity, like patch's context lines
+(patchkit/context.py, identity.py).
 
-When an op's site is found in several places, the one that clearly shares most of the
-original site's context is where it moved (``moved``, the runners-up named as
-file::scope:line (score)); a real tie stays ``ambiguous``, listing every tied candidate.
-The scoring is a pure function over values; then whole status runs on small hand-written
-trees: the original context from the pristine release (a git checkout's tag), from the
-named scope as it stands, from the recipe alone, and from what the file the code left imports.
+A candidate is where the site moved only when its similarity reaches the threshold and
+leads the runner-up by the margin (``moved``, the runners-up named as
+file::scope:line (score: parts)); several alike are ``ambiguous``, and none alike
+``missing``, every candidate named.  The measure is a pure function over values; then
+whole status runs on small hand-written trees: the identity from the pristine release (a
+git checkout's tag), from the named scope as it stands, from the recipe alone, and what
+the file the code left imports.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 
 import pytest
 
-from patchkit import context
+from patchkit import context, fetch, identity
 from patchkit.context import Context
 from tests.conftest import git, mini_sglang
 
@@ -34,62 +36,70 @@ def block(*fields: str, site: str = "max_running_requests") -> str:
     return "class C:\n" + "\n".join(body) + "\n"
 
 
-# -- the score, over values -----------------------------------------------------------------
+# -- the similarity, over values (context.similarity, identity.decide) ------------------------
 
 
-def test_statements_around_the_site_break_a_tie():
+def sim(original: Context, cand: Context) -> float:
+    return round(context.similarity(original, cand)[0], 4)
+
+
+def C(score: float):
+    return identity.Candidate("f.py", "s", 1, score, ())
+
+
+def test_statements_around_the_site_are_its_context_lines():
     original = ctx(block("a", "b", "max_running_requests", "c", "d"), "max_running")
     near = ctx(block("x", "b", "max_running_requests", "c", "y"), "max_running")
     far = ctx(block("x", "y", "max_running_requests", "z", "w"), "max_running")
-    assert context.score(original, near) == 4.0  # b before, c after: 2 each
-    assert context.score(original, far) == 0.0
-    r = context.rank(original, [("far", far), ("near", near)])
-    assert r.clear and r.order[0] == ("near", 4.0) and r.order[1] == ("far", 0.0)
+    assert context.similarity(original, near) == (4 / 6, ("scope", "site", "before 1/2", "after 1/2"))
+    assert sim(original, far) == round(2 / 6, 4) < identity.THRESHOLD  # the scope and the statement alone
+    assert identity.decide([C(sim(original, near)), C(sim(original, far))]) == "moved"
 
 
-def test_a_neighbour_on_the_wrong_side_or_too_far_is_not_a_context_line():
+def test_a_neighbour_on_the_wrong_side_or_too_far_counts_a_quarter():
     original = ctx(block("a", "max_running_requests", "b"), "max_running")
-    swapped = ctx(block("b", "max_running_requests", "a"), "max_running")
-    assert context.score(original, swapped) == 2.0  # two siblings (1 each), no context line
-    moved_away = ctx(block("a", "p", "q", "r", "max_running_requests"), "max_running")
-    assert context.score(original, moved_away) == 1.0  # `a` is only a sibling there
-    assert context.score(original, ctx(block("p", "a", "max_running_requests"), "max_running")) == 2.0
+    assert sim(original, ctx(block("b", "max_running_requests", "a"), "max_running")) == 2.5 / 4
+    assert sim(original, ctx(block("a", "p", "q", "r", "max_running_requests"), "max_running")) == 2.25 / 4
+    assert sim(original, ctx(block("p", "a", "max_running_requests"), "max_running")) == 3 / 4
 
 
-def test_siblings_beyond_the_near_statements_break_a_tie():
+def test_siblings_beyond_the_near_statements_count_as_one_part():
     fields = ["s1", "s2", "s3", "n1", "n2", "n3", "max_running_requests", "m1", "m2", "m3"]
     original = ctx(block(*fields), "max_running")
     kin = ctx(block("s1", "s2", "s3", "x1", "x2", "x3", "max_running_requests", "y1"), "max_running")
     stranger = ctx(block("t1", "t2", "t3", "x1", "x2", "x3", "max_running_requests", "y1"), "max_running")
-    assert context.score(original, kin) == 3.0 and context.score(original, stranger) == 0.0
-    assert context.rank(original, [("stranger", stranger), ("kin", kin)]).order[0][0] == "kin"
+    assert context.similarity(original, kin)[1] == ("scope", "site", "siblings 100%")
+    assert sim(original, kin) - sim(original, stranger) == pytest.approx(1 / 9, abs=1e-3)
 
 
-def test_a_statement_that_changed_but_binds_the_same_name_counts_half():
+def test_a_neighbour_that_changed_but_binds_the_same_name_counts_by_its_likeness():
     original = ctx("class C:\n    a: Optional[int] = None\n    max_running_requests = None\n", "max_running")
     annotated = ctx(
         'class C:\n    a: A[Optional[int], "help"] = None\n    max_running_requests = None\n', "max_running"
     )
-    assert context.score(original, annotated) == 1.0
+    score, parts = context.similarity(original, annotated)
+    assert parts == ("scope", "site", "before 0.88/1") and 0.95 < score < 1  # a string literal is one token
 
 
 def test_layout_and_comments_do_not_matter_and_statements_that_name_nothing_are_no_context():
     original = ctx("def f(n):\n    pass\n    y = g( n ,\n  2)  # c\n    return [n]\n", "return")
     same = ctx("def f(n):\n    y = g(n, 2)\n    return [n]\n", "return")
     empty = ctx("def f(n):\n    pass\n    return None\n    return [n]\n", "return [n]")
-    assert context.score(original, same) == 2.0
-    assert context.score(original, empty) == 0.0
+    assert sim(original, same) == 1.0
+    assert context.similarity(original, empty)[1] == ("scope", "site")
 
 
-def test_enclosing_names_break_a_tie():
+def test_enclosing_names_and_a_renamed_scope():
     original = Context("sglang/srt/old.py", "Config.ServerArgs")
-    same = Context("sglang/srt/a.py", "Config.ServerArgs")
-    other = Context("sglang/srt/b.py", "_Legacy.ServerArgs")
-    assert context.score(original, same) == 4.0  # the qualified name (2) and both its names
-    assert context.score(original, other) == 1.0
-    assert context.score(original, Context("sglang/srt/b.py", "_Config.serverargs")) == 1.0  # `_` ignored, case kept
-    r = context.rank(original, [("other", other), ("same", same)])
-    assert r.clear and [k for k, _ in r.order] == ["same", "other"]
+    assert sim(original, Context("sglang/srt/a.py", "Config.ServerArgs")) == 1.0
+    assert sim(original, Context("sglang/srt/b.py", "_Legacy.ServerArgs")) == 0.5  # one name of two, `_` ignored
+    tree = ast.parse("def apply_ar_fusion(batch_size: int):\n    return x\n")
+    renamed = ast.parse("def ar_fusion_applies(batch_size: int):\n    return x\n")
+    a = context.of_site(tree, 2, "m.py", "apply_ar_fusion")
+    b = context.of_site(renamed, 2, "n.py", "ar_fusion_applies")
+    assert a.header == (("apply", "ar", "fusion"), "batch_size: int")
+    # Words shared: 2 of 4 (0.5), the same parameters (1): the scope 0.75, the site 1.
+    assert context.similarity(a, b) == (0.875, ("scope renamed 75%", "site"))
 
 
 def test_the_file_the_code_left_importing_a_candidate_points_at_it():
@@ -97,37 +107,20 @@ def test_the_file_the_code_left_importing_a_candidate_points_at_it():
     imports = context.imports_of(ast.parse(src), SA)
     assert ("sglang.srt.fields.schedule", "Schedule") in imports
     original = Context(SA, "ServerArgs", imports=imports)
-    assert context.score(original, Context("sglang/srt/fields/schedule.py", "Schedule")) == 2.0
-    assert context.score(original, Context("sglang/srt/fields/schedule.py", "Other")) == 0.0
-    assert context.score(original, Context("sglang/srt/pool.py", "")) == 2.0  # a module-level candidate
-    assert context.score(original, Context("sglang/srt/elsewhere.py", "Schedule")) == 0.0
+    assert context.similarity(original, Context("sglang/srt/fields/schedule.py", "Schedule"))[1] == ("imported",)
+    assert sim(original, Context("sglang/srt/fields/schedule.py", "Other")) == 0.0
+    assert sim(original, Context("sglang/srt/pool.py", "")) == 1.0  # a module-level candidate
+    assert sim(original, Context("sglang/srt/elsewhere.py", "Schedule")) == 0.0
 
 
-def test_a_real_tie_is_not_clear_and_counts_every_tied_candidate():
+def test_twins_are_ambiguous_and_the_margin_is_fifteen_hundredths():
     original = ctx(block("a", "max_running_requests", "b"), "max_running")
     twin = ctx(block("a", "max_running_requests", "b"), "max_running")
-    r = context.rank(original, [("one", twin), ("two", twin), ("three", ctx(block("max_running_requests"), "max"))])
-    assert not r.clear and r.tied == 2 and [k for k, _ in r.order] == ["one", "two", "three"]
-
-
-def test_clearly_best_needs_a_margin_of_one_and_a_quarter_of_its_score():
-    assert context.MARGIN == 1.0 and context.SHARE == 0.25
-    site, none = ("max_running_requests = None", "max_running_requests"), ("", "")
-    stmts = tuple((f"s{i} = {i}", f"s{i}") for i in range(12))
-    original = Context(block=(site, none, none, none, *stmts), at=0)  # s0..s11: siblings, 1 each
-
-    def cand(n: int) -> Context:
-        return Context(block=stmts[:n])
-
-    # 3 against 2 differs by 1: clear.  12 against 10 differs by 2, less than 12/4: a tie.
-    assert context.rank(original, [("a", cand(3)), ("b", cand(2))]).clear
-    r = context.rank(original, [("a", cand(12)), ("b", cand(10))])
-    assert not r.clear and r.tied == 2
-    assert context.rank(original, [("a", cand(12)), ("b", cand(9))]).clear
-    # Without the original site, the named scope's statements count half: 1.5 against 1.
-    assert not context.rank(Context(block=stmts), [("a", cand(3)), ("b", cand(2))]).clear
-    # Nothing shared at all is no winner, however many candidates.
-    assert not context.rank(original, [("a", Context()), ("b", Context())]).clear
+    assert identity.decide([C(sim(original, twin)), C(sim(original, twin))]) == "ambiguous"
+    assert identity.THRESHOLD == 0.5 and identity.MARGIN == 0.15
+    assert identity.decide([C(0.65), C(0.5)]) == "moved"
+    assert identity.decide([C(0.64), C(0.5)]) == "ambiguous"
+    assert identity.decide([C(0.5)]) == "moved" and identity.decide([C(0.4999)]) == "missing"
 
 
 def test_the_site_block_is_the_innermost_one_holding_the_line():
@@ -139,12 +132,13 @@ def test_the_site_block_is_the_innermost_one_holding_the_line():
     assert outer.after == (("c = 3", "c"),)
 
 
-def test_a_text_file_site_is_ranked_by_its_lines():
+def test_a_text_file_site_is_judged_by_its_lines():
     original = context.of_lines("a\n\n  b   c\nSITE\nd\n", 4, "include/x.cuh")
     assert original.before == (("b c", ""), ("a", "")) and original.after == (("d", ""),)
     near = context.of_lines("b c\nSITE\nd\n", 2, "include/y.cuh")
     far = context.of_lines("d\nSITE\nq\n", 2, "include/z.cuh")
-    assert context.score(original, near) == 4.0 and context.score(original, far) == 1.0
+    assert context.similarity(original, near) == (0.75, ("site", "before 1/2", "after 1/1"))
+    assert sim(original, far) == round(1.25 / 4, 4)
 
 
 # -- whole runs on small trees --------------------------------------------------------------
@@ -222,8 +216,13 @@ def test_the_statements_around_the_original_site_in_the_tagged_release_decide(tm
     assert op["state"] == "moved", op
     assert op["location"] == f"sglang/srt/sched.py::Schedule:{sched}"
     assert op["message"] == (
-        f"moved from {SA}::ServerArgs; closest in context (4); runners-up: sglang/srt/pool.py::PoolConfig:{pool} (0)"
+        f"moved from {SA}::ServerArgs; similarity 0.50 to the site as in sglang 0.5.9 (site, before 1/2, after 1/2);"
+        f" runners-up: sglang/srt/pool.py::PoolConfig:{pool} (0.17: site)"
     )
+    assert [(c["location"], c["score"]) for c in op["candidates"]] == [
+        ("sglang/srt/sched.py::Schedule", 0.5),
+        ("sglang/srt/pool.py::PoolConfig", 0.167),
+    ]
 
 
 def test_the_named_scope_as_it_stands_gives_siblings(tmp_path, status):
@@ -239,7 +238,11 @@ def test_the_named_scope_as_it_stands_gives_siblings(tmp_path, status):
     )
     op = status(root)
     assert op["state"] == "moved" and op["location"].startswith("sglang/srt/sched.py::Schedule:"), op
-    assert re.search(r"closest in context \(1\); runners-up: sglang/srt/pool.py::PoolConfig:\d+ \(0\)$", op["message"])
+    assert re.search(
+        r"similarity 0.50 to the site as in its named scope \(siblings 100%\); "
+        r"runners-up: sglang/srt/pool.py::PoolConfig:\d+ \(0.00: nothing matched\)$",
+        op["message"],
+    )
 
 
 def test_the_file_the_code_left_imports_where_it_went(tmp_path, status):
@@ -274,10 +277,16 @@ def test_enclosing_names_decide_when_the_named_file_is_gone(tmp_path, status):
     )
     op = status(root, scope="Config.ServerArgs")
     assert op["state"] == "moved" and op["location"] == "sglang/srt/b.py::Config.ServerArgs:6", op
-    assert op["message"].endswith("closest in context (4); runners-up: sglang/srt/a.py::Legacy.ServerArgs:6 (1)")
+    assert op["message"].endswith(
+        "similarity 1.00 to the site as in its named scope (scope);"
+        " runners-up: sglang/srt/a.py::Legacy.ServerArgs:6 (0.50: scope 50%)"
+    )
 
 
-def test_a_real_tie_stays_ambiguous_listing_every_candidate(tmp_path, status):
+def test_look_alikes_that_share_nothing_with_the_site_are_missing_listing_every_candidate(tmp_path, status):
+    """Three classes hold the field, and nothing of the site's identity (its class's name)
+    is in any of them: none is the site (identity.THRESHOLD), so the op reads missing, and
+    every candidate is named with its score."""
     root = mini_sglang(
         tmp_path / "site",
         {
@@ -286,11 +295,39 @@ def test_a_real_tie_stays_ambiguous_listing_every_candidate(tmp_path, status):
         },
     )
     op = status(root)
+    assert op["state"] == "missing", op
+    assert op["message"].endswith(
+        "nearest candidates, none reaching similarity 0.5 to the site as in its named scope: "
+        "sglang/srt/one.py::One:5 (0.00: nothing matched), sglang/srt/three.py::Three:5 (0.00: nothing matched), "
+        "sglang/srt/two.py::Two:5 (0.00: nothing matched)"
+    )
+    assert [c["location"] for c in op["candidates"]] == [
+        "sglang/srt/one.py::One",
+        "sglang/srt/three.py::Three",
+        "sglang/srt/two.py::Two",
+    ]
+
+
+def test_two_places_alike_the_site_with_no_margin_are_ambiguous(tmp_path, status):
+    """Two classes keep every sibling of the field (the named scope as it stands): both
+    reach the threshold, neither leads by the margin."""
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            SA: "from typing import Optional\n\n\n" + fields("ServerArgs", "mem_fraction_static"),
+            "sglang/srt/one.py": "from typing import Optional\n\n\n"
+            + fields("One", "mem_fraction_static", "max_running_requests"),
+            "sglang/srt/two.py": "from typing import Optional\n\n\n"
+            + fields("Two", "mem_fraction_static", "max_running_requests"),
+        },
+    )
+    op = status(root)
     assert op["state"] == "ambiguous", op
     assert op["message"] == (
-        "not in ServerArgs; found in 3 places, tied on context: "
-        "sglang/srt/one.py::One:5 (0), sglang/srt/three.py::Three:5 (0), sglang/srt/two.py::Two:5 (0)"
+        "not in ServerArgs; 2 places reach similarity 0.5 to the site as in its named scope, none by a margin"
+        " of 0.15: sglang/srt/one.py::One:6 (0.50: siblings 100%), sglang/srt/two.py::Two:6 (0.50: siblings 100%)"
     )
+    assert [c["score"] for c in op["candidates"]] == [0.5, 0.5]
 
 
 # -- a real release -------------------------------------------------------------------------
@@ -306,6 +343,7 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
     the field left, imports Schedule: the old op reads moved there, the runners-up named.
     (One release: the search of a whole tree costs ~10 s.)"""
     s = tree("sglang", "0.5.23", links=True)
+    fetch.fetch_wheel("sglang", "0.5.9")  # the oldest release in range: the site's identity comes from it
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     (recipes / "mrr-old.toml").write_text(OLD_MRR)
@@ -317,7 +355,8 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
     assert op["state"] == "moved", op
     assert op["location"] == f"{sched}::Schedule:{line_of(s / sched, 'max_running_requests:')}"
     assert op["message"] == (
-        f"moved from {SA}::ServerArgs; closest in context (2); runners-up: "
-        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.5), "
-        f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0)"
+        f"moved from {SA}::ServerArgs; similarity 0.57 to the site as in sglang 0.5.9"
+        " (site 76%, before 0.88/3, after 2.5/3, imported); runners-up: "
+        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.14: site, before 0.25/3), "
+        f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0.11: site, siblings 2%)"
     ), op

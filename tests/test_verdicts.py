@@ -13,7 +13,7 @@ import json
 import os
 
 import pytest
-from conftest import mini_sglang
+from conftest import mini_sglang, release_in_cache
 from test_judge import GATE_NEW, GATE_OLD, GATE_RECIPE
 
 from patchkit import judge, verdicts
@@ -24,6 +24,10 @@ def moved(tmp_path, run_cli, monkeypatch):
     """A tree whose gate moved to gate2.py::renamed_gate, and status(...) -> op verdict.
     ``status(cached=True)`` fails the test if the verdict is judged instead of read back."""
     monkeypatch.setattr(verdicts, "RACY_NS", 0)  # the tree was written a moment ago
+    # The gate as released before it moved (0.5.8, in the recipe's range): the site's identity.
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    released = "_is_a = True\n_is_b = False\n\n\ndef old_gate(n):\n    return (_is_a or _is_b) and n > 0\n"
+    release_in_cache(tmp_path / "cache", "sglang", "0.5.8", {"sglang/srt/gate.py": released})
     root = mini_sglang(
         tmp_path / "site",
         {"sglang/srt/gate.py": GATE_OLD, "sglang/srt/gate2.py": GATE_NEW, "sglang/srt/other.py": "X = 1\n"},

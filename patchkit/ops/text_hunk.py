@@ -110,6 +110,10 @@ class TextHunk(Op):
                 "params.hunk", "has no context line", "keep at least one unchanged line around the change, with a space"
             )
         self.old, self.new = "".join(old), "".join(new)
+        # Two context lines or more are the site's identity, carried in the recipe as a
+        # unified diff carries it (GNU patch's fuzz never drops below two): wherever the op
+        # matches them exactly is the site.  One line is a fragment, judged like any other.
+        self.carries_identity = context >= 2
         self.count = params.get("count", 1)
         if self.count < 1:
             raise OpParamError("params.count", f"must be at least 1, not {self.count}")

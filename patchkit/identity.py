@@ -1,0 +1,330 @@
+"""Site identity: is a place where an op's pattern matches the op's site, or other code?
+
+A pattern alone is a ``sed`` address: after a refactor or an upgrade it can match code the
+recipe never meant (a new SM100-only check, a list of the same names in another function).
+So an op's site also has an *identity*, taken from a release the recipe was written for
+(its *home*): the context of each occurrence of the site there (context.py: the enclosing
+scope, the site's own statement, NEAR statements or lines before and after it, like a
+unified diff hunk's context lines, the rest of its block, and what its file imports).
+
+The home is the target's own pristine release when its version is in the op's range (the
+recipe's engines, the op's ``when``) and that release holds the site; else the oldest
+release in range whose wheel is in patchkit's cache and holds the site; else the pinned
+release (upstream_pins.toml), when it is in range.  An identity is
+cached on disk (``<cache>/identity``), keyed on patchkit's code, the recipe's bytes, the op
+and the release; an entry that does not read back as one is a miss.
+
+A candidate is the site when its similarity (``context.similarity``, in [0, 1]) reaches
+THRESHOLD, the bar GumTree and Clang's ASTDiff set for matching subtrees and git for a
+rename (50%); it has *moved* there only when it also leads the runner-up by MARGIN.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from patchkit import context, pyscope
+from patchkit.model import OpSpec, Recipe, holds
+from patchkit.ops import DONE, PENDING, Located
+
+THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
+MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
+MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
+FORMAT = 3
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The site as it stood in its home release: one Context per occurrence."""
+
+    release: str  # e.g. "sglang 0.5.9"
+    sites: tuple[context.Context, ...]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A place that may be the site, scored against the identity."""
+
+    file: str
+    scope: str
+    line: Optional[int]
+    score: float
+    parts: tuple[str, ...]
+
+    def where(self) -> str:
+        return f"{self.file}::{self.scope or '<module>'}" + (f":{self.line}" if self.line else "")
+
+    def describe(self) -> str:
+        return f"{self.where()} ({self.score:.2f}: {', '.join(self.parts) or 'nothing matched'})"
+
+    def to_json(self) -> dict:
+        return {
+            "location": f"{self.file}::{self.scope or '<module>'}",
+            "line": self.line,
+            "score": round(self.score, 3),
+            "matched": list(self.parts),
+        }
+
+
+# -- scoring (pure) --------------------------------------------------------------------------
+
+
+def score(ident: Identity, cands: tuple[context.Context, ...]) -> tuple[float, tuple[str, ...]]:
+    """A candidate's similarity to the identity: every occurrence it has is matched to the
+    most alike of the identity's, and the scores averaged (the parts are its first's)."""
+    if not ident.sites or not cands:
+        return 0.0, ()
+    total, parts = 0.0, ()
+    for i, c in enumerate(cands[:MAX_SITES]):
+        best = max((context.similarity(o, c) for o in ident.sites), key=lambda sp: sp[0])
+        total += best[0]
+        if i == 0:
+            parts = best[1]
+    return total / min(len(cands), MAX_SITES), parts
+
+
+def unchanged_in_scope(op: OpSpec, parts: tuple[str, ...]) -> bool:
+    """The site's own statement, token for token, in the same qualified scope: that is the
+    site, however much upstream rewrote around it (a Python op finds one match in its scope
+    or reads ambiguous, so there is no other).  Not for a text op: a file has no scope."""
+    return op.impl.language == "python" and "scope" in parts and "site" in parts
+
+
+def decide(ranked: list[Candidate]) -> str:
+    """ "moved" (the best passes THRESHOLD and leads by MARGIN), "ambiguous" (it passes but
+    does not lead), or "missing" (nothing passes); ``ranked`` is best first."""
+    if not ranked or ranked[0].score < THRESHOLD:
+        return "missing"
+    second = ranked[1].score if len(ranked) > 1 else 0.0
+    return "moved" if ranked[0].score - second >= MARGIN else "ambiguous"
+
+
+# -- contexts of sites in code ----------------------------------------------------------------
+
+
+def _text_nodes(loc: Located) -> bool:
+    """A text op's nodes are line numbers (in a Python file too: a comment's hunk)."""
+    return all(isinstance(n, int) for n in loc.nodes)
+
+
+def _lines(f, loc: Located) -> list[int]:
+    if not f.is_python or _text_nodes(loc):
+        return sorted({n for n in loc.nodes if isinstance(n, int)})
+    found = pyscope.line_numbers(f.module, f.view, loc.nodes, f.text)
+    return sorted(set(found.values()))
+
+
+def contexts_in(
+    f, scope: str, loc: Located, imports: frozenset = frozenset()
+) -> tuple[tuple[context.Context, ...], Optional[int]]:
+    """The context of each occurrence of a site found in a Document, and its first line."""
+    lines = _lines(f, loc)[:MAX_SITES] if loc.nodes else []
+    if not lines:
+        return (), None
+    if not f.is_python or _text_nodes(loc):
+        return tuple(context.of_lines(f.text, ln, f.logical) for ln in lines), lines[0]
+    tree = f.tree
+    if tree is None:
+        return (), lines[0]
+    return tuple(context.of_site(tree, ln, f.logical, scope, imports) for ln in lines), lines[0]
+
+
+def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
+    """The contexts of the op's site in a pristine release (pristine.Reference), or None
+    when the release does not hold it in the op's file and scope."""
+    data = ref.read(op.file)
+    if data is None:
+        return None
+    text = data.decode("utf-8", "surrogateescape")
+    if op.impl.language != "python":
+        loc = op.impl.locate(text)
+        lines = sorted({n for n in loc.nodes if isinstance(n, int)}) if loc.state in (DONE, PENDING) else []
+        return tuple(context.of_lines(text, ln, op.file) for ln in lines[:MAX_SITES]) or None
+    module = ref.module(op.file)
+    if module is None:
+        return None
+    try:
+        loc = op.impl.locate(pyscope.resolve(module, op.scope)[-1])
+    except pyscope.ScopeError:
+        return None
+    if loc.state not in (DONE, PENDING) or not loc.nodes:
+        return None
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    lines = sorted(set(pyscope.line_numbers(module, None, loc.nodes, text).values()))[:MAX_SITES]
+    imports = context.imports_of(tree, op.file)
+    return tuple(context.of_site(tree, ln, op.file, op.scope, imports) for ln in lines) or None
+
+
+# -- the home release -------------------------------------------------------------------------
+
+
+def in_range(recipe: Recipe, op: OpSpec, version: Optional[str]) -> bool:
+    if not version:
+        return False
+    spec = recipe.engines.get(op.engine)
+    return (spec is None or spec.contains(version, prereleases=True)) and holds(
+        tuple(w for w in op.when if w[0] == op.engine), {op.engine: version}
+    )
+
+
+def own_release_in_range(session, recipe: Recipe, op: OpSpec) -> bool:
+    t = session.targets[op.engine]
+    return in_range(recipe, op, t.version and t.version.split("+", 1)[0])
+
+
+def _cached_releases(engine: str) -> list[str]:
+    """Versions of the engine whose release wheel is in patchkit's cache, oldest first."""
+    from packaging.version import InvalidVersion, Version
+
+    from patchkit.paths import cache_dir
+    from patchkit.target import ENGINES
+
+    d = cache_dir() / "wheels" / ENGINES[engine].dist.replace("_", "-").lower()
+    out = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    for v in names:
+        try:
+            key = Version(v)
+        except InvalidVersion:
+            continue
+        if any(n.endswith(".whl") for n in os.listdir(d / v)):
+            out.append((key, v))
+    return [v for _, v in sorted(out)]
+
+
+def _pinned(engine: str) -> Optional[str]:
+    """The engine's version in the project's upstream_pins.toml, or None (none found, or
+    not readable: the pins are checked where they are used, not here)."""
+    from patchkit import pins, project
+    from patchkit.errors import PatchkitError
+
+    try:
+        path = project.find_pins()
+        pin = pins.load(path).get(engine) if path is not None else None
+    except PatchkitError:
+        return None
+    return pin.version if pin is not None else None
+
+
+def _homes(session, recipe: Recipe, op: OpSpec):
+    """(label, reference) of each release the identity may come from, best first: the
+    target's own, then the releases in the cache, oldest first, then the pinned one
+    (downloaded, unless PATCHKIT_OFFLINE=1)."""
+    from pathlib import Path
+
+    from patchkit import pristine
+    from patchkit.target import Target
+
+    t = session.targets[op.engine]
+    if own_release_in_range(session, recipe, op):
+        ref = session.reference(op.engine)
+        if ref.available:
+            yield f"{op.engine} {t.version}", ref
+    own = (t.version or "").split("+", 1)[0]
+    cached = _cached_releases(op.engine)
+    pinned = _pinned(op.engine)
+    for v in [*cached, *([pinned] if pinned and pinned not in cached else [])]:
+        if v == own or not in_range(recipe, op, v):
+            continue
+        key = (op.engine, v)
+        if key not in session.releases:
+            session.releases[key] = pristine.Reference(Target(op.engine, Path("/"), "package", v))
+        ref = session.releases[key]
+        if ref.available:
+            yield f"{op.engine} {v}", ref
+
+
+def _cache_path(session, recipe: Recipe, op: OpSpec, release: str):
+    from patchkit.paths import cache_dir
+    from patchkit.verdicts import digest_of
+
+    k = digest_of(f"{FORMAT}|{session.code}|{recipe.sha256}|{op.index}|{op.engine}|{release}".encode())
+    return cache_dir() / "identity" / f"{k}.marshal"
+
+
+def _load(path) -> Optional[tuple]:
+    """A cached identity, or None (absent, unreadable, or not of the right shape)."""
+    from patchkit import regular
+
+    data = regular.read_cached(path.parent, path.name, 64 << 20)  # a link, FIFO or device: a miss
+    if data is None:
+        return None
+    try:
+        raw = marshal.loads(data)
+        if raw is False:
+            return False  # the release does not hold the site (also worth remembering)
+        sites = tuple(
+            context.Context(str(f), str(s), tuple((str(a), str(b)) for a, b in blk), at, frozenset(imp), _header(hdr))
+            for f, s, blk, at, imp, hdr in raw
+        )
+        if any(c.at is not None and not (isinstance(c.at, int) and 0 <= c.at < len(c.block)) for c in sites):
+            return None
+        return sites
+    except (ValueError, EOFError, TypeError):
+        return None
+
+
+def _header(raw) -> tuple:
+    if not raw:
+        return ()
+    words, params = raw
+    return tuple(str(w) for w in words), str(params)
+
+
+def _save(path, sites) -> None:
+    raw = False if sites is None else [(c.file, c.scope, list(c.block), c.at, c.imports, c.header) for c in sites]
+    from patchkit import fsio
+
+    try:  # a cache that cannot be written only costs time
+        fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", marshal.dumps(raw))
+    except ValueError:
+        pass
+
+
+def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:
+    """The op's identity (once per invocation), or None when no release in range that
+    patchkit can read holds the site."""
+    key = (recipe.id, recipe.sha256, op.index)
+    if key in session.identities:
+        return session.identities[key]
+    found = None
+    for label, ref in _homes(session, recipe, op):
+        path = _cache_path(session, recipe, op, label)
+        sites = _load(path)
+        if sites is None:
+            sites = _of_release(ref, op)
+            _save(path, sites)
+        if sites:
+            found = Identity(label, sites)
+            break
+    session.identities[key] = found
+    return found
+
+
+def holds_as_released(session, recipe: Recipe, op: OpSpec, f) -> bool:
+    """The file is its own release's, byte for byte (or, with that release's wheel not in
+    the cache, the installed RECORD lists these bytes), and that release is in the op's
+    range: wherever the op finds its site there, that is the site (no parse needed)."""
+    if not own_release_in_range(session, recipe, op):
+        return False
+    t = session.targets[op.engine]
+    if t.layout == "package" and (t.version or "").split("+", 1)[0] not in _cached_releases(op.engine):
+        # No release wheel to compare with yet: rather than download one, believe the
+        # installer's RECORD when it lists exactly these bytes (pip wrote the file and the row).
+        from patchkit.judge import _installed_as
+
+        if _installed_as(t, f.logical, f.original):
+            return True
+    ref = session.reference(op.engine)
+    return ref.available and ref.read(f.logical) == f.original

@@ -1,0 +1,352 @@
+"""Site identity in miniature (offline): the similarity measure and its threshold and
+margin (context.similarity, identity.decide), the identity cache (bad entries are misses),
+the revert invariant's test of "the reference holds this line in place" (provenance.held),
+a marker that matches the recipe's own text, equivalent fixes (equivalent.py), and a text
+op whose fragment moved to an unrelated line of a git checkout (its tag is the release)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from types import SimpleNamespace
+
+from conftest import git, mini_sglang
+
+from patchkit import context, equivalent, identity, provenance
+from patchkit.recipe import load_recipe
+
+# -- the measure -------------------------------------------------------------------------------
+
+ORIGINAL = """
+class Runner:
+    def should_tune(self):
+        if self.disabled:
+            return False
+        backend = self.args.backend
+        if backend not in ["a", "b"]:
+            return False
+        major = capability()
+        if major < 9:
+            return False
+        return True
+"""
+
+
+def ctx(src: str, needle: str, file: str = "m.py", scope: str = "Runner.should_tune") -> context.Context:
+    tree = ast.parse(src)
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if needle in ln)
+    return context.of_site(tree, line, file, scope, context.imports_of(tree, file))
+
+
+def sim(cand_src: str, needle: str, **kw) -> float:
+    return context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(cand_src, needle, **kw))[0]
+
+
+def test_the_site_itself_is_wholly_similar():
+    score, parts = context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(ORIGINAL, 'not in ["a"'))
+    assert score == 1.0 and parts == ("scope", "site", "before 2/2", "after 2/2")  # `return True` names nothing
+
+
+def test_a_decoy_in_the_sites_own_scope_does_not_reach_the_threshold():
+    decoy = ORIGINAL.replace('if backend not in ["a", "b"]:', "if backend not in KNOWN:").replace(
+        "        return True\n", '        seen = ["a", "b"]\n        log(seen)\n        return True\n'
+    )
+    assert sim(decoy, 'seen = ["a"') < identity.THRESHOLD
+
+
+def test_a_renamed_scope_with_the_same_body_is_the_site():
+    renamed = ORIGINAL.replace("should_tune", "tuning_wanted")
+    assert sim(renamed, 'not in ["a"', scope="Runner.tuning_wanted") >= 0.9
+
+
+def test_a_moved_function_keeps_its_identity_and_a_look_alike_elsewhere_does_not():
+    moved = ORIGINAL.replace("class Runner:", "class Tuner:")
+    assert sim(moved, 'not in ["a"', file="n.py", scope="Tuner.should_tune") >= 0.8
+    alike = "def report(backend):\n    print(backend)\n    if backend not in ['a', 'b']:\n        return 'other'\n"
+    assert sim(alike, "not in ['a'", file="r.py", scope="report") < identity.THRESHOLD
+
+
+def test_a_text_sites_context_lines_decide():
+    text = "a\nb\nc\nCHECK(major == 10)\nd\ne\nf\n" + "x\n" * 20 + "g\nCHECK(major == 10) // new\nh\n"
+    orig = context.of_lines(text, 4, "k.cu")
+    assert context.similarity(orig, context.of_lines(text, 4, "k.cu"))[0] == 1.0
+    assert context.similarity(orig, context.of_lines(text, 29, "k.cu"))[0] < identity.THRESHOLD
+
+
+def C(score: float) -> identity.Candidate:
+    return identity.Candidate("f.py", "s", 1, score, ())
+
+
+def test_moved_needs_the_threshold_and_a_margin_over_the_runner_up():
+    assert identity.decide([C(0.9)]) == "moved"
+    assert identity.decide([C(0.9), C(0.74)]) == "moved"
+    assert identity.decide([C(0.9), C(0.8)]) == "ambiguous"
+    assert identity.decide([C(0.55), C(0.45)]) == "ambiguous"  # the runner-up too close, though below
+    assert identity.decide([C(0.49)]) == "missing"
+    assert identity.decide([]) == "missing"
+
+
+# -- the cache -----------------------------------------------------------------------------------
+
+
+def test_a_cached_identity_round_trips_and_a_bad_entry_is_a_miss(tmp_path):
+    site = ctx(ORIGINAL, 'not in ["a"')
+    path = tmp_path / "x.marshal"
+    identity._save(path, (site,))
+    assert identity._load(path) == (site,)
+    identity._save(path, None)
+    assert identity._load(path) is False  # "the release does not hold the site", remembered
+    for bad in (b"", b"\x00garbage", b"\xe9\x01\x00\x00\x00", __import__("marshal").dumps([("a", "b")])):
+        path.write_bytes(bad)
+        assert identity._load(path) is None
+    path.write_bytes(__import__("marshal").dumps([("f", "s", [("x", "")], 5, [], ())]))  # `at` out of the block
+    assert identity._load(path) is None
+
+
+# -- the revert invariant's test -----------------------------------------------------------------
+
+
+def test_a_line_the_reference_holds_in_place_is_upstreams():
+    ref = ["a", "b", "c = 1", "d", "e"]
+    ours = ["a", "b", "c = 2", "d", "e"]  # patchkit's edit of line 3
+    assert provenance.held(ours, [2], ref) is None
+    moved = ["x", "b", "c = 1", "d", "y"]  # upstream's lines, moved: line 3 is in a run of 3
+    assert provenance.held(moved, [2], ref) == (3, 3)
+    alone = ["x", "y", "c = 1", "z", "w"]  # one line alike, nothing around it: not in place
+    assert provenance.held(alone, [2], ref) is None
+
+
+# -- markers never match the recipe's own text ---------------------------------------------------
+
+INSERT = """
+id = "flag"
+summary = "define the SM120 flag"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+[ops.locator]
+anchor = "_is_b = False"
+[ops.params]
+code = "_is_sm120 = probe(120)"
+[[ops.markers]]
+file = "sglang/srt/gate.py"
+contains = ["_is_sm120", "probe(120)"]
+"""
+
+
+def test_a_marker_never_matches_the_text_the_recipe_itself_inserted(tmp_path, run_cli, monkeypatch):
+    """Offline, no journal: the inserted line is there, and the marker's words are exactly
+    it.  That is the recipe's own text, not upstream's: not ``upstream`` (revert would exit
+    0 with the patch still there), but ``applied?``, which revert refuses to guess about."""
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    root = mini_sglang(
+        tmp_path / "site", {"sglang/srt/gate.py": "_is_a = True\n_is_b = False\n_is_sm120 = probe(120)\n"}
+    )
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "flag.toml").write_text(INSERT)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "flag", "-t", f"sglang={root}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "applied?", op
+    upstream = "_is_sm120 = bool(probe(120))\n_is_a = True\n_is_b = False\n"  # upstream's own words: counts
+    (root / "sglang/srt/gate.py").write_text(upstream)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "flag", "-t", f"sglang={root}", "--json")
+    assert json.loads(out)["recipes"][0]["ops"][0]["state"] == "upstream", out
+
+
+# -- equivalent fixes ----------------------------------------------------------------------------
+
+WIDEN = """
+id = "widen"
+summary = "admit SM120"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "replace-expr"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "gate"
+[ops.locator]
+match = "major == 10"
+[ops.params]
+with = "major in (10, 12)"
+"""
+
+
+def test_key_tokens_are_what_the_edit_adds(tmp_path):
+    (tmp_path / "widen.toml").write_text(WIDEN)
+    r = load_recipe(tmp_path / "widen.toml")
+    assert equivalent.key_tokens(r.ops[0]) == ("12", "major")
+
+
+def test_upstreams_fix_in_other_words_is_a_hint_on_a_missing_op(tmp_path, run_cli, monkeypatch):
+    """The comparison the op widens is gone; upstream's gate now says ``major >= 12 or major
+    == 10`` in other words.  The op reads missing, and says where to look."""
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "sglang"
+    gate = "def gate(major):\n    # SM100, and SM120 since 0.5.14\n    return major in {10} or major == 12\n"
+    mini_sglang(repo / "python", {"sglang/srt/gate.py": gate})
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.5.9")
+    git(repo, "tag", "v0.5.9")
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "widen.toml").write_text(WIDEN)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "widen", "-t", f"sglang={repo}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "missing", op
+    assert (
+        "upstream may have fixed this in other words at sglang/srt/gate.py:3 (it mentions 12, major;" in op["message"]
+    )
+
+
+# -- a text op on a git checkout -----------------------------------------------------------------
+
+TEXT = """
+id = "arch"
+summary = "admit SM120"
+[engines]
+flashinfer = ">=0"
+[[ops]]
+kind = "text-replace"
+engine = "flashinfer"
+file = "csrc/launch.cu"
+[ops.params]
+find = "ECK_EQ(maj"
+replace = "ECK_GE(maj"
+count = 1
+"""
+LAUNCH = "void launch(int major) {\n  int a = 0;\n  int b = 1;\n  ICHECK_EQ(major, 10);\n  run(a, b);\n  done();\n}\n"
+
+
+def flashinfer_repo(root, text: str):
+    (root / "flashinfer").mkdir(parents=True)
+    (root / "flashinfer/__init__.py").write_text("")
+    (root / "version.txt").write_text("0.6.3\n")
+    (root / "include/flashinfer").mkdir(parents=True)
+    (root / "csrc").mkdir()
+    (root / "csrc/launch.cu").write_text(text)
+    return root
+
+
+def test_a_text_ops_fragment_on_an_unrelated_new_line_of_a_checkout_is_missing(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    repo = flashinfer_repo(tmp_path / "flashinfer", LAUNCH)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.6.3")
+    git(repo, "tag", "v0.6.3")
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "arch.toml").write_text(TEXT)
+    args = ("--recipes", str(recipes), "status", "arch", "-t", f"flashinfer={repo}", "--json")
+    assert json.loads(run_cli(*args)[1])["recipes"][0]["ops"][0]["state"] == "pending"
+    moved_on = LAUNCH.replace("  ICHECK_EQ(major, 10);\n", "  ICHECK(supported(major));\n")
+    moved_on += "\nvoid block_scale(int major) {\n  ICHECK_EQ(major, 10);  // SM100-only\n}\n"
+    (repo / "csrc/launch.cu").write_text(moved_on)
+    second = run_cli(*args)
+    assert "recipes" in json.loads(second[1]), second
+    op = json.loads(second[1])["recipes"][0]["ops"][0]
+    assert op["state"] == "missing", op
+    assert [(c["location"], c["line"]) for c in op["candidates"]] == [("csrc/launch.cu::<module>", 10)], op
+    assert op["candidates"][0]["score"] < identity.THRESHOLD, op
+    assert "but that is not the site as in flashinfer 0.6.3" in op["message"], op
+
+
+# -- a checkout's committed code -----------------------------------------------------------------
+
+GATE = "_is_a = True\n_is_b = False\n\n\ndef gate():\n    return _is_a or _is_b\n"
+WIDEN_GATE = """
+id = "gate"
+summary = "widen the gate"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "gate"
+[ops.locator]
+operands = ["_is_a", "_is_b"]
+[ops.params]
+operand = "_is_c"
+"""
+
+
+def test_an_edit_committed_past_the_tag_is_the_checkouts_own_code(tmp_path, run_cli, monkeypatch):
+    """The edit stands in the work tree, no journal: patchkit's (the tag does not have it).
+    Once committed, HEAD holds it: the checkout's own code, ``upstream`` (and a cached
+    verdict from before the commit is not reused: the cache is keyed on HEAD)."""
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "sglang"
+    mini_sglang(repo / "python", {"sglang/srt/gate.py": GATE})
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.5.9")
+    git(repo, "tag", "v0.5.9")
+    (repo / "python/sglang/srt/gate.py").write_text(GATE.replace("_is_a or _is_b", "_is_a or _is_b or _is_c"))
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "gate.toml").write_text(WIDEN_GATE)
+    args = ("--recipes", str(recipes), "status", "gate", "-t", f"sglang={repo}", "--json")
+    __import__("time").sleep(1.1)  # older than the verdict cache's racy window
+    first = run_cli(*args)
+    assert json.loads(first[1])["recipes"][0]["ops"][0]["state"] == "applied", first
+    git(repo, "commit", "-q", "-am", "widen the gate upstream")
+    second = run_cli(*args)
+    assert "recipes" in json.loads(second[1]), second
+    op = json.loads(second[1])["recipes"][0]["ops"][0]
+    assert op["state"] == "upstream", op
+    assert "committed code (HEAD " in op["message"], op
+
+
+def test_the_sites_own_statement_in_its_scope_is_the_site_however_much_changed_around_it():
+    rewritten = (
+        "class Runner:\n    def should_tune(self):\n        log('tuning?')\n        cfg = load()\n"
+        "        backend = cfg.pick()\n        if backend not in ['a', 'b']:\n            return False\n"
+        "        return probe(cfg)\n"
+    )
+    score, parts = context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(rewritten, "not in ['a'"))
+    assert score < identity.THRESHOLD  # the context lines alone would not say so
+    python_op, text_op = (SimpleNamespace(impl=SimpleNamespace(language=lang)) for lang in ("python", "text"))
+    assert identity.unchanged_in_scope(python_op, parts)
+    assert not identity.unchanged_in_scope(text_op, parts)
+    decoy = rewritten.replace("if backend not in ['a', 'b']:", "if backend not in ['a', 'b'] and cfg.strict:")
+    assert not identity.unchanged_in_scope(
+        python_op, context.similarity(ctx(ORIGINAL, 'not in ["a"'), ctx(decoy, "not in ['a'"))[1]
+    )
+
+
+def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(tmp_path, run_cli, monkeypatch):
+    """The tree holds the site's words in more files than a search may open: never moved
+    (the rest of the tree was not ranked), and the named file's candidates are still named."""
+    from patchkit import relocate
+
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(relocate, "MAX_CANDIDATES", 1)
+    look = "_is_a = True\n_is_b = False\n\n\ndef {name}(n):\n    return (_is_a or _is_b) and n > 0\n"
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            "sglang/srt/gate.py": look.format(name="kept_gate"),
+            "sglang/srt/g2.py": look.format(name="gate"),
+            "sglang/srt/g3.py": look.format(name="gate"),
+        },
+    )
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "gate.toml").write_text(WIDEN_GATE)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "gate", "-t", f"sglang={root}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "missing", op
+    assert "its words are in 2 files of the tree, too many to say where it went" in op["message"], op
+    assert [c["location"] for c in op["candidates"]] == ["sglang/srt/gate.py::kept_gate"], op

@@ -290,6 +290,84 @@ def test_evidence_reads_as_written(cell: Cell):
     assert not problems, "\n".join(problems)
 
 
+# -- apply and revert where each edit was written ----------------------------------------------
+
+
+# Recipes that apply wrongly on the release they were written for (patchkit's fault, read in its
+# ops): strict xfails, listed in WRONG.md like the known_wrong cells.
+APPLY_WRONG = {
+    "corpus-glm5guide-nsa-backends": "apply refused by op #1's post-condition: replace-expr with count = 2 puts one "
+    'and the same `"flashinfer"` node at both sites, which its own occurrence count then sees once (1 where it '
+    "makes 2: ambiguous, not done); op #1 alone fails the same way",
+    "corpus-glm5guide-nsa-metadata-try": "apply refused by the post-condition: replace-stmt finds the statement it "
+    "replaced nested inside its own replacement (the new try body) and reads both standing, `partially edited`",
+}
+
+
+def written_where() -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(recipe, engine, release it was written for, the states its entries read there), for
+    every recipe patchkit can load."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for e in ENTRIES:
+        if lacking(e.get("needs", "")):
+            continue
+        state = next(c.state for c in CELLS if c.entry == e["id"] and c.release == e["written_for"])
+        out.setdefault((e["recipe"], e["engine"], e["written_for"]), []).append(state)
+    return [(*k, tuple(v)) for k, v in sorted(out.items())]
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    from patchkit.cli import main
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        mp.chdir(ROOT)
+        try:
+            main([*args, "--recipes", str(RECIPES)])
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    return code, out.getvalue()
+
+
+@real
+@pytest.mark.parametrize(
+    "recipe,engine,release,states",
+    [
+        pytest.param(
+            *w,
+            id=f"{w[0]}-{w[1]}{w[2]}",
+            marks=[pytest.mark.xfail(strict=True, reason=APPLY_WRONG[w[0]])] if w[0] in APPLY_WRONG else [],
+        )
+        for w in written_where()
+    ],
+)
+def test_applies_and_reverts_byte_for_byte_where_written(recipe, engine, release, states, tmp_path):
+    """On the release it was written for, each corpus recipe applies (every file it names
+    changes) and reverts to the release's bytes.  A recipe whose edit that release never had
+    (a published script that matched nothing) is refused with nothing written."""
+    tree = copy_linked(drift.release_tree(engine, release), tmp_path / engine)
+    with open(RECIPES / f"{recipe}.toml", "rb") as f:
+        files = sorted({op["file"] for op in tomllib.load(f)["ops"]})
+
+    def now() -> dict[str, Optional[bytes]]:
+        return {f: (p.read_bytes() if (p := physical(tree, engine, f)).is_file() else None) for f in files}
+
+    pristine = now()
+    target = ("-t", f"{engine}={tree}")
+    code, out = _cli("apply", recipe, *target)
+    if set(states) != {"pending"}:
+        assert code != 0 and now() == pristine, f"apply exited {code} where the release never had the edit:\n{out}"
+        return
+    assert code == 0, out
+    unchanged = [f for f, b in now().items() if b == pristine[f]]
+    assert not unchanged, f"apply exited 0 but left {unchanged} as they were:\n{out}"
+    code, out = _cli("revert", recipe, *target)
+    assert code == 0, out
+    differ = [f for f, b in now().items() if b != pristine[f]]
+    assert not differ, f"revert left {differ} unlike the release:\n{out}"
+
+
 # -- synthetic refactors on real trees ---------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
 """The corpus of real published patches (tests/corpus/) against patchkit's verdicts.
 
-tests/corpus/corpus.toml holds edits people published for SGLang and FlashInfer (issues, pull
-requests, patch files, Dockerfile `sed -i` lines), the recipe op that expresses each, and the
-verdict each should get on every release of the axis, written from the releases' code.  The
+tests/corpus/corpus.toml holds edits people published for SGLang, FlashInfer and vLLM (issues,
+pull requests, patch files, Dockerfile `sed -i` lines), the recipe op that expresses each, and
+the verdict each should get on every release of the axis, written from the releases' code.  The
 real tier judges every release of each axis once (`patchkit drift --across ... --json`, all
 corpus recipes in one run per engine) and compares every cell: the state; for `upstream` and
 `moved`, that patchkit places the op at the evidence (same file, the line inside the scope
@@ -12,7 +12,8 @@ evidence, that the line still reads what the corpus says it does (independently 
 A cell with `known_wrong` is a disagreement read from the code: a strict xfail, so a cell
 patchkit starts getting right fails until its mark is removed.  An entry with `needs` waits
 for an op kind or engine patchkit lacks: skipped with that reason while it is lacking, judged
-once it exists.
+once it exists.  Each recipe is applied to a copy of the release it was written for and
+reverted, byte for byte (APPLY_WRONG: the strict xfails of that).
 
 Four synthetic refactors on real trees complete it (the classes a real upgrade brings that
 the releases above happen not to): a function moved to a new module with a weak look-alike
@@ -245,7 +246,7 @@ def matrix():
         if engine not in runs:
             versions = RELEASES[engine]
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(drift, "index_versions", lambda dist: list(versions))
+                mp.setattr(drift, "index_versions", lambda dist, *_: list(versions))
                 doc = drift_json(*judged_ids(engine), "--across", f"{engine}=={versions[0]}..{versions[-1]}")
             assert doc["versions"] == versions
             runs[engine] = doc["matrix"]
@@ -553,14 +554,15 @@ def test_synthetic_scope_renamed_reads_moved(tmp_path):
 
 
 def test_the_corpus_has_its_figures():
-    """At least 25 edits from at least 10 sources, 3 of them for vLLM; every recipe it names
-    loads or waits for what it needs; few entries wait for an op kind."""
+    """At least 25 edits from at least 10 sources, 5 of them for vLLM; every recipe it names
+    loads or waits for what it needs; few entries wait for an op kind, none for an engine."""
     sources = {e["source"] for e in ENTRIES}
     threads = {re.sub(r"/blob/.*|/(issues|pull)/\d+.*", "", e["source"]) for e in ENTRIES}
     assert len(ENTRIES) >= 25 and len(sources) >= 10, (len(ENTRIES), len(sources))
     assert len(threads) >= 5
-    assert sum(e["engine"] == "vllm" for e in ENTRIES) >= 3
+    assert sum(e["engine"] == "vllm" for e in ENTRIES) >= 5
     assert sum(e.get("needs", "").startswith("op kind") for e in ENTRIES) <= 5
+    assert not [e["id"] for e in ENTRIES if lacking(e.get("needs", "")).startswith("needs engine")]
     for e in ENTRIES:
         assert (_recipe_file(e["recipe"]).parent == RECIPES) == (not e.get("needs")), e["id"]
 
@@ -648,4 +650,5 @@ def test_wrong_md_lists_every_known_wrong_cell():
         if c.known_wrong
         and not any(f"{c.entry} " in r and re.search(rf"\b{re.escape(c.release)}\b(?!\.post)", r) for r in rows)
     ]
+    missing += [k for k in APPLY_WRONG if not any(row.startswith(f"| {k} |") for row in rows)]
     assert not missing, missing

@@ -567,6 +567,16 @@ def test_the_corpus_has_its_figures():
         assert (_recipe_file(e["recipe"]).parent == RECIPES) == (not e.get("needs")), e["id"]
 
 
+def test_every_corpus_recipe_passes_check():
+    """`patchkit check` accepts every recipe of tests/corpus/recipes/ (and refuses the one in
+    needs/, for the op kind it names)."""
+    code, out = _cli("check", *map(str, sorted(RECIPES.glob("*.toml"))))
+    assert code == 0, out
+    for path in sorted(NEEDS.glob("*.toml")):
+        code, out = _cli("check", str(path))
+        assert code != 0 and "unknown op kind" in out, out
+
+
 def _bad(tmp_path: Path, body: str) -> str:
     p = tmp_path / "c.toml"
     p.write_text('[releases]\nsglang = ["1", "2", "3", "4", "5"]\n' + body)

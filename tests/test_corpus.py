@@ -1,8 +1,8 @@
 """The corpus of real published patches (tests/corpus/) against patchkit's verdicts.
 
-tests/corpus/corpus.toml holds edits people published for SGLang and FlashInfer (issues, pull
-requests, patch files, Dockerfile `sed -i` lines), the recipe op that expresses each, and the
-verdict each should get on every release of the axis, written from the releases' code.  The
+tests/corpus/corpus.toml holds edits people published for SGLang, FlashInfer and vLLM (issues,
+pull requests, patch files, Dockerfile `sed -i` lines), the recipe op that expresses each, and
+the verdict each should get on every release of the axis, written from the releases' code.  The
 real tier judges every release of each axis once (`patchkit drift --across ... --json`, all
 corpus recipes in one run per engine) and compares every cell: the state; for `upstream` and
 `moved`, that patchkit places the op at the evidence (same file, the line inside the scope
@@ -12,7 +12,8 @@ evidence, that the line still reads what the corpus says it does (independently 
 A cell with `known_wrong` is a disagreement read from the code: a strict xfail, so a cell
 patchkit starts getting right fails until its mark is removed.  An entry with `needs` waits
 for an op kind or engine patchkit lacks: skipped with that reason while it is lacking, judged
-once it exists.
+once it exists.  Each recipe is applied to a copy of the release it was written for and
+reverted, byte for byte (APPLY_WRONG: the strict xfails of that).
 
 Four synthetic refactors on real trees complete it (the classes a real upgrade brings that
 the releases above happen not to): a function moved to a new module with a weak look-alike
@@ -245,7 +246,7 @@ def matrix():
         if engine not in runs:
             versions = RELEASES[engine]
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(drift, "index_versions", lambda dist: list(versions))
+                mp.setattr(drift, "index_versions", lambda dist, *_: list(versions))
                 doc = drift_json(*judged_ids(engine), "--across", f"{engine}=={versions[0]}..{versions[-1]}")
             assert doc["versions"] == versions
             runs[engine] = doc["matrix"]
@@ -288,6 +289,84 @@ def test_evidence_reads_as_written(cell: Cell):
     the code, not against patchkit."""
     problems = reads(cell, drift.release_tree(cell.engine, cell.release))
     assert not problems, "\n".join(problems)
+
+
+# -- apply and revert where each edit was written ----------------------------------------------
+
+
+# Recipes that apply wrongly on the release they were written for (patchkit's fault, read in its
+# ops): strict xfails, listed in WRONG.md like the known_wrong cells.
+APPLY_WRONG = {
+    "corpus-glm5guide-nsa-backends": "apply refused by op #1's post-condition: replace-expr with count = 2 puts one "
+    'and the same `"flashinfer"` node at both sites, which its own occurrence count then sees once (1 where it '
+    "makes 2: ambiguous, not done); op #1 alone fails the same way",
+    "corpus-glm5guide-nsa-metadata-try": "apply refused by the post-condition: replace-stmt finds the statement it "
+    "replaced nested inside its own replacement (the new try body) and reads both standing, `partially edited`",
+}
+
+
+def written_where() -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(recipe, engine, release it was written for, the states its entries read there), for
+    every recipe patchkit can load."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for e in ENTRIES:
+        if lacking(e.get("needs", "")):
+            continue
+        state = next(c.state for c in CELLS if c.entry == e["id"] and c.release == e["written_for"])
+        out.setdefault((e["recipe"], e["engine"], e["written_for"]), []).append(state)
+    return [(*k, tuple(v)) for k, v in sorted(out.items())]
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    from patchkit.cli import main
+
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        mp.chdir(ROOT)
+        try:
+            main([*args, "--recipes", str(RECIPES)])
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    return code, out.getvalue()
+
+
+@real
+@pytest.mark.parametrize(
+    "recipe,engine,release,states",
+    [
+        pytest.param(
+            *w,
+            id=f"{w[0]}-{w[1]}{w[2]}",
+            marks=[pytest.mark.xfail(strict=True, reason=APPLY_WRONG[w[0]])] if w[0] in APPLY_WRONG else [],
+        )
+        for w in written_where()
+    ],
+)
+def test_applies_and_reverts_byte_for_byte_where_written(recipe, engine, release, states, tmp_path):
+    """On the release it was written for, each corpus recipe applies (every file it names
+    changes) and reverts to the release's bytes.  A recipe whose edit that release never had
+    (a published script that matched nothing) is refused with nothing written."""
+    tree = copy_linked(drift.release_tree(engine, release), tmp_path / engine)
+    with open(RECIPES / f"{recipe}.toml", "rb") as f:
+        files = sorted({op["file"] for op in tomllib.load(f)["ops"]})
+
+    def now() -> dict[str, Optional[bytes]]:
+        return {f: (p.read_bytes() if (p := physical(tree, engine, f)).is_file() else None) for f in files}
+
+    pristine = now()
+    target = ("-t", f"{engine}={tree}")
+    code, out = _cli("apply", recipe, *target)
+    if set(states) != {"pending"}:
+        assert code != 0 and now() == pristine, f"apply exited {code} where the release never had the edit:\n{out}"
+        return
+    assert code == 0, out
+    unchanged = [f for f, b in now().items() if b == pristine[f]]
+    assert not unchanged, f"apply exited 0 but left {unchanged} as they were:\n{out}"
+    code, out = _cli("revert", recipe, *target)
+    assert code == 0, out
+    differ = [f for f, b in now().items() if b != pristine[f]]
+    assert not differ, f"revert left {differ} unlike the release:\n{out}"
 
 
 # -- synthetic refactors on real trees ---------------------------------------------------------
@@ -475,16 +554,27 @@ def test_synthetic_scope_renamed_reads_moved(tmp_path):
 
 
 def test_the_corpus_has_its_figures():
-    """At least 25 edits from at least 10 sources, 3 of them for vLLM; every recipe it names
-    loads or waits for what it needs; few entries wait for an op kind."""
+    """At least 25 edits from at least 10 sources, 5 of them for vLLM; every recipe it names
+    loads or waits for what it needs; few entries wait for an op kind, none for an engine."""
     sources = {e["source"] for e in ENTRIES}
     threads = {re.sub(r"/blob/.*|/(issues|pull)/\d+.*", "", e["source"]) for e in ENTRIES}
     assert len(ENTRIES) >= 25 and len(sources) >= 10, (len(ENTRIES), len(sources))
     assert len(threads) >= 5
-    assert sum(e["engine"] == "vllm" for e in ENTRIES) >= 3
+    assert sum(e["engine"] == "vllm" for e in ENTRIES) >= 5
     assert sum(e.get("needs", "").startswith("op kind") for e in ENTRIES) <= 5
+    assert not [e["id"] for e in ENTRIES if lacking(e.get("needs", "")).startswith("needs engine")]
     for e in ENTRIES:
         assert (_recipe_file(e["recipe"]).parent == RECIPES) == (not e.get("needs")), e["id"]
+
+
+def test_every_corpus_recipe_passes_check():
+    """`patchkit check` accepts every recipe of tests/corpus/recipes/ (and refuses the one in
+    needs/, for the op kind it names)."""
+    code, out = _cli("check", *map(str, sorted(RECIPES.glob("*.toml"))))
+    assert code == 0, out
+    for path in sorted(NEEDS.glob("*.toml")):
+        code, out = _cli("check", str(path))
+        assert code != 0 and "unknown op kind" in out, out
 
 
 def _bad(tmp_path: Path, body: str) -> str:
@@ -570,4 +660,5 @@ def test_wrong_md_lists_every_known_wrong_cell():
         if c.known_wrong
         and not any(f"{c.entry} " in r and re.search(rf"\b{re.escape(c.release)}\b(?!\.post)", r) for r in rows)
     ]
+    missing += [k for k in APPLY_WRONG if not any(row.startswith(f"| {k} |") for row in rows)]
     assert not missing, missing

@@ -654,7 +654,7 @@ def _facts_file(ctx, param, value):
         return None
     import json
 
-    from patchkit.project import decode_utf8, read_config
+    from patchkit.config import decode_utf8, read_config
 
     hint = "pass the file `patchkit doctor --json` wrote"
     raw = read_config(Path(value), "facts file", hint)

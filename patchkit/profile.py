@@ -147,7 +147,7 @@ def target_roots(target_args: Sequence[str], python_roots: Sequence[str] = ()) -
 def load(path: Path) -> Profile:
     """A profile file, checked: only the known keys, each a list of names, none both wanted
     and excluded.  Whether each name exists is for ``check`` (it needs the catalog)."""
-    from patchkit.project import decode_utf8, read_config
+    from patchkit.config import decode_utf8, read_config
 
     hint = f"a profile holds {HINT}"
     where = "a profile is a small TOML file: move aside what is there, or put one there"

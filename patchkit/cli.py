@@ -85,19 +85,19 @@ def _global_options(group: click.Group, invoked: set) -> None:
 def _opts(ctx, names, target, as_json) -> Options:
     python = ctx.meta.get("patchkit.python")
     if python:  # --python: the copies that interpreter imports become the targets
-        from patchkit.doctor import python_targets
+        from patchkit.interp import python_targets
 
         target = tuple(target) + python_targets(python, _project(ctx), tuple(names), tuple(target), facts=_probe(ctx))
     return Options(names=tuple(names), targets=tuple(target), json=as_json, project=_project(ctx))
 
 
 def _probe(ctx):
-    """What the --python interpreter imports (doctor.probe_python), asked once per invocation."""
+    """What the --python interpreter imports (interp.probe_python), asked once per invocation."""
     python = ctx.meta.get("patchkit.python")
     if not python:
         return None
     if "patchkit.probe" not in ctx.meta:
-        from patchkit.doctor import probe_python
+        from patchkit.interp import probe_python
 
         ctx.meta["patchkit.probe"] = probe_python(python)
     return ctx.meta["patchkit.probe"]

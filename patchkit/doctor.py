@@ -8,14 +8,12 @@ Two halves, so that the verdict can be tested from a recorded machine:
   (torch, else nvidia-smi), FlashInfer's JIT cache and patchkit's last edits to FlashInfer.
 * ``judge`` turns facts into findings (ok / info / warn / error).  It does no I/O.
 
-``python_targets`` serves ``--python`` on apply/revert/status: the copies an interpreter
-imports become the targets.
+Asking an interpreter what it imports (and ``--python`` targeting) is patchkit/interp.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import shutil
@@ -26,70 +24,14 @@ from pathlib import Path
 from typing import Optional
 
 from patchkit import __version__, jit
-from patchkit.errors import PatchkitError, TargetError
+from patchkit.errors import PatchkitError
+from patchkit.interp import _jit_name, _prebuilt, probe_python
 from patchkit.states import State
 from patchkit.target import ENGINES
 
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
 LEVELS = (OK, INFO, WARN, ERROR)
 
-
-def modules() -> dict[str, list[str]]:
-    """What the interpreter is asked to find: import name -> distribution names (every
-    engine's, torch, and the prebuilt kernels of an engine that compiles at run time)."""
-    out = {i.package: [i.dist] for i in ENGINES.values()}
-    out["torch"] = ["torch"]
-    jit = ENGINES.with_jit()
-    if jit is not None and jit.jit.get("prebuilt"):
-        out[_prebuilt()] = [jit.jit["prebuilt"]]
-    return out
-
-
-def _prebuilt() -> str:
-    jit = ENGINES.with_jit()
-    return jit.jit.get("prebuilt", "").replace("-", "_") if jit is not None else ""
-
-
-def _jit_name() -> str:
-    jit = ENGINES.with_jit()
-    return jit.name if jit is not None else ""
-
-
-# Runs inside the probed interpreter: standard library only, imports none of the packages.
-PROBE = r"""
-import importlib.util, json, os, sys, sysconfig
-MODULES = json.loads(sys.argv[1])
-try:
-    import importlib.metadata as md
-except ImportError:
-    md = None
-def dist_at(root, names):
-    if md is None:
-        return None, None
-    for d in md.distributions(path=[root]):
-        n = (d.metadata["Name"] or "").lower().replace("_", "-")
-        if n in names:
-            return d.version, str(getattr(d, "_path", "") or "")
-    return None, None
-out = {"executable": sys.executable, "python_version": sys.version.split()[0], "prefix": sys.prefix,
-       "base_prefix": sys.base_prefix, "in_venv": sys.prefix != sys.base_prefix,
-       "purelib": sysconfig.get_path("purelib"), "sys_path": sys.path, "modules": {}}
-for mod, names in MODULES.items():
-    info = {"found": False}
-    try:
-        spec = importlib.util.find_spec(mod)
-    except Exception as e:
-        spec = None
-        info["error"] = "%s: %s" % (type(e).__name__, e)
-    if spec is not None:
-        locs = list(spec.submodule_search_locations or [])
-        pkg = locs[0] if locs else os.path.dirname(spec.origin or "")
-        root = os.path.dirname(pkg)
-        v, di = dist_at(root, names)
-        info.update(found=True, origin=spec.origin, package_dir=pkg, root=root, version=v, dist_info=di)
-    out["modules"][mod] = info
-print(json.dumps(out))
-"""
 
 TORCH_PROBE = r"""
 import json, torch
@@ -101,63 +43,6 @@ if out["available"]:
         out["devices"].append({"index": i, "name": name, "capability": "%d.%d" % (major, minor)})
 print(json.dumps(out))
 """
-
-
-# -- probing an interpreter ------------------------------------------------------------------
-
-
-def probe_python(python: str, timeout: float = 60) -> dict:
-    """Where ``python`` imports each engine from (and torch), asked of that interpreter."""
-    exe = shutil.which(python) if os.sep not in python else python
-    if not exe or not os.path.exists(exe):
-        raise TargetError(
-            f"--python {python}: no such interpreter",
-            "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python",
-        )
-    exe = os.path.abspath(exe)  # the probe runs from /; absolute, not resolved (a venv's python is a link)
-    try:
-        proc = subprocess.run(
-            [exe, "-c", PROBE, json.dumps(modules())], capture_output=True, text=True, timeout=timeout, cwd="/"
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise TargetError(f"--python {python}: could not run it ({e})", "is it a Python 3 interpreter?") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TargetError(f"--python {python}: the probe failed ({last})", "is it a Python 3.8+ interpreter?")
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?") from None
-
-
-def python_targets(
-    python: str, project, names: tuple[str, ...], explicit: tuple[str, ...] = (), facts: Optional[dict] = None
-) -> tuple[str, ...]:
-    """``ENGINE=ROOT`` target arguments for the copies ``python`` imports (``facts``: its
-    probe, when the caller has it already).
-
-    Every engine the named recipes edit must come from that interpreter (or an explicit
-    --target): quietly falling back to the workspace tree for one of them would patch a
-    copy the server never loads."""
-    facts = facts or probe_python(python)
-    given = {a.split("=", 1)[0].strip() for a in explicit}
-    recipes = project.catalog().select(names)
-    needed = sorted({op.engine for r in recipes for op in r.ops})
-    out = []
-    for engine in needed:
-        if engine in given:
-            continue
-        m = facts["modules"].get(ENGINES[engine].package, {})
-        if not m.get("found"):
-            users = sorted(r.id for r in recipes if any(op.engine == engine for op in r.ops))
-            raise TargetError(
-                f"{facts['executable']} does not import {engine}, which {', '.join(users)} "
-                f"{'edits' if len(users) == 1 else 'edit'}",
-                f"install {ENGINES[engine].dist} into that environment, pass --target {engine}=PATH, or name only "
-                "recipes of the engines it has",
-            )
-        out.append(f"{engine}={m['root']}")
-    return tuple(out)
 
 
 # -- collecting facts ------------------------------------------------------------------------

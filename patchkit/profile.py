@@ -123,7 +123,7 @@ def find(pins_path: Optional[Path], roots: Sequence[Path] = ()) -> Profile:
 
 
 def python_roots(facts: Optional[dict]) -> list[str]:
-    """The roots an interpreter imports the engines from (``doctor.probe_python``'s facts)."""
+    """The roots an interpreter imports the engines from (``interp.probe_python``'s facts)."""
     from patchkit.target import ENGINES
 
     mods = (facts or {}).get("modules", {})

@@ -17,12 +17,12 @@ import re
 import sys
 from dataclasses import replace
 
-from patchkit.commands import NOT_THERE, OK, Options, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
 from patchkit.errors import PatchkitError
 
 # What the interpreter imports, remembered, and those copies as targets: patchkit/interp.py.
-from patchkit.interp import remembered_probe as probe  # noqa: F401
-from patchkit.interp import targets_of  # noqa: F401
+from patchkit.interp import remembered_probe as probe
+from patchkit.interp import targets_of
 from patchkit.interp import which as _which
 
 PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
@@ -91,3 +91,23 @@ def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: boo
     except OSError as e:
         raise PatchkitError(f"run: could not start {argv[0]} ({e.strerror})", "give CMD as you would run it") from None
     return OK  # not reached
+
+
+def run_command(inv: Invocation, argv: tuple[str, ...], python: str | None = None, apply: bool = False) -> int:
+    """`patchkit run`: the interpreter CMD runs (``python``, else CMD's own), its copies of
+    the engines judged against their profile, then CMD exec'd (see ``guard``)."""
+    from patchkit.commands.apply import no_names
+
+    python = python or interpreter_of(tuple(argv))
+    inv.facts = facts = probe(python)
+    inv.python = python
+    prof = inv.profile()
+    if not prof.exists:
+        raise PatchkitError(
+            f"run: no profile says what {python}'s engines should carry",
+            f"record it once: `patchkit apply sm120 --python {python} --save`",
+        )
+    no_names(prof)
+    names = prof.names + prof.exclude
+    opts = Options(names=names, targets=targets_of(facts, python, inv.project, names), project=inv.project)
+    return guard(opts, prof, tuple(argv), python, apply=apply)

@@ -25,7 +25,7 @@ from typing import Iterator, Optional
 
 from patchkit import __version__, jit
 from patchkit.errors import PatchkitError
-from patchkit.interp import _jit_name, _prebuilt, probe_python
+from patchkit.interp import jit_engine, prebuilt_module, probe_python
 from patchkit.states import State
 from patchkit.target import ENGINES
 
@@ -236,10 +236,10 @@ def collect(project, python: Optional[str] = None) -> dict:
         if tree.exists():
             facts["workspace"][engine] = _location(engine, tree, recipes)
     facts["profile"] = _profile(project, probe, catalog)
-    facts["aot_jit_cache"] = probe["modules"].get(_prebuilt(), {}).get("found", False)
+    facts["aot_jit_cache"] = probe["modules"].get(prebuilt_module(), {}).get("found", False)
     torch_m = probe["modules"].get("torch", {})
     facts["gpus"] = _gpus(probe["executable"], bool(torch_m.get("found")))
-    fi = facts["engines"].get(_jit_name(), {})
+    fi = facts["engines"].get(jit_engine(), {})
     facts["jit"] = _jit_cache((fi.get("location") or {}).get("version") or fi.get("version"))
     return facts
 
@@ -629,7 +629,7 @@ def _check_jit(s: _Seen) -> Iterator[Finding]:
     j = s.facts.get("jit", {})
     # FlashInfer compiles the copy Python imports: patchkit's writes there (journal), and the
     # kernel sources of recipes that copy carries (a patched wheel's install time counts too).
-    fi_loc = s.facts.get("engines", {}).get(_jit_name(), {}).get("location") or {}
+    fi_loc = s.facts.get("engines", {}).get(jit_engine(), {}).get("location") or {}
     edits = list(fi_loc.get("edits", []))
     edits += [src for src in fi_loc.get("jit_sources", []) if s.carried(fi_loc, src["recipe"])]
     yield Finding(

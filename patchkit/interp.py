@@ -27,16 +27,18 @@ def modules() -> dict[str, list[str]]:
     out["torch"] = ["torch"]
     jit = ENGINES.with_jit()
     if jit is not None and jit.jit.get("prebuilt"):
-        out[_prebuilt()] = [jit.jit["prebuilt"]]
+        out[prebuilt_module()] = [jit.jit["prebuilt"]]
     return out
 
 
-def _prebuilt() -> str:
+def prebuilt_module() -> str:
+    """The import name of the prebuilt kernels of the engine that compiles at run time ("" if none)."""
     jit = ENGINES.with_jit()
     return jit.jit.get("prebuilt", "").replace("-", "_") if jit is not None else ""
 
 
-def _jit_name() -> str:
+def jit_engine() -> str:
+    """The engine that compiles kernels at run time (engines.toml's ``[jit]``; "" if none)."""
     jit = ENGINES.with_jit()
     return jit.name if jit is not None else ""
 

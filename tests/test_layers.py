@@ -54,8 +54,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.verify.names",
         "patchkit.transaction",
         "patchkit.txnrecord",
+        # RECORD upkeep is part of a write (the transaction keeps an installed copy's RECORD
+        # true), so it sits in the core, though wheels and doctor use it too
         "patchkit.record",
-        "patchkit.report",
+        "patchkit.report",  # verdicts as text and JSON, for every command that judges
     ),
     "features": (
         # knowledge of upstream

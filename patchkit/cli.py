@@ -295,12 +295,14 @@ def verify(ctx, names, target, python, as_json, build, arch, nvcc, jobs, nvcc_ti
     \b
       patchkit verify allreduce-fusion --build --arch 120a,90a
     """
-    from patchkit.commands.verify import verify as run
+    from patchkit.commands.verify import verify_command
 
-    if not names:
-        raise PatchkitError("verify needs recipe or bundle names", "e.g. `patchkit verify allreduce-fusion --build`")
-    opts = _inv(ctx, python).options(names, target, as_json)
-    sys.exit(run(opts, build=build, arch=arch, nvcc=nvcc, jobs=jobs, nvcc_timeout=nvcc_timeout))
+    inv = _inv(ctx, python)
+    sys.exit(
+        verify_command(
+            inv, names, target, as_json, build=build, arch=arch, nvcc=nvcc, jobs=jobs, nvcc_timeout=nvcc_timeout
+        )
+    )
 
 
 @cli.command()

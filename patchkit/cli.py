@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
 from patchkit import __version__
-from patchkit.commands import Options
+from patchkit.commands import Invocation
 from patchkit.errors import OpBug, PatchkitError
 from patchkit.project import Project
 
@@ -30,14 +29,15 @@ recipe or target error; 3 a bug in patchkit.
 GLOBAL_META = "patchkit.global"  # --pins/--recipes/--workspace given after the subcommand
 
 
-def _project(ctx: click.Context) -> Project:
-    """The project of the invocation, from the global options wherever they were given:
-    before the subcommand or after it (after wins for --pins and --workspace; --recipes
-    adds up, in the order given, nearest first)."""
+def _inv(ctx: click.Context, python=None) -> Invocation:
+    """What the command needs beside its own options: the project, from the global options
+    wherever they were given: before the subcommand or after it (after wins for --pins and
+    --workspace; --recipes adds up, in the order given, nearest first); and --python."""
     o = ctx.find_root().params
     late = ctx.meta.get(GLOBAL_META, {})
     recipes = tuple(o.get("recipes") or ()) + tuple(late.get("recipes", ()))
-    return Project.locate(late.get("pins", o.get("pins")), recipes, late.get("workspace", o.get("workspace")))
+    pins, workspace = late.get("pins", o.get("pins")), late.get("workspace", o.get("workspace"))
+    return Invocation(lambda: Project.locate(pins, recipes, workspace), python=python)
 
 
 GLOBAL_HELP = {
@@ -47,109 +47,15 @@ GLOBAL_HELP = {
     "shipped ones; a nearer recipe overrides one with the same id.",
     "workspace": "Where `sync` puts the pinned trees (default: .patchkit/ beside the pins).",
 }
-
-
-def _global_options(group: click.Group, invoked: set) -> None:
-    """Accept --pins, --recipes and --workspace after any subcommand as well as before it
-    (`patchkit list --recipes DIR`); what is given there is kept in ctx.meta for _project.
-    Only for the commands in ``invoked`` (the words of the command line)."""
-
-    def keep(ctx, param, value):
-        if value not in (None, ()):
-            got = ctx.meta.setdefault(GLOBAL_META, {})
-            got[param.name] = got.get(param.name, ()) + value if param.multiple else value
-        return value
-
-    for name, cmd in group.commands.items():
-        if name not in invoked:
-            continue
-        if not any(p.name == "recipes" for p in cmd.params):
-            cmd.params += [
-                click.Option(["--pins"], metavar="FILE", expose_value=False, callback=keep, help=GLOBAL_HELP["pins"]),
-                click.Option(
-                    ["--recipes"],
-                    metavar="DIR",
-                    multiple=True,
-                    expose_value=False,
-                    callback=keep,
-                    help=GLOBAL_HELP["recipes"],
-                ),
-                click.Option(
-                    ["--workspace"], metavar="DIR", expose_value=False, callback=keep, help=GLOBAL_HELP["workspace"]
-                ),
-            ]
-        if isinstance(cmd, click.Group):
-            _global_options(cmd, invoked)
-
-
-def _opts(ctx, names, target, as_json) -> Options:
-    python = ctx.meta.get("patchkit.python")
-    if python:  # --python: the copies that interpreter imports become the targets
-        from patchkit.doctor import python_targets
-
-        target = tuple(target) + python_targets(python, _project(ctx), tuple(names), tuple(target), facts=_probe(ctx))
-    return Options(names=tuple(names), targets=tuple(target), json=as_json, project=_project(ctx))
-
-
-def _probe(ctx):
-    """What the --python interpreter imports (doctor.probe_python), asked once per invocation."""
-    python = ctx.meta.get("patchkit.python")
-    if not python:
-        return None
-    if "patchkit.probe" not in ctx.meta:
-        from patchkit.doctor import probe_python
-
-        ctx.meta["patchkit.probe"] = probe_python(python)
-    return ctx.meta["patchkit.probe"]
-
-
-def _profile(ctx, target):
-    """The profile in play (patchkit/profile.py): the --python or --target tree's own, else
-    the workspace's patchkit.toml; ``exists`` is False when there is none."""
-    from patchkit import profile
-
-    roots = profile.target_roots(target, profile.python_roots(_probe(ctx)))
-    return profile.find(_project(ctx).pins_path, roots)
-
-
-SAVE_HELP = (
-    "Also record it in the profile (the --python/--target tree's .patchkit/profile.toml, else the workspace's "
-    "patchkit.toml; created if absent), keeping its comments and layout."
-)
-
-
-def _remember_python(ctx, param, value):
-    if value:
-        ctx.meta["patchkit.python"] = value
-    return value
-
-
-def target_options(f):
-    f = click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document (the shape is stable; see README)."
-    )(f)
-    f = click.option(
-        "--target",
-        "-t",
-        multiple=True,
-        metavar="ENGINE=PATH",
-        help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, "
-        "or site-packages. Repeat per engine.",
-    )(f)
-    f = click.option(
-        "--python",
-        metavar="PATH",
-        expose_value=False,
-        callback=_remember_python,
-        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD "
-        "is kept true, a system Python's site-packages is refused, and patchkit's journal stays in "
-        "SITE/.patchkit (pip uninstall leaves it; delete it after).",
-    )(f)
-    f = click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")(f)
-    return f
-
-
 COLOR_HELP = "Colour the output: auto (on a terminal, unless NO_COLOR is set), always, or never."
+
+
+def _keep(ctx, param, value):
+    """A global option given after the subcommand: kept in ctx.meta for _inv."""
+    if value not in (None, ()):
+        got = ctx.meta.setdefault(GLOBAL_META, {})
+        got[param.name] = got.get(param.name, ()) + value if param.multiple else value
+    return value
 
 
 def _color(ctx, param, value):
@@ -162,7 +68,118 @@ def _color(ctx, param, value):
     return value
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+def _late_params(cmd: click.Command) -> list[click.Parameter]:
+    """--pins, --recipes, --workspace and --color, accepted after the subcommand as well as
+    before it (`patchkit list --recipes DIR`), unless the command has its own."""
+    out: list[click.Parameter] = []
+    if not any(p.name == "recipes" for p in cmd.params):
+        out += [
+            click.Option(["--pins"], metavar="FILE", expose_value=False, callback=_keep, help=GLOBAL_HELP["pins"]),
+            click.Option(
+                ["--recipes"],
+                metavar="DIR",
+                multiple=True,
+                expose_value=False,
+                callback=_keep,
+                help=GLOBAL_HELP["recipes"],
+            ),
+            click.Option(
+                ["--workspace"], metavar="DIR", expose_value=False, callback=_keep, help=GLOBAL_HELP["workspace"]
+            ),
+        ]
+    if not any(p.name == "color" for p in cmd.params):
+        choice = click.Choice(["auto", "always", "never"])
+        out.append(click.Option(["--color"], type=choice, expose_value=False, callback=_color, help=COLOR_HELP))
+    return out
+
+
+class _Late:
+    """A command whose parameters end with _late_params, made when click first asks for
+    them (a few dozen click.Options fewer to build at every start: `status` is a start-up)."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        late = self.__dict__.get("_late_params")
+        if late is None:
+            late = self._late_params = _late_params(self)
+        params = [*self.params, *late]
+        help_option = self.get_help_option(ctx)
+        return params if help_option is None else [*params, help_option]
+
+
+class Command(_Late, click.Command):
+    pass
+
+
+class Group(_Late, click.Group):
+    command_class = Command
+    group_class = type  # a subgroup (fork) is a Group too
+
+
+def _complete_names(ctx, param, incomplete):
+    """Shell completion of RECIPE|BUNDLE: the ids and bundles of the recipes in play (never
+    an error: a completion that fails offers nothing)."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        cat = _inv(ctx).project.catalog()
+    except Exception:
+        return []
+    items = [(r.id, r.summary) for r in cat.recipes.values()]
+    items += [(b, "bundle: " + " ".join(ids)) for b, ids in cat.bundles.items()]
+    return [CompletionItem(n, help=h) for n, h in items if n.startswith(incomplete)]
+
+
+def _complete_release(ctx, param, incomplete):
+    """Shell completion of ENGINE=PATH, ENGINE==VERSION and ENGINE==A..B (never an error)."""
+    try:
+        from patchkit.completion import release_values
+
+        return release_values(param.name, incomplete)
+    except Exception:
+        return []
+
+
+def names_argument(metavar: str = "[RECIPE|BUNDLE]...", required: bool = False):
+    """RECIPE|BUNDLE..., completed in the shell with the recipes and bundles in play."""
+    return click.argument("names", nargs=-1, required=required, metavar=metavar, shell_complete=_complete_names)
+
+
+def release_option(*decls, **kw):
+    """An option whose value names an engine and a release or a tree: completed with the
+    engines, then versions (ENGINE==V) or paths (ENGINE=PATH)."""
+    return click.option(*decls, shell_complete=_complete_release, **kw)
+
+
+SAVE_HELP = (
+    "Also record it in the profile (the --python/--target tree's .patchkit/profile.toml, else the workspace's "
+    "patchkit.toml; created if absent), keeping its comments and layout."
+)
+
+
+def target_options(f):
+    f = click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document (the shape is stable; see README)."
+    )(f)
+    f = release_option(
+        "--target",
+        "-t",
+        multiple=True,
+        metavar="ENGINE=PATH",
+        help="Work on this tree instead of the workspace: a git checkout of the upstream repo, an unpacked wheel, "
+        "or site-packages. Repeat per engine.",
+    )(f)
+    f = click.option(
+        "--python",
+        metavar="PATH",
+        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD "
+        "is kept true, a system Python's site-packages is refused, and patchkit's journal stays in "
+        "SITE/.patchkit (pip uninstall leaves it; delete it after).",
+    )(f)
+    f = names_argument()(f)
+    return f
+
+
+@click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="patchkit")
 @click.option("--pins", metavar="FILE", help=GLOBAL_HELP["pins"])
 @click.option("--recipes", metavar="DIR", multiple=True, help=GLOBAL_HELP["recipes"])
@@ -206,7 +223,7 @@ def cli(pins, recipes, workspace):
 )
 @click.option("--save", is_flag=True, help=SAVE_HELP + " A bundle joins bundles; a recipe leaves exclude.")
 @click.pass_context
-def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache, save):
+def apply(ctx, names, target, python, as_json, dry_run, ignore_range, clear_jit_cache, save):
     """Apply recipes and bundles (default: what the profile names).
 
     Every edit of the invocation is planned in memory across all files and engines and
@@ -216,39 +233,9 @@ def apply(ctx, names, target, as_json, dry_run, ignore_range, clear_jit_cache, s
     profile excludes are left out of the bundles named; a recipe whose rationale
     carries a WARNING has it printed before its edits are written.
     """
-    from patchkit.commands.apply import apply as run
-    from patchkit.commands.apply import save_profile
+    from patchkit.commands.apply import apply_command
 
-    prof = _profile(ctx, target)
-    given = tuple(names)
-    if not given:
-        if save:
-            raise PatchkitError("--save records the names given; there are none", "e.g. `patchkit apply sm120 --save`")
-        if not prof.exists:
-            raise PatchkitError(
-                "apply needs recipe or bundle names, or a profile that names them",
-                f"e.g. `patchkit apply sm120`; `patchkit apply sm120 --save` also records it in {prof.path}",
-            )
-        if not prof.names:
-            raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", _profile_hint())
-    opts = _opts(ctx, given or prof.names, target, as_json)
-    named = given or prof.recipes
-    code = run(
-        opts,
-        dry_run=dry_run,
-        ignore_range=ignore_range,
-        clear_jit=clear_jit_cache,
-        profile=prof if prof.exists else None,
-        named=named,
-        saving=save,
-    )
-    sys.exit(save_profile(prof, "apply", given, code, dry_run, opts) if save else code)
-
-
-def _profile_hint() -> str:
-    from patchkit.profile import HINT
-
-    return HINT
+    sys.exit(apply_command(_inv(ctx, python), names, target, as_json, dry_run, ignore_range, clear_jit_cache, save))
 
 
 @cli.command()
@@ -266,24 +253,15 @@ def _profile_hint() -> str:
     "--save", is_flag=True, help=SAVE_HELP + " A recipe a bundle of the profile brings joins exclude; a bundle leaves."
 )
 @click.pass_context
-def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache, save):
+def revert(ctx, names, target, python, as_json, dry_run, force, clear_jit_cache, save):
     """Take back recipes patchkit applied, leaving the others (and your own edits) alone.
 
     Refuses, with exit 1, when a file changed after patchkit wrote it, and says which
     lines; --force reverts anyway.  Code upstream already has is never touched.
     """
-    from patchkit.commands.apply import revert as run
+    from patchkit.commands.apply import revert_command
 
-    if not names:
-        raise PatchkitError("revert needs recipe or bundle names", "e.g. `patchkit revert allreduce-fusion`")
-    prof = _profile(ctx, target) if save else None
-    opts = _opts(ctx, names, target, as_json)
-    code = run(opts, dry_run=dry_run, force=force, clear_jit=clear_jit_cache)
-    if prof is not None:
-        from patchkit.commands.apply import save_profile
-
-        code = save_profile(prof, "revert", tuple(names), code, dry_run, opts)
-    sys.exit(code)
+    sys.exit(revert_command(_inv(ctx, python), names, target, as_json, dry_run, force, clear_jit_cache, save))
 
 
 @cli.command()
@@ -301,7 +279,7 @@ def revert(ctx, names, target, as_json, dry_run, force, clear_jit_cache, save):
     help="Kill an nvcc run (with its process group) after this long and report it (default: 1800).",
 )
 @click.pass_context
-def verify(ctx, names, target, as_json, build, arch, nvcc, jobs, nvcc_timeout):
+def verify(ctx, names, target, python, as_json, build, arch, nvcc, jobs, nvcc_timeout):
     """Prove recipes on the real toolchain: names resolve, and (--build) the CUDA compiles.
 
     \b
@@ -317,19 +295,21 @@ def verify(ctx, names, target, as_json, build, arch, nvcc, jobs, nvcc_timeout):
     \b
       patchkit verify allreduce-fusion --build --arch 120a,90a
     """
-    from patchkit.commands.verify import verify as run
+    from patchkit.commands.verify import verify_command
 
-    if not names:
-        raise PatchkitError("verify needs recipe or bundle names", "e.g. `patchkit verify allreduce-fusion --build`")
-    opts = _opts(ctx, names, target, as_json)
-    sys.exit(run(opts, build=build, arch=arch, nvcc=nvcc, jobs=jobs, nvcc_timeout=nvcc_timeout))
+    inv = _inv(ctx, python)
+    sys.exit(
+        verify_command(
+            inv, names, target, as_json, build=build, arch=arch, nvcc=nvcc, jobs=jobs, nvcc_timeout=nvcc_timeout
+        )
+    )
 
 
 @cli.command()
 @target_options
 @click.option("--quiet", "-q", is_flag=True, help="Only show ops whose state differs from their recipe's.")
 @click.pass_context
-def status(ctx, names, target, as_json, quiet):
+def status(ctx, names, target, python, as_json, quiet):
     """Judge recipes against the code as it is now (default: the profile's, else all recipes).
 
     \b
@@ -349,14 +329,9 @@ def status(ctx, names, target, as_json, quiet):
     Exit 0 only if every named recipe is applied, applied? or upstream; a recipe the
     profile excludes counts as it should be while none of its edits is in the code.
     """
-    from patchkit.commands.status import status as run
+    from patchkit.commands.status import status_command
 
-    prof = _profile(ctx, target)
-    given = tuple(names)
-    if not given and prof.exists:
-        names = prof.names + prof.exclude
-    profile = prof if prof.exists else None
-    sys.exit(run(_opts(ctx, names, target, as_json), verbose=not quiet, profile=profile, named=given or prof.recipes))
+    sys.exit(status_command(_inv(ctx, python), names, target, as_json, quiet))
 
 
 @cli.command()
@@ -368,7 +343,7 @@ def status(ctx, names, target, as_json, quiet):
 )
 @click.option("--ignore-range", is_flag=True, help="Include recipes outside their version range.")
 @click.pass_context
-def diff(ctx, names, target, as_json, applied, ignore_range):
+def diff(ctx, names, target, python, as_json, applied, ignore_range):
     """Print a unified diff of what apply would write; touches nothing.
 
     Paths are relative to each target's root, so the output applies with
@@ -377,28 +352,28 @@ def diff(ctx, names, target, as_json, applied, ignore_range):
     """
     from patchkit.commands.apply import diff as run
 
-    sys.exit(run(_opts(ctx, names, target, as_json), applied=applied, ignore_range=ignore_range))
+    sys.exit(run(_inv(ctx, python).options(names, target, as_json), applied=applied, ignore_range=ignore_range))
 
 
 @cli.command("list")
-@click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
+@names_argument()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def list_cmd(ctx, names, as_json):
     """List recipes and bundles."""
     from patchkit.commands.catalog import list_
 
-    sys.exit(list_(_opts(ctx, names, (), as_json)))
+    sys.exit(list_(_inv(ctx).options(names, (), as_json)))
 
 
 @cli.command()
-@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
+@names_argument("RECIPE|BUNDLE...", required=True)
 @click.pass_context
 def show(ctx, names):
     """Show recipes in full: rationale, version ranges, ops and upstream markers."""
     from patchkit.commands.catalog import show as run
 
-    sys.exit(run(_opts(ctx, names, (), False)))
+    sys.exit(run(_inv(ctx).options(names, (), False)))
 
 
 @cli.command()
@@ -431,12 +406,12 @@ def sync(ctx, engines, source, mirror, force):
     """
     from patchkit.commands.sync import sync as run
 
-    sys.exit(run(_project(ctx), tuple(engines), source, tuple(mirror), force))
+    sys.exit(run(_inv(ctx).project, tuple(engines), source, tuple(mirror), force))
 
 
 @cli.command()
-@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
-@click.option(
+@names_argument("RECIPE|BUNDLE...", required=True)
+@release_option(
     "--from",
     "sources",
     multiple=True,
@@ -474,12 +449,14 @@ def wheel(ctx, names, sources, label, out, ignore_range, as_json):
     """
     from patchkit.commands.wheel import wheel as run
 
-    sys.exit(run(_project(ctx), tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range))
+    sys.exit(
+        run(_inv(ctx).project, tuple(names), tuple(sources), label, out, as_json=as_json, ignore_range=ignore_range)
+    )
 
 
 @cli.command()
-@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
-@click.option(
+@names_argument("RECIPE|BUNDLE...", required=True)
+@release_option(
     "--from",
     "sources",
     multiple=True,
@@ -518,10 +495,8 @@ def publish(ctx, names, sources, url, label, out, dry_run, ignore_range):
       patchkit publish sm120 --from sglang==0.5.9 --from flashinfer==0.6.3 --repository-url http://index:8080/
     """
     from patchkit.commands.publish import publish as run
-    from patchkit.paths import cache_dir
 
-    out = out or str(cache_dir() / "publish")
-    sys.exit(run(_project(ctx), tuple(names), tuple(sources), url, label, out, dry_run, ignore_range))
+    sys.exit(run(_inv(ctx).project, tuple(names), tuple(sources), url, label, out, dry_run, ignore_range))
 
 
 FORK_TARGET_HELP = (
@@ -554,8 +529,8 @@ def fork():
 
 
 @fork.command("sync")
-@click.argument("names", nargs=-1, required=True, metavar="RECIPE|BUNDLE...")
-@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@names_argument("RECIPE|BUNDLE...", required=True)
+@release_option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
 @click.option(
     "--base",
     metavar="REV",
@@ -576,12 +551,12 @@ def fork_sync(ctx, names, target, base, force, as_json):
     """
     from patchkit.commands.fork import sync as run
 
-    sys.exit(run(_project(ctx), tuple(names), target, base=base, force=force, as_json=as_json))
+    sys.exit(run(_inv(ctx).project, tuple(names), target, base=base, force=force, as_json=as_json))
 
 
 @fork.command("upgrade")
 @click.argument("name", required=False, metavar="[NAME]")
-@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@release_option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
 @click.option(
     "--to", "to", required=True, metavar="REV", help="The new upstream tag or commit to rebuild the branch on."
 )
@@ -605,12 +580,14 @@ def fork_upgrade(ctx, name, target, to, move_pin, force, as_json):
     """
     from patchkit.commands.fork import upgrade as run
 
-    sys.exit(run(_project(ctx), (name,) if name else (), target, to, move_pin=move_pin, force=force, as_json=as_json))
+    sys.exit(
+        run(_inv(ctx).project, (name,) if name else (), target, to, move_pin=move_pin, force=force, as_json=as_json)
+    )
 
 
 @fork.command("status")
 @click.argument("name", required=False, metavar="[NAME]")
-@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@release_option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
 def fork_status(ctx, name, target, as_json):
@@ -623,12 +600,12 @@ def fork_status(ctx, name, target, as_json):
     """
     from patchkit.commands.fork import status as run
 
-    sys.exit(run(_project(ctx), (name,) if name else (), target, as_json=as_json))
+    sys.exit(run(_inv(ctx).project, (name,) if name else (), target, as_json=as_json))
 
 
 @fork.command("export")
 @click.argument("name", metavar="NAME")
-@click.option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
+@release_option("--target", "-t", "target", required=True, metavar="ENGINE=REPO", help=FORK_TARGET_HELP)
 @click.option(
     "--out", "-o", required=True, metavar="DIR", help="Directory for the patches and the series file (new or empty)."
 )
@@ -644,27 +621,13 @@ def fork_export(ctx, name, target, out, force, as_json):
     """
     from patchkit.commands.fork import export as run
 
-    sys.exit(run(_project(ctx), name, target, out, force=force, as_json=as_json))
+    sys.exit(run(_inv(ctx).project, name, target, out, force=force, as_json=as_json))
 
 
 def _facts_file(ctx, param, value):
-    """--facts FILE must be a JSON object recorded by `doctor --json` (checked here, so that a
-    missing or garbled file is a usage error, exit 2, not a failure inside doctor)."""
-    if value is None:
-        return None
-    import json
+    from patchkit.commands.doctor import facts_file
 
-    from patchkit.project import decode_utf8, read_config
-
-    hint = "pass the file `patchkit doctor --json` wrote"
-    raw = read_config(Path(value), "facts file", hint)
-    try:
-        data = json.loads(decode_utf8(raw, value, "facts file"))
-    except (ValueError, RecursionError) as e:
-        raise PatchkitError(f"{value}: not JSON ({e})", hint) from None
-    if not isinstance(data, dict):
-        raise PatchkitError(f"{value}: holds JSON {type(data).__name__}, not the object `doctor --json` writes", hint)
-    return value
+    return facts_file(value)
 
 
 @cli.command()
@@ -694,12 +657,12 @@ def doctor(ctx, python, facts_file, as_json):
     """
     from patchkit.commands.doctor import doctor as run
 
-    sys.exit(run(_project(ctx), python=python, as_json=as_json, facts_file=facts_file))
+    sys.exit(run(_inv(ctx).project, python=python, as_json=as_json, facts_file=facts_file))
 
 
 @cli.command()
-@click.argument("names", nargs=-1, metavar="[RECIPE|BUNDLE]...")
-@click.option(
+@names_argument()
+@release_option(
     "--to",
     "to",
     multiple=True,
@@ -707,7 +670,7 @@ def doctor(ctx, python, facts_file, as_json):
     help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named "
     "use their pin.",
 )
-@click.option(
+@release_option(
     "--across", metavar="ENGINE==A..B", help="Judge every release from A to B that the index lists, and print a matrix."
 )
 @click.option(
@@ -741,7 +704,7 @@ def drift(ctx, names, to, across, bisect, jobs, as_json, html):
     """
     from patchkit.commands.drift import drift as run
 
-    sys.exit(run(_project(ctx), tuple(names), tuple(to), across, bisect, as_json, jobs, html=html))
+    sys.exit(run(_inv(ctx).project, tuple(names), tuple(to), across, bisect, as_json, jobs, html=html))
 
 
 @cli.command()
@@ -756,7 +719,7 @@ def pin(ctx, engine, version, force):
     """
     from patchkit.commands.drift import pin as run
 
-    sys.exit(run(_project(ctx), engine, version, force))
+    sys.exit(run(_inv(ctx).project, engine, version, force))
 
 
 @cli.command("new")
@@ -779,7 +742,7 @@ def new_cmd(ctx, rid, engine, out):
     """
     from patchkit.commands.author import new as run
 
-    sys.exit(run(_project(ctx), rid, engine, out))
+    sys.exit(run(_inv(ctx).project, rid, engine, out))
 
 
 @cli.command()
@@ -797,12 +760,12 @@ def check(ctx, paths, as_json):
     """
     from patchkit.commands.author import check as run
 
-    sys.exit(run(_project(ctx), tuple(paths), as_json=as_json))
+    sys.exit(run(_inv(ctx).project, tuple(paths), as_json=as_json))
 
 
 @cli.command()
 @click.argument("rid", metavar="ID")
-@click.option(
+@release_option(
     "--target",
     "-t",
     multiple=True,
@@ -832,12 +795,12 @@ def capture(ctx, rid, target, out, partial):
     """
     from patchkit.commands.author import capture as run
 
-    sys.exit(run(_project(ctx), rid, tuple(target), out, partial))
+    sys.exit(run(_inv(ctx).project, rid, tuple(target), out, partial))
 
 
 @cli.command()
 @click.argument("rid", metavar="ID")
-@click.option(
+@release_option(
     "--to",
     "to",
     required=True,
@@ -865,7 +828,7 @@ def port(ctx, rid, to, write, as_json):
     """
     from patchkit.commands.port import port as run
 
-    sys.exit(run(_project(ctx), rid, to, write, as_json))
+    sys.exit(run(_inv(ctx).project, rid, to, write, as_json))
 
 
 @cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -892,22 +855,9 @@ def run_cmd(ctx, do_apply, python, argv):
       patchkit run -- python -m sglang.launch_server --model-path M
       patchkit run --apply -- /opt/serve/bin/sglang serve --model-path M
     """
-    from patchkit.commands.run import guard, interpreter_of, probe, targets_of
+    from patchkit.commands.run import run_command
 
-    python = python or interpreter_of(tuple(argv))
-    ctx.meta["patchkit.probe"] = facts = probe(python)
-    ctx.meta["patchkit.python"] = python
-    prof = _profile(ctx, ())
-    if not prof.exists:
-        raise PatchkitError(
-            f"run: no profile says what {python}'s engines should carry",
-            f"record it once: `patchkit apply sm120 --python {python} --save`",
-        )
-    if not prof.names:
-        raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", _profile_hint())
-    names = prof.names + prof.exclude
-    opts = Options(names=names, targets=targets_of(facts, python, _project(ctx), names), project=_project(ctx))
-    sys.exit(guard(opts, prof, tuple(argv), python, apply=do_apply))
+    sys.exit(run_command(_inv(ctx), tuple(argv), python, apply=do_apply))
 
 
 def _wants_json(args: list[str]) -> bool:
@@ -931,76 +881,9 @@ def _fail(code: int, line: str, message: str, hint: str, as_json: bool) -> None:
     sys.exit(code)
 
 
-class _Everything(set):
-    """Every command name (shell completion may complete after any of them)."""
-
-    def __contains__(self, name) -> bool:
-        return True
-
-
-def _late_options(group: click.Group, invoked: set) -> None:
-    """--color after any subcommand too; recipe and bundle names completed in the shell.
-    Only for the commands in ``invoked`` (the words of the command line)."""
-    for name, cmd in group.commands.items():
-        if name not in invoked:
-            continue
-        if not any(p.name == "color" for p in cmd.params):
-            cmd.params.append(
-                click.Option(
-                    ["--color"],
-                    type=click.Choice(["auto", "always", "never"]),
-                    expose_value=False,
-                    callback=_color,
-                    help=COLOR_HELP,
-                )
-            )
-        for p in cmd.params:
-            if isinstance(p, click.Argument) and p.name == "names":
-                p._custom_shell_complete = _complete_names  # what shell_complete= sets
-            elif isinstance(p, click.Option) and p.name in RELEASE_OPTIONS and "ENGINE" in (p.metavar or ""):
-                p._custom_shell_complete = _complete_release
-        if isinstance(cmd, click.Group):
-            _late_options(cmd, invoked)
-
-
-def _complete_names(ctx, param, incomplete):
-    """Shell completion of RECIPE|BUNDLE: the ids and bundles of the recipes in play (never
-    an error: a completion that fails offers nothing)."""
-    from click.shell_completion import CompletionItem
-
-    try:
-        cat = _project(ctx).catalog()
-    except Exception:
-        return []
-    items = [(r.id, r.summary) for r in cat.recipes.values()]
-    items += [(b, "bundle: " + " ".join(ids)) for b, ids in cat.bundles.items()]
-    return [CompletionItem(n, help=h) for n, h in items if n.startswith(incomplete)]
-
-
-# Options whose value names an engine and a release or a tree: completed with the engines,
-# then versions (ENGINE==V) or paths (ENGINE=PATH).
-RELEASE_OPTIONS = {"target", "to", "sources", "across"}
-
-
-def _complete_release(ctx, param, incomplete):
-    """Shell completion of ENGINE=PATH, ENGINE==VERSION and ENGINE==A..B (never an error)."""
-    try:
-        from patchkit.completion import release_values
-
-        return release_values(param.name, incomplete)
-    except Exception:
-        return []
-
-
 def main(argv=None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     as_json = _wants_json(args)
-    # Only the commands named on this command line get the options that may follow them
-    # (a few dozen click.Options fewer to build at every start: `status` is a start-up).
-    # Shell completion (click's _PATCHKIT_COMPLETE) reads the words from its own variables.
-    invoked = _Everything() if os.environ.get("_PATCHKIT_COMPLETE") else set(args)
-    _global_options(cli, invoked)
-    _late_options(cli, invoked)
     try:
         cli.main(args=args, prog_name="patchkit", standalone_mode=False)
     except PatchkitError as e:

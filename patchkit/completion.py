@@ -1,5 +1,5 @@
 """Shell completion of the values that name an engine and a release or a tree (click's own
-completion protocol; see cli._late_options): ``-t/--target ENGINE=PATH``, ``--to`` (a release
+completion protocol; cli.release_option declares it): ``-t/--target ENGINE=PATH``, ``--to`` (a release
 or a tree), ``--from ENGINE==VERSION`` and ``--across ENGINE==A..B``.
 
 Engines first (``sglang=``/``sglang==``), then the versions patchkit's cache holds wheels of,

@@ -8,14 +8,12 @@ Two halves, so that the verdict can be tested from a recorded machine:
   (torch, else nvidia-smi), FlashInfer's JIT cache and patchkit's last edits to FlashInfer.
 * ``judge`` turns facts into findings (ok / info / warn / error).  It does no I/O.
 
-``python_targets`` serves ``--python`` on apply/revert/status: the copies an interpreter
-imports become the targets.
+Asking an interpreter what it imports (and ``--python`` targeting) is patchkit/interp.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
 import re
 import shutil
@@ -23,73 +21,17 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from patchkit import __version__, jit
-from patchkit.errors import PatchkitError, TargetError
+from patchkit.errors import PatchkitError
+from patchkit.interp import jit_engine, prebuilt_module, probe_python
 from patchkit.states import State
 from patchkit.target import ENGINES
 
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
 LEVELS = (OK, INFO, WARN, ERROR)
 
-
-def modules() -> dict[str, list[str]]:
-    """What the interpreter is asked to find: import name -> distribution names (every
-    engine's, torch, and the prebuilt kernels of an engine that compiles at run time)."""
-    out = {i.package: [i.dist] for i in ENGINES.values()}
-    out["torch"] = ["torch"]
-    jit = ENGINES.with_jit()
-    if jit is not None and jit.jit.get("prebuilt"):
-        out[_prebuilt()] = [jit.jit["prebuilt"]]
-    return out
-
-
-def _prebuilt() -> str:
-    jit = ENGINES.with_jit()
-    return jit.jit.get("prebuilt", "").replace("-", "_") if jit is not None else ""
-
-
-def _jit_name() -> str:
-    jit = ENGINES.with_jit()
-    return jit.name if jit is not None else ""
-
-
-# Runs inside the probed interpreter: standard library only, imports none of the packages.
-PROBE = r"""
-import importlib.util, json, os, sys, sysconfig
-MODULES = json.loads(sys.argv[1])
-try:
-    import importlib.metadata as md
-except ImportError:
-    md = None
-def dist_at(root, names):
-    if md is None:
-        return None, None
-    for d in md.distributions(path=[root]):
-        n = (d.metadata["Name"] or "").lower().replace("_", "-")
-        if n in names:
-            return d.version, str(getattr(d, "_path", "") or "")
-    return None, None
-out = {"executable": sys.executable, "python_version": sys.version.split()[0], "prefix": sys.prefix,
-       "base_prefix": sys.base_prefix, "in_venv": sys.prefix != sys.base_prefix,
-       "purelib": sysconfig.get_path("purelib"), "sys_path": sys.path, "modules": {}}
-for mod, names in MODULES.items():
-    info = {"found": False}
-    try:
-        spec = importlib.util.find_spec(mod)
-    except Exception as e:
-        spec = None
-        info["error"] = "%s: %s" % (type(e).__name__, e)
-    if spec is not None:
-        locs = list(spec.submodule_search_locations or [])
-        pkg = locs[0] if locs else os.path.dirname(spec.origin or "")
-        root = os.path.dirname(pkg)
-        v, di = dist_at(root, names)
-        info.update(found=True, origin=spec.origin, package_dir=pkg, root=root, version=v, dist_info=di)
-    out["modules"][mod] = info
-print(json.dumps(out))
-"""
 
 TORCH_PROBE = r"""
 import json, torch
@@ -101,63 +43,6 @@ if out["available"]:
         out["devices"].append({"index": i, "name": name, "capability": "%d.%d" % (major, minor)})
 print(json.dumps(out))
 """
-
-
-# -- probing an interpreter ------------------------------------------------------------------
-
-
-def probe_python(python: str, timeout: float = 60) -> dict:
-    """Where ``python`` imports each engine from (and torch), asked of that interpreter."""
-    exe = shutil.which(python) if os.sep not in python else python
-    if not exe or not os.path.exists(exe):
-        raise TargetError(
-            f"--python {python}: no such interpreter",
-            "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python",
-        )
-    exe = os.path.abspath(exe)  # the probe runs from /; absolute, not resolved (a venv's python is a link)
-    try:
-        proc = subprocess.run(
-            [exe, "-c", PROBE, json.dumps(modules())], capture_output=True, text=True, timeout=timeout, cwd="/"
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise TargetError(f"--python {python}: could not run it ({e})", "is it a Python 3 interpreter?") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TargetError(f"--python {python}: the probe failed ({last})", "is it a Python 3.8+ interpreter?")
-    try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?") from None
-
-
-def python_targets(
-    python: str, project, names: tuple[str, ...], explicit: tuple[str, ...] = (), facts: Optional[dict] = None
-) -> tuple[str, ...]:
-    """``ENGINE=ROOT`` target arguments for the copies ``python`` imports (``facts``: its
-    probe, when the caller has it already).
-
-    Every engine the named recipes edit must come from that interpreter (or an explicit
-    --target): quietly falling back to the workspace tree for one of them would patch a
-    copy the server never loads."""
-    facts = facts or probe_python(python)
-    given = {a.split("=", 1)[0].strip() for a in explicit}
-    recipes = project.catalog().select(names)
-    needed = sorted({op.engine for r in recipes for op in r.ops})
-    out = []
-    for engine in needed:
-        if engine in given:
-            continue
-        m = facts["modules"].get(ENGINES[engine].package, {})
-        if not m.get("found"):
-            users = sorted(r.id for r in recipes if any(op.engine == engine for op in r.ops))
-            raise TargetError(
-                f"{facts['executable']} does not import {engine}, which {', '.join(users)} "
-                f"{'edits' if len(users) == 1 else 'edit'}",
-                f"install {ENGINES[engine].dist} into that environment, pass --target {engine}=PATH, or name only "
-                "recipes of the engines it has",
-            )
-        out.append(f"{engine}={m['root']}")
-    return tuple(out)
 
 
 # -- collecting facts ------------------------------------------------------------------------
@@ -351,10 +236,10 @@ def collect(project, python: Optional[str] = None) -> dict:
         if tree.exists():
             facts["workspace"][engine] = _location(engine, tree, recipes)
     facts["profile"] = _profile(project, probe, catalog)
-    facts["aot_jit_cache"] = probe["modules"].get(_prebuilt(), {}).get("found", False)
+    facts["aot_jit_cache"] = probe["modules"].get(prebuilt_module(), {}).get("found", False)
     torch_m = probe["modules"].get("torch", {})
     facts["gpus"] = _gpus(probe["executable"], bool(torch_m.get("found")))
-    fi = facts["engines"].get(_jit_name(), {})
+    fi = facts["engines"].get(jit_engine(), {})
     facts["jit"] = _jit_cache((fi.get("location") or {}).get("version") or fi.get("version"))
     return facts
 
@@ -410,272 +295,350 @@ def _carried(loc: dict, rid: str, sha: Optional[str]) -> Optional[str]:
     return None
 
 
-def judge(facts: dict) -> list[Finding]:
-    out: list[Finding] = []
-    add = lambda level, topic, msg, fails=True: out.append(Finding(level, topic, msg, fails))  # noqa: E731
-    py = facts["python"]
-    add(
-        INFO,
-        "python",
-        f"{py['executable']} (Python {py['python_version']}, "
-        f"{'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})",
-    )
+@dataclass(frozen=True)
+class _Seen:
+    """What every check reads: the facts, and what is derived from them once."""
 
-    gpus = facts.get("gpus", {})
-    devs = gpus.get("devices", [])
-    if devs:
-        for d in devs:
-            add(
-                OK,
-                "gpu",
-                f"GPU {d['index']}: {d['name']}, compute capability {d['capability']} (via {gpus.get('source')})",
-            )
-    else:
-        add(WARN, "gpu", "no GPU found (" + "; ".join(gpus.get("tried", [])) + ")", fails=False)
+    facts: dict
+    py: dict  # the interpreter
+    devs: list  # the GPUs found
+    majors: frozenset  # their compute-capability majors
+    gpu_names: str
+    sha: dict  # recipe id -> sha256 of the recipe as it is now
+    wanted: Optional[list]  # what the profile wants; None: no profile
+    excluded: frozenset  # what the profile excludes
+
+    def carried(self, loc: dict, rid: str) -> Optional[str]:
+        return _carried(loc, rid, self.sha.get(rid))
+
+
+def _seen(facts: dict) -> _Seen:
+    devs = facts.get("gpus", {}).get("devices", [])
     majors = set()
     for d in devs:
         try:
             majors.add(int(str(d["capability"]).split(".")[0]))
         except ValueError:
             pass
-    gpu_names = ", ".join(sorted({f"{d['name']} ({d['capability']})" for d in devs}))
-
-    sha = facts.get("recipe_sha256", {})
-    pins = facts.get("pins", {})
-    # Judged against the profile when there is one: what it excludes is never asked for.
     profile = facts.get("profile") or {}
+    return _Seen(
+        facts=facts,
+        py=facts["python"],
+        devs=devs,
+        majors=frozenset(majors),
+        gpu_names=", ".join(sorted({f"{d['name']} ({d['capability']})" for d in devs})),
+        sha=facts.get("recipe_sha256", {}),
+        wanted=profile.get("wanted"),
+        excluded=frozenset(profile.get("exclude", ())),
+    )
+
+
+def judge(facts: dict) -> list[Finding]:
+    """The findings of ``facts``, in the order the report prints them: one check at a time."""
+    s = _seen(facts)
+    out: list[Finding] = []
+    for check in (_check_python, _check_gpus, _check_profile, _check_engines, _check_workspace, _check_bundles):
+        out += check(s)
+    out += _check_jit(s)
+    return out
+
+
+def _check_python(s: _Seen) -> Iterator[Finding]:
+    py = s.py
+    yield Finding(
+        INFO,
+        "python",
+        f"{py['executable']} (Python {py['python_version']}, "
+        f"{'venv ' + py['prefix'] if py.get('in_venv') else 'not a venv'})",
+    )
+
+
+def _check_gpus(s: _Seen) -> Iterator[Finding]:
+    gpus = s.facts.get("gpus", {})
+    for d in s.devs:
+        yield Finding(
+            OK, "gpu", f"GPU {d['index']}: {d['name']}, compute capability {d['capability']} (via {gpus.get('source')})"
+        )
+    if not s.devs:
+        yield Finding(WARN, "gpu", "no GPU found (" + "; ".join(gpus.get("tried", [])) + ")", fails=False)
+
+
+def _check_profile(s: _Seen) -> Iterator[Finding]:
+    """Judged against the profile when there is one: what it excludes is never asked for."""
+    profile = s.facts.get("profile") or {}
     if profile.get("error"):
-        add(WARN, "profile", f"profile: {profile['error']}")
-    wanted = profile.get("wanted")  # None: no profile
-    excluded = set(profile.get("exclude", ()))
-    if wanted is not None:
-        add(INFO, "profile", f"profile {profile['path']}: " + _describe_profile(profile))
-    engines = facts.get("engines", {})
-    for engine, m in sorted(
-        engines.items(), key=lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])
-    ):
+        yield Finding(WARN, "profile", f"profile: {profile['error']}")
+    if s.wanted is not None:
+        yield Finding(INFO, "profile", f"profile {profile['path']}: " + _describe_profile(profile))
+
+
+def _check_engines(s: _Seen) -> Iterator[Finding]:
+    engines = s.facts.get("engines", {})
+    order = lambda kv: (list(ENGINES).index(kv[0]) if kv[0] in ENGINES else len(ENGINES), kv[0])  # noqa: E731
+    for engine, m in sorted(engines.items(), key=order):
         if not m.get("found"):
-            # Every engine defined is probed; one this interpreter lacks is only worth a
-            # warning when it has none at all (a SGLang venv has no vLLM, and needs none).
-            none = not any(x.get("found") for x in engines.values())
-            add(
-                WARN if none else INFO,
-                engine,
-                f"{engine}: not importable by {py['executable']}"
-                + (f" ({m['error']})" if m.get("error") else "")
-                + ("; if another interpreter serves, run `patchkit doctor --python PATH`" if none else ""),
-                fails=False,
-            )
+            yield _not_importable(s, engine, m)
             continue
+        yield _imported(s, engine, m)
         loc = m.get("location", {})
-        version = m.get("version") or loc.get("version")
-        pin = pins.get(engine)
-        where = m.get("package_dir") or m.get("root")
-        base_version = version.split("+", 1)[0] if version else None
-        if pin and base_version and base_version != pin:
-            add(
-                WARN,
-                engine,
-                f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against "
-                "another release",
-            )
-        else:
-            add(
-                OK,
-                engine,
-                f"{engine} {version or '(unknown version)'} imported from {where}" + (f" (pin {pin})" if pin else ""),
-            )
         if loc.get("error"):
-            add(WARN, engine, f"{engine}: cannot judge the recipes there: {loc['error']}")
+            yield Finding(WARN, engine, f"{engine}: cannot judge the recipes there: {loc['error']}")
             continue
-        wheel = loc.get("wheel") or {}
-        if wheel.get("recipes"):
-            add(
-                INFO,
-                engine,
-                f"{engine}: installed from a patchkit wheel {wheel.get('version')} (label {wheel.get('label')}): "
-                + ", ".join(r["id"] for r in wheel["recipes"]),
-            )
-            for r in wheel["recipes"]:
-                if r["id"] in sha and r.get("sha256") != sha[r["id"]]:
-                    add(
-                        WARN,
-                        engine,
-                        f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 "
-                        f"{r.get('sha256', '')[:12]}, recipes/ has {sha[r['id']][:12]}); rebuild it",
-                    )
-        rec = loc.get("record") or {}
-        if rec.get("problems"):
-            add(
-                WARN,
-                engine,
-                f"{engine}: {rec['dist_info']}/RECORD does not match the installed files "
-                f"({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside "
-                "pip and patchkit?",
-            )
-        stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
-        lost = (State.MODIFIED, State.PENDING, State.PARTIAL)
-        recorded = set(loc.get("journal_applied") or ())
-        journal_says = {
-            rid for rid, st in (loc.get("recipes") or {}).items() if st in lost and rid in recorded - excluded
-        }
-        upgraded = [e for e in loc.get("edits", []) if e.get("upgraded_from") and not e.get("back_to_pristine")]
-        if upgraded and journal_says:
-            add(
-                WARN,
-                engine,
-                f"{engine} was upgraded from {upgraded[0]['upgraded_from']} to {loc.get('version')} since patchkit "
-                f"last wrote it: {', '.join(e['file'] for e in upgraded)} are the new release's, so "
-                f"{', '.join(sorted(journal_says))} are no longer applied; "
-                + (
-                    f"`patchkit apply --python {py['executable']}` patches it again to the profile"
-                    if wanted is not None
-                    else f"`patchkit apply {' '.join(sorted(journal_says))} --python {py['executable']}` applies them"
-                    " again"
-                ),
-            )
-        if stale and journal_says:
-            names = " ".join(sorted(journal_says))
-            add(
-                WARN,
-                engine,
-                f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} "
-                f"are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?); the stale "
-                f"record is dropped at the next write: `patchkit apply {names} --target {engine}={loc['root']}` "
-                "applies them again",
-            )
-        # The loud one: the workspace tree carries recipes that the imported copy does not.
-        ws = facts.get("workspace", {}).get(engine)
-        if ws and Path(ws.get("root", "")).resolve() != Path(loc.get("root", "/nonexistent")).resolve():
-            patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == State.APPLIED)
-            lacking = [rid for rid in patched_ws if _carried(loc, rid, sha.get(rid)) is None and rid not in excluded]
-            if lacking:
-                add(
-                    ERROR,
-                    engine,
-                    f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but "
-                    f"{py['executable']} imports {engine} from {where}, which is NOT: the server runs unpatched "
-                    f"code. Fix: `patchkit apply {' '.join(lacking)} --python {py['executable']}`, or install a "
-                    "wheel from `patchkit wheel`",
-                )
-        states = loc.get("recipes") or {}
-        if wanted is not None:
-            lack = [rid for rid in wanted if rid in states and _carried(loc, rid, sha.get(rid)) is None]
-            if lack:
-                add(
-                    WARN,
-                    engine,
-                    f"{engine}: the profile wants {', '.join(lack)}, which the copy {py['executable']} imports lacks "
-                    f"({', '.join(f'{rid} {states[rid]}' for rid in lack)}): `patchkit apply --python "
-                    f"{py['executable']}`",
-                )
-            unwanted = [rid for rid in sorted(excluded) if _carried(loc, rid, sha.get(rid)) in ("applied", "wheel")]
-            for rid in unwanted:
-                how = _carried(loc, rid, sha.get(rid))
-                fix = (
-                    f"`patchkit revert {rid} --python {py['executable']}`"
-                    if how == "applied"
-                    else "rebuild the wheel without it (`patchkit wheel` of the profile's recipes) and install that"
-                )
-                add(WARN, engine, f"{engine}: the profile excludes {rid}, but the imported copy carries it: {fix}")
-        carried = sorted(rid for rid in states if _carried(loc, rid, sha.get(rid)))
+        for check in (_check_wheel, _check_record, _check_journal, _check_workspace_ahead, _check_wanted):
+            yield from check(s, engine, m, loc)
+        carried = sorted(rid for rid in loc.get("recipes") or {} if s.carried(loc, rid))
         if carried:
-            add(
-                INFO,
-                engine,
-                f"{engine}: carries " + ", ".join(f"{rid} ({_carried(loc, rid, sha.get(rid))})" for rid in carried),
+            yield Finding(
+                INFO, engine, f"{engine}: carries " + ", ".join(f"{rid} ({s.carried(loc, rid)})" for rid in carried)
             )
 
-    for engine, ws in sorted(facts.get("workspace", {}).items()):
+
+def _not_importable(s: _Seen, engine: str, m: dict) -> Finding:
+    """Every engine defined is probed; one this interpreter lacks is only worth a warning
+    when it has none at all (a SGLang venv has no vLLM, and needs none)."""
+    none = not any(x.get("found") for x in s.facts.get("engines", {}).values())
+    return Finding(
+        WARN if none else INFO,
+        engine,
+        f"{engine}: not importable by {s.py['executable']}"
+        + (f" ({m['error']})" if m.get("error") else "")
+        + ("; if another interpreter serves, run `patchkit doctor --python PATH`" if none else ""),
+        fails=False,
+    )
+
+
+def _imported(s: _Seen, engine: str, m: dict) -> Finding:
+    """Where the engine is imported from, and its version against the pin."""
+    version = m.get("version") or m.get("location", {}).get("version")
+    pin = s.facts.get("pins", {}).get(engine)
+    where = m.get("package_dir") or m.get("root")
+    base_version = version.split("+", 1)[0] if version else None
+    if pin and base_version and base_version != pin:
+        return Finding(
+            WARN,
+            engine,
+            f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against "
+            "another release",
+        )
+    return Finding(
+        OK,
+        engine,
+        f"{engine} {version or '(unknown version)'} imported from {where}" + (f" (pin {pin})" if pin else ""),
+    )
+
+
+def _check_wheel(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding]:
+    """A copy installed from a patchkit wheel: its recipes, and any built from another version."""
+    wheel = loc.get("wheel") or {}
+    if not wheel.get("recipes"):
+        return
+    yield Finding(
+        INFO,
+        engine,
+        f"{engine}: installed from a patchkit wheel {wheel.get('version')} (label {wheel.get('label')}): "
+        + ", ".join(r["id"] for r in wheel["recipes"]),
+    )
+    for r in wheel["recipes"]:
+        if r["id"] in s.sha and r.get("sha256") != s.sha[r["id"]]:
+            yield Finding(
+                WARN,
+                engine,
+                f"{engine}: the installed wheel was built with another version of recipe {r['id']} (sha256 "
+                f"{r.get('sha256', '')[:12]}, recipes/ has {s.sha[r['id']][:12]}); rebuild it",
+            )
+
+
+def _check_record(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding]:
+    rec = loc.get("record") or {}
+    if rec.get("problems"):
+        yield Finding(
+            WARN,
+            engine,
+            f"{engine}: {rec['dist_info']}/RECORD does not match the installed files "
+            f"({'; '.join(rec['problems'][:3])}{'; ...' if len(rec['problems']) > 3 else ''}): edited outside "
+            "pip and patchkit?",
+        )
+
+
+def _check_journal(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding]:
+    """The journal says recipes are applied that are not: the engine was upgraded, or its
+    files are back to the released bytes (reinstalled)."""
+    py = s.py
+    stale = [e["file"] for e in loc.get("edits", []) if e.get("back_to_pristine")]
+    lost = (State.MODIFIED, State.PENDING, State.PARTIAL)
+    recorded = set(loc.get("journal_applied") or ())
+    journal_says = {
+        rid for rid, st in (loc.get("recipes") or {}).items() if st in lost and rid in recorded - s.excluded
+    }
+    upgraded = [e for e in loc.get("edits", []) if e.get("upgraded_from") and not e.get("back_to_pristine")]
+    if upgraded and journal_says:
+        yield Finding(
+            WARN,
+            engine,
+            f"{engine} was upgraded from {upgraded[0]['upgraded_from']} to {loc.get('version')} since patchkit "
+            f"last wrote it: {', '.join(e['file'] for e in upgraded)} are the new release's, so "
+            f"{', '.join(sorted(journal_says))} are no longer applied; "
+            + (
+                f"`patchkit apply --python {py['executable']}` patches it again to the profile"
+                if s.wanted is not None
+                else f"`patchkit apply {' '.join(sorted(journal_says))} --python {py['executable']}` applies them again"
+            ),
+        )
+    if stale and journal_says:
+        names = " ".join(sorted(journal_says))
+        yield Finding(
+            WARN,
+            engine,
+            f"{engine}: patchkit's journal in {loc['root']}/.patchkit says {', '.join(sorted(journal_says))} "
+            f"are applied, but {', '.join(stale)} are back to the released bytes (reinstalled?); the stale "
+            f"record is dropped at the next write: `patchkit apply {names} --target {engine}={loc['root']}` "
+            "applies them again",
+        )
+
+
+def _check_workspace_ahead(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding]:
+    """The loud one: the workspace tree carries recipes that the imported copy does not."""
+    ws = s.facts.get("workspace", {}).get(engine)
+    if not ws or Path(ws.get("root", "")).resolve() == Path(loc.get("root", "/nonexistent")).resolve():
+        return
+    patched_ws = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == State.APPLIED)
+    lacking = [rid for rid in patched_ws if s.carried(loc, rid) is None and rid not in s.excluded]
+    if lacking:
+        exe, where = s.py["executable"], m.get("package_dir") or m.get("root")
+        yield Finding(
+            ERROR,
+            engine,
+            f"{engine}: the workspace tree {ws['root']} is patched ({', '.join(lacking)}), but "
+            f"{exe} imports {engine} from {where}, which is NOT: the server runs unpatched "
+            f"code. Fix: `patchkit apply {' '.join(lacking)} --python {exe}`, or install a "
+            "wheel from `patchkit wheel`",
+        )
+
+
+def _check_wanted(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding]:
+    """Against the profile: what it wants and the copy lacks, what it excludes and the copy carries."""
+    if s.wanted is None:
+        return
+    exe = s.py["executable"]
+    states = loc.get("recipes") or {}
+    lack = [rid for rid in s.wanted if rid in states and s.carried(loc, rid) is None]
+    if lack:
+        yield Finding(
+            WARN,
+            engine,
+            f"{engine}: the profile wants {', '.join(lack)}, which the copy {exe} imports lacks "
+            f"({', '.join(f'{rid} {states[rid]}' for rid in lack)}): `patchkit apply --python "
+            f"{exe}`",
+        )
+    for rid in sorted(s.excluded):
+        how = s.carried(loc, rid)
+        if how not in ("applied", "wheel"):
+            continue
+        fix = (
+            f"`patchkit revert {rid} --python {exe}`"
+            if how == "applied"
+            else "rebuild the wheel without it (`patchkit wheel` of the profile's recipes) and install that"
+        )
+        yield Finding(WARN, engine, f"{engine}: the profile excludes {rid}, but the imported copy carries it: {fix}")
+
+
+def _check_workspace(s: _Seen) -> Iterator[Finding]:
+    for engine, ws in sorted(s.facts.get("workspace", {}).items()):
         applied = sorted(rid for rid, st in (ws.get("recipes") or {}).items() if st == State.APPLIED)
-        add(
+        yield Finding(
             INFO,
             "workspace",
             f"workspace {engine} tree {ws.get('root')}: "
             + (f"patched with {', '.join(applied)}" if applied else "no recipe applied"),
         )
 
-    # Bundles against the GPUs.
-    for bundle, ids in sorted(facts.get("bundles", {}).items()):
-        major = bundle_major(bundle)
-        if major is None:
-            continue
-        carried_here = sorted(
-            {
-                rid
-                for engine, m in facts.get("engines", {}).items()
-                if m.get("found")
-                for rid in ids
-                if _carried(m.get("location", {}), rid, sha.get(rid)) in ("applied", "wheel")
-            }
-        )
-        pending_here = sorted(
-            {
-                rid
-                for engine, m in facts.get("engines", {}).items()
-                if m.get("found")
-                for rid, st in (m.get("location", {}).get("recipes") or {}).items()
-                if rid in ids and st in (State.PENDING, State.PARTIAL) and rid not in excluded
-            }
-        )
-        if wanted is not None:
-            pending_here = []  # the profile decides what is wanted, and is judged above
-        want = f"compute capability {major}.x"
-        by_patchkit, by_wheel = False, []
-        for engine, m in sorted(facts.get("engines", {}).items()):
-            loc = m.get("location", {}) if m.get("found") else {}
-            how = {_carried(loc, rid, sha.get(rid)) for rid in ids}
-            by_patchkit |= "applied" in how
-            if "wheel" in how:
-                base = (loc.get("wheel") or {}).get("base") or {}
-                by_wheel.append(f"{base.get('dist', ENGINES[engine].dist)}=={base.get('version', '?')}")
-        if not devs:
-            add(INFO, "bundle", f"{bundle}: for GPUs of {want} only; no GPU here to check it against")
-        elif majors == {major}:
-            add(OK, "bundle", f"{bundle}: fits this machine ({gpu_names})")
-            if pending_here:
-                add(
-                    WARN,
-                    "bundle",
-                    f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit "
-                    f"apply {bundle} --python {py['executable']}`",
-                )
-        else:
-            add(
-                INFO,
-                "bundle",
-                f"{bundle}: NOT for this GPU ({gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 "
-                "Blackwell). Do not apply it here",
-            )
-            if carried_here:
-                fix = []
-                if by_patchkit:
-                    fix.append(f"`patchkit revert {bundle} --python {py['executable']}`")
-                if by_wheel:
-                    fix.append(
-                        "reinstall the released wheels: pip install --force-reinstall --no-deps " + " ".join(by_wheel)
-                    )
-                add(
-                    ERROR,
-                    "bundle",
-                    f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. "
-                    "Undo them: " + "; ".join(fix),
-                )
 
-    # FlashInfer JIT cache vs patchkit's last edit to FlashInfer sources.
-    j = facts.get("jit", {})
+def _check_bundles(s: _Seen) -> Iterator[Finding]:
+    """Bundles named after an SM against the GPUs."""
+    for bundle, ids in sorted(s.facts.get("bundles", {}).items()):
+        major = bundle_major(bundle)
+        if major is not None:
+            yield from _check_bundle(s, bundle, ids, major)
+
+
+def _check_bundle(s: _Seen, bundle: str, ids: list, major: int) -> Iterator[Finding]:
+    exe = s.py["executable"]
+    found = {e: m for e, m in s.facts.get("engines", {}).items() if m.get("found")}
+    carried_here = sorted(
+        {rid for m in found.values() for rid in ids if s.carried(m.get("location", {}), rid) in ("applied", "wheel")}
+    )
+    pending_here = sorted(
+        {
+            rid
+            for m in found.values()
+            for rid, st in (m.get("location", {}).get("recipes") or {}).items()
+            if rid in ids and st in (State.PENDING, State.PARTIAL) and rid not in s.excluded
+        }
+    )
+    if s.wanted is not None:
+        pending_here = []  # the profile decides what is wanted, and is judged above
+    want = f"compute capability {major}.x"
+    if not s.devs:
+        yield Finding(INFO, "bundle", f"{bundle}: for GPUs of {want} only; no GPU here to check it against")
+    elif s.majors == {major}:
+        yield Finding(OK, "bundle", f"{bundle}: fits this machine ({s.gpu_names})")
+        if pending_here:
+            yield Finding(
+                WARN,
+                "bundle",
+                f"{bundle} fits these GPUs, but the imported copies lack {', '.join(pending_here)}: `patchkit "
+                f"apply {bundle} --python {exe}`",
+            )
+    else:
+        yield Finding(
+            INFO,
+            "bundle",
+            f"{bundle}: NOT for this GPU ({s.gpu_names}); it is for {want} only (SM{major}0: e.g. RTX PRO 6000 "
+            "Blackwell). Do not apply it here",
+        )
+        if carried_here:
+            yield Finding(
+                ERROR,
+                "bundle",
+                f"{bundle} recipes are applied here ({', '.join(carried_here)}) but this GPU is not {want}. "
+                "Undo them: " + "; ".join(_undo_bundle(s, bundle, ids)),
+            )
+
+
+def _undo_bundle(s: _Seen, bundle: str, ids: list) -> list[str]:
+    """How to take a bundle's recipes back: revert what patchkit applied, reinstall the
+    released wheels where a patchkit wheel brought them."""
+    by_patchkit, by_wheel = False, []
+    for engine, m in sorted(s.facts.get("engines", {}).items()):
+        loc = m.get("location", {}) if m.get("found") else {}
+        how = {s.carried(loc, rid) for rid in ids}
+        by_patchkit |= "applied" in how
+        if "wheel" in how:
+            base = (loc.get("wheel") or {}).get("base") or {}
+            by_wheel.append(f"{base.get('dist', ENGINES[engine].dist)}=={base.get('version', '?')}")
+    fix = []
+    if by_patchkit:
+        fix.append(f"`patchkit revert {bundle} --python {s.py['executable']}`")
+    if by_wheel:
+        fix.append("reinstall the released wheels: pip install --force-reinstall --no-deps " + " ".join(by_wheel))
+    return fix
+
+
+def _check_jit(s: _Seen) -> Iterator[Finding]:
+    """FlashInfer's JIT cache against patchkit's last edit to the FlashInfer sources."""
+    j = s.facts.get("jit", {})
     # FlashInfer compiles the copy Python imports: patchkit's writes there (journal), and the
     # kernel sources of recipes that copy carries (a patched wheel's install time counts too).
-    fi_loc = facts.get("engines", {}).get(_jit_name(), {}).get("location") or {}
+    fi_loc = s.facts.get("engines", {}).get(jit_engine(), {}).get("location") or {}
     edits = list(fi_loc.get("edits", []))
-    edits += [s for s in fi_loc.get("jit_sources", []) if _carried(fi_loc, s["recipe"], sha.get(s["recipe"]))]
-    add(
+    edits += [src for src in fi_loc.get("jit_sources", []) if s.carried(fi_loc, src["recipe"])]
+    yield Finding(
         INFO,
         "jit",
         f"FlashInfer JIT cache: {j.get('base')}" + ("" if j.get("exists") else " (absent: nothing compiled yet)"),
     )
-    if facts.get("aot_jit_cache"):
-        add(
+    if s.facts.get("aot_jit_cache"):
+        yield Finding(
             WARN if edits else INFO,
             "jit",
             "flashinfer-jit-cache (prebuilt kernels) is installed: FlashInfer uses it instead of compiling, so "
@@ -683,23 +646,21 @@ def judge(facts: dict) -> list[Finding]:
             if edits
             else "flashinfer-jit-cache (prebuilt kernels) is installed",
         )
-    if edits:
-        last = max(edits, key=lambda e: e["mtime"])
-        relevant = set(facts.get("jit_modules", []))
-        old = [
-            b for b in j.get("builds", []) if b["mtime"] < last["mtime"] and (not relevant or b["module"] in relevant)
-        ]
-        if old:
-            paths = " ".join(b["path"] for b in old)
-            add(
-                WARN,
-                "jit",
-                f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); "
-                f"FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}",
-            )
-        else:
-            add(OK, "jit", f"no cached FlashInfer build predates the patched sources ({last['file']})")
-    return out
+    if not edits:
+        return
+    last = max(edits, key=lambda e: e["mtime"])
+    relevant = set(s.facts.get("jit_modules", []))
+    old = [b for b in j.get("builds", []) if b["mtime"] < last["mtime"] and (not relevant or b["module"] in relevant)]
+    if old:
+        paths = " ".join(b["path"] for b in old)
+        yield Finding(
+            WARN,
+            "jit",
+            f"{len(old)} cached FlashInfer build(s) predate the patched FlashInfer sources ({last['file']}); "
+            f"FlashInfer keeps their old nvcc flags. Remove them: rm -rf {paths}",
+        )
+    else:
+        yield Finding(OK, "jit", f"no cached FlashInfer build predates the patched sources ({last['file']})")
 
 
 def _describe_profile(profile: dict) -> str:

@@ -235,7 +235,7 @@ class Engines(Mapping):
             except OSError:
                 continue
             for n in names:
-                from patchkit.project import decode_utf8, read_config
+                from patchkit.config import decode_utf8, read_config
 
                 p = where / n
                 hint = "an engine definition is a small UTF-8 TOML file (README: Engines)"

@@ -33,7 +33,7 @@ FORMAT_HINT = "each engine is a table of strings: [sglang] version, wheel, sha25
 
 
 def load(path: Path) -> dict[str, Pin]:
-    from patchkit.project import decode_utf8, read_config
+    from patchkit.config import decode_utf8, read_config
 
     raw = read_config(path, "pins file", "run from the patchkit project, or pass --pins FILE")
     text = decode_utf8(raw, str(path), "pins file")

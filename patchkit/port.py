@@ -438,7 +438,7 @@ def _stays(recipe: Recipe, engine: str, version: str, ops: list[OpPort]) -> None
 
 
 def toml_value(v: Any) -> str:
-    from patchkit.capture import toml_str
+    from patchkit.hunks import toml_str
 
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -545,7 +545,7 @@ def _examples_for(port: Port, p: OpPort, raw: dict) -> dict:
     old_scope = raw.get("scope", "")
     if not exs or p.scope == old_scope:
         return raw
-    from patchkit.commands.author import run_example
+    from patchkit.examples import run_example
     from patchkit.model import Example
 
     spec = next(op for op in port.recipe.ops if op.index == p.index)
@@ -764,7 +764,7 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
 
 def _examples_check(drafted: Recipe) -> Check:
     """Every op's examples of the draft run both ways, as `patchkit check` runs them."""
-    from patchkit.commands.author import run_example
+    from patchkit.examples import run_example
 
     bad, n = [], 0
     for op in drafted.ops:

@@ -123,7 +123,7 @@ def find(pins_path: Optional[Path], roots: Sequence[Path] = ()) -> Profile:
 
 
 def python_roots(facts: Optional[dict]) -> list[str]:
-    """The roots an interpreter imports the engines from (``doctor.probe_python``'s facts)."""
+    """The roots an interpreter imports the engines from (``interp.probe_python``'s facts)."""
     from patchkit.target import ENGINES
 
     mods = (facts or {}).get("modules", {})
@@ -147,7 +147,7 @@ def target_roots(target_args: Sequence[str], python_roots: Sequence[str] = ()) -
 def load(path: Path) -> Profile:
     """A profile file, checked: only the known keys, each a list of names, none both wanted
     and excluded.  Whether each name exists is for ``check`` (it needs the catalog)."""
-    from patchkit.project import decode_utf8, read_config
+    from patchkit.config import decode_utf8, read_config
 
     hint = f"a profile holds {HINT}"
     where = "a profile is a small TOML file: move aside what is there, or put one there"

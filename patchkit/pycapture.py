@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
-from patchkit.capture import CapturedOp, Lines, Unexpressed, _claims_any, text_hunks
+from patchkit.hunks import CapturedOp, Lines, Unexpressed, _claims_any, text_hunks
 
 # -- Python files ---------------------------------------------------------------------------------
 

@@ -23,10 +23,10 @@ else:  # pragma: no cover
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from patchkit.config import decode_utf8, read_config
 from patchkit.errors import RecipeError
 from patchkit.model import Blocker, Example, Expectation, Marker, OpSpec, Recipe, VerifySpec, When
 from patchkit.ops import KINDS, OpParamError
-from patchkit.project import decode_utf8, read_config
 from patchkit.target import ENGINES, logical_prefixes
 
 TOP_KEYS = {
@@ -809,7 +809,7 @@ def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str], 
 class Catalog:
     """Every recipe of the recipe directories in play, and the bundles they name.  A recipe
     in a nearer directory overrides one with the same id farther away; ``origin[id]`` says
-    where each comes from (project.PATH, PROJECT, USER, SHIPPED) and ``shadowed[id]`` lists
+    where each comes from (config.PATH, PROJECT, USER, SHIPPED) and ``shadowed[id]`` lists
     the farther files it overrides."""
 
     def __init__(
@@ -833,7 +833,7 @@ class Catalog:
         RecipeDir list, nearest first.  An explicit directory (``--recipes``,
         PATCHKIT_RECIPES) must exist; the project's, the user's and the shipped ones are
         read where they exist."""
-        from patchkit.project import PATH, RecipeDir
+        from patchkit.config import PATH, RecipeDir
 
         if isinstance(dirs, (str, Path)):
             dirs = [RecipeDir(Path(dirs), PATH, True)]

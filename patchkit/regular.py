@@ -1,7 +1,7 @@
 """Reading a file only when it is a regular file: opened non-blocking and checked before a
 byte is read, so a FIFO never blocks and a device (``/dev/zero``) is never read, with an
 optional size limit.  The one primitive under fsio.read_file (target files),
-project.read_config (recipes, pins) and every read of patchkit's own files (its caches,
+config.read_config (recipes, pins) and every read of patchkit's own files (its caches,
 its state in ``.patchkit/``); each caller turns these exceptions into its own message.
 
 Paths patchkit owns (the cache's entries, ``.patchkit/`` and what it holds) are opened from

@@ -138,15 +138,15 @@ def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_pa
     monkeypatch.setenv("PYTHONPATH", str(extra))
     asked = []
     real = R.__dict__.get("probe_python")
-    from patchkit import doctor
+    from patchkit import interp
 
     def counting(python, *a, **kw):
         asked.append(python)
-        return doctor_probe(python, *a, **kw)
+        return interp_probe(python, *a, **kw)
 
-    doctor_probe = doctor.probe_python
-    monkeypatch.setattr(doctor, "probe_python", counting)
-    assert real is None  # run.py imports it when it needs it, so the patch above is what it calls
+    interp_probe = interp.probe_python
+    monkeypatch.setattr(interp, "probe_python", counting)
+    assert real is None  # run.py does not hold it: interp.py calls it, so the patch above is what it calls
     first = R.probe(sys.executable)
     assert not first["modules"]["sglang"]["found"] and len(asked) == 1
     assert R.probe(sys.executable) == first and len(asked) == 1  # remembered

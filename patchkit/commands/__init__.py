@@ -1,9 +1,11 @@
 """One module per subcommand.  Each exposes a plain function that returns an exit code;
-only patchkit/cli.py knows about argument parsing."""
+only patchkit/cli.py knows about argument parsing.  The rules of a command (what it does
+with no names, what a profile supplies) live here, in its module, not in the cli."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import click
 
@@ -20,6 +22,50 @@ class Options:
     targets: tuple[str, ...] = ()
     json: bool = False
     project: Project = field(default_factory=Project.locate)
+
+
+@dataclass
+class Invocation:
+    """What the command line gives a command beside its own options: the project (located
+    when first needed, so that a bad --python is reported before a bad --pins, as the
+    commands ask for them), and the interpreter --python names, probed once."""
+
+    locate: Callable[[], Project] = Project.locate
+    python: Optional[str] = None
+    facts: Optional[dict] = None  # what ``python`` imports (interp.probe_python), once asked
+    _project: Optional[Project] = field(default=None, repr=False)
+
+    @property
+    def project(self) -> Project:
+        if self._project is None:
+            self._project = self.locate()
+        return self._project
+
+    def probe(self) -> Optional[dict]:
+        """What the --python interpreter imports; None without --python."""
+        if self.python and self.facts is None:
+            from patchkit.interp import probe_python
+
+            self.facts = probe_python(self.python)
+        return self.facts
+
+    def profile(self, target: tuple[str, ...] = ()):
+        """The profile in play (patchkit/profile.py): the --python or --target tree's own,
+        else the workspace's patchkit.toml; ``exists`` is False when there is none."""
+        from patchkit import profile
+
+        roots = profile.target_roots(target, profile.python_roots(self.probe()))
+        return profile.find(self.project.pins_path, roots)
+
+    def options(self, names, target=(), as_json: bool = False) -> Options:
+        """The Options of a target-taking command; with --python, the copies that
+        interpreter imports become targets (interp.python_targets)."""
+        if self.python:
+            from patchkit.interp import python_targets
+
+            found = python_targets(self.python, self.project, tuple(names), tuple(target), facts=self.probe())
+            target = tuple(target) + found
+        return Options(names=tuple(names), targets=tuple(target), json=as_json, project=self.project)
 
 
 def open_session(opts: Options):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from patchkit import jit, report, transaction
-from patchkit.commands import NOT_THERE, OK, Options, open_session, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
+from patchkit.errors import PatchkitError
 from patchkit.planner import plan_apply, plan_revert, restored_notes, unified_diff
 from patchkit.states import GOOD, State
 
@@ -187,6 +188,69 @@ def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> in
         what = "applied by patchkit" if applied else "to apply"
         say(f"nothing {what} for {', '.join(r.id for r in recipes)}", err=True)
     return OK
+
+
+def apply_command(
+    inv: Invocation,
+    names: tuple[str, ...],
+    target: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool = False,
+    ignore_range: bool = False,
+    clear_jit: bool = False,
+    save: bool = False,
+) -> int:
+    """`patchkit apply`: the names given, else what the profile names; with ``save``, the
+    names given are recorded in the profile once applied."""
+    prof = inv.profile(target)
+    given = tuple(names)
+    if not given:
+        if save:
+            raise PatchkitError("--save records the names given; there are none", "e.g. `patchkit apply sm120 --save`")
+        if not prof.exists:
+            raise PatchkitError(
+                "apply needs recipe or bundle names, or a profile that names them",
+                f"e.g. `patchkit apply sm120`; `patchkit apply sm120 --save` also records it in {prof.path}",
+            )
+        no_names(prof)
+    opts = inv.options(given or prof.names, target, as_json)
+    code = apply(
+        opts,
+        dry_run=dry_run,
+        ignore_range=ignore_range,
+        clear_jit=clear_jit,
+        profile=prof if prof.exists else None,
+        named=given or prof.recipes,
+        saving=save,
+    )
+    return save_profile(prof, "apply", given, code, dry_run, opts) if save else code
+
+
+def no_names(prof) -> None:
+    """A profile that names nothing to apply is an error of the profile (exit 2)."""
+    if not prof.names:
+        from patchkit.profile import HINT
+
+        raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", HINT)
+
+
+def revert_command(
+    inv: Invocation,
+    names: tuple[str, ...],
+    target: tuple[str, ...],
+    as_json: bool,
+    dry_run: bool = False,
+    force: bool = False,
+    clear_jit: bool = False,
+    save: bool = False,
+) -> int:
+    """`patchkit revert`: names are required; with ``save``, the profile records the revert."""
+    if not names:
+        raise PatchkitError("revert needs recipe or bundle names", "e.g. `patchkit revert allreduce-fusion`")
+    prof = inv.profile(target) if save else None
+    opts = inv.options(names, target, as_json)
+    code = revert(opts, dry_run=dry_run, force=force, clear_jit=clear_jit)
+    return save_profile(prof, "revert", tuple(names), code, dry_run, opts) if prof is not None else code
 
 
 def save_profile(profile, action: str, names: tuple[str, ...], code: int, dry_run: bool, opts: Options) -> int:

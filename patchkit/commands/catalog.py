@@ -48,7 +48,7 @@ def list_(opts: Options) -> int:
 def _source(cat, r) -> str:
     """Where a recipe comes from, as `list` shows it: shipped, user, project or path, and
     what it overrides (``project, overrides shipped``)."""
-    from patchkit.project import PATH, PROJECT, SHIPPED, USER
+    from patchkit.config import PATH, PROJECT, SHIPPED, USER
 
     where = {str(rd.path): rd.origin for rd in getattr(cat, "dirs", ())}
     over = [where.get(str(p.parent), str(p)) for p in cat.shadowed.get(r.id, ())]

@@ -8,6 +8,7 @@ from typing import Optional
 
 from patchkit import doctor as D
 from patchkit.commands import say
+from patchkit.errors import PatchkitError
 from patchkit.project import Project
 
 
@@ -34,3 +35,22 @@ def doctor(
         say(D.render(findings))
         say("\n" + D.summary(findings))
     return code
+
+
+def facts_file(value: Optional[str]) -> Optional[str]:
+    """--facts FILE must be a JSON object recorded by `doctor --json` (checked as the option
+    is read, so that a missing or garbled file is a usage error, exit 2, not a failure
+    inside doctor)."""
+    if value is None:
+        return None
+    from patchkit.config import decode_utf8, read_config
+
+    hint = "pass the file `patchkit doctor --json` wrote"
+    raw = read_config(Path(value), "facts file", hint)
+    try:
+        data = json.loads(decode_utf8(raw, value, "facts file"))
+    except (ValueError, RecursionError) as e:
+        raise PatchkitError(f"{value}: not JSON ({e})", hint) from None
+    if not isinstance(data, dict):
+        raise PatchkitError(f"{value}: holds JSON {type(data).__name__}, not the object `doctor --json` writes", hint)
+    return value

@@ -60,10 +60,14 @@ def publish(
     sources: tuple[str, ...],
     url: str,
     label: str | None,
-    out: str,
+    out: str | None,
     dry_run: bool = False,
     ignore_range: bool = False,
 ) -> int:
+    if not out:  # the wheels are built in patchkit's cache unless --out says where
+        from patchkit.paths import cache_dir
+
+        out = str(cache_dir() / "publish")
     check_url(url)
     twine = twine_command()
     if twine is None and not dry_run:

@@ -14,23 +14,22 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
 from dataclasses import replace
 
-from patchkit.commands import NOT_THERE, OK, Options, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
 from patchkit.errors import PatchkitError
+
+# What the interpreter imports, remembered, and those copies as targets: patchkit/interp.py.
+from patchkit.interp import remembered_probe as probe
+from patchkit.interp import targets_of
+from patchkit.interp import which as _which
 
 PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
 # pip writes a console script whose interpreter path is too long for a shebang (or holds a
 # space) as a shell script: `#!/bin/sh` then `'''exec' /path/to/python "$0" "$@"`.
 SH_EXEC = re.compile(rb"""^'''exec' (?:"([^"]+)"|(\S+)) "\$0" "\$@"\s*$""")
 HINT = "name the interpreter: `patchkit run --python /path/to/venv/bin/python -- CMD ...`"
-
-
-def _which(prog: str) -> str | None:
-    exe = shutil.which(prog) if os.sep not in prog else prog
-    return os.path.abspath(exe) if exe and os.path.isfile(exe) else None
 
 
 def interpreter_of(argv: tuple[str, ...]) -> str:
@@ -66,76 +65,6 @@ def interpreter_of(argv: tuple[str, ...]) -> str:
                         "first line names one", HINT)  # fmt: skip
 
 
-# -- what the interpreter imports, remembered -------------------------------------------------
-
-# Environment that changes what an interpreter's sys.path holds.
-PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE")
-
-
-def _stamp(facts: dict) -> tuple:
-    """What decides where ``facts``' interpreter imports the engines from, as it stands now:
-    the executable (and its link), the venv's pyvenv.cfg, these variables, and every
-    directory of its sys.path by inode, size and mtime.  Installing, upgrading or removing
-    a package, or adding a .pth file, adds or renames an entry of one of those directories
-    and changes its mtime."""
-    exe = facts["executable"]
-    paths = [exe, os.path.join(facts["prefix"], "pyvenv.cfg"), *(p for p in facts["sys_path"] if p)]
-    out = [tuple(os.environ.get(k, "") for k in PATH_ENV)]
-    for p in paths:
-        try:
-            st, lst = os.stat(p), os.lstat(p)
-        except OSError:
-            out.append((p, None))
-            continue
-        out.append((p, st.st_ino, st.st_size, st.st_mtime_ns, lst.st_ino, lst.st_mtime_ns))
-    return tuple(out)
-
-
-def probe(python: str) -> dict:
-    """doctor.probe_python's facts for ``python``, from patchkit's cache while nothing that
-    decides them changed (``_stamp``): the guard's start-up runs no second interpreter."""
-    import marshal
-
-    from patchkit.paths import cache_dir
-
-    exe = _which(python) or python
-    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in exe)[-150:] + ".marshal"
-    from patchkit import fsio, regular
-
-    raw = regular.read_cached(cache_dir(), f"probes/{name}", 1 << 20)  # a link, FIFO or device: a miss
-    try:
-        entry = marshal.loads(raw) if raw is not None else None
-        if isinstance(entry, dict) and entry.get("asked") == exe and entry.get("stamp") == _stamp(entry["facts"]):
-            return entry["facts"]
-    except (ValueError, EOFError, TypeError, KeyError, AttributeError):
-        pass
-    from patchkit.doctor import probe_python
-
-    facts = probe_python(python)
-    try:  # a cache that cannot be written costs a probe next time, nothing more
-        fsio.store_cached(
-            cache_dir(), f"probes/{name}", marshal.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts})
-        )
-    except ValueError:
-        pass
-    return facts
-
-
-def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tuple[str, ...]:
-    """``ENGINE=ROOT`` for the copies ``python`` imports: every engine, when it has them all
-    (then no recipe can fall back on a workspace tree, and status may answer from its
-    cache); else only those the recipes need, each one required (doctor.python_targets)."""
-    from patchkit.target import ENGINES
-
-    mods = {e: facts["modules"].get(ENGINES[e].package, {}) for e in ENGINES}
-    found = [f"{e}={m['root']}" for e, m in mods.items() if m.get("found")]
-    if len(found) == len(ENGINES):
-        return tuple(found)
-    from patchkit.doctor import python_targets
-
-    return python_targets(python, project, names, facts=facts)
-
-
 def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: bool = False) -> int:
     """Judge (and with ``apply``, patch) the trees ``opts`` names against ``profile``, then
     exec ``argv``.  Returns only when it refuses (exit 1) or the command cannot be started."""
@@ -162,3 +91,23 @@ def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: boo
     except OSError as e:
         raise PatchkitError(f"run: could not start {argv[0]} ({e.strerror})", "give CMD as you would run it") from None
     return OK  # not reached
+
+
+def run_command(inv: Invocation, argv: tuple[str, ...], python: str | None = None, apply: bool = False) -> int:
+    """`patchkit run`: the interpreter CMD runs (``python``, else CMD's own), its copies of
+    the engines judged against their profile, then CMD exec'd (see ``guard``)."""
+    from patchkit.commands.apply import no_names
+
+    python = python or interpreter_of(tuple(argv))
+    inv.facts = facts = probe(python)
+    inv.python = python
+    prof = inv.profile()
+    if not prof.exists:
+        raise PatchkitError(
+            f"run: no profile says what {python}'s engines should carry",
+            f"record it once: `patchkit apply sm120 --python {python} --save`",
+        )
+    no_names(prof)
+    names = prof.names + prof.exclude
+    opts = Options(names=names, targets=targets_of(facts, python, inv.project, names), project=inv.project)
+    return guard(opts, prof, tuple(argv), python, apply=apply)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from patchkit import report, verdicts
-from patchkit.commands import NOT_THERE, OK, Options, open_session, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
 from patchkit.errors import PatchkitError
 from patchkit.states import GOOD, State
 from patchkit.target import STATE_DIR, TXN_PENDING
@@ -121,3 +121,14 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
         if profile is not None:
             say(f"\nprofile {profile.path}: {profile.describe()}")
     return OK if ok else NOT_THERE
+
+
+def status_command(inv: Invocation, names: tuple[str, ...], target: tuple[str, ...], as_json: bool, quiet: bool) -> int:
+    """`patchkit status`: the names given, else the profile's (what it names and what it
+    excludes), else every recipe."""
+    prof = inv.profile(target)
+    given = tuple(names)
+    if not given and prof.exists:
+        names = prof.names + prof.exclude
+    profile = prof if prof.exists else None
+    return status(inv.options(names, target, as_json), verbose=not quiet, profile=profile, named=given or prof.recipes)

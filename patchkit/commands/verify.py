@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from patchkit.commands import NOT_THERE, OK, Options, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
 from patchkit.errors import PatchkitError
 from patchkit.recipe import ARCH_RE
 from patchkit.states import State
@@ -386,3 +386,10 @@ def verify(
         for n in doc["notes"]:
             say(n)
     return OK if doc["ok"] else NOT_THERE
+
+
+def verify_command(inv: Invocation, names: tuple[str, ...], target: tuple[str, ...], as_json: bool, **how) -> int:
+    """`patchkit verify`: the recipes or bundles named (names are required)."""
+    if not names:
+        raise PatchkitError("verify needs recipe or bundle names", "e.g. `patchkit verify allreduce-fusion --build`")
+    return verify(inv.options(names, target, as_json), **how)

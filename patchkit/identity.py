@@ -322,9 +322,9 @@ def holds_as_released(session, recipe: Recipe, op: OpSpec, f) -> bool:
     if t.layout == "package" and (t.version or "").split("+", 1)[0] not in _cached_releases(op.engine):
         # No release wheel to compare with yet: rather than download one, believe the
         # installer's RECORD when it lists exactly these bytes (pip wrote the file and the row).
-        from patchkit.judge import _installed_as
+        from patchkit.record import installed_as
 
-        if _installed_as(t, f.logical, f.original):
+        if installed_as(t, f.logical, f.original):
             return True
     ref = session.reference(op.engine)
     return ref.available and ref.read(f.logical) == f.original

@@ -530,56 +530,15 @@ def _stale_record(session: Session, op: OpSpec, f: Document) -> str:
         since = f"{op.engine} was reinstalled or upgraded (now {is_ or 'of unknown version'}) since patchkit wrote it"
     if entry is not None and entry["pristine"] == now:
         return "the file is as it was before patchkit wrote it" + (f" ({since})" if upgraded else "")
-    listed = _installed_as(t, f.logical, f.original) if entry is not None else ""
+    from patchkit import record
+
+    listed = record.installed_as(t, f.logical, f.original) if entry is not None else ""
     if listed:
         return f"{since}: the file is as the installer wrote it ({listed} lists its bytes)"
     ref = session.reference(op.engine)
     if ref.available and ref.read(f.logical) == f.original:
         return f"{since}: the file is {ref.what}'s, byte for byte"
     return ""
-
-
-def _installed_as(t: Target, logical: str, data: bytes) -> str:
-    """The RECORD of the target's installed distribution, when it lists exactly these bytes
-    for the file ("" otherwise).  patchkit keeps RECORD true when it writes, so a file
-    that differs from patchkit's write yet matches RECORD was written by an installer
-    together with its RECORD: a hand edit leaves RECORD alone."""
-    if t.layout != "package":
-        return ""
-    from patchkit import record
-    from patchkit.target import ENGINES
-
-    try:
-        rel = t.relpath(logical)
-    except PatchkitError:
-        return ""
-    norm = ENGINES[t.engine].dist.replace("-", "_")
-    first = [t.root / f"{norm}-{t.version}.dist-info"] if t.version else []
-    want = record.hash_of(data)
-    for di in dict.fromkeys([*first, *sorted(t.root.glob(f"{norm}-*.dist-info"))]):
-        if _record_rows(di / "RECORD").get(rel) == want:
-            return f"{di.name}/RECORD"
-    return ""
-
-
-def _record_rows(path: Path) -> dict[str, str]:
-    """A RECORD's rows as {path: hash}, read once per version of the file ({} when unreadable)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return {}
-    return _parsed_record(str(path), st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=16)
-def _parsed_record(path: str, mtime_ns: int, size: int) -> dict[str, str]:
-    from patchkit import record, regular
-
-    try:
-        data = regular.read_file(Path(path))
-        return {p: h for p, h, _ in record.parse(data or b"")}
-    except (OSError, PatchkitError):
-        return {}
 
 
 def _add_lines(evals: list[Verdict]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import glob
 import hashlib
 import io
@@ -27,11 +28,14 @@ import os
 import sys
 import sysconfig
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from patchkit import fsio
 from patchkit.errors import TargetError
 from patchkit.target import STATE_DIR
+
+if TYPE_CHECKING:
+    from patchkit.target import Target
 
 ALLOW_SYSTEM_ENV = "PATCHKIT_ALLOW_SYSTEM_SITE"
 
@@ -334,3 +338,50 @@ def plan_updates(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
         if after != before and (memory or before is not None):
             out.append((_memory_path(root), after, before))
     return out
+
+
+# -- what the installer wrote (the judge and identity ask) -------------------------------------
+
+
+def installed_as(t: Target, logical: str, data: bytes) -> str:
+    """The RECORD of the target's installed distribution, when it lists exactly these bytes
+    for the file ("" otherwise).  patchkit keeps RECORD true when it writes, so a file
+    that differs from patchkit's write yet matches RECORD was written by an installer
+    together with its RECORD: a hand edit leaves RECORD alone."""
+    if t.layout != "package":
+        return ""
+    from patchkit.errors import PatchkitError
+    from patchkit.target import ENGINES
+
+    try:
+        rel = t.relpath(logical)
+    except PatchkitError:
+        return ""
+    norm = ENGINES[t.engine].dist.replace("-", "_")
+    first = [t.root / f"{norm}-{t.version}.dist-info"] if t.version else []
+    want = hash_of(data)
+    for di in dict.fromkeys([*first, *sorted(t.root.glob(f"{norm}-*.dist-info"))]):
+        if _record_rows(di / "RECORD").get(rel) == want:
+            return f"{di.name}/RECORD"
+    return ""
+
+
+def _record_rows(path: Path) -> dict[str, str]:
+    """A RECORD's rows as {path: hash}, read once per version of the file ({} when unreadable)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    return _parsed_record(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_record(path: str, mtime_ns: int, size: int) -> dict[str, str]:
+    from patchkit import regular
+    from patchkit.errors import PatchkitError
+
+    try:
+        data = regular.read_file(Path(path))
+        return {p: h for p, h, _ in parse(data or b"")}
+    except (OSError, PatchkitError):
+        return {}

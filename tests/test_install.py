@@ -109,7 +109,9 @@ def test_the_tool_has_the_shipped_recipes_and_no_pip(installed):
     doc = json.loads(out)
     assert {r["source"] for r in doc["recipes"]} == {"shipped"}
     assert all(r["path"].startswith(str(site)) for r in doc["recipes"])
-    assert doc["bundles"]["sm120"] == sorted(p.stem for p in (ROOT / "recipes").glob("*.toml"))
+    shipped = {p.stem: p.read_text() for p in (ROOT / "recipes").glob("*.toml")}
+    assert doc["bundles"]["sm120"] == sorted(k for k, text in shipped.items() if '"sm120"' in text)
+    assert set(shipped) == {r["id"] for r in doc["recipes"]}
     code, out, err = installed["run"]("show", "allreduce-fusion")
     assert code == 0 and "shipped" in out.splitlines()[0], err
 

@@ -44,6 +44,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.document",
         # judging, planning, writing
         "patchkit.context",
+        "patchkit.identity",
+        "patchkit.equivalent",
+        "patchkit.provenance",
         "patchkit.markers",
         "patchkit.relocate",
         "patchkit.blockers",
@@ -92,14 +95,18 @@ LAYERS: dict[str, tuple[str, ...]] = {
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("patchkit.judge", "patchkit.pristine"): (
         "the judge reads pristine references itself (issue 22, item 1: judge(recipes, trees, "
-        "references) is to be given them); judge.py is being reworked on its own branch"
+        "references) is to be given them)"
+    ),
+    ("patchkit.identity", "patchkit.pristine"): (
+        "a site's identity is read from a release in the recipe's range, opened where it is "
+        "needed; it goes with the judge's references above"
     ),
 }
 KNOWN_CYCLES: dict[frozenset, str] = {
-    frozenset({"patchkit.judge", "patchkit.pristine", "patchkit.drift"}): (
-        "judge -> pristine -> drift -> judge: pristine asks drift's cache for a release, drift judges "
-        "releases; it goes with the judge above (pristine.py and judge.py are being reworked on their "
-        "own branch)"
+    frozenset({"patchkit.judge", "patchkit.pristine", "patchkit.drift", "patchkit.identity"}): (
+        "judge -> pristine -> drift -> judge: pristine asks drift's cache for a release (an sdist "
+        "unpacked), drift judges releases; identity reads releases through pristine; it goes with "
+        "the judge's references above"
     ),
 }
 

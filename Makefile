@@ -23,8 +23,10 @@ demo: setup
 
 # Offline tier: everything not marked `real`.  tests/conftest.py turns the network off for it
 # (a socket, a name look-up, or pip/git reaching an index fails the test, naming it).
+# On FAST_JOBS pytest-xdist workers: 35 s on 2 loaded cores, against 82 s in one process.
+FAST_JOBS ?= 2
 test-fast: setup
-	PATCHKIT_OFFLINE_TESTS=1 $(BIN)/python -m pytest -q -m "not real"
+	PATCHKIT_OFFLINE_TESTS=1 $(BIN)/python -m pytest -q -m "not real" -n $(FAST_JOBS) --dist loadgroup
 
 # Both tiers: the offline one under its guard, then the tests on real releases from the index,
 # on REAL_JOBS pytest-xdist workers (REAL_JOBS=0: in this process).  Tests that share

@@ -405,12 +405,6 @@ LOOKALIKE = """def gen_cutlass_fused_moe_sm103_legacy_flags() -> list:
 
 
 @real
-@pytest.mark.xfail(
-    strict=True,
-    reason="known_wrong: ambiguous, tied on context between gen_cutlass_fused_moe_sm120_module and "
-    "gen_cutlass_fused_moe_sm100_module of the old file (look-alike listed below them); the moved function "
-    "in jit/fused_moe_sm103.py is not even a candidate: the old file still holds matches, so the tree is not searched",
-)
 def test_synthetic_moved_function_with_a_weak_lookalike_left_behind(tmp_path):
     """FlashInfer 0.6.5: gen_cutlass_fused_moe_sm103_module moves to a new module
     jit/fused_moe_sm103.py; jit/fused_moe.py keeps a weak look-alike (another function with a
@@ -516,11 +510,6 @@ def _decoy(text: str) -> str:
 
 
 @real
-@pytest.mark.xfail(
-    strict=True,
-    reason="known_wrong: upstream at model_config.py::is_deepseek_nsa:58: a module-level look-alike list "
-    "(DeepseekV3/V32/GlmMoeDsa, for another purpose) is taken for the moved site, already applied (a false upstream)",
-)
 def test_synthetic_decoy_list_is_not_the_site(tmp_path):
     """SGLang 0.5.9: the draft-architecture list of ModelConfig._config_draft_model becomes a
     dict (the list-element op has nothing left to edit), and a decoy list with the same two

@@ -11,6 +11,8 @@ Comments and blank lines above the statement stay above its replacement.  Revert
 ``match`` back; the round-trip check refuses an edit that would not restore the original
 bytes (write ``match`` exactly as upstream does).  A replacement that is common (``pass``)
 needs context, or the edit could not be told from the rest of the scope.
+A replacement may hold the statement nested (a ``try:`` around it): the statement inside a
+replacement that stands is part of the done edit, not a pending site.
 """
 
 from __future__ import annotations

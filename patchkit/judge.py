@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import libcst as cst
+
 from patchkit import (
     blockers,
     confirm,
@@ -345,7 +347,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
     else:
         ev = Verdict(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
         if ev.located.state == State.AMBIGUOUS and f.is_python:
-            ev.located, ev.impl = _against_pristine(session, op, f, ev.located)
+            ev.located, ev.impl = _against_pristine(session, recipe, op, f, ev.located)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
     ident = None
     if not ours and f.exists:
@@ -413,22 +415,38 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
     return ev
 
 
-def _against_pristine(session: Session, op: OpSpec, f: Document, loc: Located) -> tuple[Located, Any]:
+def _against_pristine(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located) -> tuple[Located, Any]:
     """An ambiguous answer the pristine release settles: an op whose done sites the code
-    alone cannot tell (Op.relative_to) finds them by what the release held at each place.
-    (located, the bound op) when it reads done so, else (loc, None)."""
+    alone cannot tell (Op.relative_to) finds them by what the release held at each place:
+    as released, else with the recipe's other edits of that scope made (two ops that both
+    write `"flashinfer"` there).  (located, the bound op) when it reads done so, else (loc, None)."""
     ref = session.reference(op.engine)
     module = ref.module(op.file) if ref.available else None
     if module is None:
         return loc, None
     try:
-        bound = op.impl.relative_to(pyscope.resolve(module, op.scope)[-1])
-        if bound is op.impl:
-            return loc, None
-        got = bound.locate(f.scope(op.scope)[1])
+        pristine = pyscope.resolve(module, op.scope)[-1]
+        now = f.scope(op.scope)[1]
+        for before in (pristine, _with_siblings(recipe, op, pristine)):
+            bound = op.impl.relative_to(before)
+            if bound is not op.impl and (got := bound.locate(now)).state == State.DONE:
+                return got, bound
     except pyscope.ScopeError:
-        return loc, None
-    return (got, bound) if got.state == State.DONE else (loc, None)
+        pass
+    return loc, None
+
+
+def _with_siblings(recipe: Recipe, op: OpSpec, scope: Any) -> Any:
+    """``scope`` with each other op of the recipe that edits it, pending there, applied (in order)."""
+    for o in recipe.ops:
+        if o is op or (o.engine, o.file, o.scope) != (op.engine, op.file, op.scope) or o.impl.language != "python":
+            continue
+        try:
+            if o.impl.locate(scope).state == State.PENDING:
+                scope = o.impl.apply(scope)
+        except (ValueError, LookupError, cst.CSTValidationError):
+            continue  # that op cannot be made here: the release as it stands is the best before
+    return scope
 
 
 # -- who made an edit ------------------------------------------------------------------------

@@ -296,13 +296,7 @@ def test_evidence_reads_as_written(cell: Cell):
 
 # Recipes that apply wrongly on the release they were written for (patchkit's fault, read in its
 # ops): strict xfails, listed in WRONG.md like the known_wrong cells.
-APPLY_WRONG = {
-    "corpus-glm5guide-nsa-backends": "apply refused by op #1's post-condition: replace-expr with count = 2 puts one "
-    'and the same `"flashinfer"` node at both sites, which its own occurrence count then sees once (1 where it '
-    "makes 2: ambiguous, not done); op #1 alone fails the same way",
-    "corpus-glm5guide-nsa-metadata-try": "apply refused by the post-condition: replace-stmt finds the statement it "
-    "replaced nested inside its own replacement (the new try body) and reads both standing, `partially edited`",
-}
+APPLY_WRONG: dict[str, str] = {}
 
 
 def written_where() -> list[tuple[str, str, str, tuple[str, ...]]]:

@@ -32,11 +32,10 @@ FILE = "sglang/srt/model_executor/model_runner.py"
 SOURCE = "import torch\n" + RUNNER
 
 
-@pytest.fixture
-def world(tmp_path, run_cli, monkeypatch):
-    root = mini_sglang(tmp_path / "site", {FILE: SOURCE})
+def _world(tmp_path, run_cli, monkeypatch, recipe=RECIPE, file=FILE, source=SOURCE):
+    root = mini_sglang(tmp_path / "site", {file: source})
     (tmp_path / "recipes").mkdir()
-    (tmp_path / "recipes" / "fuse.toml").write_text(RECIPE)
+    (tmp_path / "recipes" / "fuse.toml").write_text(recipe)
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
 
@@ -52,9 +51,14 @@ def world(tmp_path, run_cli, monkeypatch):
         d.mkdir(parents=True)
         with zipfile.ZipFile(d / "sglang-0.5.9-py3-none-any.whl", "w") as z:
             z.writestr("sglang/__init__.py", "")
-            z.writestr(FILE, SOURCE)
+            z.writestr(file, source)
 
-    return root / FILE, cli, op, wheel
+    return root / file, cli, op, wheel
+
+
+@pytest.fixture
+def world(tmp_path, run_cli, monkeypatch):
+    return _world(tmp_path, run_cli, monkeypatch)
 
 
 def test_pristine_pending_apply_applied_revert_with_the_pristine_release(world):
@@ -83,3 +87,46 @@ def test_without_the_pristine_release_apply_works_and_status_says_it_cannot_tell
     assert o["state"] == "ambiguous" and "only the pristine release can tell" in o["message"], o
     code, out, err = cli("revert", "fuse")
     assert code != 0 and path.read_text() == SOURCE.replace("is_sm100_supported()", "True")  # never a guess
+
+
+# Two ops of one recipe write the same `"flashinfer"` into one scope (the GLM-5 guide on sglang
+# 0.5.9's ServerArgs._set_default_nsa_backends): once applied, each op sees three where it
+# makes two (or one).  The release with the recipe's other edit made tells each its sites.
+NSA_RECIPE = """
+id = "fuse"
+summary = "NSA backends -> flashinfer"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "replace-expr"
+engine = "sglang"
+file = "sglang/srt/server_args.py"
+scope = "ServerArgs._set_default_nsa_backends"
+locator = { match = '"flashmla_sparse"', count = 2 }
+params = { with = '"flashinfer"' }
+[[ops]]
+kind = "replace-expr"
+engine = "sglang"
+file = "sglang/srt/server_args.py"
+scope = "ServerArgs._set_default_nsa_backends"
+locator = { match = '"trtllm"' }
+params = { with = '"flashinfer"' }
+"""
+
+
+def test_two_ops_writing_the_same_replacement_apply_read_applied_and_revert(tmp_path, run_cli, monkeypatch):
+    from tests.ops.test_replace_expr import NSA
+
+    source = "import os\n" + NSA
+    path, cli, op, wheel = _world(tmp_path, run_cli, monkeypatch, NSA_RECIPE, "sglang/srt/server_args.py", source)
+    code, out, err = cli("apply", "fuse")
+    assert code == 0, (out, err)
+    assert path.read_text() == source.replace('"flashmla_sparse"', '"flashinfer"').replace('"trtllm"', '"flashinfer"')
+    code, out, err = cli("revert", "fuse")  # without the release: which `"flashinfer"` is whose, never a guess
+    assert code != 0 and "only the pristine release can tell" in out + err, (out, err)
+    wheel()
+    code, out, err = cli("status", "fuse", "--json")
+    assert code == 0 and {o["state"] for o in json.loads(out)["recipes"][0]["ops"]} == {"applied"}, out
+    code, out, err = cli("revert", "fuse")
+    assert code == 0, (out, err)
+    assert path.read_text() == source

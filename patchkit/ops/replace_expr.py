@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import contains_seq, node_tokens, parse_expr, tokens, walk
+from patchkit.ops._cst import contains_seq, kids, node_tokens, parse_expr, tokens
 
 
 @register("replace-expr")
@@ -47,15 +47,18 @@ class ReplaceExpr(Op):
         """Each occurrence of the match ("m") and of the replacement ("w"), in document
         order.  What stands inside an occurrence is part of it (the ``None`` of a match
         ``x is None`` is not a replacement already made)."""
-        out, inside = [], set()
-        for n in walk(scope):
-            if id(n) in inside or not isinstance(n, cst.BaseExpression):
-                continue
-            t = node_tokens(n)
-            label = "m" if t == self.match_tokens else "w" if t == self.with_tokens else ""
-            if label:
-                out.append((label, n))
-                inside.update(id(k) for k in walk(n))
+        # Pruned by position, not by node identity: a node standing at two places (libcst
+        # shares subtrees) is two occurrences.
+        out, stack = [], [scope]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.BaseExpression):
+                t = node_tokens(n)
+                label = "m" if t == self.match_tokens else "w" if t == self.with_tokens else ""
+                if label:
+                    out.append((label, n))
+                    continue
+            stack.extend(reversed(kids(n)))
         return out
 
     def relative_to(self, before) -> "ReplaceExpr":
@@ -113,11 +116,12 @@ class ReplaceExpr(Op):
         class _T(cst.CSTTransformer):
             def on_leave(self, original, updated):
                 if id(original) in targets:
-                    return (
-                        new.with_changes(lpar=getattr(original, "lpar", ()), rpar=getattr(original, "rpar", ()))
-                        if getattr(original, "lpar", ())
-                        else new
-                    )
+                    # Each site its own node: one node at two places is one identity, which
+                    # identity-keyed passes (the occurrence count, replace_node) see once.
+                    site = new.deep_clone()
+                    if getattr(original, "lpar", ()):
+                        site = site.with_changes(lpar=original.lpar, rpar=original.rpar)
+                    return site
                 return updated
 
         return scope.visit(_T())

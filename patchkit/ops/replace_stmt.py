@@ -11,12 +11,14 @@ Comments and blank lines above the statement stay above its replacement.  Revert
 ``match`` back; the round-trip check refuses an edit that would not restore the original
 bytes (write ``match`` exactly as upstream does).  A replacement that is common (``pass``)
 needs context, or the edit could not be told from the rest of the scope.
+A replacement may hold the statement nested (a ``try:`` around it): the statement inside a
+replacement that stands is part of the done edit, not a pending site.
 """
 
 from __future__ import annotations
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import code, node_tokens, parse_stmts, replace_node
+from patchkit.ops._cst import code, node_tokens, parse_stmts, replace_node, walk
 from patchkit.ops._stmt import CONTEXT, Context
 
 
@@ -55,7 +57,13 @@ class ReplaceStmt(Op):
         return stmts
 
     def _where(self, scope):
-        return self.ctx.runs(scope, self.old), self.ctx.runs(scope, self.new)
+        olds, news = self.ctx.runs(scope, self.old), self.ctx.runs(scope, self.new)
+        if news and olds:
+            # A replacement may hold the statement (a `try:` around it): the statement inside
+            # a replacement that stands is part of the done edit, not a site still pending.
+            held = {id(n) for o, i in news for s in o.body[i : i + len(self.new)] for n in walk(s)}
+            olds = [(o, i) for o, i in olds if id(o.body[i]) not in held]
+        return olds, news
 
     def locate(self, scope) -> Located:
         olds, news = self._where(scope)

@@ -106,3 +106,53 @@ def test_a_replacement_inside_the_match_is_part_of_it():
     src = "def f(scale):\n    y = scale or None\n    return y\n"
     after = "def f(scale):\n    y = None\n    return y\n"
     check("replace-expr", src, after, "f", {"match": "scale or None"}, {"with": "None"})
+
+
+# -- count > 1: each site its own node --------------------------------------------------------------
+# sglang 0.5.9's ServerArgs._set_default_nsa_backends assigns "flashmla_sparse" twice; a recipe
+# with count = 2 swaps both.  One shared replacement node at both sites was counted once.
+
+NSA = """
+class ServerArgs:
+    def _set_default_nsa_backends(self, kv_cache_dtype, major):
+        if kv_cache_dtype == "fp8_e4m3":
+            self.nsa_prefill_backend = "flashmla_sparse"
+            self.nsa_decode_backend = "trtllm"
+        else:
+            self.nsa_prefill_backend = "flashmla_sparse"
+            self.nsa_decode_backend = "fa3"
+"""
+
+
+def test_count_two_replaces_both_sites_and_reads_done():
+    after = NSA.replace('"flashmla_sparse"', '"flashinfer"')
+    loc = {"match": '"flashmla_sparse"', "count": 2}
+    check("replace-expr", NSA, after, "ServerArgs._set_default_nsa_backends", loc, {"with": '"flashinfer"'})
+
+
+def test_count_two_sites_are_distinct_nodes_in_the_edited_tree():
+    op = KINDS["replace-expr"]({"match": '"flashmla_sparse"', "count": 2}, {"with": '"flashinfer"'})
+    import libcst as cst
+
+    from patchkit import pyscope
+
+    edited = op.apply(pyscope.resolve(cst.parse_module(NSA), "ServerArgs._set_default_nsa_backends")[-1])
+    done = op.locate(edited)
+    assert done.state == "done" and len(done.nodes) == 2, done
+    assert done.nodes[0] is not done.nodes[1]
+    # and back: both sites, in the tree apply made (not re-parsed)
+    assert op.locate(op.revert(edited)).state == "pending"
+
+
+def test_one_node_standing_at_two_places_counts_twice():
+    import libcst as cst
+
+    shared = cst.Name("b")
+
+    class _Share(cst.CSTTransformer):
+        def leave_Name(self, original, updated):
+            return shared if original.value == "a" else updated
+
+    mod = cst.parse_module("x = a\ny = a\n").visit(_Share())
+    loc = KINDS["replace-expr"]({"match": "a", "count": 2}, {"with": "b"}).locate(mod)
+    assert loc.state == "done" and len(loc.nodes) == 2, loc

@@ -34,6 +34,7 @@ THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
 FORMAT = 3
+SITE_DONE = 0.75  # a done site in its own scope: this share of the release's statement's tokens
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,20 @@ def score(ident: Identity, cands: tuple[context.Context, ...]) -> tuple[float, t
     return total / min(len(cands), MAX_SITES), parts
 
 
-def unchanged_in_scope(op: OpSpec, parts: tuple[str, ...]) -> bool:
+def unchanged_in_scope(op: OpSpec, parts: tuple[str, ...], done: bool = False) -> bool:
     """The site's own statement, token for token, in the same qualified scope: that is the
     site, however much upstream rewrote around it (a Python op finds one match in its scope
-    or reads ambiguous, so there is no other).  Not for a text op: a file has no scope."""
-    return op.impl.language == "python" and "scope" in parts and "site" in parts
+    or reads ambiguous, so there is no other).  A site found done differs from the
+    release's by the edit itself (and upstream may add an argument beside it), so there
+    SITE_DONE of its tokens suffice.  Not for a text op: a file has no scope."""
+    if op.impl.language != "python" or "scope" not in parts:
+        return False
+    if "site" in parts:
+        return True
+    if not done:
+        return False
+    ratios = [p[len("site ") : -1] for p in parts if p.startswith("site ") and p.endswith("%")]
+    return any(r.isdigit() and int(r) / 100 >= SITE_DONE for r in ratios)
 
 
 def decide(ranked: list[Candidate]) -> str:
@@ -175,9 +185,42 @@ def in_range(recipe: Recipe, op: OpSpec, version: Optional[str]) -> bool:
     )
 
 
+_UPPER = ("<", "<=", "==", "===", "~=")
+
+
+def bounded_above(recipe: Recipe, op: OpSpec) -> bool:
+    """The op's range ends somewhere (the recipe's engine range or the op's ``when``): its
+    author vouched for every release inside it.  ``>=0.6.3`` vouches for none after the one
+    it was written for: a later release in it may hold the pattern at unrelated new code."""
+    specs = [recipe.engines.get(op.engine)] + [w[1] for w in op.when if w[0] == op.engine]
+    return any(s is not None and any(x.operator in _UPPER for x in s) for s in specs)
+
+
 def own_release_in_range(session, recipe: Recipe, op: OpSpec) -> bool:
+    """The target's own release is the op's home: it is in the op's range, and the range is
+    bounded above or no older release in it is known (cached or pinned) to be the home."""
     t = session.targets[op.engine]
-    return in_range(recipe, op, t.version and t.version.split("+", 1)[0])
+    own = t.version and t.version.split("+", 1)[0]
+    if not in_range(recipe, op, own):
+        return False
+    if bounded_above(recipe, op):
+        return True
+    return not any(_older(v, own) and in_range(recipe, op, v) for v in _known_releases(op.engine))
+
+
+def _older(v: str, than: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(v) < Version(than)
+    except InvalidVersion:
+        return False
+
+
+def _known_releases(engine: str) -> list[str]:
+    pinned = _pinned(engine)
+    cached = _cached_releases(engine)
+    return [*cached, *([pinned] if pinned and pinned not in cached else [])]
 
 
 def _cached_releases(engine: str) -> list[str]:
@@ -232,9 +275,7 @@ def _homes(session, recipe: Recipe, op: OpSpec):
         if ref.available:
             yield f"{op.engine} {t.version}", ref
     own = (t.version or "").split("+", 1)[0]
-    cached = _cached_releases(op.engine)
-    pinned = _pinned(op.engine)
-    for v in [*cached, *([pinned] if pinned and pinned not in cached else [])]:
+    for v in _known_releases(op.engine):
         if v == own or not in_range(recipe, op, v):
             continue
         key = (op.engine, v)

@@ -307,7 +307,7 @@ def _identified(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: 
     if not ctxs:
         return loc, ident
     value, parts = identity.score(ident, ctxs)
-    if value >= identity.THRESHOLD or identity.unchanged_in_scope(op, parts):
+    if value >= identity.THRESHOLD or identity.unchanged_in_scope(op, parts, done=loc.state == State.DONE):
         return loc, ident
     here = identity.Candidate(f.logical, op.scope, line, value, parts)
     why = (

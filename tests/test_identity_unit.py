@@ -325,6 +325,42 @@ def test_the_sites_own_statement_in_its_scope_is_the_site_however_much_changed_a
     )
 
 
+def test_a_done_site_in_its_own_scope_needs_most_of_its_statement_not_all():
+    """Found done, the site differs from its release by the edit itself: in its own scope,
+    75% of the statement's tokens are enough (a pending site needs them all)."""
+    python_op = SimpleNamespace(impl=SimpleNamespace(language="python"))
+    assert identity.unchanged_in_scope(python_op, ("scope", "site 92%"), done=True)
+    assert not identity.unchanged_in_scope(python_op, ("scope", "site 92%"))  # pending: every token
+    assert identity.unchanged_in_scope(python_op, ("scope", "site 80%"), done=True)  # + an argument
+    assert not identity.unchanged_in_scope(python_op, ("scope", "site 70%"), done=True)
+    assert not identity.unchanged_in_scope(python_op, ("scope renamed 80%", "site 95%"), done=True)
+
+
+def test_an_open_range_takes_its_home_from_the_oldest_release_it_knows(tmp_path, monkeypatch):
+    """``>=0.6.3`` vouches for the release it was written for, not for every later one: a
+    later target's own release is the home only when no older release in range is known."""
+    from packaging.specifiers import SpecifierSet
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    monkeypatch.setattr(identity, "_pinned", lambda engine: None)
+    for v in ("0.6.3", "0.7.0"):
+        (cache / "wheels" / "flashinfer-python" / v).mkdir(parents=True)
+        (cache / "wheels" / "flashinfer-python" / v / f"flashinfer_python-{v}-py3-none-any.whl").write_bytes(b"")
+
+    def session(version):
+        return SimpleNamespace(targets={"flashinfer": SimpleNamespace(version=version)})
+
+    op = SimpleNamespace(engine="flashinfer", when=())
+    open_range = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0.6.3")})
+    closed = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0.6.3,<0.8")})
+    assert not identity.own_release_in_range(session("0.7.0"), open_range, op)  # 0.6.3 is the home
+    assert identity.own_release_in_range(session("0.6.3"), open_range, op)  # the oldest known
+    assert identity.own_release_in_range(session("0.7.0"), closed, op)  # vouched for up to 0.8
+    when = SimpleNamespace(engine="flashinfer", when=(("flashinfer", SpecifierSet("<0.8")),))
+    assert identity.own_release_in_range(session("0.7.0"), open_range, when)  # bounded by the op's when
+
+
 def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(tmp_path, run_cli, monkeypatch):
     """The tree holds the site's words in more files than a search may open: never moved
     (the rest of the tree was not ranked), and the named file's candidates are still named."""

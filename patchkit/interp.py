@@ -202,7 +202,47 @@ def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tup
     from patchkit.target import ENGINES
 
     mods = {e: facts["modules"].get(ENGINES[e].package, {}) for e in ENGINES}
-    found = [f"{e}={m['root']}" for e, m in mods.items() if m.get("found")]
-    if len(found) == len(ENGINES):
-        return tuple(found)
+    found = {e: f"{e}={m['root']}" for e, m in mods.items() if m.get("found")}
+    needed = _engines_named(project, names)
+    if len(found) == len(ENGINES) or (needed is not None and needed <= set(found)):
+        return tuple(found.values())
     return python_targets(python, project, names, facts=facts)
+
+
+def _engines_named(project, names: tuple[str, ...]) -> Optional[set[str]]:
+    """The engines the recipes (or bundles) ``names`` edit, read from the recipe files'
+    ``[engines]`` and ``bundles`` alone (tomllib; no libcst, no validation), nearest place
+    first as the catalog reads them; None when that cannot tell (a name not found, a file
+    that does not read): then the catalog, which validates, says why."""
+    import sys
+
+    from patchkit import regular
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    seen: dict[str, tuple[set[str], tuple[str, ...]]] = {}
+    for d in project.recipe_dirs:
+        try:
+            files = sorted(d.path.glob("*.toml"))
+        except OSError:
+            return None
+        for f in files:
+            try:
+                raw = tomllib.loads(regular.read(f, 1 << 20).decode("utf-8"))
+            except (OSError, ValueError, regular.NotRegular, regular.TooBig):
+                return None
+            rid, engines, bundles = raw.get("id"), raw.get("engines"), raw.get("bundles", [])
+            if not isinstance(rid, str) or not isinstance(engines, dict) or not isinstance(bundles, list):
+                return None
+            seen.setdefault(rid, (set(engines), tuple(b for b in bundles if isinstance(b, str))))
+    out: set[str] = set()
+    for n in names:
+        hits = [e for rid, (e, bundles) in seen.items() if rid == n or n in bundles]
+        if not hits:
+            return None
+        for e in hits:
+            out |= e
+    return out

@@ -291,3 +291,9 @@ def _write(path: Path, data: bytes) -> None:
     if path.parent.name == STATE_DIR:
         fsio.ensure_ignored(path.parent)
     fsio.atomic_write(path, data)
+
+
+def no_names(prof) -> None:
+    """A profile that names nothing to apply is an error of the profile (exit 2)."""
+    if not prof.names:
+        raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", HINT)

@@ -156,3 +156,24 @@ def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_pa
     assert len(asked) == 2 and now["modules"]["sglang"]["root"] == str(extra)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # another PYTHONPATH: asked again
     assert not R.probe(sys.executable)["modules"]["sglang"]["found"] and len(asked) == 3
+
+
+def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
+    """The guard's fast path: which engines the named recipes edit, from the recipe files'
+    [engines] and bundles alone; None (the catalog decides, and says why) when a name is
+    not found or a file does not read."""
+    from types import SimpleNamespace
+
+    from patchkit import interp
+
+    d = tmp_path / "recipes"
+    d.mkdir()
+    (d / "a.toml").write_text('id = "a"\nbundles = ["b1"]\n[engines]\nsglang = ">=0.5"\n')
+    (d / "f.toml").write_text('id = "f"\nbundles = ["b1"]\n[engines]\nflashinfer = ">=0.6"\nsglang = ">=0.5"\n')
+    (d / "v.toml").write_text('id = "v"\nbundles = ["b2"]\n[engines]\nvllm = ">=0.17"\n')
+    project = SimpleNamespace(recipe_dirs=[SimpleNamespace(path=d)])
+    assert interp._engines_named(project, ("b1",)) == {"sglang", "flashinfer"}
+    assert interp._engines_named(project, ("a", "v")) == {"sglang", "vllm"}
+    assert interp._engines_named(project, ("nope",)) is None
+    (d / "broken.toml").write_text("id = \n")
+    assert interp._engines_named(project, ("a",)) is None

@@ -212,6 +212,8 @@ def apply_command(
                 "apply needs recipe or bundle names, or a profile that names them",
                 f"e.g. `patchkit apply sm120`; `patchkit apply sm120 --save` also records it in {prof.path}",
             )
+        from patchkit.profile import no_names
+
         no_names(prof)
     opts = inv.options(given or prof.names, target, as_json)
     code = apply(
@@ -224,14 +226,6 @@ def apply_command(
         saving=save,
     )
     return save_profile(prof, "apply", given, code, dry_run, opts) if save else code
-
-
-def no_names(prof) -> None:
-    """A profile that names nothing to apply is an error of the profile (exit 2)."""
-    if not prof.names:
-        from patchkit.profile import HINT
-
-        raise PatchkitError(f"{prof.path}: the profile names no bundle or recipe to apply", HINT)
 
 
 def revert_command(

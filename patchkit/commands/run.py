@@ -96,7 +96,7 @@ def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: boo
 def run_command(inv: Invocation, argv: tuple[str, ...], python: str | None = None, apply: bool = False) -> int:
     """`patchkit run`: the interpreter CMD runs (``python``, else CMD's own), its copies of
     the engines judged against their profile, then CMD exec'd (see ``guard``)."""
-    from patchkit.commands.apply import no_names
+    from patchkit.profile import no_names
 
     python = python or interpreter_of(tuple(argv))
     inv.facts = facts = probe(python)

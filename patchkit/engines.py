@@ -177,21 +177,22 @@ def _shipped() -> dict[str, EngineInfo]:
     from patchkit.paths import cache_dir
 
     st = SHIPPED.stat()
-    cached = cache_dir() / "engines" / f"{st.st_size}-{st.st_mtime_ns}.marshal"
+    name = f"{st.st_size}-{st.st_mtime_ns}.marshal"
+    from patchkit import regular
+
+    raw = regular.read_cached(cache_dir(), f"engines/{name}", 1 << 20)  # a link, FIFO or device: a miss
     try:
-        rows = marshal.loads(cached.read_bytes())
-        return {r[0]: EngineInfo(*r[:4], *r[4:]) for r in rows}
-    except (OSError, ValueError, EOFError, TypeError, IndexError):
+        if raw is not None:
+            rows = marshal.loads(raw)
+            return {r[0]: EngineInfo(*r[:4], *r[4:]) for r in rows}
+    except (ValueError, EOFError, TypeError, IndexError, KeyError):
         pass
     got = parse(SHIPPED.read_text(encoding="utf-8"), str(SHIPPED))
-    try:  # best effort: a read-only cache only costs the parse next time
-        import tempfile
+    from patchkit import fsio
 
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as f:
-            f.write(marshal.dumps([tuple(i) for i in got.values()]))
-        os.replace(f.name, cached)
-    except OSError:
+    try:  # best effort: a cache that cannot be written only costs the parse next time
+        fsio.store_cached(cache_dir(), f"engines/{name}", marshal.dumps([tuple(i) for i in got.values()]))
+    except ValueError:
         pass
     return got
 

@@ -27,9 +27,9 @@ from patchkit.errors import TargetError
 # Reading is regular.py's (status imports it at start-up, and not this module); callers that
 # write as well find it here.
 from patchkit.regular import cannot_read, not_regular, open_dir, read_file  # noqa: F401
-from patchkit.target import STATE_DIR
 
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
+STATE_DIR_NAME = ".patchkit"  # target.STATE_DIR (not imported: the engine table, under target, writes its cache here)
 CRASH_ENV = "PATCHKIT_TEST_CRASH_AT"  # fault injection for the kill tests (tests/test_kill.py)
 
 _NOT_HERE = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -226,7 +226,7 @@ def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
     handles = []
     try:
         for root in sorted(set(roots)):
-            d = root / STATE_DIR
+            d = root / STATE_DIR_NAME
             try:
                 if d.is_symlink():
                     raise TargetError(

@@ -404,3 +404,28 @@ def test_a_tree_source_that_is_not_a_table_is_none(tmp_path, text):
     (tmp_path / ".patchkit").mkdir()
     (tmp_path / ".patchkit" / "source.json").write_text(text)
     assert fetch.tree_source(tmp_path) is None
+
+
+def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache, victim):
+    """The shipped engine table's parsed cache: a FIFO or a link planted at its name is a
+    miss (never a hang, never followed), and the entry written anew replaces it."""
+    from patchkit import engines
+
+    st = engines.SHIPPED.stat()
+    entry = cache / "engines" / f"{st.st_size}-{st.st_mtime_ns}.marshal"
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(entry)
+    assert "sglang" in engines._shipped()  # a FIFO there: read from the TOML, no hang
+    assert entry.is_file() and not entry.is_symlink()  # replaced by a regular entry
+    entry.unlink()
+    entry.symlink_to(victim / "secret.py")
+    assert "flashinfer" in engines._shipped()
+    _untouched(victim)
+    assert entry.is_file() and not entry.is_symlink()
+    assert "vllm" in engines._shipped()  # and read back from it
+
+
+def test_fsio_names_the_state_directory_as_target_does():
+    from patchkit import fsio, target
+
+    assert fsio.STATE_DIR_NAME == target.STATE_DIR

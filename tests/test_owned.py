@@ -429,3 +429,24 @@ def test_fsio_names_the_state_directory_as_target_does():
     from patchkit import fsio, target
 
     assert fsio.STATE_DIR_NAME == target.STATE_DIR
+
+
+def test_tvm_ffi_headers_never_unpack_through_a_link_in_the_cache(cache, victim, tmp_path, monkeypatch):
+    """verify --build's tvm-ffi headers: a link planted at cache/tvm-ffi (or at the release's
+    directory under it) is refused, exit 2, before anything is fetched or unpacked."""
+    from patchkit import errors
+    from patchkit.verify import tvmffi
+
+    monkeypatch.setattr(tvmffi, "_pick", lambda spec, say: "0.1.15")
+    fetched = []
+    monkeypatch.setattr(tvmffi.fetch, "fetch_wheel", lambda *a, **k: fetched.append(a))
+    (cache / "tvm-ffi").symlink_to(victim)
+    with pytest.raises(errors.TargetError, match="not a directory patchkit made"):
+        tvmffi.fetch_headers(tmp_path)
+    (cache / "tvm-ffi").unlink()
+    (cache / "tvm-ffi").mkdir()
+    (cache / "tvm-ffi" / "0.1.15").symlink_to(victim)
+    with pytest.raises(errors.TargetError, match="is a symlink"):
+        tvmffi.fetch_headers(tmp_path)
+    assert fetched == []
+    _untouched(victim)

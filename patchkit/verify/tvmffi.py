@@ -64,14 +64,22 @@ def fetch_headers(fi_root: Path, say: Callable[[str], None] = lambda s: None) ->
     cache, else downloaded and unpacked there (headers only, atomically)."""
     spec = required(fi_root)
     version = _pick(spec, say)
-    dest = paths.cache_dir() / "tvm-ffi" / version
+    from patchkit import fsio
+
+    # patchkit's own directory, every component checked without following a link: a link
+    # planted at cache/tvm-ffi would take the unpacked headers elsewhere (TargetError, exit 2)
+    parent = fsio.owned_dir(paths.cache_dir(), "tvm-ffi")
+    dest = parent / version
     inc = dest / "tvm_ffi" / "include"
+    if dest.is_symlink():
+        from patchkit.errors import TargetError
+
+        raise TargetError(f"{dest}: is a symlink in patchkit's cache, not headers it unpacked", "remove it")
     if (inc / "tvm" / "ffi").is_dir():
         return inc
     say(f"tvm-ffi headers: none installed; fetching {DIST} {version} (FlashInfer requires {DIST}{spec})")
     whl = fetch.fetch_wheel(DIST, version, say=say)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{version}."))
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{version}."))
     try:
         with zipfile.ZipFile(whl) as z:
             names = [n for n in z.namelist() if n.startswith(PREFIX) and ".." not in n.split("/")]

@@ -217,9 +217,9 @@ def enclosing(tree: ast.Module, line: int) -> tuple:
     return name_words(node.name), params
 
 
-def scope_body(tree: ast.Module, qualname: str) -> Optional[list[ast.stmt]]:
-    """The body of def/class ``qualname`` (the module's for ""), or None when it is not
-    there once (as pyscope.resolve finds scopes: directly in the enclosing body)."""
+def scope_node(tree: ast.Module, qualname: str):
+    """The def/class ``qualname`` (the module for ""), or None when it is not there once
+    (as pyscope.resolve finds scopes: directly in the enclosing body)."""
     node: object = tree
     for part in [p for p in qualname.split(".") if p]:
         hits = [
@@ -230,7 +230,13 @@ def scope_body(tree: ast.Module, qualname: str) -> Optional[list[ast.stmt]]:
         if len(hits) != 1:
             return None
         node = hits[0]
-    return list(getattr(node, "body", ()))
+    return node
+
+
+def scope_body(tree: ast.Module, qualname: str) -> Optional[list[ast.stmt]]:
+    """The body of def/class ``qualname`` (the module's for ""), or None (``scope_node``)."""
+    node = scope_node(tree, qualname)
+    return None if node is None else list(getattr(node, "body", ()))
 
 
 def of_scope(tree: ast.Module, file: str, scope: str, imports: frozenset = frozenset()) -> Optional[Context]:

@@ -66,20 +66,6 @@ def key_tokens(op) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _scope_node(tree: ast.Module, scope: str):
-    node: object = tree
-    for part in [p for p in scope.split(".") if p]:
-        hits = [
-            d
-            for d in getattr(node, "body", ())
-            if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and d.name == part
-        ]
-        if len(hits) != 1:
-            return None
-        node = hits[0]
-    return node
-
-
 def _python_place(text: str, scope: str, keys: tuple[str, ...]) -> Optional[int]:
     """The first line of the smallest statement of ``scope`` that mentions SHARE of the key
     words (comments left out: ``ast.unparse``), or None."""
@@ -87,7 +73,9 @@ def _python_place(text: str, scope: str, keys: tuple[str, ...]) -> Optional[int]
         tree = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    node = _scope_node(tree, scope)
+    from patchkit.context import scope_node
+
+    node = scope_node(tree, scope)
     if node is None:
         return None
     best = None

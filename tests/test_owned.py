@@ -16,24 +16,9 @@ import pytest
 
 from patchkit import confirm, fsio, regular, verdicts
 from patchkit.target import open_target
-from tests.conftest import mini_sglang
+from tests.conftest import MINIMAL_RECIPE, mini_sglang
 
-RECIPE = """\
-id = "r"
-summary = "widen a list"
-bundles = ["b"]
-[engines]
-sglang = ">=0.5.9"
-[[ops]]
-kind = "list-element"
-engine = "sglang"
-file = "sglang/srt/x.py"
-scope = "f"
-[ops.locator]
-contains = ['"a"']
-[ops.params]
-element = '"b"'
-"""
+RECIPE = MINIMAL_RECIPE.format(id="r")
 TREE = {"sglang/srt/x.py": 'def f():\n    return ["a"]\n'}
 
 

@@ -54,7 +54,18 @@ def parse_spec(value: str) -> tuple[str, str, str]:
 
 def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
     """A pristine unpacked release, from the cache or the index."""
-    dest = fsio.owned_dir(fetch.cache_dir(), f"trees/{engine}-{version}")  # never a link planted there
+    # cache/trees is patchkit's own (checked without following a link); the release's own
+    # directory is never made empty in advance: another process must see it whole or not at
+    # all (fetch.unpack renames a finished tree into place).
+    dest = fsio.owned_dir(fetch.cache_dir(), "trees") / f"{engine}-{version}"
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        from patchkit.errors import TargetError
+
+        raise TargetError(
+            f"{dest}: not a directory patchkit made ({'a symlink' if dest.is_symlink() else 'not a directory'});"
+            " patchkit keeps its own files there",
+            "remove it (patchkit makes it again)",
+        )
     src = fetch.tree_source(dest)
     if src and src.get("version") == version:
         return dest

@@ -435,3 +435,26 @@ def test_tvm_ffi_headers_never_unpack_through_a_link_in_the_cache(cache, victim,
         tvmffi.fetch_headers(tmp_path)
     assert fetched == []
     _untouched(victim)
+
+
+def test_a_release_tree_is_never_seen_empty_while_it_is_made(cache, tmp_path, monkeypatch):
+    """Another process (a second xdist worker, a second drift) reading cache/trees/R must see
+    the release whole or not at all: the directory is not made before the unpack renames
+    the finished tree into place (it was, and a reader read an empty release)."""
+    import zipfile
+
+    from patchkit import drift, fetch
+
+    whl = tmp_path / "sglang-0.5.9-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("sglang/__init__.py", "")
+    seen = []
+
+    def fetched(dist, version, **kw):
+        seen.append((cache / "trees" / f"sglang-{version}").exists())
+        return whl
+
+    monkeypatch.setattr(fetch, "fetch_wheel", fetched)
+    dest = drift.release_tree("sglang", "0.5.9")
+    assert seen == [False]
+    assert (dest / "sglang" / "__init__.py").is_file()

@@ -194,7 +194,7 @@ def target_options(f):
     help=COLOR_HELP,
 )
 def cli(pins, recipes, workspace):
-    """Declarative, verifiable, revertible patches for SGLang and FlashInfer.
+    """Declarative, verifiable, revertible patches for LLM inference engines (SGLang, FlashInfer, vLLM).
 
     \b
     Typical use:

@@ -276,33 +276,22 @@ def project_files(dist: str) -> list[dict]:
     return out
 
 
-def _wheels(files: list[dict]) -> dict[str, list[dict]]:
-    """Wheel files by version (the version as the file names it), yanked ones left out."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+def _by_version(files: list[dict], kind: str) -> dict[str, list[dict]]:
+    """The index's files of one kind by version (the version as the file names it), yanked
+    ones left out: ``"wheel"`` (each with its ``tags``) or ``"sdist"`` (``.tar.gz``)."""
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 
     out: dict[str, list[dict]] = {}
     for f in files:
-        if not f["filename"].endswith(".whl") or f["yanked"]:
+        if not f["filename"].endswith(".whl" if kind == "wheel" else ".tar.gz") or f["yanked"]:
             continue
         try:
-            _, version, _, tags = parse_wheel_filename(f["filename"])
-        except InvalidWheelFilename:
-            continue
-        out.setdefault(str(version), []).append({**f, "tags": tags})
-    return out
-
-
-def _sdists(files: list[dict]) -> dict[str, list[dict]]:
-    """Source distributions (``.tar.gz``) by version, yanked ones left out."""
-    from packaging.utils import InvalidSdistFilename, parse_sdist_filename
-
-    out: dict[str, list[dict]] = {}
-    for f in files:
-        if not f["filename"].endswith(".tar.gz") or f["yanked"]:
-            continue
-        try:
-            _, version = parse_sdist_filename(f["filename"])
-        except InvalidSdistFilename:
+            if kind == "wheel":
+                _, version, _, tags = parse_wheel_filename(f["filename"])
+                f = {**f, "tags": tags}
+            else:
+                _, version = parse_sdist_filename(f["filename"])
+        except (InvalidWheelFilename, InvalidSdistFilename):
             continue
         out.setdefault(str(version), []).append(f)
     return out
@@ -314,7 +303,7 @@ def versions(dist: str, kind: str = "wheel") -> list[str]:
     from packaging.version import Version
 
     files = project_files(dist)
-    got = set(_wheels(files)) | (set(_sdists(files)) if kind == "any" else set())
+    got = set(_by_version(files, "wheel")) | (set(_by_version(files, "sdist")) if kind == "any" else set())
     return sorted(got, key=Version)
 
 
@@ -372,7 +361,7 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
         want = Version(version)
     except InvalidVersion:
         raise FetchError(f"{dist}: {version!r} is not a version", "e.g. 0.5.13") from None
-    by_version = (_wheels if kind == "wheel" else _sdists)(project_files(dist))
+    by_version = _by_version(project_files(dist), kind)
     found = [f for v, fs in by_version.items() if Version(v) == want for f in fs]
     if not found:
         listed = sorted(by_version, key=Version)

@@ -37,7 +37,7 @@ from patchkit import drift
 from patchkit.ops import KINDS
 from patchkit.target import ENGINES
 from tests.conftest import ROOT, copy_linked
-from tests.test_truth_table import NEAR, _scopes, _text, physical, split_location
+from tests.test_truth_table import NEAR, TableError, _scopes, _span, _text, physical, split_location
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,8 +55,9 @@ STATES = ("pending", "upstream", "moved", "missing", "ambiguous")
 real = pytest.mark.real
 
 
-class CorpusError(ValueError):
-    pass
+# A malformed corpus is refused as a malformed truth table is, by the same release-range
+# reader (test_truth_table._span).
+CorpusError = TableError
 
 
 @dataclass(frozen=True)
@@ -81,18 +82,6 @@ class Cell:
     @property
     def evidence(self) -> str:
         return f"{self.file}:{self.line}" if self.file else ""
-
-
-def _span(releases: list[str], spec: str, where: str) -> list[str]:
-    a, _, b = spec.partition("..")
-    b = b or a
-    for v in (a, b):
-        if v not in releases:
-            raise CorpusError(f"{where}: {v!r} is not in [releases]")
-    i, j = releases.index(a), releases.index(b)
-    if i > j:
-        raise CorpusError(f"{where}: {spec!r} runs backwards")
-    return releases[i : j + 1]
 
 
 def _recipe_file(recipe: str) -> Optional[Path]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from click.shell_completion import CompletionItem
 
+from patchkit import paths
 from patchkit.target import ENGINES
 
 TREE_ONLY = {"target"}  # ENGINE=PATH
@@ -27,7 +28,7 @@ def _versions(engine: str) -> list[str]:
     from patchkit import fetch
 
     dist = ENGINES[engine].dist
-    d = fetch.cache_dir() / "wheels" / fetch.normalize(dist)
+    d = paths.wheels_dir(dist)
     found = {p.name for p in d.iterdir() if any(p.glob("*.whl"))} if d.is_dir() else set()
     if not found and not fetch.offline():
         try:

@@ -60,7 +60,9 @@ def normalize(dist: str) -> str:
 
 
 def wheel_dir(dist: str, version: str) -> Path:
-    return cache_dir() / "wheels" / dist.replace("_", "-").lower() / version
+    from patchkit.paths import wheels_dir
+
+    return wheels_dir(dist) / version
 
 
 def sdist_dir(dist: str, version: str) -> Path:

@@ -227,10 +227,10 @@ def _cached_releases(engine: str) -> list[str]:
     """Versions of the engine whose release wheel is in patchkit's cache, oldest first."""
     from packaging.version import InvalidVersion, Version
 
-    from patchkit.paths import cache_dir
+    from patchkit.paths import wheels_dir
     from patchkit.target import ENGINES
 
-    d = cache_dir() / "wheels" / ENGINES[engine].dist.replace("_", "-").lower()
+    d = wheels_dir(ENGINES[engine].dist)
     out = []
     try:
         names = os.listdir(d)

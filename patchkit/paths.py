@@ -16,6 +16,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "patchkit"))
 
 
+def wheels_dir(dist: str) -> Path:
+    """Where a distribution's release wheels are cached, one directory per version (fetch.py
+    downloads into it; the verdict cache, identity and pristine references read it)."""
+    return cache_dir() / "wheels" / dist.replace("_", "-").lower()
+
+
 def config_dir() -> Path:
     """$XDG_CONFIG_HOME/patchkit, default ~/.config/patchkit (a relative XDG_CONFIG_HOME is
     ignored, as the XDG base directory specification says)."""

@@ -124,7 +124,7 @@ class Reference:
         dist = ENGINES[self.target.engine].dist
         from patchkit import fetch
 
-        d = fetch.cache_dir() / "wheels" / dist.replace("_", "-").lower() / public
+        d = fetch.wheel_dir(dist, public)
         cached = sorted(w for w in d.glob("*.whl") if w.is_file()) if d.is_dir() else []  # a FIFO is not a wheel
         installed = None if cached else installed_from(self.target.root, dist, public)
         if cached:

@@ -167,7 +167,7 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
     """What names each target's pristine release (patchkit/pristine.py), without running git:
     the tag refs and HEAD of a checkout, the release wheels in the cache (the target's, and
     which releases there are), and PATCHKIT_OFFLINE."""
-    from patchkit.paths import cache_dir
+    from patchkit.paths import cache_dir, wheels_dir
     from patchkit.target import ENGINES
 
     out: dict[str, Optional[str]] = {"offline": os.environ.get("PATCHKIT_OFFLINE", "")}
@@ -191,7 +191,7 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
                 out[str(git / named[5:])] = file_digest(git / named[5:])
         else:
             public = (t.version or "").split("+", 1)[0]
-            d = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower() / public
+            d = wheels_dir(ENGINES[t.engine].dist) / public
             out[str(d)] = ",".join(sorted(p.name for p in d.glob("*.whl"))) if public else ""
         from patchkit.target import ENGINES
 
@@ -202,7 +202,7 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             out[str(src)] = file_digest(src)
         # A site's identity may come from another release in the recipe's range (identity.py):
         # which releases the cache holds is an input too.
-        releases = cache_dir() / "wheels" / ENGINES[t.engine].dist.replace("_", "-").lower()
+        releases = wheels_dir(ENGINES[t.engine].dist)
         try:
             out[f"{releases}/*"] = ",".join(sorted(os.listdir(releases)))
         except OSError:

@@ -46,7 +46,7 @@ def _pick(spec: str, say: Callable[[str], None]) -> str:
         listed = fetch.versions(DIST)
     except FetchError:
         # Offline or unreachable: what the cache already holds, if anything.
-        d = fetch.cache_dir() / "wheels" / DIST
+        d = paths.wheels_dir(DIST)
         listed = sorted((p.name for p in d.iterdir() if any(p.glob("*.whl"))), key=Version) if d.is_dir() else []
         if not listed:
             raise

@@ -196,16 +196,30 @@ def bounded_above(recipe: Recipe, op: OpSpec) -> bool:
     return any(s is not None and any(x.operator in _UPPER for x in s) for s in specs)
 
 
+def floor(recipe: Recipe, op: OpSpec) -> Optional[str]:
+    """Where an open range starts: the highest ``>=``/``==`` version of the recipe's engine
+    range and the op's ``when`` (the release the recipe was written from), or None."""
+    from packaging.version import InvalidVersion, Version
+
+    specs = [recipe.engines.get(op.engine)] + [w[1] for w in op.when if w[0] == op.engine]
+    found = [x.version for s in specs if s is not None for x in s if x.operator in (">=", "==", "===")]
+    try:
+        return max(found, key=Version) if found else None
+    except InvalidVersion:
+        return None
+
+
 def own_release_in_range(session, recipe: Recipe, op: OpSpec) -> bool:
     """The target's own release is the op's home: it is in the op's range, and the range is
-    bounded above or no older release in it is known (cached or pinned) to be the home."""
+    bounded above, or it is where the open range starts (or the range names no start).
+    Decided by the recipe alone, never by what the cache happens to hold: a verdict must not
+    change with the order releases were downloaded in."""
     t = session.targets[op.engine]
     own = t.version and t.version.split("+", 1)[0]
     if not in_range(recipe, op, own):
         return False
-    if bounded_above(recipe, op):
-        return True
-    return not any(_older(v, own) and in_range(recipe, op, v) for v in _known_releases(op.engine))
+    start = floor(recipe, op)
+    return bounded_above(recipe, op) or start is None or not _older(start, own)
 
 
 def _older(v: str, than: str) -> bool:
@@ -262,20 +276,23 @@ def _pinned(engine: str) -> Optional[str]:
 
 def _homes(session, recipe: Recipe, op: OpSpec):
     """(label, reference) of each release the identity may come from, best first: the
-    target's own, then the releases in the cache, oldest first, then the pinned one
-    (downloaded, unless PATCHKIT_OFFLINE=1)."""
+    target's own when it is the home (own_release_in_range), else the release the open range
+    starts at (downloaded, unless PATCHKIT_OFFLINE=1); then, only where that cannot be read,
+    the releases in range in the cache, oldest first, and the pinned one."""
     from pathlib import Path
 
     from patchkit import pristine
     from patchkit.target import Target
 
     t = session.targets[op.engine]
-    if own_release_in_range(session, recipe, op):
+    own = (t.version or "").split("+", 1)[0]
+    home = own_release_in_range(session, recipe, op)
+    if home:
         ref = session.reference(op.engine)
         if ref.available:
             yield f"{op.engine} {t.version}", ref
-    own = (t.version or "").split("+", 1)[0]
-    for v in _known_releases(op.engine):
+    start = floor(recipe, op)
+    for v in dict.fromkeys([*([start] if start else []), *_known_releases(op.engine)]):
         if v == own or not in_range(recipe, op, v):
             continue
         key = (op.engine, v)
@@ -284,6 +301,12 @@ def _homes(session, recipe: Recipe, op: OpSpec):
         ref = session.releases[key]
         if ref.available:
             yield f"{op.engine} {v}", ref
+    if not home and in_range(recipe, op, own):
+        # No release the range starts from can be read (``>=0`` names none; offline): the
+        # target's own release is still a better identity than none.
+        ref = session.reference(op.engine)
+        if ref.available:
+            yield f"{op.engine} {t.version}", ref
 
 
 def _cache_path(session, recipe: Recipe, op: OpSpec, release: str):

@@ -336,17 +336,16 @@ def test_a_done_site_in_its_own_scope_needs_most_of_its_statement_not_all():
     assert not identity.unchanged_in_scope(python_op, ("scope renamed 80%", "site 95%"), done=True)
 
 
-def test_an_open_range_takes_its_home_from_the_oldest_release_it_knows(tmp_path, monkeypatch):
-    """``>=0.6.3`` vouches for the release it was written for, not for every later one: a
-    later target's own release is the home only when no older release in range is known."""
+def test_an_open_range_takes_its_home_from_where_it_starts_whatever_the_cache_holds(tmp_path, monkeypatch):
+    """``>=0.6.3`` vouches for the release it was written from, not for every later one: a
+    later target's own release is the home only in a range bounded above.  Decided by the
+    recipe alone: the same with an empty cache as with every release cached (a verdict must
+    not change with the order releases were downloaded in)."""
     from packaging.specifiers import SpecifierSet
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
     monkeypatch.setattr(identity, "_pinned", lambda engine: None)
-    for v in ("0.6.3", "0.7.0"):
-        (cache / "wheels" / "flashinfer-python" / v).mkdir(parents=True)
-        (cache / "wheels" / "flashinfer-python" / v / f"flashinfer_python-{v}-py3-none-any.whl").write_bytes(b"")
 
     def session(version):
         return SimpleNamespace(targets={"flashinfer": SimpleNamespace(version=version)})
@@ -354,11 +353,18 @@ def test_an_open_range_takes_its_home_from_the_oldest_release_it_knows(tmp_path,
     op = SimpleNamespace(engine="flashinfer", when=())
     open_range = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0.6.3")})
     closed = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0.6.3,<0.8")})
-    assert not identity.own_release_in_range(session("0.7.0"), open_range, op)  # 0.6.3 is the home
-    assert identity.own_release_in_range(session("0.6.3"), open_range, op)  # the oldest known
-    assert identity.own_release_in_range(session("0.7.0"), closed, op)  # vouched for up to 0.8
+    no_start = SimpleNamespace(engines={"flashinfer": SpecifierSet("!=0.6.4")})
     when = SimpleNamespace(engine="flashinfer", when=(("flashinfer", SpecifierSet("<0.8")),))
-    assert identity.own_release_in_range(session("0.7.0"), open_range, when)  # bounded by the op's when
+    for cached in ((), ("0.6.3", "0.7.0")):
+        for v in cached:
+            (cache / "wheels" / "flashinfer-python" / v).mkdir(parents=True, exist_ok=True)
+            (cache / "wheels" / "flashinfer-python" / v / f"flashinfer_python-{v}-py3-none-any.whl").write_bytes(b"")
+        assert identity.floor(open_range, op) == "0.6.3"
+        assert not identity.own_release_in_range(session("0.7.0"), open_range, op)  # 0.6.3 is the home
+        assert identity.own_release_in_range(session("0.6.3"), open_range, op)  # where it starts
+        assert identity.own_release_in_range(session("0.7.0"), closed, op)  # vouched for up to 0.8
+        assert identity.own_release_in_range(session("0.7.0"), open_range, when)  # bounded by the op's when
+        assert identity.own_release_in_range(session("0.7.0"), no_start, op)  # no start to go back to
 
 
 def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(tmp_path, run_cli, monkeypatch):

@@ -160,10 +160,12 @@ def test_a_python_file_is_read_and_written_in_the_encoding_its_coding_line_decla
 
 
 LATIN1_ONE = b'# -*- coding: latin-1 -*-\n# caf\xe9 cr\xe8me\nBACKENDS = ["a", "b"]\n'
+# A UTF-8 BOM, as SGLang's qwen2_classification.py starts with on every release.
+BOM = b'\xef\xbb\xbf# Copyright\n# caf\xc3\xa9\nBACKENDS = ["a", "b"]\n'
 
 
-@pytest.mark.parametrize("data", [LATIN1, LATIN1_ONE])
-def test_apply_and_revert_of_a_latin1_python_file_are_byte_for_byte(tmp_path, run_cli, data):
+@pytest.mark.parametrize("data", [LATIN1, LATIN1_ONE, BOM])
+def test_apply_and_revert_of_a_latin1_or_bom_python_file_are_byte_for_byte(tmp_path, run_cli, data):
     root = make_site(tmp_path, {"sglang/srt/gate.py": data})
     recipes = tmp_path / "recipes"
     recipes.mkdir()

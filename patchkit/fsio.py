@@ -16,7 +16,6 @@ import errno
 import fcntl
 import math
 import os
-import signal
 import stat
 import time
 from pathlib import Path
@@ -60,6 +59,8 @@ def crash_point(label: str) -> None:
     if want == "count":  # how many write steps a run has (the kill tests sample from them)
         os.write(2, f"patchkit-crash-point {n} {label}\n".encode())
     elif n == int(want):
+        import signal  # only under the kill tests: not a module of every start-up
+
         os.kill(os.getpid(), signal.SIGKILL)
 
 

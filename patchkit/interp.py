@@ -10,10 +10,9 @@ for ``--python`` on apply/revert/status/diff/verify, for `run`, and for `doctor`
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
+import sys
+from pathlib import Path
 from typing import Optional
 
 from patchkit.errors import TargetError
@@ -84,6 +83,10 @@ print(json.dumps(out))
 
 def probe_python(python: str, timeout: float = 60) -> dict:
     """Where ``python`` imports each engine from (and torch), asked of that interpreter."""
+    import json  # here, not at the top: the guard's start-up answers from the cache (remembered_probe)
+    import shutil
+    import subprocess
+
     exe = shutil.which(python) if os.sep not in python else python
     if not exe or not os.path.exists(exe):
         raise TargetError(
@@ -138,7 +141,12 @@ def python_targets(
 
 def which(prog: str) -> str | None:
     """``prog`` as an absolute path: itself when it holds a slash, else found on PATH; None if no file."""
-    exe = shutil.which(prog) if os.sep not in prog else prog
+    if os.sep in prog:
+        exe: Optional[str] = prog
+    else:
+        import shutil  # only for a bare name: shutil costs the guard's start-up its compression modules
+
+        exe = shutil.which(prog)
     return os.path.abspath(exe) if exe and os.path.isfile(exe) else None
 
 
@@ -203,8 +211,10 @@ def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tup
 
     mods = {e: facts["modules"].get(ENGINES[e].package, {}) for e in ENGINES}
     found = {e: f"{e}={m['root']}" for e, m in mods.items() if m.get("found")}
+    if len(found) == len(ENGINES):
+        return tuple(found.values())
     needed = _engines_named(project, names)
-    if len(found) == len(ENGINES) or (needed is not None and needed <= set(found)):
+    if needed is not None and needed <= set(found):
         return tuple(found.values())
     return python_targets(python, project, names, facts=facts)
 
@@ -213,31 +223,51 @@ def _engines_named(project, names: tuple[str, ...]) -> Optional[set[str]]:
     """The engines the recipes (or bundles) ``names`` edit, read from the recipe files'
     ``[engines]`` and ``bundles`` alone (tomllib; no libcst, no validation), nearest place
     first as the catalog reads them; None when that cannot tell (a name not found, a file
-    that does not read): then the catalog, which validates, says why."""
-    import sys
+    that does not read): then the catalog, which validates, says why.
 
-    from patchkit import regular
+    The answer depends on the recipe files' bytes and the names alone: the guard's start-up
+    reads the files and parses none while they are unchanged (patchkit/memo.py)."""
+    from patchkit import memo, regular
 
+    files: list[tuple[Path, bytes]] = []
+    for d in project.recipe_dirs:
+        try:
+            found = sorted(d.path.glob("*.toml"))
+        except OSError:
+            return None
+        for f in found:
+            try:
+                files.append((f, regular.read(f, 1 << 20)))
+            except (OSError, regular.NotRegular, regular.TooBig):
+                return None
+    said = memo.framed([os.fsencode(n) for n in names])
+    inputs = memo.framed([said, *(memo.framed([os.fsencode(f), b]) for f, b in files)])
+    got = memo.remembered("engines", __file__, inputs, lambda: _listed(_parse_engines_named(files, names)))
+    if got is None or len(got) != 1 or not set(got[0]) <= set(ENGINES):
+        return None
+    return set(got[0])
+
+
+def _listed(engines: Optional[set[str]]) -> Optional[list]:
+    return None if engines is None else [sorted(engines)]
+
+
+def _parse_engines_named(files: list, names: tuple[str, ...]) -> Optional[set[str]]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
 
     seen: dict[str, tuple[set[str], tuple[str, ...]]] = {}
-    for d in project.recipe_dirs:
+    for _, data in files:
         try:
-            files = sorted(d.path.glob("*.toml"))
-        except OSError:
+            raw = tomllib.loads(data.decode("utf-8"))
+        except ValueError:
             return None
-        for f in files:
-            try:
-                raw = tomllib.loads(regular.read(f, 1 << 20).decode("utf-8"))
-            except (OSError, ValueError, regular.NotRegular, regular.TooBig):
-                return None
-            rid, engines, bundles = raw.get("id"), raw.get("engines"), raw.get("bundles", [])
-            if not isinstance(rid, str) or not isinstance(engines, dict) or not isinstance(bundles, list):
-                return None
-            seen.setdefault(rid, (set(engines), tuple(b for b in bundles if isinstance(b, str))))
+        rid, engines, bundles = raw.get("id"), raw.get("engines"), raw.get("bundles", [])
+        if not isinstance(rid, str) or not isinstance(engines, dict) or not isinstance(bundles, list):
+            return None
+        seen.setdefault(rid, (set(engines), tuple(b for b in bundles if isinstance(b, str))))
     out: set[str] = set()
     for n in names:
         hits = [e for rid, (e, bundles) in seen.items() if rid == n or n in bundles]

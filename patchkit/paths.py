@@ -38,7 +38,10 @@ def shipped_recipes_dir() -> Optional[Path]:
     """The recipes installed with patchkit (the package ``patchkit.recipes``, which the
     build maps from the checkout's ``recipes/``), or the checkout's ``recipes/`` when
     patchkit runs from a source tree that was not installed.  None when neither exists."""
-    from importlib.util import find_spec
+    beside = Path(__file__).parent / "recipes"  # installed: patchkit/recipes, found without importlib
+    if beside.is_dir():
+        return beside
+    from importlib.util import find_spec  # an editable install maps the package elsewhere
 
     try:
         spec = find_spec("patchkit.recipes")

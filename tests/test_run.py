@@ -175,5 +175,9 @@ def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
     assert interp._engines_named(project, ("b1",)) == {"sglang", "flashinfer"}
     assert interp._engines_named(project, ("a", "v")) == {"sglang", "vllm"}
     assert interp._engines_named(project, ("nope",)) is None
+    # Kept in the cache under the files' bytes (patchkit/memo.py): an edit is seen at once.
+    assert interp._engines_named(project, ("a",)) == {"sglang"}
+    (d / "a.toml").write_text('id = "a"\nbundles = ["b1"]\n[engines]\nvllm = ">=0.17"\n')
+    assert interp._engines_named(project, ("a",)) == {"vllm"}
     (d / "broken.toml").write_text("id = \n")
     assert interp._engines_named(project, ("a",)) is None

@@ -1,4 +1,4 @@
-from patchkit.cli import main
+from patchkit.main import main
 
 if __name__ == "__main__":
     main()

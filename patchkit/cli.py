@@ -1,10 +1,13 @@
 """The command line: a thin click layer over patchkit.commands.  Arguments in, exit code out.
 
-The one top-level error handler lives in ``main``: a PatchkitError (bad recipe, bad target,
-bad flag) or a usage error click finds becomes one line on stderr, ``patchkit: error: WHAT
-(hint: WHAT TO DO)``, and exit 2, never a traceback; anything else is a bug, exit 3.  With
-``--json`` the same error is also one JSON document on stdout:
+Errors end in the one top-level handler (patchkit/toplevel.py): a PatchkitError (bad
+recipe, bad target, bad flag) or a usage error click finds becomes one line on stderr,
+``patchkit: error: WHAT (hint: WHAT TO DO)``, and exit 2, never a traceback; anything else
+is a bug, exit 3.  With ``--json`` the same error is also one JSON document on stdout:
 ``{"error": {"message": ..., "hint": ..., "exit": 2}}``.
+
+The console script enters at patchkit/main.py, which answers a plain `status` or `run`
+without importing click, and hands every other command line to ``main`` here.
 """
 
 from __future__ import annotations
@@ -14,9 +17,8 @@ import sys
 
 import click
 
-from patchkit import __version__
+from patchkit import __version__, term, toplevel
 from patchkit.commands import Invocation
-from patchkit.errors import OpBug, PatchkitError
 from patchkit.project import Project
 
 EPILOG = """\b
@@ -65,6 +67,7 @@ def _color(ctx, param, value):
         ctx.color = False if os.environ.get("NO_COLOR") else None
     elif value is not None:
         ctx.color = value == "always"
+    term.set_color(value)  # what patchkit writes itself (patchkit/term.py) follows it too
     return value
 
 
@@ -860,36 +863,12 @@ def run_cmd(ctx, do_apply, python, argv):
     sys.exit(run_command(_inv(ctx), tuple(argv), python, apply=do_apply))
 
 
-def _wants_json(args: list[str]) -> bool:
-    """Whether the command line asks for --json (before any ``--``), even one click refused."""
-    return "--json" in (args[: args.index("--")] if "--" in args else args)
-
-
-def _one_line(text: str) -> str:
-    """A message as one line: a newline or other control character in a value is shown escaped."""
-    return "".join(c if c == "\t" or ord(c) >= 32 and ord(c) != 127 else repr(c)[1:-1] for c in text)
-
-
-def _fail(code: int, line: str, message: str, hint: str, as_json: bool) -> None:
-    """Report an error that ends the command: one line on stderr and, with --json, one JSON
-    document on stdout (``{"error": {"message", "hint", "exit"}}``), then exit ``code``."""
-    if as_json:
-        import json
-
-        click.echo(json.dumps({"error": {"message": message, "hint": hint, "exit": code}}, indent=2))
-    click.echo(_one_line(line), err=True)
-    sys.exit(code)
-
-
-def main(argv=None) -> None:
-    args = sys.argv[1:] if argv is None else list(argv)
-    as_json = _wants_json(args)
+def _click(args: list[str], as_json: bool) -> None:
+    """The command line through click; click's own errors as the top-level handler words them."""
     try:
         cli.main(args=args, prog_name="patchkit", standalone_mode=False)
-    except PatchkitError as e:
-        _fail(e.exit_code, f"patchkit: error: {e}", e.message, e.hint, as_json)
     except click.exceptions.Abort:
-        click.echo("patchkit: aborted", err=True)
+        term.echo("patchkit: aborted", err=True)
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError as e:  # `patchkit` or `patchkit fork` alone: the help
         e.show()
@@ -898,16 +877,11 @@ def main(argv=None) -> None:
         ctx = getattr(e, "ctx", None)
         hint = f"see `{ctx.command_path} --help`" if ctx is not None else "see `patchkit --help`"
         message = e.format_message()
-        _fail(2, f"patchkit: error: {message} (hint: {hint})", message, hint, as_json)
-    except KeyboardInterrupt:
-        click.echo("patchkit: interrupted; files are written all-or-nothing, so none was left half-written", err=True)
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(1)
-    except Exception as e:  # a bug in patchkit, not in the user's input
-        if os.environ.get("PATCHKIT_DEBUG"):
-            raise
-        what = str(e) if isinstance(e, OpBug) else f"{type(e).__name__}: {e}"
-        hint = "this is a bug; rerun with PATCHKIT_DEBUG=1 for the traceback and report it"
-        _fail(3, f"patchkit: internal error: {what} ({hint})", what, hint, as_json)
-    sys.exit(0)
+        toplevel.fail(2, f"patchkit: error: {message} (hint: {hint})", message, hint, as_json)
+
+
+def main(argv=None) -> None:
+    """Every command through click (patchkit/main.py sends here all but the fast path)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    as_json = toplevel.wants_json(args)
+    toplevel.run(lambda: _click(args, as_json), as_json)

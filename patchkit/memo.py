@@ -19,6 +19,11 @@ from typing import Callable, Optional, Sequence
 
 from patchkit import regular
 
+try:  # BLAKE2 without hashlib (which loads OpenSSL), as patchkit/verdicts.py does
+    from _blake2 import blake2b as _hash
+except ImportError:  # pragma: no cover - other Pythons
+    from hashlib import blake2b as _hash
+
 LIMIT = 1 << 16  # bytes of one entry
 
 
@@ -26,14 +31,13 @@ def remembered(kind: str, module: str, inputs: bytes, derive: Callable[[], Optio
     """``derive()``'s answer (a list of lists of str, or None) for ``inputs``, from the cache
     when ``module``'s code derived it before from the same bytes."""
     from patchkit.paths import cache_dir
-    from patchkit.verdicts import digest_of
 
     try:
         st = os.stat(module)
         code = f"{module}|{st.st_size}|{st.st_mtime_ns}".encode("utf-8", "surrogateescape")
     except OSError:
         return derive()
-    rel = f"memo/{kind}-{digest_of(code + b'|' + inputs)}"
+    rel = f"memo/{kind}-{_hash(code + b'|' + inputs, digest_size=32).hexdigest()}"
     raw = regular.read_cached(cache_dir(), rel, LIMIT)
     if raw is not None:
         got = decode(raw)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import click
-
+from patchkit import term
 from patchkit.results import RecipeResult
 from patchkit.states import State
 from patchkit.target import Target
@@ -25,7 +24,7 @@ COLORS = {
 
 
 def _state(s: State) -> str:
-    return click.style(f"{s:<9}", fg=COLORS.get(s))
+    return term.style(f"{s:<9}", fg=COLORS.get(s))
 
 
 def _range(v) -> str:

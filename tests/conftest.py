@@ -333,8 +333,9 @@ def git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def run_cli(capsys, monkeypatch):
-    """run_cli(*args, cwd=None) -> (exit_code, stdout, stderr), through patchkit.cli.main."""
-    from patchkit.cli import main
+    """run_cli(*args, cwd=None) -> (exit_code, stdout, stderr), through patchkit.main.main (the
+    console entry: a plain `status` or `run` is read without click, the rest by click)."""
+    from patchkit.main import main
 
     def run(*args: str, cwd: Path | None = None):
         if cwd is not None:

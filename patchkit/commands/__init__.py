@@ -1,14 +1,14 @@
 """One module per subcommand.  Each exposes a plain function that returns an exit code;
-only patchkit/cli.py knows about argument parsing.  The rules of a command (what it does
-with no names, what a profile supplies) live here, in its module, not in the cli."""
+only patchkit/cli.py (and, for `status` and `run`, patchkit/main.py) parses arguments.
+The rules of a command (what it does with no names, what a profile supplies) live here,
+in its module, not in the cli."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import click
-
+from patchkit import term
 from patchkit.project import Project
 
 OK, NOT_THERE, USAGE = 0, 1, 2
@@ -104,4 +104,4 @@ def say_left(left: list) -> None:
 
 
 def say(msg: str = "", err: bool = False) -> None:
-    click.echo(msg, err=err)
+    term.echo(msg, err=err)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-import click
-
 from patchkit import drift as D
-from patchkit import fetch
+from patchkit import fetch, term
 from patchkit import pins as pins_mod
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
@@ -205,7 +203,7 @@ def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list
             out.append("")
         out.append(" " * name_w + " ".join(f"{v:<{width[v]}}" for v in block).rstrip())
         for rid in ids:
-            cells = [click.style(f"{text[(rid, v)]:<{width[v]}}", fg=COLORS.get(state[(rid, v)])) for v in block]
+            cells = [term.style(f"{text[(rid, v)]:<{width[v]}}", fg=COLORS.get(state[(rid, v)])) for v in block]
             out.append(f"{rid:<{name_w}}" + " ".join(cells))
     return out
 

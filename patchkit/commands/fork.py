@@ -23,10 +23,9 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import click
-
 from patchkit import fork as F
 from patchkit import pins as pins_mod
+from patchkit import term
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.errors import PatchkitError
 from patchkit.model import per_engine
@@ -71,7 +70,7 @@ def _steps_human(steps: list[F.Step]) -> list[str]:
     for s in steps:
         line = (
             f"  {s.recipe:<24} {s.state:<9} "
-            f"{click.style(s.action, fg=_COLORS.get(s.action))}{' ' * (10 - len(s.action))}"
+            f"{term.style(s.action, fg=_COLORS.get(s.action))}{' ' * (10 - len(s.action))}"
         )
         if s.commit:
             line += f" {_short(s.commit)}  {', '.join(s.files)}"
@@ -334,7 +333,7 @@ def status(project: Project, names: tuple[str, ...], target: str, as_json: bool 
             why = {"gone": "  the recipe no longer exists", "STALE": "  the recipe file changed since this commit"}.get(
                 flag, ""
             )
-            label = click.style(flag, fg={"current": "green"}.get(flag, "red"))
+            label = term.style(flag, fg={"current": "green"}.get(flag, "red"))
             say(f"  {_short(c.commit)} {c.recipe:<24} {label}" + (f"{' ' * (8 - len(flag))}{why}" if why else ""))
         if st.up_to_date:
             say("  up to date: `fork sync` would build exactly these commits")

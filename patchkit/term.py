@@ -1,0 +1,85 @@
+"""Writing to the terminal: one line out, colour when it is wanted.
+
+What ``click.echo`` and ``click.style`` do for patchkit's output, in a few lines and without
+importing click: the fast path of ``status`` and of the serving guard (patchkit/main.py)
+never imports click, and click's path writes through here too, so the two cannot differ.
+A test holds the bytes to click's own.
+
+Colour: ``--color auto`` (the default) colours on a terminal unless NO_COLOR is set
+(no-color.org); ``always`` and ``never`` say it outright.  Escapes are written only where
+colour is on; elsewhere they are stripped, as click does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Optional
+
+# click's colour numbers (click/termui.py _ansi_colors), foreground.
+_CODES = {
+    "black": 30,
+    "red": 31,
+    "green": 32,
+    "yellow": 33,
+    "blue": 34,
+    "magenta": 35,
+    "cyan": 36,
+    "white": 37,
+    "reset": 39,
+    "bright_black": 90,
+    "bright_red": 91,
+    "bright_green": 92,
+    "bright_yellow": 93,
+    "bright_blue": 94,
+    "bright_magenta": 95,
+    "bright_cyan": 96,
+    "bright_white": 97,
+}
+_RESET = "\033[0m"
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
+
+# None: decide per stream (a terminal, not NO_COLOR); True/False: --color always/never.
+_color: Optional[bool] = None
+
+
+def set_color(value: Optional[str]) -> None:
+    """--color auto|always|never (None: not given, nothing changes)."""
+    global _color
+    if value == "auto":
+        _color = False if os.environ.get("NO_COLOR") else None
+    elif value is not None:
+        _color = value == "always"
+
+
+def style(text: str, fg: Optional[str] = None) -> str:
+    """``text`` in colour ``fg`` (a name of click's), reset after, as click.style writes it."""
+    return (f"\033[{_CODES[fg]}m" if fg else "") + text + _RESET
+
+
+def _strip(stream) -> bool:
+    if _color is not None:
+        return not _color
+    try:
+        tty = stream.isatty()
+    except Exception:
+        tty = False
+    return not tty and not type(stream).__module__.startswith("ipykernel.")
+
+
+def echo(message: str = "", err: bool = False) -> None:
+    """``message`` and a newline on stdout (stderr with ``err``), flushed; colour escapes
+    stripped unless colour is on for that stream."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:  # pythonw, a daemon with its streams closed
+        return
+    out = message + "\n"
+    if _strip(stream):
+        out = _ANSI.sub("", out)
+    try:
+        stream.write(out)
+    except UnicodeEncodeError:  # a stream in ASCII (PYTHONIOENCODING=ascii): UTF-8, as click writes it
+        stream.flush()
+        stream.buffer.write(out.encode("utf-8", "replace"))
+    stream.flush()

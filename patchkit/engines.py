@@ -172,29 +172,50 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
 
 
 def _shipped() -> dict[str, EngineInfo]:
-    import marshal
+    """The shipped table, parsed once per version of the file and kept in the cache as JSON
+    (marshal trusts the lengths it reads); an entry that does not read back as engines is a
+    miss, parsed again and replaced."""
+    import json
 
+    from patchkit import regular
     from patchkit.paths import cache_dir
 
     st = SHIPPED.stat()
-    name = f"{st.st_size}-{st.st_mtime_ns}.marshal"
-    from patchkit import regular
-
+    name = f"{st.st_size}-{st.st_mtime_ns}.json"
     raw = regular.read_cached(cache_dir(), f"engines/{name}", 1 << 20)  # a link, FIFO or device: a miss
-    try:
-        if raw is not None:
-            rows = marshal.loads(raw)
-            return {r[0]: EngineInfo(*r[:4], *r[4:]) for r in rows}
-    except (ValueError, EOFError, TypeError, IndexError, KeyError):
-        pass
+    if raw is not None:
+        try:
+            return {r[0]: _from_row(r) for r in json.loads(raw)}
+        except (ValueError, RecursionError, TypeError, IndexError, KeyError, AttributeError):
+            pass
     got = parse(SHIPPED.read_text(encoding="utf-8"), str(SHIPPED))
     from patchkit import fsio
 
-    try:  # best effort: a cache that cannot be written only costs the parse next time
-        fsio.store_cached(cache_dir(), f"engines/{name}", marshal.dumps([tuple(i) for i in got.values()]))
-    except ValueError:
-        pass
+    fsio.store_cached(cache_dir(), f"engines/{name}", json.dumps([list(i) for i in got.values()]).encode())
     return got
+
+
+def _from_row(r: list) -> EngineInfo:
+    """An EngineInfo from its JSON row (lists where the value holds tuples), every field typed."""
+    name, dist, package, layouts, marker, reference, requires, template, jit, source = r
+    info = EngineInfo(
+        name,
+        dist,
+        package,
+        {k: tuple((a, b) for a, b in v) for k, v in layouts.items()},
+        marker,
+        reference,
+        tuple(requires),
+        tuple(template),
+        jit,
+        source,
+    )
+    texts = (name, dist, package, marker, reference, source, *requires, *template)
+    if not all(isinstance(x, str) for x in texts) or not (jit is None or isinstance(jit, dict)):
+        raise TypeError("not an engine row")
+    if not all(isinstance(x, str) for v in info.layouts.values() for pair in v for x in pair):
+        raise TypeError("not an engine row")
+    return info
 
 
 class Engines(Mapping):

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from patchkit import shape
 from patchkit.errors import TargetError
 from patchkit.target import ENGINES
 
@@ -152,6 +153,14 @@ def which(prog: str) -> str | None:
 
 # -- what the interpreter imports, remembered -------------------------------------------------
 
+# What a kept probe must hold to be used (patchkit/shape.py): the rest of a probe's facts
+# is read with .get() where it is used.
+PROBE_ENTRY = {
+    "asked": str,
+    "stamp": list,
+    "facts": {"executable": str, "prefix": str, "sys_path": [str], "modules": {str: dict}},
+}
+
 # Environment that changes what an interpreter's sys.path holds.
 PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE")
 
@@ -177,29 +186,34 @@ def _stamp(facts: dict) -> tuple:
 
 def remembered_probe(python: str) -> dict:
     """probe_python's facts for ``python``, from patchkit's cache while nothing that
-    decides them changed (``_stamp``): the guard's start-up runs no second interpreter."""
-    import marshal
+    decides them changed (``_stamp``): the guard's start-up runs no second interpreter.
+    The entry is JSON (as the verdicts are: marshal trusts the lengths it reads) and is
+    used only when it has the shape a probe gives."""
+    import json
 
     from patchkit.paths import cache_dir
 
     exe = which(python) or python
-    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in exe)[-150:] + ".marshal"
-    from patchkit import fsio, regular
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in exe)[-150:] + ".json"
+    from patchkit import regular
 
     raw = regular.read_cached(cache_dir(), f"probes/{name}", 1 << 20)  # a link, FIFO or device: a miss
     try:
-        entry = marshal.loads(raw) if raw is not None else None
-        if isinstance(entry, dict) and entry.get("asked") == exe and entry.get("stamp") == _stamp(entry["facts"]):
+        entry = json.loads(raw) if raw is not None else None
+        if (
+            shape.fits(entry, PROBE_ENTRY)
+            and entry["asked"] == exe
+            and entry["stamp"] == json.loads(json.dumps(_stamp(entry["facts"])))
+        ):
             return entry["facts"]
-    except (ValueError, EOFError, TypeError, KeyError, AttributeError):
+    except (ValueError, RecursionError):
         pass
     facts = probe_python(python)
-    try:  # a cache that cannot be written costs a probe next time, nothing more
-        fsio.store_cached(
-            cache_dir(), f"probes/{name}", marshal.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts})
-        )
-    except ValueError:
-        pass
+    from patchkit import fsio
+
+    fsio.store_cached(
+        cache_dir(), f"probes/{name}", json.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts}).encode()
+    )
     return facts
 
 

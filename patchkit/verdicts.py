@@ -18,7 +18,6 @@ the wrong shape (patchkit/shape.py) is a miss, judged again and replaced.
 
 from __future__ import annotations
 
-import marshal
 import os
 import sys
 from pathlib import Path
@@ -69,7 +68,7 @@ def _state_digest(root: Path, rel: str) -> Optional[str]:
 
 def code_hash() -> str:
     """patchkit's own code, by each module's path, size and mtime (as Python's .pyc files
-    are checked), and the Python running it (marshal's format is per version).
+    are checked), and the Python running it.
 
     Computed afresh on every call (a walk and a stat of patchkit's files, about a
     millisecond), never remembered in a module global: a caller that needs it more than
@@ -211,16 +210,20 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
 
 
 def _entry(k: str) -> Optional[dict]:
-    """The cache entry under ``k``, or None: nothing there, not a regular file, not
-    marshal data, or not the shape ``save`` writes (a miss, replaced by the next save)."""
+    """The cache entry under ``k``, or None: nothing there, not a regular file, not JSON,
+    or not the shape ``save`` writes (a miss, replaced by the next save).  JSON, not
+    marshal: marshal trusts the lengths it reads (five planted bytes make it allocate
+    gigabytes), and a cache directory may be shared."""
+    import json
+
     from patchkit.paths import cache_dir
 
-    data = regular.read_cached(cache_dir(), f"verdicts/{k}.marshal", CACHE_LIMIT)
+    data = regular.read_cached(cache_dir(), f"verdicts/{k}.json", CACHE_LIMIT)
     if data is None:
         return None
     try:
-        entry = marshal.loads(data)
-    except (ValueError, EOFError, TypeError):  # what marshal says of bytes it did not write
+        entry = json.loads(data)
+    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested past the parser's depth
         return None
     return entry if shape.fits(entry, shape.VERDICTS) else None
 
@@ -256,4 +259,6 @@ def save(k: str, session, res: list[RecipeResult]) -> None:
         "provenance": provenance,
         "results": [r.to_json() for r in res],
     }
-    fsio.store_cached(cache_dir(), f"verdicts/{k}.marshal", marshal.dumps(entry))
+    import json
+
+    fsio.store_cached(cache_dir(), f"verdicts/{k}.json", json.dumps(entry).encode())

@@ -6,7 +6,7 @@ The table (tests/hostile_cases.toml) runs the same families through the command 
 
 from __future__ import annotations
 
-import marshal
+import json
 import os
 import signal
 import zipfile
@@ -64,9 +64,9 @@ def _untouched(victim: Path) -> None:
 def test_a_link_at_any_owned_component_is_refused_never_followed(cache, victim):
     (cache / "verdicts").symlink_to(victim)
     with pytest.raises(OSError):
-        fsio.write_owned(cache, "verdicts/k.marshal", b"x")
+        fsio.write_owned(cache, "verdicts/k.json", b"x")
     assert regular.read_cached(cache, "verdicts/secret.py", 100) is None  # the victim is never read
-    fsio.store_cached(cache, "verdicts/k.marshal", b"x")  # a cache: best effort, silent
+    fsio.store_cached(cache, "verdicts/k.json", b"x")  # a cache: best effort, silent
     _untouched(victim)
 
 
@@ -144,7 +144,7 @@ def applied(tmp_path, cache, run_cli, monkeypatch):
 
 
 def _entry(cache: Path) -> Path:
-    (p,) = (cache / "verdicts").glob("*.marshal")
+    (p,) = (cache / "verdicts").glob("*.json")
     return p
 
 
@@ -163,18 +163,38 @@ def _entry(cache: Path) -> Path:
 def test_a_verdict_entry_of_the_wrong_shape_is_a_miss_and_is_replaced(applied, cache, damage):
     t, run = applied
     code, first, _ = run("status", "r")
-    entry = marshal.loads(_entry(cache).read_bytes())
+    entry = json.loads(_entry(cache).read_bytes())
     assert code == 0 and entry["provenance"], first  # cached, with the provenance it is read back with
-    _entry(cache).write_bytes(marshal.dumps(damage(entry)))
+    _entry(cache).write_bytes(json.dumps(damage(entry)).encode())
     code, out, err = run("status", "r")
     assert (code, out) == (0, first), err
-    assert marshal.loads(_entry(cache).read_bytes()) == entry  # judged again, and replaced
+    assert json.loads(_entry(cache).read_bytes()) == entry  # judged again, and replaced
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        b"[\xff\xff\xff\x7f",  # marshal's list of 2**31 items: what a marshal cache would allocate
+        b"[" * 100_000 + b"]" * 100_000,  # nested past the JSON parser's depth
+        b'{"files": {}, "trees": {}, "provenance": {}, "results": [' + b"1," * 1_000_000 + b"1]}",
+        b"\xef\xbb\xbf{}",
+        b'"\\ud800"',
+    ],
+    ids=["marshal-length-bomb", "nested-deep", "a-million-ints", "a-bom", "a-lone-surrogate"],
+)
+def test_a_planted_verdict_entry_is_a_miss_never_an_error(applied, cache, planted):
+    t, run = applied
+    code, first, _ = run("status", "r")
+    _entry(cache).write_bytes(planted)
+    code, out, err = run("status", "r")
+    assert (code, out) == (0, first), err
+    assert json.loads(_entry(cache).read_bytes())["provenance"]  # judged again, and replaced
 
 
 def test_a_planted_link_at_the_old_verdict_temp_name_writes_no_victim(applied, cache, victim):
     t, run = applied
     run("status", "r")
-    k = _entry(cache).name[: -len(".marshal")]
+    k = _entry(cache).name[: -len(".json")]
     _entry(cache).unlink()
     (cache / "verdicts" / f".{k}.{os.getpid()}.tmp").symlink_to(victim / "secret.py")
     assert run("status", "r")[0] == 0
@@ -191,7 +211,7 @@ def test_the_journal_as_a_fifo_or_dev_zero_is_never_read_for_provenance(applied,
     targets = {"sglang": open_target("sglang", t)}
     assert verdicts._provenance(targets) is None  # no hang, and nothing cached on it
     assert run("status", "r")[0] == 0
-    assert not list((cache / "verdicts").glob("*.marshal"))
+    assert not list((cache / "verdicts").glob("*.json"))
     j.unlink()
     j.symlink_to("/dev/zero")
     assert verdicts._provenance(targets) is None
@@ -397,7 +417,7 @@ def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache
     from patchkit import engines
 
     st = engines.SHIPPED.stat()
-    entry = cache / "engines" / f"{st.st_size}-{st.st_mtime_ns}.marshal"
+    entry = cache / "engines" / f"{st.st_size}-{st.st_mtime_ns}.json"
     entry.parent.mkdir(parents=True, exist_ok=True)
     os.mkfifo(entry)
     assert "sglang" in engines._shipped()  # a FIFO there: read from the TOML, no hang
@@ -408,6 +428,9 @@ def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache
     _untouched(victim)
     assert entry.is_file() and not entry.is_symlink()
     assert "vllm" in engines._shipped()  # and read back from it
+    for planted in (b"[\xff\xff\xff\x7f", b"[" * 100_000, b'[["sglang", 5]]', b'[["a","b","c",{},"",1,[],[],null,""]]'):
+        entry.write_bytes(planted)  # marshal's length bomb, nested past the parser, rows of the wrong shape
+        assert engines._shipped() == engines.parse(engines.SHIPPED.read_text(), str(engines.SHIPPED))
 
 
 def test_fsio_names_the_state_directory_as_target_does():

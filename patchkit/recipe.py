@@ -71,7 +71,7 @@ BLOCKER_KEYS = {
     "message": "str",
     "when": "table",
 }
-MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]"}
+MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]", "proposed": "str"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -779,7 +779,20 @@ def _load_marker(ctx: _Ctx, m: dict, j: int, cls, where, crumbs, engine: str, fi
             f"{mscope!r} is not a qualified name",
             "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for the op's scope",
         )
-    return Marker(file=mfile, scope=mscope, contains=tuple(m["contains"]))
+    if "proposed" in m and not m["proposed"].strip():
+        raise ctx.fail(
+            (*mw, "proposed"),
+            [*mc, "proposed"],
+            "is empty",
+            "`proposed` says what a person must read before the marker counts: delete the line to confirm it",
+        )
+    return Marker(
+        file=mfile,
+        scope=mscope,
+        contains=tuple(m["contains"]),
+        proposed=m.get("proposed", ""),
+        line=ctx.lines.line(*mw) or 0,
+    )
 
 
 def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str], python: bool) -> Example:

@@ -98,6 +98,7 @@ class OpPort:
     scope: str = ""
     new_index: Optional[int] = None  # its number in the drafted recipe
     proposal: dict = field(default_factory=dict)  # the marker port proposes ("propose")
+    identity: dict = field(default_factory=dict)  # its site as the release holds it (carried.py)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -425,6 +426,11 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
                 p.proposal = proposal(session, op, ev, version)
                 if p.proposal:
                     p.action = "propose"
+        if p.action in ("keep", "retarget", "followed"):  # carried: its site as it stands there
+            from patchkit import carried
+
+            drafted = dataclasses.replace(op, file=p.file, scope=p.scope)
+            p.identity = carried.of_release(carried.TreeFiles(tree), drafted, f"{engine} {version}") or {}
         out.append(p)
     # A blocker in the scope a moved op edits at its new place is what that op takes away
     # there, as for a pending op in its own scope (judge.evaluate).
@@ -513,7 +519,7 @@ def _key(k: str) -> str:
 def op_toml(raw: dict, prefix: str, file: str, scope: str, comment: str = "") -> list[str]:
     """One op as TOML lines under ``[[prefix]]``: its keys as the recipe had them (without
     `when`), with ``file`` and ``scope`` as drafted."""
-    body = {k: v for k, v in raw.items() if k != "when"}
+    body = {k: v for k, v in raw.items() if k not in ("when", "identity")}
     simple = {"kind": body.get("kind"), "engine": body.get("engine"), "file": file}
     if scope:
         simple["scope"] = scope
@@ -534,6 +540,10 @@ def op_toml(raw: dict, prefix: str, file: str, scope: str, comment: str = "") ->
             for item in v:
                 out.append(f"[[{prefix}.{k}]]")
                 out += [f"{_key(kk)} = {toml_value(vv)}" for kk, vv in item.items()]
+    if raw.get("identity"):
+        from patchkit.carried import toml_lines
+
+        out += toml_lines(prefix, raw["identity"], toml_value)
     return out
 
 
@@ -579,6 +589,8 @@ def _variant_blocks(port: Port, raws: dict, first_index: int) -> str:
             p.new_index = n
             n += 1
             raw = _examples_for(port, p, raws[p.index][0])
+            if p.identity:  # the site as this release holds it, not as the old one did
+                raw = {**raw, "identity": p.identity}
             if p.proposal:  # after the op's own markers, so that their numbers stay
                 raw = {**raw, "markers": [*raw.get("markers", ()), p.proposal["marker"]]}
             lines += op_toml(raw, "variants.ops", p.file, p.scope, why)

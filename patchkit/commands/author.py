@@ -574,6 +574,8 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
         say(f"capture: nothing was written ({len(failed)} change(s) not expressed{hint})", err=True)
         return NOT_THERE
     text = cap.recipe_toml(rid, targets, refs, ops, failed)
+    # Each Python op carries its site as the release holds it (README: site identity).
+    text = cap.recipe_toml(rid, targets, refs, ops, failed, cap.identities(text, rid, targets, refs))
     wrong = prove(text, rid, targets, refs, changed, partial=bool(failed))
     if wrong:
         for w in wrong:

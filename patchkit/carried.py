@@ -20,7 +20,8 @@ author's site looked like::
 Statements are written as ``ast.unparse`` prints them (a compound statement by its header,
 a def or class by its name and signature; "" for one that names nothing), imports as
 ``module:name`` (``module`` for ``import module``), only the engine's own modules (no other
-import can name a module of its tree).  This module only converts; recipe.py validates.
+import can name a module of its tree); a block longer than MAX_BLOCK statements is written
+as the MAX_BLOCK around the site.  This module only converts; recipe.py validates.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ import re
 from typing import Optional
 
 MAX_SITES = 16  # identity.MAX_SITES: occurrences compared
+# Statements of a block written, around the site: a class of 400 fields (SGLang's
+# ServerArgs) would put 400 lines into the recipe, and its siblings' share (context.py) is
+# read as well from the 64 nearest.  A block up to this size judges exactly as derived.
+MAX_BLOCK = 64
 _DEF = re.compile(r"^(def|class) ([A-Za-z_]\w*)\(")
 
 
@@ -78,9 +83,12 @@ def table(ident, package: str) -> dict:
         s: dict = {}
         if c.header:
             s["enclosing"], s["params"] = list(c.header[0]), c.header[1]
-        s["block"] = [t for t, _ in c.block]
+        lo = 0
+        if len(c.block) > MAX_BLOCK:
+            lo = 0 if c.at is None else min(max(0, c.at - MAX_BLOCK // 2), len(c.block) - MAX_BLOCK)
+        s["block"] = [t for t, _ in c.block[lo : lo + MAX_BLOCK]]
         if c.at is not None:
-            s["at"] = c.at + 1
+            s["at"] = c.at - lo + 1
         sites.append(s)
     return {"release": ident.release, "imports": imports, "sites": sites}
 

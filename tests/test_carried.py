@@ -173,6 +173,8 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
     assert text.count("[ops.identity]") == 2  # the flag and the gate; an import carries none
     carrying = load(text, tmp / "carried")
     assert [op.identity is not None for op in carrying.ops] == [False, True, True]
+    # Blocks within MAX_BLOCK: written whole, so the claim is exact equality.
+    assert all(len(c.block) <= carried.MAX_BLOCK for op in carrying.ops if op.identity for c in op.identity.sites)
 
     def verdicts(recipe, version: str) -> list:
         tree = open_target("sglang", release_tree("sglang", version))
@@ -186,3 +188,15 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
         assert verdicts(carrying, version) == want, version
         seen |= {w[0] for w in want}
     assert {"pending", "moved"} <= seen, seen  # the identity decided something
+
+
+def test_a_long_block_is_written_as_the_statements_around_its_site():
+    fields = "".join(f"    f{i}: int = {i}\n" for i in range(400))
+    tree = ast.parse(f"class Args:\n{fields}")
+    site = context.of_site(tree, 2 + 300, "sglang/srt/a.py", "Args")  # f300
+    (s,) = carried.table(identity.Identity("sglang 0.5.9", (site,)), "sglang")["sites"]
+    assert len(s["block"]) == carried.MAX_BLOCK and s["block"][s["at"] - 1] == "f300: int = 300"
+    assert s["block"][0] == f"f{300 - carried.MAX_BLOCK // 2}: int = {300 - carried.MAX_BLOCK // 2}"
+    end = context.of_site(tree, 2 + 399, "sglang/srt/a.py", "Args")  # the last: the window ends with it
+    (s,) = carried.table(identity.Identity("sglang 0.5.9", (end,)), "sglang")["sites"]
+    assert s["at"] == carried.MAX_BLOCK and s["block"][-1] == "f399: int = 399"

@@ -442,7 +442,9 @@ def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> in
                     )
                 )
     if as_json:
-        doc = {"ok": not findings, "files": len(files), "examples": examples, "errors": findings, "warnings": warnings}
+        doc = {"ok": not findings, "files": len(files), "examples": examples, "errors": findings}
+        if warnings:
+            doc["warnings"] = warnings
         say(json.dumps(doc, indent=2))
     else:
         for w in warnings:

@@ -190,8 +190,8 @@ def identities(text: str, rid: str, targets: dict[str, Target], refs: dict) -> d
 
     from packaging.version import Version
 
-    from patchkit import carried
     from patchkit.errors import RecipeError
+    from patchkit.port import identity_table
     from patchkit.recipe import load_recipe
 
     with tempfile.TemporaryDirectory(prefix="patchkit-capture-") as tmp:
@@ -204,7 +204,7 @@ def identities(text: str, rid: str, targets: dict[str, Target], refs: dict) -> d
     out = {}
     for op in recipe.ops:
         label = f"{op.engine} {Version(targets[op.engine].version).public}"
-        tab = carried.of_release(refs[op.engine], op, label)
+        tab = identity_table(refs[op.engine], op, label)
         if tab:
             out[op.index] = tab
     return out

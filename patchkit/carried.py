@@ -57,9 +57,10 @@ def head_of(text: str) -> str:
     return _head(tree.body[0])
 
 
-def build(release: str, file: str, scope: str, imports: list[str], sites: list[dict]):
-    """An identity.Identity from a recipe's validated ``[ops.identity]``."""
-    from patchkit import context, identity
+def build(release: str, file: str, scope: str, imports: list[str], sites: list[dict]) -> tuple:
+    """(release, contexts) from a recipe's validated ``[ops.identity]``: identity.of makes
+    its Identity of them (this module sits below identity.py, which reads releases)."""
+    from patchkit import context
 
     pairs = {tuple(i.split(":", 1)) if ":" in i else (i, "") for i in imports}
     pairs = frozenset(pairs | {(f"{m}.{n}", "") for m, n in pairs if n})  # as context.imports_of
@@ -69,17 +70,17 @@ def build(release: str, file: str, scope: str, imports: list[str], sites: list[d
         at = s["at"] - 1 if "at" in s else None
         header = (tuple(s.get("enclosing", ())), s["params"]) if "params" in s else ()
         ctxs.append(context.Context(file, scope, block, at, pairs, header))
-    return identity.Identity(release, tuple(ctxs))
+    return release, tuple(ctxs)
 
 
-def table(ident, package: str) -> dict:
-    """The ``[ops.identity]`` table of an Identity (of one file): its imports of the
-    engine's own ``package`` only."""
-    pairs = {(m, n) for c in ident.sites for m, n in c.imports if m == package or m.startswith(package + ".")}
+def table(release: str, contexts: tuple, package: str) -> dict:
+    """The ``[ops.identity]`` table of a site's contexts (identity.Identity's), in one file:
+    its imports of the engine's own ``package`` only."""
+    pairs = {(m, n) for c in contexts for m, n in c.imports if m == package or m.startswith(package + ".")}
     implied = {f"{m}.{n}" for m, n in pairs if n}  # `from m import n` also names module m.n: build() adds it
     imports = sorted(f"{m}:{n}" if n else m for m, n in pairs if n or m not in implied)
     sites = []
-    for c in ident.sites[:MAX_SITES]:
+    for c in contexts[:MAX_SITES]:
         s: dict = {}
         if c.header:
             s["enclosing"], s["params"] = list(c.header[0]), c.header[1]
@@ -90,7 +91,7 @@ def table(ident, package: str) -> dict:
         if c.at is not None:
             s["at"] = c.at - lo + 1
         sites.append(s)
-    return {"release": ident.release, "imports": imports, "sites": sites}
+    return {"release": release, "imports": imports, "sites": sites}
 
 
 def toml_lines(prefix: str, tab: dict, toml_str) -> list[str]:
@@ -140,18 +141,3 @@ class TreeFiles:
             return cst.parse_module(data)
         except (SyntaxError, ValueError, MemoryError, RecursionError, cst.ParserSyntaxError):
             return None
-
-
-def of_release(ref, op, label: str) -> Optional[dict]:
-    """The identity table of the op's site in a release (pristine.Reference, or anything
-    with its ``read`` and ``module``), or None when the release does not hold the site in
-    the op's file and scope (or the op is not a Python op that moves with its site)."""
-    from patchkit import identity
-    from patchkit.target import ENGINES
-
-    if op.impl.language != "python" or not op.impl.RELOCATABLE:
-        return None
-    sites = identity._of_release(ref, op)
-    if not sites:
-        return None
-    return table(identity.Identity(label, sites), ENGINES[op.engine].package)

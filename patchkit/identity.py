@@ -361,8 +361,8 @@ def _save(path, sites) -> None:
 def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:
     """The op's identity (once per invocation), or None when no release in range that
     patchkit can read holds the site."""
-    if op.identity is not None:  # carried in the recipe (capture, port): taken as written
-        return op.identity
+    if op.identity is not None:  # carried in the recipe (capture, port; carried.py): as written
+        return Identity(*op.identity)
     key = (recipe.id, recipe.sha256, op.index)
     if key in session.identities:
         return session.identities[key]

@@ -81,7 +81,7 @@ class OpSpec:
     jit_modules: tuple[str, ...] = ()  # FlashInfer JIT modules whose cache this edit invalidates
     when: When = ()  # the releases this op is for (a version variant); () = every release
     examples: tuple[Example, ...] = ()  # run by `patchkit check`
-    identity: Any = None  # identity.Identity carried in the recipe ([ops.identity]), or None
+    identity: Any = None  # (release, contexts) carried in the recipe ([ops.identity], carried.py), or None
 
     @property
     def label(self) -> str:

@@ -82,14 +82,16 @@ def test_a_table_builds_back_into_the_same_contexts():
         for ln in (MODULE.splitlines().index("    self.count += 1") + 1, MODULE.splitlines().index("    del x") + 1)
     )
     ident = identity.Identity("sglang 0.5.9", sites)
-    tab = carried.table(ident, "sglang")
+    tab = carried.table(ident.release, ident.sites, "sglang")
     assert "os" not in tab["imports"] and "sglang.srt:utils" in tab["imports"]  # the engine's own only
     assert "sglang.srt.utils" not in tab["imports"]  # implied by `from sglang.srt import utils`
     back = carried.build(tab["release"], "sglang/srt/m.py", "fetch", tab["imports"], tab["sites"])
     own = frozenset(p for p in imports if p[0].startswith("sglang"))
-    assert back == identity.Identity("sglang 0.5.9", tuple(dataclasses.replace(c, imports=own) for c in sites))
+    assert back == ("sglang 0.5.9", tuple(dataclasses.replace(c, imports=own) for c in sites))
     # The TOML port and capture write reads back as the same table.
-    lines = carried.toml_lines("ops", tab, lambda s: repr(s).replace("\\'", "'") if '"' in s else f'"{s}"')
+    from patchkit.hunks import toml_str
+
+    lines = carried.toml_lines("ops", tab, toml_str)
     assert tomllib.loads("[[ops]]\n" + "\n".join(lines))["ops"][0]["identity"] == tab
 
 
@@ -167,7 +169,7 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
         op = derived.ops[n - 1]
         ident = identity.of(home, derived, op) if op.impl.RELOCATABLE else None
         if ident is not None:
-            raw = {**raw, "identity": carried.table(ident, "sglang")}
+            raw = {**raw, "identity": carried.table(ident.release, ident.sites, "sglang")}
         blocks.append("\n".join(op_toml(raw, "ops", raw["file"], raw.get("scope", ""))))
     text = head + "\n\n".join(blocks) + "\n"
     assert text.count("[ops.identity]") == 2  # the flag and the gate; an import carries none
@@ -194,9 +196,9 @@ def test_a_long_block_is_written_as_the_statements_around_its_site():
     fields = "".join(f"    f{i}: int = {i}\n" for i in range(400))
     tree = ast.parse(f"class Args:\n{fields}")
     site = context.of_site(tree, 2 + 300, "sglang/srt/a.py", "Args")  # f300
-    (s,) = carried.table(identity.Identity("sglang 0.5.9", (site,)), "sglang")["sites"]
+    (s,) = carried.table("sglang 0.5.9", (site,), "sglang")["sites"]
     assert len(s["block"]) == carried.MAX_BLOCK and s["block"][s["at"] - 1] == "f300: int = 300"
     assert s["block"][0] == f"f{300 - carried.MAX_BLOCK // 2}: int = {300 - carried.MAX_BLOCK // 2}"
     end = context.of_site(tree, 2 + 399, "sglang/srt/a.py", "Args")  # the last: the window ends with it
-    (s,) = carried.table(identity.Identity("sglang 0.5.9", (end,)), "sglang")["sites"]
+    (s,) = carried.table("sglang 0.5.9", (end,), "sglang")["sites"]
     assert s["at"] == carried.MAX_BLOCK and s["block"][-1] == "f399: int = 399"

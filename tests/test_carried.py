@@ -176,7 +176,7 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
     carrying = load(text, tmp / "carried")
     assert [op.identity is not None for op in carrying.ops] == [False, True, True]
     # Blocks within MAX_BLOCK: written whole, so the claim is exact equality.
-    assert all(len(c.block) <= carried.MAX_BLOCK for op in carrying.ops if op.identity for c in op.identity.sites)
+    assert all(len(c.block) <= carried.MAX_BLOCK for op in carrying.ops if op.identity for c in op.identity[1])
 
     def verdicts(recipe, version: str) -> list:
         tree = open_target("sglang", release_tree("sglang", version))

@@ -182,8 +182,41 @@ def _value(v) -> str:
     return toml_str(v)
 
 
+def identities(text: str, rid: str, targets: dict[str, Target], refs: dict) -> dict[int, dict]:
+    """op number -> its ``[ops.identity]`` table (carried.py): each Python op's site as the
+    pristine release holds it, from the recipe ``text`` as captured."""
+    import tempfile
+    from pathlib import Path
+
+    from packaging.version import Version
+
+    from patchkit.errors import RecipeError
+    from patchkit.port import identity_table
+    from patchkit.recipe import load_recipe
+
+    with tempfile.TemporaryDirectory(prefix="patchkit-capture-") as tmp:
+        path = Path(tmp) / f"{rid}.toml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            recipe = load_recipe(path)
+        except RecipeError:
+            return {}  # prove() says why
+    out = {}
+    for op in recipe.ops:
+        label = f"{op.engine} {Version(targets[op.engine].version).public}"
+        tab = identity_table(refs[op.engine], op, label)
+        if tab:
+            out[op.index] = tab
+    return out
+
+
 def recipe_toml(
-    rid: str, targets: dict[str, Target], refs: dict, ops: list[CapturedOp], failed: Optional[list] = None
+    rid: str,
+    targets: dict[str, Target],
+    refs: dict,
+    ops: list[CapturedOp],
+    failed: Optional[list] = None,
+    idents: Optional[dict[int, dict]] = None,
 ) -> str:
     from packaging.version import Version
 
@@ -211,7 +244,7 @@ def recipe_toml(
     if failed:
         out += ["", f"# Not captured ({len(failed)}; `capture --partial`): write these by hand."]
         out += [f"#   {f}" for f in failed]
-    for op in ops:
+    for n, op in enumerate(ops, 1):
         out += ["", "[[ops]]"]
         if op.hunks:
             out[-1] += f"  # {op.hunks}"
@@ -223,4 +256,8 @@ def recipe_toml(
             if table:
                 out.append(f"[ops.{section}]")
                 out += [f"{k} = {_value(v)}" for k, v in table.items()]
+        if idents and n in idents:
+            from patchkit.carried import toml_lines
+
+            out += toml_lines("ops", idents[n], toml_str)
     return "\n".join(out) + "\n"

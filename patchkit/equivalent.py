@@ -1,13 +1,15 @@
 """Equivalent fixes: when an op's site is gone, did upstream make its edit in other words?
 
 A hint, never a verdict: when the op reads missing, the pristine release's code at the
-identified place (the op's named scope there, or else the nearest candidate's scope in the
-tree) is searched for the smallest statement (a text file: a line) that mentions at least
-SHARE of the edit's *key words*: the words its edit adds that its pattern does not hold,
-names split at ``_`` (``sm120`` and ``supported`` of ``_is_sm120_supported``; ``12`` and
-``major`` of ``major == 10`` -> ``major in (10, 12)``).  Comments and prose do not count.
-The message then says "upstream may have fixed this in other words at FILE:LINE", so that
-a person can read it and write a marker (``[[ops.markers]]``) if it is so.
+identified place (the op's named scope there, the functions that scope now calls or hands
+on by name, one level, or else the nearest candidate's scope in the tree) is searched
+for the smallest statement (a text file: a line) that mentions at least SHARE of the
+edit's *key words*: the words its edit adds that its pattern does not hold, names split
+at ``_`` (``sm120`` and ``supported`` of ``_is_sm120_supported``; ``12`` and ``major`` of
+``major == 10`` -> ``major in (10, 12)``).  Comments and prose do not count.  The message
+then says "upstream may have fixed this in other words at FILE:LINE", so that a person can
+read it and write a marker (``[[ops.markers]]``) if it is so; `port` drafts that marker
+(``fragments``) as a *proposed* one, which counts only once a person confirms it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import ast
 import keyword
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 _IDENT = re.compile(r"[A-Za-z_]\w*|\d+")
@@ -22,6 +26,9 @@ _IDENT = re.compile(r"[A-Za-z_]\w*|\d+")
 _STOP = {"is", "self", "cls", "get", "set", "none", "true", "false", "logger", "log", "info", "warning", "debug"}
 SHARE = 0.7  # of the key words a statement mentions, to be worth a look
 MAX_LINES = 15  # a statement longer than this is not one place
+MAX_DELEGATES = 8  # functions a scope calls, followed one level
+MAX_FRAGMENTS = 4  # pieces of code a proposed marker lists
+MAX_FRAGMENT = 120  # characters of one piece
 
 
 def _words(toks) -> list[str]:
@@ -66,18 +73,30 @@ def key_tokens(op) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _python_place(text: str, scope: str, keys: tuple[str, ...]) -> Optional[int]:
-    """The first line of the smallest statement of ``scope`` that mentions SHARE of the key
-    words (comments left out: ``ast.unparse``), or None."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+def _python_place(text: str, scope: str, keys: tuple[str, ...]) -> Optional[tuple[int, int]]:
+    """(first, last) line of the smallest statement of ``scope`` that mentions SHARE of the
+    key words (comments left out: ``ast.unparse``), or None."""
+    tree = _parse(text)
+    if tree is None:
         return None
     from patchkit.context import scope_node
 
     node = scope_node(tree, scope)
     if node is None:
         return None
+    return _smallest(node, keys)
+
+
+@lru_cache(maxsize=8)
+def _parse(text: str) -> Optional[ast.Module]:
+    """A release's file parsed once for the scope, its delegates and the next op."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _smallest(node, keys: tuple[str, ...]) -> Optional[tuple[int, int]]:
     best = None
     for s in ast.walk(node):
         if not isinstance(s, ast.stmt) or isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -91,7 +110,39 @@ def _python_place(text: str, scope: str, keys: tuple[str, ...]) -> Optional[int]
             continue
         if _enough(keys, have):
             best = (span, s.lineno)
-    return best[1] if best else None
+    return (best[1], best[1] + best[0]) if best else None
+
+
+def _delegates(text: str, logical: str, scope: str) -> list[tuple[str, str]]:
+    """(file, def) of the functions the scope calls or hands on by name, one level, that the
+    file defines at module level or imports from a module of the same package tree (a
+    refactor that moves a scope's code into a helper leaves the scope calling it:
+    ``run_post_process_pass(self, _moe_runner_backend_quant_constraints)``)."""
+    tree = _parse(text)
+    if tree is None:
+        return []
+    from patchkit.context import imports_of, module_of, scope_node
+
+    node = scope_node(tree, scope)
+    if node is None or node is tree:
+        return []
+    own = {d.name for d in tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    imported = {name: mod for mod, name in imports_of(tree, logical) if name}
+    top = module_of(logical).split(".", 1)[0]
+    out: list[tuple[str, str]] = []
+    for n in ast.walk(node):
+        name = n.id if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) else ""
+        if not name or name == scope.rsplit(".", 1)[-1]:
+            continue
+        if name in own:
+            where = (logical, name)
+        elif name in imported and imported[name].split(".", 1)[0] == top:
+            where = (imported[name].replace(".", "/") + ".py", name)
+        else:
+            continue
+        if where not in out:
+            out.append(where)
+    return out[:MAX_DELEGATES]
 
 
 def _enough(keys: tuple[str, ...], have: set) -> bool:
@@ -99,33 +150,109 @@ def _enough(keys: tuple[str, ...], have: set) -> bool:
     return hit >= min(2, len(keys)) and hit >= SHARE * len(keys)
 
 
-def _text_place(text: str, keys: tuple[str, ...]) -> Optional[int]:
+def _text_place(text: str, keys: tuple[str, ...]) -> Optional[tuple[int, int]]:
     for n, ln in enumerate(text.splitlines(), 1):
         if _enough(keys, set(_words([ln.split("//", 1)[0]]))):
-            return n
+            return n, n
+    return None
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where upstream may have made the edit in other words: the statement (a text file:
+    the line) at ``file:line`` .. ``end``, in ``scope``, mentioning ``keys``."""
+
+    file: str
+    scope: str
+    line: int
+    end: int
+    text: str  # the statement's lines
+    keys: tuple[str, ...]
+
+
+def find(session, op, candidates) -> Optional[Place]:
+    """The place, or None: the op's named scope in the release, then the functions that
+    scope now calls (one level), then the scope of the nearest candidate in the tree."""
+    keys = key_tokens(op)
+    if not keys:
+        return None
+    python = op.file.endswith(".py")
+    ref = session.reference(op.engine)
+
+    def released(logical: str) -> Optional[str]:
+        data = ref.read(logical) if ref.available else None
+        return None if data is None else data.decode("utf-8", "replace")
+
+    places = []
+    own = released(op.file)
+    if own is not None:
+        places.append((op.file, op.scope, own))
+        if python and op.scope:
+            for lf, name in _delegates(own, op.file, op.scope):
+                text = own if lf == op.file else released(lf)
+                if text is not None:
+                    places.append((lf, name, text))
+    for c in candidates[:1]:
+        f = session.file(op.engine, c["location"].split("::", 1)[0])
+        if f.exists:
+            places.append((f.logical, c["location"].split("::", 1)[1].replace("<module>", ""), f.text))
+    for logical, scope, text in places:
+        span = _python_place(text, scope, keys) if logical.endswith(".py") else _text_place(text, keys)
+        if span:
+            lines = text.splitlines()[span[0] - 1 : span[1]]
+            return Place(logical, scope if logical.endswith(".py") else "", span[0], span[1], "\n".join(lines), keys)
     return None
 
 
 def hint(session, op, candidates) -> str:
     """ "upstream may have fixed this in other words at FILE:LINE", or ""."""
-    keys = key_tokens(op)
-    if not keys:
+    p = find(session, op, candidates)
+    if p is None:
         return ""
-    places = []
-    ref = session.reference(op.engine)
-    if ref.available:
-        data = ref.read(op.file)
-        if data is not None:
-            places.append((op.file, op.scope, data.decode("utf-8", "replace"), "the release"))
-    for c in candidates[:1]:
-        f = session.file(op.engine, c["location"].split("::", 1)[0])
-        if f.exists:
-            places.append((f.logical, c["location"].split("::", 1)[1].replace("<module>", ""), f.text, "the tree"))
-    for logical, scope, text, _ in places:
-        line = _python_place(text, scope, keys) if logical.endswith(".py") else _text_place(text, keys)
-        if line:
-            return (
-                f"upstream may have fixed this in other words at {logical}:{line}"
-                f" (it mentions {', '.join(keys)}; a hint, not a verdict: read it, and if so add a marker)"
-            )
-    return ""
+    return (
+        f"upstream may have fixed this in other words at {p.file}:{p.line}"
+        f" (it mentions {', '.join(p.keys)}; a hint, not a verdict: read it, and if so add a marker)"
+    )
+
+
+def fragments(place: Place) -> list[str]:
+    """What a marker for ``place`` lists: the pieces of its statement that mention a key
+    word (an ``if``'s conditions, a call, an assignment in its body), as upstream wrote
+    them, at most MAX_FRAGMENTS; a text file's line as it stands."""
+    if not place.file.endswith(".py"):
+        return [place.text.split("//", 1)[0].strip()]
+    import textwrap
+
+    src = textwrap.dedent(place.text)
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return [place.text.strip().splitlines()[0]]
+    keys = set(place.keys)
+    out: list[str] = []
+
+    def mentions(node) -> bool:
+        try:
+            return bool(keys & set(_words([ast.unparse(node)])))
+        except (ValueError, TypeError, AttributeError, RecursionError):
+            return False
+
+    def visit(node) -> None:
+        if len(out) >= MAX_FRAGMENTS:
+            return
+        if isinstance(node, ast.BoolOp) or isinstance(node, (ast.If, ast.While)) or isinstance(node, ast.Module):
+            kids = node.values if isinstance(node, ast.BoolOp) else [getattr(node, "test", None), *node.body]
+            for k in kids:
+                if k is not None:
+                    visit(k)
+            return
+        if isinstance(node, (ast.Expr, ast.Return)) and node.value is not None:
+            visit(node.value)
+            return
+        if isinstance(node, ast.expr) or isinstance(node, ast.stmt):
+            seg = ast.get_source_segment(src, node) or ""
+            if seg and mentions(node) and len(seg) <= MAX_FRAGMENT and "\n" not in seg and seg not in out:
+                out.append(seg)
+
+    visit(tree)
+    return out or [place.text.strip().splitlines()[0].strip()]

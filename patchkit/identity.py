@@ -10,7 +10,9 @@ unified diff hunk's context lines, the rest of its block, and what its file impo
 The home is the target's own pristine release when its version is in the op's range (the
 recipe's engines, the op's ``when``) and that release holds the site; else the oldest
 release in range whose wheel is in patchkit's cache and holds the site; else the pinned
-release (upstream_pins.toml), when it is in range.  An identity is
+release (upstream_pins.toml), when it is in range.  A recipe may carry a Python op's
+identity itself (``[ops.identity]``, written by `capture` and `port`: carried.py); then
+that is the identity, and no release is read.  A derived identity is
 cached on disk (``<cache>/identity``), keyed on patchkit's code, the recipe's bytes, the op
 and the release; an entry that does not read back as one is a miss.
 
@@ -359,6 +361,8 @@ def _save(path, sites) -> None:
 def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:
     """The op's identity (once per invocation), or None when no release in range that
     patchkit can read holds the site."""
+    if op.identity is not None:  # carried in the recipe (capture, port; carried.py): as written
+        return Identity(*op.identity)
     key = (recipe.id, recipe.sha256, op.index)
     if key in session.identities:
         return session.identities[key]

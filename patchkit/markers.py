@@ -25,6 +25,8 @@ def hit(session, op: OpSpec, anywhere: bool, recipe=None) -> Optional[str]:
     words; None when nowhere.  A statement that holds an edit of ``recipe`` itself (its
     ops found done there) is never upstream's version: it is the recipe's own text."""
     for m in op.markers:
+        if m.proposed:
+            continue  # drafted by `port`: it counts once a person has confirmed it
         f = session.file(op.engine, m.file)
         if not f.is_python:
             if f.exists and all(frag in f.text for frag in m.contains):

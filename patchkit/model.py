@@ -21,6 +21,10 @@ class Marker:
     file: str
     scope: str
     contains: tuple[str, ...]
+    # Written by `port` for a person to confirm (what to read, and how): such a marker never
+    # counts, and `check` warns about it, until the ``proposed`` line is deleted.
+    proposed: str = ""
+    line: int = 0  # of its table in the recipe file (for `check`'s warning)
 
 
 When = tuple  # ((engine, SpecifierSet), ...): the versions an op or blocker holds for; () = all
@@ -77,6 +81,7 @@ class OpSpec:
     jit_modules: tuple[str, ...] = ()  # FlashInfer JIT modules whose cache this edit invalidates
     when: When = ()  # the releases this op is for (a version variant); () = every release
     examples: tuple[Example, ...] = ()  # run by `patchkit check`
+    identity: Any = None  # (release, contexts) carried in the recipe ([ops.identity], carried.py), or None
 
     @property
     def label(self) -> str:

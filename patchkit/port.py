@@ -9,6 +9,11 @@ follow their anchor, upstream markers, blockers).  Each op then is
 * ``upstream``: left out (its ``when`` ends below the release; all upstream: retire);
 * ``moved``: carried with the file and scope the verdict found (``followed`` when it
   followed its anchor op to the anchor's new file);
+* ``missing`` where upstream may have made the edit in other words (equivalent.py finds
+  code at the identified place that mentions the edit's key words): carried with a
+  *proposed* marker for that code (``[[ops.markers]]`` with ``proposed = "..."``), which
+  counts only once a person has read the code and deleted the ``proposed`` line; the
+  draft is verified with it confirmed (the op must then read upstream there);
 * ``missing`` / ``ambiguous`` (or any other state): left for a person, with the three
   statements of the release's tree nearest to its anchor by token similarity
   (``nearest``).
@@ -83,13 +88,17 @@ class OpPort:
     state: str  # the verdict on the release
     was: str  # file::scope as the recipe says
     now: str  # file::scope:line where the code is on the release ("" when nowhere)
-    action: str  # "stay" | "keep" | "retarget" | "followed" | "drop" (upstream) | "left" (for a person)
+    # "stay" | "keep" | "retarget" | "followed" | "drop" (upstream) | "propose" (a marker to
+    # confirm) | "left" (for a person)
+    action: str
     message: str = ""
     anchor: str = ""
     candidates: list[Candidate] = field(default_factory=list)
     file: str = ""  # where the drafted op points
     scope: str = ""
     new_index: Optional[int] = None  # its number in the drafted recipe
+    proposal: dict = field(default_factory=dict)  # the marker port proposes ("propose")
+    identity: dict = field(default_factory=dict)  # its site as the release holds it (carried.py)
 
     def to_json(self) -> dict:
         d = dataclasses.asdict(self)
@@ -111,6 +120,7 @@ class Port:
     version: str
     ops: list[OpPort] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # what a person must do, one line each
+    proposals: list[str] = field(default_factory=list)  # proposed markers a person must confirm
     checks: list[Check] = field(default_factory=list)
     draft: str = ""  # the recipe file as drafted ("" when there is nothing to change)
     variant: str = ""  # the new [[variants]] block(s) alone
@@ -139,8 +149,14 @@ class Port:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     @property
-    def complete(self) -> bool:
+    def writable(self) -> bool:
+        """The draft may be written: verified, and nothing left for a person but proposed
+        markers to confirm (they count only once confirmed)."""
         return not self.leftovers and (not self.draft or self.verified)
+
+    @property
+    def complete(self) -> bool:
+        return self.writable and not self.proposals
 
     def to_json(self) -> dict:
         return {
@@ -154,6 +170,7 @@ class Port:
             "ops": [o.to_json() for o in self.ops],
             "checks": [dataclasses.asdict(c) for c in self.checks],
             "leftovers": self.leftovers,
+            "proposals": self.proposals,
             "variant": self.variant,
             "draft": self.draft,
         }
@@ -405,6 +422,15 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
             p.anchor = anchor_of(op)
             if p.anchor:
                 p.candidates = nearest(tree, op, p.anchor)
+            if ev.state == State.MISSING:
+                p.proposal = proposal(session, op, ev, version)
+                if p.proposal:
+                    p.action = "propose"
+        if p.action in ("keep", "retarget", "followed"):  # carried: its site as it stands there
+            from patchkit import carried
+
+            drafted = dataclasses.replace(op, file=p.file, scope=p.scope)
+            p.identity = identity_table(carried.TreeFiles(tree), drafted, f"{engine} {version}") or {}
         out.append(p)
     # A blocker in the scope a moved op edits at its new place is what that op takes away
     # there, as for a pending op in its own scope (judge.evaluate).
@@ -415,6 +441,51 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
         if (b.file, b.scope) not in edited
     ]
     return out, standing
+
+
+def identity_table(ref, op: OpSpec, label: str) -> Optional[dict]:
+    """The ``[ops.identity]`` table (carried.py) of the op's site in a release
+    (pristine.Reference, or carried.TreeFiles), or None when the release does not hold the
+    site in the op's file and scope, or the op is not a Python op that moves with its site."""
+    from patchkit import carried, identity
+    from patchkit.target import ENGINES
+
+    if op.impl.language != "python" or not op.impl.RELOCATABLE:
+        return None
+    sites = identity._of_release(ref, op)
+    return carried.table(label, sites, ENGINES[op.engine].package) if sites else None
+
+
+def proposal(session, op: OpSpec, ev, version: str) -> dict:
+    """The marker port proposes for a missing op whose edit upstream may have made in other
+    words (equivalent.py), as a table of the recipe (``marker``) and as TOML; {} when there
+    is no such place."""
+    from patchkit import equivalent
+
+    place = equivalent.find(session, op, [c.to_json() for c in ev.candidates])
+    if place is None:
+        return {}
+    where = f"{place.file}:{place.line}"
+    marker: dict[str, Any] = {"file": place.file}
+    if place.file.endswith(".py"):
+        marker["scope"] = place.scope
+    marker["contains"] = equivalent.fragments(place)
+    marker["proposed"] = (
+        f"by `patchkit port` on {op.engine} {version}: upstream may have made this edit in other words at"
+        f" {where}; read it, and delete this line to confirm (until then the marker does not count)"
+    )
+    return {
+        "file": place.file,
+        "scope": place.scope,
+        "line": place.line,
+        "text": place.text,
+        "keys": list(place.keys),
+        "marker": marker,
+    }
+
+
+def proposal_toml(prefix: str, marker: dict) -> list[str]:
+    return [f"[[{prefix}.markers]]"] + [f"{_key(k)} = {toml_value(v)}" for k, v in marker.items()]
 
 
 def _stays(recipe: Recipe, engine: str, version: str, ops: list[OpPort]) -> None:
@@ -461,7 +532,7 @@ def _key(k: str) -> str:
 def op_toml(raw: dict, prefix: str, file: str, scope: str, comment: str = "") -> list[str]:
     """One op as TOML lines under ``[[prefix]]``: its keys as the recipe had them (without
     `when`), with ``file`` and ``scope`` as drafted."""
-    body = {k: v for k, v in raw.items() if k != "when"}
+    body = {k: v for k, v in raw.items() if k not in ("when", "identity")}
     simple = {"kind": body.get("kind"), "engine": body.get("engine"), "file": file}
     if scope:
         simple["scope"] = scope
@@ -482,6 +553,10 @@ def op_toml(raw: dict, prefix: str, file: str, scope: str, comment: str = "") ->
             for item in v:
                 out.append(f"[[{prefix}.{k}]]")
                 out += [f"{_key(kk)} = {toml_value(vv)}" for kk, vv in item.items()]
+    if raw.get("identity"):
+        from patchkit.carried import toml_lines
+
+        out += toml_lines(prefix, raw["identity"], toml_value)
     return out
 
 
@@ -504,7 +579,7 @@ def _variant_blocks(port: Port, raws: dict, first_index: int) -> str:
     """One new ``[[variants]]`` per release where carried ops start (usually one)."""
     e, v = port.engine, port.version
     starts = port.starts(raws)
-    carried = [p for p in port.ops if p.action in ("keep", "retarget", "followed")]
+    carried = [p for p in port.ops if p.action in ("keep", "retarget", "followed", "propose")]
     left = [p for p in port.ops if p.action == "left"]
     groups = sorted({_release(starts[p.index]) for p in carried}) or [_release(v)]
     blocks, n = [], first_index
@@ -522,10 +597,16 @@ def _variant_blocks(port: Port, raws: dict, first_index: int) -> str:
                 "keep": f"op #{p.index}, pending on {e} {v}",
                 "retarget": f"op #{p.index}, moved from {p.was}",
                 "followed": f"op #{p.index}, followed its anchor from {p.was}",
+                "propose": f"op #{p.index}, missing on {e} {v}: confirm or delete its proposed marker",
             }[p.action]
             p.new_index = n
             n += 1
-            lines += op_toml(_examples_for(port, p, raws[p.index][0]), "variants.ops", p.file, p.scope, why)
+            raw = _examples_for(port, p, raws[p.index][0])
+            if p.identity:  # the site as this release holds it, not as the old one did
+                raw = {**raw, "identity": p.identity}
+            if p.proposal:  # after the op's own markers, so that their numbers stay
+                raw = {**raw, "markers": [*raw.get("markers", ()), p.proposal["marker"]]}
+            lines += op_toml(raw, "variants.ops", p.file, p.scope, why)
         for p in left if k == len(groups) - 1 else ():
             lines.append(f"# op #{p.index} ({p.kind}) is left for a person: {p.state} on {e} {v}.")
             if p.anchor:
@@ -733,7 +814,9 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
     checks.append(Check("variant", not extra and not lost, detail))
     if not ops:
         return checks
-    flat = _flat(drafted, e, ops, v)
+    # A proposed marker does not count until a person confirms it; the draft is judged as
+    # it reads then, so that a proposal whose marker would not match is never written.
+    flat = _flat(drafted, e, [_confirmed(op) for op in ops], v)
     plan = plan_apply(_session(e, tree), [flat], ignore_range=True, dry_run=True)
     (res,) = plan.results
     bad = [
@@ -741,6 +824,20 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
         for o in res.ops
         if o.state not in (State.PENDING, State.UPSTREAM)
     ]
+    proposed = {p.new_index for p in port.ops if p.action == "propose"}
+    if proposed:
+        states = {o.index: o.state for o in res.ops}
+        wrong = [f"#{i}" for i in sorted(proposed) if states.get(i) != State.UPSTREAM]
+        checks.append(
+            Check(
+                "proposal",
+                not wrong,
+                f"the proposed marker of op {', '.join(wrong)} does not match on {e} {v}"
+                if wrong
+                else f"with its proposed marker confirmed, op {', '.join(f'#{i}' for i in sorted(proposed))}"
+                f" reads upstream on {e} {v}",
+            )
+        )
     checks.append(
         Check(
             "judge",
@@ -760,6 +857,13 @@ def verify(port: Port, text: str, tree: Target) -> list[Check]:
         )
     )
     return checks
+
+
+def _confirmed(op: OpSpec) -> OpSpec:
+    """The op as it reads once a person has confirmed its proposed markers."""
+    if not any(m.proposed for m in op.markers):
+        return op
+    return dataclasses.replace(op, markers=tuple(dataclasses.replace(m, proposed="") for m in op.markers))
 
 
 def _examples_check(drafted: Recipe) -> Check:
@@ -824,6 +928,14 @@ def port(recipe: Recipe, engine: str, tree: Target, changed: Optional[dict[int, 
                 + (f"; nearest to its anchor: {near}" if near else "")
             )
     out.leftovers += [f"blocker stands on {engine} {version}: {b}" for b in standing]
+    for p in out.ops:
+        if p.action == "propose":
+            pr = p.proposal
+            out.proposals.append(
+                f"op #{p.index} ({p.kind}): missing on {engine} {version}; upstream may have made it in other"
+                f" words at {pr['file']}:{pr['line']}: read it, then delete the marker's `proposed` line to"
+                " confirm (or the marker, if not)"
+            )
     _stays(recipe, engine, version, out.ops)
     at = {out.changed[p.index] for p in out.ops if p.action not in ("keep", "stay") and p.index in out.changed}
     if len(at) > 1:

@@ -60,7 +60,12 @@ OP_KEYS = {
     "jit_modules": "list[str]",
     "when": "table",
     "examples": "list[table]",
+    "identity": "table",
 }
+# A Python op's site identity as `capture` and `port` write it (patchkit/carried.py).
+IDENTITY_KEYS = {"release": "str", "imports": "list[str]", "sites": "list[table]"}
+SITE_KEYS = {"enclosing": "list[str]", "params": "str", "block": "list[str]", "at": "int"}
+IMPORT_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:([A-Za-z_]\w*|\*))?$")
 EXAMPLE_KEYS = {"before": "str", "after": "str"}
 VARIANT_KEYS = {"when": "table", "ops": "list[table]"}
 BLOCKER_KEYS = {
@@ -71,7 +76,7 @@ BLOCKER_KEYS = {
     "message": "str",
     "when": "table",
 }
-MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]"}
+MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]", "proposed": "str"}
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -691,6 +696,10 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     when: When = ()
     with ctx.part():
         when = _load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else ()
+    ident = None
+    if "identity" in raw:
+        with ctx.part():
+            ident = _load_identity(ctx, raw["identity"], cls, kind, where, crumbs, engine, file, scope)
     ctx.stop_if_failed(since)
     return OpSpec(
         index=i,
@@ -703,7 +712,58 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
         jit_modules=tuple(raw.get("jit_modules", ())),
         when=when,
         examples=tuple(examples),
+        identity=ident,
     )
+
+
+def _load_identity(ctx: _Ctx, t: dict, cls, kind: str, where, crumbs, engine: str, file: str, scope: str):
+    """``[ops.identity]``: the site as in the release the op was written for (carried.py)."""
+    from packaging.version import InvalidVersion, Version
+
+    from patchkit import carried
+
+    iw, ic = (*where, "identity"), [*crumbs, "identity"]
+    if cls is not None and (cls.language != "python" or not cls.RELOCATABLE):
+        raise ctx.fail(iw, ic, f"{kind} carries no identity", "remove [ops.identity]: only Python ops that move do")
+    ctx.check_keys(t, IDENTITY_KEYS, iw, ic, "identity")
+    for key in ("release", "sites"):
+        if not t.get(key):
+            raise ctx.fail(iw, [*ic, key], "is required", "capture and port write it; delete the whole table instead")
+    eng, _, version = t["release"].partition(" ")
+    try:
+        Version(version)
+        ok = eng == engine
+    except InvalidVersion:
+        ok = False
+    if not ok:
+        raise ctx.fail(
+            (*iw, "release"),
+            [*ic, "release"],
+            f"{t['release']!r} is not a release of {engine}",
+            f'e.g. "{engine} 0.5.9"',
+        )
+    bad = next((i for i in t.get("imports", ()) if not IMPORT_RE.fullmatch(i)), None)
+    if bad is not None:
+        raise ctx.fail((*iw, "imports"), [*ic, "imports"], f"{bad!r} is not an import", 'e.g. "sglang.srt.utils:name"')
+    if len(t["sites"]) > carried.MAX_SITES:
+        raise ctx.fail((*iw, "sites"), [*ic, "sites"], f"lists {len(t['sites'])} sites", f"at most {carried.MAX_SITES}")
+    for j, s in enumerate(t["sites"], 1):
+        sw, sc = (*iw, "sites", j), [*ic, f"site #{j}"]
+        ctx.check_keys(s, SITE_KEYS, sw, sc, "identity site")
+        if not s.get("block"):
+            raise ctx.fail(sw, [*sc, "block"], "is required and must not be empty", "the statements around the site")
+        if "at" in s and not 1 <= s["at"] <= len(s["block"]):
+            raise ctx.fail(
+                (*sw, "at"), [*sc, "at"], f"{s['at']} is not a statement of block", f"1 to {len(s['block'])}"
+            )
+        if ("enclosing" in s) != ("params" in s):
+            missing = "params" if "enclosing" in s else "enclosing"
+            why = "enclosing (the def's name words) and params go together; neither at module level"
+            raise ctx.fail(sw, [*sc, missing], "is required with the other", why)
+        if any(not re.fullmatch(r"[a-z0-9]+", w) for w in s.get("enclosing", ())):
+            raise ctx.fail((*sw, "enclosing"), [*sc, "enclosing"], "must be lower-case name words",
+                           'e.g. ["handle", "moe", "kernel", "config"]')  # fmt: skip
+    return carried.build(t["release"], file, scope, t.get("imports", []), t["sites"])
 
 
 def _load_impl(ctx: _Ctx, cls, kind: str, raw: dict, where: tuple, crumbs: list[str]):
@@ -779,7 +839,20 @@ def _load_marker(ctx: _Ctx, m: dict, j: int, cls, where, crumbs, engine: str, fi
             f"{mscope!r} is not a qualified name",
             "e.g. 'ServerArgs._handle_moe_kernel_config', or leave it out for the op's scope",
         )
-    return Marker(file=mfile, scope=mscope, contains=tuple(m["contains"]))
+    if "proposed" in m and not m["proposed"].strip():
+        raise ctx.fail(
+            (*mw, "proposed"),
+            [*mc, "proposed"],
+            "is empty",
+            "`proposed` says what a person must read before the marker counts: delete the line to confirm it",
+        )
+    return Marker(
+        file=mfile,
+        scope=mscope,
+        contains=tuple(m["contains"]),
+        proposed=m.get("proposed", ""),
+        line=ctx.lines.line(*mw) or 0,
+    )
 
 
 def _load_example(ctx: _Ctx, ex: dict, j: int, where: tuple, crumbs: list[str], python: bool) -> Example:

@@ -341,6 +341,11 @@ def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine
     code, out, err = run_cli("capture", "mrr", "-t", f"sglang={edited}", "--out", str(recipes / "mrr.toml"))
     assert code == 0, err
     assert 'sglang = ">=0.5.9,<0.5.10"' in (recipes / "mrr.toml").read_text()
+    # The op carries its site as 0.5.9 holds it (README: site identity).
+    ident = tomllib.loads((recipes / "mrr.toml").read_text())["ops"][0]["identity"]
+    (site,) = ident["sites"]
+    assert ident["release"] == "sglang 0.5.9" and site["enclosing"] == ["server", "args"]
+    assert site["block"][site["at"] - 1] == "max_running_requests: Optional[int] = None"
 
     code, out, err = run_cli("--recipes", str(recipes), "port", "mrr", "--to", "sglang==0.5.22", "--write")
     assert code == 0, out + err
@@ -354,6 +359,10 @@ def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine
         "sglang/srt/arg_groups/fields/schedule.py",
         "Schedule",
     )
+    ident = variant["ops"][0]["identity"]  # the site as the release it was ported to holds it
+    (site,) = ident["sites"]
+    assert ident["release"] == "sglang 0.5.22" and site["enclosing"] == ["schedule"]
+    assert site["block"][site["at"] - 1].startswith("max_running_requests: A[")
 
     code, out, err = run_cli("check", str(recipes / "mrr.toml"))
     assert code == 0, out + err

@@ -434,3 +434,23 @@ def test_check_reads_past_an_op_of_an_unknown_engine(tmp_path, run_cli):
     code, out, err = run_cli("check", str(d), cwd=tmp_path)
     assert code == 2 and "internal error" not in err, err
     assert out.splitlines()[0].startswith(f"{d}/m.toml:10: m: op #1 > engine: engine 'torch' is not in the recipe's")
+
+
+def test_a_proposed_marker_is_warned_about_until_confirmed(tmp_path, run_cli):
+    """`port` writes a marker it proposes with `proposed = "..."`: check names it, with its
+    line, and still passes (exit 0); without the line there is nothing to say."""
+    marker = '\n[[ops.markers]]\ncontains = [\'"b"\']\nproposed = "read x.py:3; delete this line to confirm"\n'
+    text = GOOD.format(id="p") + marker
+    d = _recipes(tmp_path, {"p.toml": text})
+    line = text.splitlines().index("[[ops.markers]]") + 1
+    code, out, err = run_cli("check", str(d / "p.toml"), cwd=tmp_path)
+    assert code == 0, out + err
+    assert (
+        f"{d}/p.toml:{line}: p: op #1 > marker #1: WARNING: proposed, not counted until confirmed: read x.py:3" in err
+    )
+    code, out, _ = run_cli("check", str(d / "p.toml"), "--json", cwd=tmp_path)
+    doc = json.loads(out)
+    assert code == 0 and doc["ok"] and len(doc["warnings"]) == 1 and f"p.toml:{line}:" in doc["warnings"][0]
+    (d / "p.toml").write_text(text.replace('proposed = "read x.py:3; delete this line to confirm"\n', ""))
+    code, out, err = run_cli("check", str(d / "p.toml"), cwd=tmp_path)
+    assert code == 0 and "WARNING" not in err

@@ -46,6 +46,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.document",
         # judging, planning, writing
         "patchkit.context",
+        "patchkit.carried",
         "patchkit.identity",
         "patchkit.equivalent",
         "patchkit.provenance",

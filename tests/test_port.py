@@ -582,3 +582,130 @@ def test_when_bounds_come_from_the_release_bisect_saw_the_op_change(tmp_path):
     assert draft["variants"][0]["when"] == {"sglang": ">=0.5.7"}
     assert draft["engines"]["sglang"] == ">=0.5.5,<0.5.10"
     assert "when" not in draft["ops"][1]
+
+
+# -- issue 19: port proposes the marker for upstream's fix in other words ------------------------
+
+ARM_OP = """
+[[ops]]  # the SM120 arm
+kind = "insert"
+engine = "sglang"
+file = "sglang/srt/args.py"
+scope = "handle"
+[ops.locator]
+anchor = 'if view.backend == "cutlass":'
+position = "before"
+[ops.params]
+code = '''
+if view.backend == "auto" and view.quant == "fp4" and is_sm120():
+    view.backend = "cutlass"
+'''
+"""
+ARGS_RELEASED = 'def handle(view):\n    if view.backend == "cutlass":\n        check(view)\n'
+# 0.5.9: the choice moved into a pass that handle() hands on, and upstream made the arm there.
+ARGS_NOW = (
+    "from sglang.srt.passes import constraints\n\n\ndef handle(view):\n    run_pass(view, constraints)\n"
+    '    if view.backend_name == "cutlass":\n        check(view)\n'
+)
+PASSES = (
+    "def constraints(view):\n    backend = view.backend\n"
+    '    if backend == "auto" and view.quant == "fp4" and is_sm120():  # SM120: the CUTLASS MoE\n'
+    '        backend = "cutlass"\n    return backend\n'
+)
+
+
+def _arm_release(tmp_path: Path) -> Path:
+    files = {"sglang/srt/args.py": ARGS_NOW, "sglang/srt/passes.py": PASSES}
+    release_in_cache(tmp_path / "cache", "sglang", "0.5.8", {"sglang/srt/args.py": ARGS_RELEASED})
+    release_in_cache(tmp_path / "cache", "sglang", "0.5.9", files)
+    return mini_sglang(tmp_path / "rel", files)
+
+
+def test_a_fix_in_other_words_is_proposed_as_a_marker_to_confirm(tmp_path, run_cli):
+    """The arm's anchor is gone on 0.5.9, and handle() now hands on to passes.constraints,
+    which holds upstream's own arm: port names the place and the marker it would add, writes
+    it as *proposed* (it does not count, and `check` warns), and once a person deletes the
+    `proposed` line the op reads upstream there."""
+    root = _arm_release(tmp_path)
+    recipes = _recipes(tmp_path, "arm", HEAD.replace('"widen"', '"arm"') + ARM_OP)
+    code, out, err = run_cli("--recipes", str(recipes), "port", "arm", "--to", f"sglang={root}")
+    assert code == 1, err  # not complete: a person must confirm the marker
+    assert "upstream may have made it in other words at sglang/srt/passes.py:3:" in err
+    assert '|     if backend == "auto" and view.quant == "fp4" and is_sm120():  # SM120' in err
+    assert '      file = "sglang/srt/passes.py"\n      scope = "constraints"\n' in err
+    assert "check proposal: ok: with its proposed marker confirmed, op #2 reads upstream on sglang 0.5.9" in err
+    (op,) = tomllib.loads(out)["variants"][0]["ops"]
+    (marker,) = op["markers"]
+    assert marker["contains"] == ['backend == "auto"', 'view.quant == "fp4"', "is_sm120()"]
+    assert "sglang/srt/passes.py:3" in marker["proposed"]
+
+    code, out, _ = run_cli("--recipes", str(recipes), "port", "arm", "--to", f"sglang={root}", "--json")
+    doc = json.loads(out)
+    assert code == 1 and not doc["ok"] and doc["leftovers"] == [] and len(doc["proposals"]) == 1
+    (p,) = doc["ops"]
+    assert p["action"] == "propose" and p["state"] == "missing"
+    assert (p["proposal"]["file"], p["proposal"]["line"], p["proposal"]["marker"]) == (
+        "sglang/srt/passes.py",
+        3,
+        marker,
+    )
+
+    code, out, err = run_cli("--recipes", str(recipes), "port", "arm", "--to", f"sglang={root}", "--write")
+    assert code == 1 and "wrote " in out and "1 proposed marker(s)" in err
+    written = (recipes / "arm.toml").read_text()
+    line = written.splitlines().index("[[variants.ops.markers]]") + 1
+    code, _, err = run_cli("--recipes", str(recipes), "check")
+    assert code == 0
+    assert f"arm.toml:{line}: arm: op #2 > marker #1: WARNING: proposed, not counted until confirmed" in err
+
+    def state() -> str:
+        code, out, _ = run_cli("--recipes", str(recipes), "status", "arm", "-t", f"sglang={root}", "--json")
+        return json.loads(out)["recipes"][0]["ops"][0]["state"]
+
+    assert state() == "missing"  # never retired silently
+    (recipes / "arm.toml").write_text("".join(ln for ln in written.splitlines(True) if not ln.startswith("proposed")))
+    assert state() == "upstream"
+
+
+def test_a_proposed_marker_that_would_not_match_is_not_written(tmp_path, run_cli, monkeypatch):
+    from patchkit import equivalent
+
+    root = _arm_release(tmp_path)
+    original = HEAD.replace('"widen"', '"arm"') + ARM_OP
+    recipes = _recipes(tmp_path, "arm", original)
+    monkeypatch.setattr(equivalent, "fragments", lambda place: ['backend == "auto"', "is_sm100()"])
+    code, out, err = run_cli("--recipes", str(recipes), "port", "arm", "--to", f"sglang={root}", "--write")
+    assert code == 1
+    assert "check proposal: FAILED: the proposed marker of op #2 does not match on sglang 0.5.9" in err
+    assert "nothing was written: the proposal, judge, apply check failed" in err
+    assert (recipes / "arm.toml").read_text() == original
+
+
+@pytest.mark.real
+def test_upstreams_sm120_arm_is_proposed_when_porting_to_0_5_15(tmp_path, run_cli):
+    """moe-backend-sm120's SGLang op as written for 0.5.9, without its markers: on 0.5.15 the
+    anchor is gone from _handle_moe_kernel_config, which now runs the pass
+    arg_groups/overrides.py::_moe_runner_backend_quant_constraints, where upstream wrote its
+    own SM120 arm (0.5.13 on).  port proposes a marker for it, verified to match."""
+    from patchkit.drift import release_tree
+
+    shipped = (Path(__file__).parents[1] / "recipes/moe-backend-sm120.toml").read_text()
+    head, rest = shipped.split("# sglang < 0.5.15", 1)
+    op = rest.split("\n", 1)[1].split("[[ops.markers]]")[0].replace('when = { sglang = "<0.5.15" }\n', "")
+    head = head.replace('"moe-backend-sm120"', '"moe-arm"').replace('bundles = ["sm120"]', "bundles = []")
+    recipes = _recipes(tmp_path, "moe-arm", head.replace('">=0.5.9,<0.5.24"', '">=0.5.9,<0.5.13"') + op)
+    overrides = release_tree("sglang", "0.5.15") / "sglang/srt/arg_groups/overrides.py"
+    text = overrides.read_text()
+    arm = text[: text.index('        moe_runner_backend == "auto"\n        and view.quantization')].count("\n")
+    code, out, err = run_cli("--recipes", str(recipes), "port", "moe-arm", "--to", "sglang==0.5.15", "--json")
+    doc = json.loads(out)
+    assert code == 1, err
+    (p,) = doc["ops"]
+    assert (p["state"], p["action"]) == ("missing", "propose")
+    assert (p["proposal"]["file"], p["proposal"]["line"]) == ("sglang/srt/arg_groups/overrides.py", arm)
+    marker = p["proposal"]["marker"]
+    assert marker["scope"] == "_moe_runner_backend_quant_constraints"
+    assert 'view.quantization == "modelopt_fp4"' in marker["contains"] and "is_sm120_supported()" in marker["contains"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert all(c["ok"] for c in checks.values()), checks
+    assert "reads upstream on sglang 0.5.15" in checks["proposal"]["detail"]

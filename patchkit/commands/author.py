@@ -367,12 +367,25 @@ def _finding(path: Path, rid: str, e: RecipeError) -> Finding:
     )
 
 
+def _proposed(path: Path, recipe) -> list[str]:
+    """A warning per proposed marker (drafted by `port`): it does not count until a person
+    has read upstream's code and deleted its ``proposed`` line."""
+    return [
+        f"{path}:{m.line}: {recipe.id}: op #{op.index} > marker #{j}: WARNING: proposed, not counted until"
+        f" confirmed: {m.proposed}"
+        for op in recipe.ops
+        for j, m in enumerate(op.markers, 1)
+        if m.proposed
+    ]
+
+
 def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> int:
     """Every error in every recipe file, one breadcrumb line each; exit 2 if any."""
     from patchkit.recipe import check_recipe
 
     files = _paths(project, given)
     findings: list[Finding] = []
+    warnings: list[str] = []
     loaded = []
     examples = 0
     for path in files:
@@ -381,6 +394,7 @@ def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> in
         if recipe is None:
             continue
         loaded.append(recipe)
+        warnings += _proposed(path, recipe)
         for op in recipe.ops:
             for j, ex in enumerate(op.examples, 1):
                 examples += 1
@@ -428,8 +442,13 @@ def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> in
                     )
                 )
     if as_json:
-        say(json.dumps({"ok": not findings, "files": len(files), "examples": examples, "errors": findings}, indent=2))
+        doc = {"ok": not findings, "files": len(files), "examples": examples, "errors": findings}
+        if warnings:
+            doc["warnings"] = warnings
+        say(json.dumps(doc, indent=2))
     else:
+        for w in warnings:
+            say(w, err=True)
         for f in findings:
             say(f.line_text())
             if f["diff"]:
@@ -557,6 +576,8 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
         say(f"capture: nothing was written ({len(failed)} change(s) not expressed{hint})", err=True)
         return NOT_THERE
     text = cap.recipe_toml(rid, targets, refs, ops, failed)
+    # Each Python op carries its site as the release holds it (README: site identity).
+    text = cap.recipe_toml(rid, targets, refs, ops, failed, cap.identities(text, rid, targets, refs))
     wrong = prove(text, rid, targets, refs, changed, partial=bool(failed))
     if wrong:
         for w in wrong:

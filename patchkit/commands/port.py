@@ -17,6 +17,7 @@ ACTIONS = {
     "retarget": "moved: retargeted",
     "followed": "followed its anchor: retargeted",
     "drop": "upstream: its `when` ends below the release",
+    "propose": "carried with a proposed marker for a person to confirm",
     "left": "left for a person",
 }
 
@@ -79,7 +80,7 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
     result = P.port(recipe, engine, tree, changed)
     written = ""
     complete = result.complete
-    if write and complete and result.draft:
+    if write and result.writable and result.draft:
         data = recipe.path.read_bytes()
         if hashlib.sha256(data).hexdigest() != recipe.sha256:
             raise PatchkitError(f"{recipe.path}: changed while port was drafting", "run port again")
@@ -102,6 +103,14 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
         say(line, err=True)
         for c in p.candidates:
             say(f"    nearest: {c.where()} ({c.similarity:.2f}) {c.scope or '<module>'}: {c.text}", err=True)
+        if p.proposal:
+            pr = p.proposal
+            say(f"    upstream may have made it in other words at {pr['file']}:{pr['line']}:", err=True)
+            for ln in pr["text"].splitlines():
+                say(f"      | {ln}", err=True)
+            say("    proposed marker (counts only once you delete its `proposed` line):", err=True)
+            for ln in P.proposal_toml("variants.ops", pr["marker"]):
+                say(f"      {ln}", err=True)
     for c in result.checks:
         say(f"check {c.name}: {'ok' if c.ok else 'FAILED'}: {c.detail}", err=True)
     if result.note:
@@ -112,11 +121,17 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
         say(f"\nleft for a person ({len(result.leftovers)}):", err=True)
         for i, left in enumerate(result.leftovers, 1):
             say(f"  {i}. {left}", err=True)
+    if result.proposals:
+        say(f"\nto confirm ({len(result.proposals)}):", err=True)
+        for i, left in enumerate(result.proposals, 1):
+            say(f"  {i}. {left}", err=True)
     failed = [c.name for c in result.checks if not c.ok]
     if written:
         starts = re.findall(r'^when = \{ [\w-]+ = "(>=[^"]+)" \}$', result.variant, flags=re.M)
         what = f"the {e} {', '.join(starts)} variant" if result.variant else f"[engines] {e} widened to {v}"
         say(f"wrote {written}: {what}, verified on the pristine release")
+        if result.proposals:
+            say(f"  with {len(result.proposals)} proposed marker(s) that count only once you confirm them", err=True)
     elif result.draft:
         import click
 

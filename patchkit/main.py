@@ -5,7 +5,7 @@ that users pay on every check and every server start, and importing click is mos
 their time.  A plain command line of either is read here, with the same meaning click
 gives it, and run without importing click; anything else (help, completion, an option
 this reader does not know, a value it is unsure of, any other command) goes to click
-(patchkit/cli.py), which parses it and reports its errors as always.
+(patchkit/cli/), which parses it and reports its errors as always.
 
 "The same meaning" is held by a test that reads a table of command lines both ways
 (tests/test_main.py); this reader only ever declines, it never guesses.

@@ -90,7 +90,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.verify.*",
     ),
     "commands": ("patchkit.commands", "patchkit.commands.*"),
-    "cli": ("patchkit.cli", "patchkit.main", "patchkit.toplevel", "patchkit.__main__", "patchkit.completion"),
+    "cli": ("patchkit.cli", "patchkit.cli.*", "patchkit.main", "patchkit.toplevel", "patchkit.__main__", "patchkit.completion"),
 }
 
 # Known exceptions, each with its reason; an entry that no longer holds fails the test, so the
@@ -247,7 +247,7 @@ def test_the_cycle_finder_finds_a_cycle_and_only_one(edges, cycle):
 
 def test_the_graph_counts_function_level_and_relative_imports():
     edges = _graph()
-    assert "patchkit.commands.apply" in edges["patchkit.cli"]  # imported inside a command function
+    assert "patchkit.commands.apply" in edges["patchkit.cli.tree"]  # imported inside a command function
     assert "patchkit.ops" in edges["patchkit.ops._cst"]  # `from . import ...` style or absolute
     assert _layer("patchkit.cli") > _layer("patchkit.commands.apply") > _layer("patchkit.doctor")
     assert _layer("patchkit.doctor") > _layer("patchkit.judge") > _layer("patchkit.target")

@@ -1,0 +1,104 @@
+"""Commands on upstream's releases: sync, drift, pin."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from patchkit.cli.base import cli, invocation, names_argument, release_option
+
+
+@cli.command()
+@click.argument("engines", nargs=-1, metavar="[ENGINE]...")
+@click.option(
+    "--from",
+    "source",
+    type=click.Choice(["index", "git"]),
+    default="index",
+    show_default=True,
+    help="Fetch release wheels from the package index, or clone the pinned git revision.",
+)
+@click.option(
+    "--mirror",
+    multiple=True,
+    metavar="ENGINE=PATH",
+    help="With --from git: clone from this local mirror instead of the pinned URL.",
+)
+@click.option(
+    "--force", is_flag=True, help="Replace a workspace tree that holds something else (its patches are lost)."
+)
+@click.pass_context
+def sync(ctx, engines, source, mirror, force):
+    """Materialise the pinned upstream trees in the workspace (.patchkit/trees/ENGINE).
+
+    Release wheels are downloaded once from the package index (its simple API; no pip
+    needed; PATCHKIT_INDEX_URL, else uv's or pip's index URL, else PyPI), checked against
+    the sha256 the index lists and the pinned one, cached in ~/.cache/patchkit
+    (PATCHKIT_CACHE moves it) and unpacked.  A second sync is instant and works offline.
+    """
+    from patchkit.commands.sync import sync as run
+
+    sys.exit(run(invocation(ctx).project, tuple(engines), source, tuple(mirror), force))
+
+
+@cli.command()
+@names_argument()
+@release_option(
+    "--to",
+    "to",
+    multiple=True,
+    metavar="ENGINE==VERSION|ENGINE=PATH",
+    help="The release to judge (from the index, cached), or a local pristine tree. Repeatable; engines not named "
+    "use their pin.",
+)
+@release_option(
+    "--across", metavar="ENGINE==A..B", help="Judge every release from A to B that the index lists, and print a matrix."
+)
+@click.option(
+    "--bisect",
+    is_flag=True,
+    help="With --across: find where each recipe changes state, evaluating O(log n) releases per change.",
+)
+@click.option("--jobs", "-j", type=int, default=2, show_default=True, help="Releases judged in parallel.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (the shape of `status --json`; a matrix with --across)."
+)
+@click.option(
+    "--html",
+    metavar="FILE",
+    help="With --across: also write the matrix as one self-contained page (recipes and ops x releases, a colour "
+    "per state, transitions marked, evidence on hover; works offline).",
+)
+@click.pass_context
+def drift(ctx, names, to, across, bisect, jobs, as_json, html):
+    """Before an upgrade: which recipes still apply, which did upstream merge, which moved.
+
+    \b
+    Every op is judged on the PRISTINE release: pending (still applies), upstream (the
+    release already does it; retire the recipe), moved (found elsewhere: see location),
+    missing, ambiguous.  Exit 0 when nothing is missing, ambiguous or moved.
+
+    \b
+      patchkit drift --to sglang==0.5.13
+      patchkit drift sm120 --across sglang==0.5.9..0.5.23 --bisect
+      patchkit drift sm120 --across sglang==0.5.9..0.5.23 --html drift.html
+    """
+    from patchkit.commands.drift import drift as run
+
+    sys.exit(run(invocation(ctx).project, tuple(names), tuple(to), across, bisect, as_json, jobs, html=html))
+
+
+@cli.command()
+@click.argument("engine")
+@click.argument("version")
+@click.option("--force", is_flag=True, help="Move the pin even if a recipe would be missing, ambiguous or moved.")
+@click.pass_context
+def pin(ctx, engine, version, force):
+    """Move ENGINE's pin in upstream_pins.toml to VERSION, after a drift preflight.
+
+    Only the version, wheel, sha256 and rev lines change; comments and layout survive.
+    """
+    from patchkit.commands.drift import pin as run
+
+    sys.exit(run(invocation(ctx).project, engine, version, force))

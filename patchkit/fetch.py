@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
+from patchkit import fsio
 from patchkit.errors import FetchError
 from patchkit.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
 
@@ -441,8 +442,7 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
         (tmp / ".patchkit").mkdir(exist_ok=True)
         (tmp / ".patchkit" / ".gitignore").write_text("*\n")
         (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
+        fsio.clear_entry(dest)  # a tree there (or a link planted in its place: unlinked, not followed)
         os.replace(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -493,8 +493,7 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
         (tmp / ".patchkit").mkdir(exist_ok=True)
         (tmp / ".patchkit" / ".gitignore").write_text("*\n")
         (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
+        fsio.clear_entry(dest)  # a tree there (or a link planted in its place: unlinked, not followed)
         os.replace(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -186,6 +186,41 @@ def remove_owned(dir_fd: int, name: str, form: Callable[[str], bool]) -> None:
             os.unlink(name, dir_fd=dir_fd)
 
 
+def clear_entry(path: Path) -> None:
+    """Make room at ``path``, a directory entry patchkit owns (a tree it unpacked into its
+    cache or workspace): a directory there is removed with everything in it (shutil.rmtree,
+    which never follows a link inside); a link, file, FIFO or socket there is unlinked
+    itself, never followed, so a link planted in place of the tree costs its target nothing."""
+    import shutil
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def below_without_links(base: Path, path: Path) -> bool:
+    """Whether ``path`` lies under ``base`` with no link among the components between them
+    (``base`` itself may be one: a user's cache moved to a bigger disk), so that removing it
+    removes what sits under ``base`` and nothing a planted link points at."""
+    try:
+        rel = path.relative_to(base)
+    except ValueError:
+        return False
+    here = base
+    for part in rel.parts:
+        if part in ("", ".", ".."):
+            return False
+        here = here / part
+        if here.is_symlink():
+            return False
+    return True
+
+
 def replace(tmp: Path, path: Path) -> None:
     crash_point("rename")
     os.replace(tmp, path)

@@ -39,8 +39,16 @@ def note(version: str | None, modules: set[str], clear: bool) -> list[str]:
         dirs = module_dirs(version, m)
         pattern = f"{cache_base()}/{version or '*'}/*/cached_ops/{m}"
         if clear:
+            from patchkit import fsio
+
+            # FlashInfer's cache is the user's: a build directory reached through a link
+            # planted inside it is left alone (the link may point anywhere).
+            kept = [d for d in dirs if not fsio.below_without_links(cache_base(), d)]
+            dirs = [d for d in dirs if d not in kept]
             for d in dirs:
                 shutil.rmtree(d, ignore_errors=True)
+            for d in kept:
+                lines.append(f"FlashInfer JIT: left {d} alone: it is reached through a link inside {cache_base()}")
             lines.append(
                 f"FlashInfer JIT: removed {len(dirs)} cached build(s) of {m} ({pattern}); it is rebuilt on first use."
             )

@@ -90,7 +90,14 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.verify.*",
     ),
     "commands": ("patchkit.commands", "patchkit.commands.*"),
-    "cli": ("patchkit.cli", "patchkit.cli.*", "patchkit.main", "patchkit.toplevel", "patchkit.__main__", "patchkit.completion"),
+    "cli": (
+        "patchkit.cli",
+        "patchkit.cli.*",
+        "patchkit.main",
+        "patchkit.toplevel",
+        "patchkit.__main__",
+        "patchkit.completion",
+    ),
 }
 
 # Known exceptions, each with its reason; an entry that no longer holds fails the test, so the

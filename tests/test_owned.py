@@ -481,3 +481,50 @@ def test_a_release_tree_is_never_seen_empty_while_it_is_made(cache, tmp_path, mo
     dest = drift.release_tree("sglang", "0.5.9")
     assert seen == [False]
     assert (dest / "sglang" / "__init__.py").is_file()
+
+
+# -- trees patchkit replaces, and the JIT cache it clears --------------------------------------
+
+
+@pytest.mark.parametrize("planted", ["link-to-victim", "dangling-link", "file"])
+def test_a_release_tree_replaced_over_a_planted_entry_costs_the_link_target_nothing(cache, tmp_path, victim, planted):
+    """fetch.unpack (the cache's release trees, `sync` into the workspace) replaces what is
+    at its destination: a link planted there is unlinked, never followed (rmtree on it was
+    an internal error; a dangling one made the rename fail)."""
+    import zipfile
+
+    from patchkit import fetch
+
+    whl = tmp_path / "sglang-0.5.9-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("sglang/__init__.py", "")
+    dest = cache / "trees" / "sglang-0.5.9"
+    dest.parent.mkdir(parents=True)
+    if planted == "link-to-victim":
+        dest.symlink_to(victim)
+    elif planted == "dangling-link":
+        dest.symlink_to(tmp_path / "nowhere")
+    else:
+        dest.write_text("not a tree\n")
+    fetch.unpack(whl, dest, {"engine": "sglang"})
+    assert not dest.is_symlink() and (dest / "sglang" / "__init__.py").is_file()
+    _untouched(victim)
+
+
+def test_clearing_the_jit_cache_never_deletes_through_a_link_inside_it(tmp_path, victim, monkeypatch):
+    """--clear-jit-cache removes FlashInfer's cached builds; one reached through a link
+    planted inside the cache (an arch directory linked elsewhere) is left, and said so."""
+    from patchkit import jit
+
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "home"))
+    base = jit.cache_base()
+    real = base / "0.6.3" / "90a" / "cached_ops" / "trtllm_comm"
+    real.mkdir(parents=True)
+    (victim / "cached_ops" / "trtllm_comm").mkdir(parents=True)
+    (victim / "cached_ops" / "trtllm_comm" / "keep.so").write_bytes(b"x")
+    (base / "0.6.3" / "120a").symlink_to(victim)
+    lines = jit.note("0.6.3", {"trtllm_comm"}, clear=True)
+    assert not real.exists()
+    assert (victim / "cached_ops" / "trtllm_comm" / "keep.so").read_bytes() == b"x"
+    assert any("removed 1 cached build(s)" in x for x in lines), lines
+    assert any("left" in x and "120a" in x for x in lines), lines

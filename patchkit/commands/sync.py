@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-
-from patchkit import fetch
+from patchkit import fetch, fsio
 from patchkit import pins as pins_mod
 from patchkit.commands import OK, say
 from patchkit.errors import FetchError, PatchkitError
@@ -70,8 +68,7 @@ def sync(
                 raise FetchError(
                     f"{engine}: the pin has no repo/rev to clone", "add repo and rev to upstream_pins.toml"
                 )
-            if dest.exists():
-                shutil.rmtree(dest)
+            fsio.clear_entry(dest)  # a tree there, or a link planted in its place (unlinked, not followed)
             gitsrc.clone(url, pin.rev, dest, want, say=lambda s: say(s, err=True))
         say(f"{engine} {pin.version}: synced into {dest} (from {source})")
     return OK

@@ -172,22 +172,19 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
     out: dict[str, Optional[str]] = {"offline": os.environ.get("PATCHKIT_OFFLINE", "")}
     for t in sorted(targets.values(), key=lambda t: (t.engine, str(t.root))):
         if t.layout == "git":
-            git = t.root / ".git"
+            git, common = _git_dirs(t.root)
+            out[str(t.root / ".git")] = file_digest(t.root / ".git") if git != t.root / ".git" else "dir"
             for rel in ("packed-refs", f"refs/tags/v{t.version}", f"refs/tags/{t.version}"):
-                out[str(git / rel)] = file_digest(git / rel)
+                out[str(common / rel)] = file_digest(common / rel)
             out[str(t.root / ".patchkit/source.json")] = _state_digest(t.root, "source.json")
-            # The checkout's committed code (judge.Session.head): HEAD and the branch it names.
-            head = file_digest(git / "HEAD")
-            out[str(git / "HEAD")] = head
-            from patchkit import regular
-
-            raw = regular.read_cached(git, "HEAD", 4096)  # a FIFO or a link planted there: unread
-            try:
-                named = raw.decode().strip() if raw is not None else ""
-            except UnicodeDecodeError:
-                named = ""
+            # The checkout's committed code (judge.Session.head): HEAD and the branch it names
+            # (a worktree's HEAD is its own; its branches are the repository's).
+            out[str(git / "HEAD")] = file_digest(git / "HEAD")
+            named = _small_text(git, "HEAD")
             if named.startswith("ref: refs/"):
-                out[str(git / named[5:])] = file_digest(git / named[5:])
+                ref = named[5:]
+                out[str(common / ref)] = file_digest(common / ref)
+                out[f"{common / 'packed-refs'}"] = file_digest(common / "packed-refs")
         else:
             public = (t.version or "").split("+", 1)[0]
             d = wheels_dir(ENGINES[t.engine].dist) / public
@@ -207,6 +204,31 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
         except OSError:
             out[f"{releases}/*"] = ""
     return out
+
+
+def _small_text(d: Path, name: str) -> str:
+    """A small file git keeps (HEAD, a worktree's .git or commondir) as text; "" when it is
+    not a regular file (a FIFO or a link planted there is never read) or not text."""
+    raw = regular.read_cached(d, name, 4096)
+    try:
+        return raw.decode().strip() if raw is not None else ""
+    except UnicodeDecodeError:
+        return ""
+
+
+def _git_dirs(root: Path) -> tuple[Path, Path]:
+    """(the checkout's git directory, the repository's common one): ``root/.git`` for both
+    in a plain clone; for a worktree (``git worktree add``, `patchkit fork`), whose ``.git``
+    is a file ``gitdir: PATH``, that directory and the one its ``commondir`` names."""
+    dot = root / ".git"
+    if dot.is_dir() and not dot.is_symlink():
+        return dot, dot
+    said = _small_text(root, ".git")
+    if not said.startswith("gitdir: "):
+        return dot, dot
+    gd = Path(os.path.normpath(root / said[len("gitdir: ") :]))
+    common = _small_text(gd, "commondir")
+    return gd, (Path(os.path.normpath(gd / common)) if common else gd)
 
 
 def _entry(k: str) -> Optional[dict]:

@@ -93,3 +93,34 @@ def test_a_tree_changed_within_the_racy_window_is_not_cached(moved, monkeypatch)
     status()
     with pytest.raises(AssertionError, match="judged again"):
         status(cached=True)
+
+
+@pytest.mark.parametrize("worktree", [False, True])
+def test_a_commit_in_a_checkout_or_a_worktree_changes_the_key(tmp_path, worktree):
+    """A checkout's committed code is its reference (judge.Session.head), so a commit must
+    change the verdict key; a worktree (``git worktree add``, `patchkit fork`) has a .git
+    file naming its own git directory, whose HEAD and the repository's refs count."""
+    import subprocess
+    from types import SimpleNamespace
+
+    def git(cwd, *args):
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+        env["GIT_COMMITTER_EMAIL"] = "t@t"
+        subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.py").write_text("A = 1\n")
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-q", "-m", "one")
+    root = repo
+    if worktree:
+        root = tmp_path / "wt"
+        git(repo, "worktree", "add", "-q", "-b", "patched", str(root))
+        assert (root / ".git").is_file()
+    t = SimpleNamespace(layout="git", root=root, version="0.5.9", engine="sglang")
+    before = verdicts._references({"sglang": t})
+    (root / "a.py").write_text("A = 2\n")
+    git(root, "commit", "-q", "-am", "two")
+    assert verdicts._references({"sglang": t}) != before

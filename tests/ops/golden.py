@@ -58,3 +58,12 @@ def state(kind: str, src: str, scope: str = "", locator: dict | None = None, par
     if op.language == "text":
         return op.locate(src)
     return op.locate(pyscope.resolve(cst.parse_module(src), scope)[-1])
+
+
+def goal(kind: str, src: str, scope: str = "", locator: dict | None = None, params: dict | None = None):
+    """(what locate reads, what is_applied says) of the op on ``src``: the two opinions the
+    planner's idempotence and post-condition checks ask, which must be able to differ."""
+    op = KINDS[kind](locator or {}, params or {})
+    src = textwrap.dedent(src)
+    at = src if op.language == "text" else pyscope.resolve(cst.parse_module(src), scope)[-1]
+    return op.locate(at).state, op.is_applied(at)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import planner
+from patchkit import judge, planner, verdicts
 from patchkit.ops import KINDS, Located
 from patchkit.ops.text_replace import TextReplace
 from patchkit.states import State
@@ -197,7 +197,8 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
 # (apply within one plan, apply against a recipe the journal holds, revert), the states apply
 # refuses (missing, ambiguous, moved, modified), a recipe's own blocker, a file libcst cannot
 # print back, an op that says it cannot, and revert's refusals (applied?, a file changed since
-# patchkit wrote it).
+# patchkit wrote it, a line the pristine release holds: the revert invariant of provenance.py).
+# Each op's own post-condition fires in tests/test_post_conditions.py.
 
 GATES = '''"""Stand-in for sglang/srt/layers/communicator.py."""
 
@@ -388,16 +389,43 @@ def test_revert_refuses_an_edit_it_cannot_prove_is_patchkits(gates, monkeypatch)
         assert snapshot(root) == before
 
 
+def _wheel(tmp_path, gates_py: str) -> None:
+    """The pristine release sglang 0.5.9, as a wheel in patchkit's cache, holding ``gates_py``."""
+    wheels = tmp_path / "cache" / "wheels" / "sglang" / "0.5.9"
+    wheels.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:
+        z.writestr("sglang/__init__.py", "")
+        z.writestr("sglang/srt/gates.py", gates_py)
+
+
+def test_revert_never_rewrites_a_line_the_pristine_release_holds(gates, tmp_path, monkeypatch):
+    """The revert invariant (patchkit/provenance.py), the backstop behind the judge: with the
+    judge made to call upstream's own line patchkit's (as a refactor it did not foresee
+    would), the plan to revert it is refused, naming the line the release holds."""
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass")
+    upstream = GATES.replace('"triton"]', '"triton", "cutlass"]', 1)
+    path.write_text(upstream)
+    _wheel(tmp_path, upstream + "\n# the release's copy, not byte for byte the tree's\n")
+    assert json.loads(cli("status", "r", "--json")[1])["recipes"][0]["ops"][0]["state"] == "upstream"
+    monkeypatch.setattr(judge, "at_site", lambda ref, op, ev: State.PENDING)  # "the release does not have it"
+    monkeypatch.setattr(verdicts, "load", lambda key, targets: None)  # judged afresh, not from the cache
+    assert json.loads(cli("status", "r", "--json")[1])["recipes"][0]["ops"][0]["state"] == "applied"
+    before = snapshot(root)
+    for force in ([], ["--force"]):
+        code, out, err = cli("revert", "r", *force)
+        assert code == 1, (out, err)
+        assert f"{path}:3: revert (r > op #1 (list-element)) would change code that sglang 0.5.9's wheel" in err, err
+        assert "holds (sglang/srt/gates.py:3): it is upstream's, not patchkit's edit; nothing was written" in err
+        assert snapshot(root) == before
+
+
 def test_revert_refuses_a_file_changed_since_patchkit_wrote_it(gates, tmp_path):
     root, path, recipe, cli = gates
     recipe("r", "cutlass")
     # The pristine release (its wheel in patchkit's cache) says the edit is patchkit's; the
     # file's own change since is what revert refuses.
-    wheels = tmp_path / "cache" / "wheels" / "sglang" / "0.5.9"
-    wheels.mkdir(parents=True)
-    with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:
-        z.writestr("sglang/__init__.py", "")
-        z.writestr("sglang/srt/gates.py", GATES)
+    _wheel(tmp_path, GATES)
     assert cli("apply", "r")[0] == 0
     path.write_text(path.read_text() + "\nMINE = 1\n")
     before = snapshot(root)

@@ -291,6 +291,52 @@ def test_overlap_refuses_revert_of_one_of_two_recipes_on_one_line(gates, monkeyp
     assert snapshot(root) == before
 
 
+SPAN_RECIPE = """
+id = "{id}"
+summary = "an edit of fusion_backend"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "{kind}"
+engine = "sglang"
+file = "sglang/srt/gates.py"
+scope = "fusion_backend"
+[ops.locator]
+match = {match}
+[ops.params]
+with = {repl}
+"""
+
+
+def test_overlap_two_recipes_of_one_apply_editing_spans_that_start_on_other_lines(gates):
+    """One recipe replaces the whole `if` (lines 7-8), the other the message inside it (line 8):
+    their sites start on different lines, yet the two edit the same code."""
+    root, path, recipe, cli = gates
+    recipes = root.parent / "recipes"
+    whole_if = SPAN_RECIPE.format(
+        id="whole-if",
+        kind="replace-stmt",
+        match="""'''if major not in (9, 10):\n    raise ValueError("requires SM90 or SM10X")'''""",
+        repl="""'''if major not in (9, 10, 12):\n    raise ValueError("requires SM90, SM10X or SM120")'''""",
+    )
+    message = SPAN_RECIPE.format(
+        id="message", kind="replace-expr", match="""'"requires SM90 or SM10X"'""", repl="""'"requires SM9X-SM12X"'"""
+    )
+    (recipes / "whole-if.toml").write_text(whole_if)
+    (recipes / "message.toml").write_text(message)
+    for rid in ("whole-if", "message"):  # each alone is fine
+        assert cli("apply", rid, "--dry-run")[0] == 0
+    before = snapshot(root)
+    code, out, err = cli("apply", "whole-if", "message")
+    assert code == 1, (out, err)
+    refusals = [line for line in err.splitlines() if "refused" in line or "cannot" in line]
+    assert len(refusals) == 1, err
+    assert "refused by the overlap check: " in refusals[0] and "edits the same code first" in refusals[0], err
+    assert "whole-if > op #1 (replace-stmt)" in refusals[0] and "message > op #1 (replace-expr)" in refusals[0], err
+    assert f"{path}:" in refusals[0] and "Refusing to apply: keep one of them" in refusals[0], err
+    assert snapshot(root) == before
+
+
 def test_recipes_on_other_lines_do_not_overlap(gates):
     root, path, recipe, cli = gates
     recipe("add-sm120", "cutlass")

@@ -146,7 +146,9 @@ class SetDefault(Op):
                 for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
                     if isinstance(small, cst.Assign) and any(_named(t.target, self.name) for t in small.targets):
                         last = small.value
-                    elif isinstance(small, cst.AnnAssign) and small.value and _named(small.target, self.name):
+                    elif (
+                        isinstance(small, cst.AnnAssign) and small.value is not None and _named(small.target, self.name)
+                    ):
                         last = small.value
             values = [last] if last is not None else []
         elif self.form == "param":

@@ -13,7 +13,10 @@ The checks, each named in the message when it refuses an edit:
 - ``compile``: the edited file still compiles (``compile()``, not only ``ast.parse``: a
   ``return`` at module level parses but does not compile);
 - ``names`` (apply): no scope an op edited is left with a name that is not defined there
-  and was before the edit (pyflakes; patchkit/verify/names.py).
+  and was before the edit (pyflakes; patchkit/verify/names.py);
+- ``overlap``: no two edits touch the same code (``_overlaps``: two recipes' sites on one line,
+  in the plan or in the journal; ``_overlapped``: an op that no longer reads as judged once
+  the plan's earlier edits of its file are made).
 """
 
 from __future__ import annotations
@@ -190,6 +193,31 @@ def _edit(ev: Verdict, forward: bool, force: bool = False) -> Optional[str]:
     return None
 
 
+def _overlapped(ev: Verdict, forward: bool, earlier: list[Verdict]) -> Optional[str]:
+    """The overlap refusal within one plan, for spans that do not start on one line (a whole
+    statement replaced, and a string inside it): after the plan's earlier edits of the file,
+    the op no longer reads as the judge read it on the file as it was."""
+    if not earlier:
+        return None
+    want = State.PENDING if forward else State.DONE
+    try:
+        now = (ev.impl or ev.op.impl).locate(ev.file.scope(ev.scope)[1]).state
+    except LookupError:  # the scope itself is gone
+        now = State.MISSING
+    if now == want:
+        return None
+    a = ev.scope or ""
+    near = [
+        e for e in earlier if not a or not e.scope or f"{a}.".startswith(f"{e.scope}.") or e.scope.startswith(f"{a}.")
+    ]
+    ops = " and ".join(dict.fromkeys(f"{e.recipe.id} > {e.op.label}" for e in near or earlier))
+    return (
+        f"refused by the overlap check: {ops} edits the same code first, and this op then reads {now}"
+        f" there: the two cannot both be made. Refusing to {'apply' if forward else 'revert'}:"
+        " keep one of them (or merge them into one)"
+    )
+
+
 def _edit_all(
     plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, dry_run: bool, force: bool = False
 ) -> None:
@@ -203,7 +231,7 @@ def _edit_all(
     touched: list[Document] = []
     edited: dict[int, list[Verdict]] = {}  # id(document) -> the verdicts whose edit it took
     for ev in todo:
-        why = _edit(ev, forward=forward, force=force)
+        why = _overlapped(ev, forward, edited.get(id(ev.file), [])) or _edit(ev, forward=forward, force=force)
         if why:
             plan.blockers.append(_blocker(ev, why))
             continue

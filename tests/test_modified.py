@@ -122,6 +122,17 @@ def test_revert_refuses_a_modified_site_and_force_forgets_it(world):
     assert op["state"] == "missing", op  # no journal remembers an edit now
 
 
+def test_apply_refuses_a_modified_site(world):
+    """apply does not write over the user's change of patchkit's edit (the planner's refusal of
+    a site that is not pending, for `modified`)."""
+    cli, sa, root, third = world
+    before = sa.read_bytes()
+    code, out, err = cli("apply", "mrr")
+    assert code == 1, (out, err)
+    assert f"mrr > op #1 (set-default) > {sa}:" in err and ": modified: patchkit applied this op" in err, err
+    assert sa.read_bytes() == before
+
+
 def test_without_a_journal_a_third_value_is_missing(world):
     cli, sa, root, third = world
     shutil.rmtree(root / ".patchkit")

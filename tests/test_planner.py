@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import planner
+from patchkit import judge, planner, verdicts
 from patchkit.ops import KINDS, Located
 from patchkit.ops.text_replace import TextReplace
 from patchkit.states import State
@@ -197,7 +197,8 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
 # (apply within one plan, apply against a recipe the journal holds, revert), the states apply
 # refuses (missing, ambiguous, moved, modified), a recipe's own blocker, a file libcst cannot
 # print back, an op that says it cannot, and revert's refusals (applied?, a file changed since
-# patchkit wrote it).
+# patchkit wrote it, a line the pristine release holds: the revert invariant of provenance.py).
+# Each op's own post-condition fires in tests/test_post_conditions.py.
 
 GATES = '''"""Stand-in for sglang/srt/layers/communicator.py."""
 
@@ -287,6 +288,52 @@ def test_overlap_refuses_revert_of_one_of_two_recipes_on_one_line(gates, monkeyp
     before = snapshot(root)
     code, out, err = cli("revert", "add-sm120")
     assert code == 1 and "edit the same code" in err and "Refusing to revert" in err, err
+    assert snapshot(root) == before
+
+
+SPAN_RECIPE = """
+id = "{id}"
+summary = "an edit of fusion_backend"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "{kind}"
+engine = "sglang"
+file = "sglang/srt/gates.py"
+scope = "fusion_backend"
+[ops.locator]
+match = {match}
+[ops.params]
+with = {repl}
+"""
+
+
+def test_overlap_two_recipes_of_one_apply_editing_spans_that_start_on_other_lines(gates):
+    """One recipe replaces the whole `if` (lines 7-8), the other the message inside it (line 8):
+    their sites start on different lines, yet the two edit the same code."""
+    root, path, recipe, cli = gates
+    recipes = root.parent / "recipes"
+    whole_if = SPAN_RECIPE.format(
+        id="whole-if",
+        kind="replace-stmt",
+        match="""'''if major not in (9, 10):\n    raise ValueError("requires SM90 or SM10X")'''""",
+        repl="""'''if major not in (9, 10, 12):\n    raise ValueError("requires SM90, SM10X or SM120")'''""",
+    )
+    message = SPAN_RECIPE.format(
+        id="message", kind="replace-expr", match="""'"requires SM90 or SM10X"'""", repl="""'"requires SM9X-SM12X"'"""
+    )
+    (recipes / "whole-if.toml").write_text(whole_if)
+    (recipes / "message.toml").write_text(message)
+    for rid in ("whole-if", "message"):  # each alone is fine
+        assert cli("apply", rid, "--dry-run")[0] == 0
+    before = snapshot(root)
+    code, out, err = cli("apply", "whole-if", "message")
+    assert code == 1, (out, err)
+    refusals = [line for line in err.splitlines() if "refused" in line or "cannot" in line]
+    assert len(refusals) == 1, err
+    assert "refused by the overlap check: " in refusals[0] and "edits the same code first" in refusals[0], err
+    assert "whole-if > op #1 (replace-stmt)" in refusals[0] and "message > op #1 (replace-expr)" in refusals[0], err
+    assert f"{path}:" in refusals[0] and "Refusing to apply: keep one of them" in refusals[0], err
     assert snapshot(root) == before
 
 
@@ -388,16 +435,43 @@ def test_revert_refuses_an_edit_it_cannot_prove_is_patchkits(gates, monkeypatch)
         assert snapshot(root) == before
 
 
+def _wheel(tmp_path, gates_py: str) -> None:
+    """The pristine release sglang 0.5.9, as a wheel in patchkit's cache, holding ``gates_py``."""
+    wheels = tmp_path / "cache" / "wheels" / "sglang" / "0.5.9"
+    wheels.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:
+        z.writestr("sglang/__init__.py", "")
+        z.writestr("sglang/srt/gates.py", gates_py)
+
+
+def test_revert_never_rewrites_a_line_the_pristine_release_holds(gates, tmp_path, monkeypatch):
+    """The revert invariant (patchkit/provenance.py), the backstop behind the judge: with the
+    judge made to call upstream's own line patchkit's (as a refactor it did not foresee
+    would), the plan to revert it is refused, naming the line the release holds."""
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass")
+    upstream = GATES.replace('"triton"]', '"triton", "cutlass"]', 1)
+    path.write_text(upstream)
+    _wheel(tmp_path, upstream + "\n# the release's copy, not byte for byte the tree's\n")
+    assert json.loads(cli("status", "r", "--json")[1])["recipes"][0]["ops"][0]["state"] == "upstream"
+    monkeypatch.setattr(judge, "at_site", lambda ref, op, ev: State.PENDING)  # "the release does not have it"
+    monkeypatch.setattr(verdicts, "load", lambda key, targets: None)  # judged afresh, not from the cache
+    assert json.loads(cli("status", "r", "--json")[1])["recipes"][0]["ops"][0]["state"] == "applied"
+    before = snapshot(root)
+    for force in ([], ["--force"]):
+        code, out, err = cli("revert", "r", *force)
+        assert code == 1, (out, err)
+        assert f"{path}:3: revert (r > op #1 (list-element)) would change code that sglang 0.5.9's wheel" in err, err
+        assert "holds (sglang/srt/gates.py:3): it is upstream's, not patchkit's edit; nothing was written" in err
+        assert snapshot(root) == before
+
+
 def test_revert_refuses_a_file_changed_since_patchkit_wrote_it(gates, tmp_path):
     root, path, recipe, cli = gates
     recipe("r", "cutlass")
     # The pristine release (its wheel in patchkit's cache) says the edit is patchkit's; the
     # file's own change since is what revert refuses.
-    wheels = tmp_path / "cache" / "wheels" / "sglang" / "0.5.9"
-    wheels.mkdir(parents=True)
-    with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:
-        z.writestr("sglang/__init__.py", "")
-        z.writestr("sglang/srt/gates.py", GATES)
+    _wheel(tmp_path, GATES)
     assert cli("apply", "r")[0] == 0
     path.write_text(path.read_text() + "\nMINE = 1\n")
     before = snapshot(root)

@@ -100,6 +100,21 @@ def node_tokens(node: cst.CSTNode) -> tuple[str, ...]:
     return tokens(code(node))
 
 
+@lru_cache(maxsize=1 << 14)
+def meaning(src: str) -> str:
+    """What an expression's code means: its ``ast``, with layout, comments, parentheses and
+    spelling (quotes, ``0xA``) aside.  The post-conditions compare code this way, not by the
+    tokens their ``locate`` matches with, so that the two are separate opinions."""
+    try:
+        return ast.dump(ast.parse(f"(\n{src}\n)", mode="eval").body)
+    except SyntaxError:  # a starred element, a slice: its tokens, then
+        return " ".join(tokens(src))
+
+
+def node_meaning(node: cst.CSTNode) -> str:
+    return meaning(code(node))
+
+
 def contains_seq(hay: Sequence[str], needle: Sequence[str]) -> bool:
     n = len(needle)
     if n == 0:

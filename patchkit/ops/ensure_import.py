@@ -49,6 +49,36 @@ def defines(source: str, name: str) -> bool:
     return False
 
 
+def _dotted(node) -> str:
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return node.value if isinstance(node, cst.Name) else ""
+
+
+def _binding(small, name: str) -> str | None:
+    """Where a top-level simple statement binds ``name`` from: the module of a ``from M
+    import name``, "" for any other binding, None when it does not bind the name."""
+    if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+        for alias in small.names:
+            bound = alias.asname.name.value if alias.asname else _dotted(alias.name).split(".")[0]
+            if bound != name:
+                continue
+            if isinstance(small, cst.ImportFrom) and not small.relative and _dotted(alias.name) == name:
+                return _dotted(small.module)
+            return ""
+        return None
+    targets = []
+    if isinstance(small, cst.Assign):
+        targets = [t.target for t in small.targets]
+    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)) and getattr(small, "value", None) is not None:
+        targets = [small.target]
+    for t in targets:
+        names = [e.value for e in t.elements] if isinstance(t, (cst.Tuple, cst.List)) else [t]
+        if any(isinstance(n, cst.Name) and n.value == name for n in names):
+            return ""
+    return None
+
+
 @register("ensure-import")
 class EnsureImport(Op):
     LOCATOR = {"module": "str"}
@@ -119,6 +149,20 @@ class EnsureImport(Op):
             return Located(PENDING, (stmt,))
         last = self._last_import(module)
         return Located(PENDING, (module.body[last],) if last is not None else ())
+
+    def is_applied(self, module) -> bool:
+        # The goal on its own: what the module's top level leaves bound to the name, statement
+        # after statement, is the name imported from the module (an assignment, a def or
+        # another import after it would rebind the name).
+        held = False
+        for stmt in module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == self.name:
+                held = False
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                source = _binding(small, self.name)
+                if source is not None:
+                    held = source == self.module
+        return held
 
     @staticmethod
     def _last_import(module):

@@ -16,7 +16,17 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import insert_item, node_tokens, parse_expr, remove_item, replace_node, tokens, walk
+from patchkit.ops._cst import (
+    insert_item,
+    meaning,
+    node_meaning,
+    node_tokens,
+    parse_expr,
+    remove_item,
+    replace_node,
+    tokens,
+    walk,
+)
 
 _COLLECTIONS = (cst.List, cst.Tuple, cst.Set)
 
@@ -96,6 +106,9 @@ class ListElement(Op):
             raise OpParamError("params.comment", f"must be a comment line starting with '#': {comment!r}")
         self.comment = comment
         self.after = tokens(params["after"]) if "after" in params else None
+        # The post-condition's own reading of the locator and the element (is_applied).
+        self.goal = meaning(self.element_src)
+        self.site = {k: locator[k] for k in ("contains", "keyword", "call", "membership") if k in locator}
         # Every candidate holds the locator's fragments (not necessarily the element), in one
         # statement, done or pending.  Every file holding the site holds their words, and with
         # a comment (or for remove) the element's words too: they are there in both states.
@@ -181,6 +194,35 @@ class ListElement(Op):
                 MISSING, (coll,), f"element `{' '.join(self.after)}` to insert after is not in the collection"
             )
         return Located(PENDING, (coll,))
+
+    def is_applied(self, scope) -> bool:
+        # The goal on its own, by what the code means: the one collection the locator names
+        # holds the element exactly once (add) or not at all (remove).
+        colls = list(self._sites(scope))
+        if len(colls) != 1:
+            return False
+        held = sum(node_meaning(e.value) == self.goal for e in colls[0].elements)
+        return held == (1 if self.action == "add" else 0)
+
+    def _sites(self, scope):
+        """The collections the locator names, read apart from locate's ``_candidates``."""
+        site = self.site
+        for n in walk(scope):
+            if isinstance(n, _COLLECTIONS) and "contains" in site:
+                have = {node_meaning(e.value) for e in n.elements}
+                if {meaning(c) for c in site["contains"]} <= have:
+                    yield n
+            elif isinstance(n, cst.Call) and "keyword" in site:
+                if "call" in site and node_meaning(n.func) != meaning(site["call"]):
+                    continue
+                for a in n.args:
+                    if a.keyword is not None and a.keyword.value == site["keyword"]:
+                        yield from [a.value] if isinstance(a.value, _COLLECTIONS) else ()
+            elif isinstance(n, cst.Comparison) and "membership" in site:
+                if node_meaning(n.left) == meaning(site["membership"]):
+                    for t in n.comparisons:
+                        if isinstance(t.operator, (cst.In, cst.NotIn)) and isinstance(t.comparator, _COLLECTIONS):
+                            yield t.comparator
 
     # -- edits -------------------------------------------------------------------------
     def _add(self, coll):

@@ -8,10 +8,12 @@ gains ``or _is_sm120_supported``.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import node_tokens, parse_expr, replace_node, tokens, walk
+from patchkit.ops._cst import code, meaning, node_tokens, parse_expr, replace_node, tokens, walk
 
 
 def _is_or(n) -> bool:
@@ -71,6 +73,8 @@ class OrOperand(Op):
         self.operand_tokens = tokens(params["operand"])
         self.after = tokens(params["after"]) if "after" in params else None
         named = tuple(locator["operands"])
+        # The post-condition's own reading (is_applied): what the operands mean.
+        self.goal, self.named = meaning(params["operand"]), {meaning(o) for o in named}
         self.reads = Reads(patterns=(named,), file_words=named)  # every candidate chain holds them
 
     def _find(self, scope):
@@ -93,6 +97,21 @@ class OrOperand(Op):
         if self.after is not None and self.after not in have:
             return Located(MISSING, (ch,), f"operand `{' '.join(self.after)}` to insert after is not in the chain")
         return Located(PENDING, (ch,))
+
+    def is_applied(self, scope) -> bool:
+        # The goal on its own, read by Python's parser (``ast`` flattens ``a or b or c`` into
+        # one BoolOp and keeps a parenthesised ``(a or b)`` whole): the one ``or`` holding the
+        # locator's operands has the operand as a top-level operand, exactly once.
+        ors = [n for n in walk(scope) if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.Or)]
+        inner = {id(k) for n in ors for k in (n.left, n.right) if not k.lpar}
+        found = []
+        for n in ors:
+            if id(n) in inner:
+                continue
+            values = [ast.dump(v) for v in ast.parse(f"(\n{code(n)}\n)", mode="eval").body.values]
+            if self.named <= set(values):
+                found.append(values.count(self.goal))
+        return found == [1]
 
     def apply(self, scope):
         ((ch, have),) = self._find(scope)

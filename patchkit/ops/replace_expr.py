@@ -16,7 +16,7 @@ from typing import Optional
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import contains_seq, kids, node_tokens, parse_expr, tokens
+from patchkit.ops._cst import contains_seq, kids, meaning, node_meaning, node_tokens, parse_expr, tokens, walk
 
 
 @register("replace-expr")
@@ -36,6 +36,7 @@ class ReplaceExpr(Op):
             raise OpParamError(
                 "params.with", "contains locator.match, so applying twice would nest it", "match a larger expression"
             )
+        self.old, self.new = meaning(self.match_src), meaning(self.with_src)  # for is_applied
         self._before: tuple = ()  # labels of the occurrences where it read pending (relative_to)
         self.count = locator.get("count", 1)
         if self.count < 1:
@@ -111,6 +112,14 @@ class ReplaceExpr(Op):
                 f" {self.count}: which are its edits only the pristine release can tell",
             )
         return Located(AMBIGUOUS, tuple(olds), f"expected {self.count} occurrence(s), found {len(olds)}")
+
+    def is_applied(self, scope) -> bool:
+        # The goal on its own, by what the code means: the match stands nowhere in the scope
+        # (in any layout or spelling), and the replacement stands at least where it stood.
+        # Only nodes of the match's or the replacement's kind are read.
+        kinds = (type(self.match), type(self.repl))
+        said = [node_meaning(n) for n in walk(scope) if isinstance(n, kinds)]
+        return self.old not in said and said.count(self.new) >= self.count
 
     def _swap(self, scope, targets: set, new):
         class _T(cst.CSTTransformer):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import code, node_tokens, parse_expr, replace_node, tokens, walk
+from patchkit.ops._cst import code, meaning, node_meaning, node_tokens, parse_expr, replace_node, tokens, walk
 
 
 @register("set-default")
@@ -42,6 +42,8 @@ class SetDefault(Op):
         self.value = parse_expr(params["value"], "params.value")
         self.expect = parse_expr(params["expect"], "params.expect")
         self.value_tokens, self.expect_tokens = tokens(params["value"]), tokens(params["expect"])
+        self.goal = meaning(params["value"])
+        self.call_src, self.arg_src = locator.get("call"), locator.get("arg")
         if self.value_tokens == self.expect_tokens:
             raise OpParamError("params.value", "equals params.expect, so the op would change nothing")
         # Every holder names the field, the param or (with a call) the first argument or keyword.
@@ -134,6 +136,37 @@ class SetDefault(Op):
             f"expected `{code(self.expect)}` (pristine) or `{code(self.value)}` (applied)",
         )
 
+    def is_applied(self, scope) -> bool:
+        # The goal on its own: the default the name ends up with is the new value, by what the
+        # code means (the field's last binding in the body; every matching call's keyword).
+        if self.form == "field":
+            body = scope.body if isinstance(scope, cst.Module) else getattr(scope.body, "body", ())
+            last = None
+            for stmt in body:
+                for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                    if isinstance(small, cst.Assign) and any(_named(t.target, self.name) for t in small.targets):
+                        last = small.value
+                    elif (
+                        isinstance(small, cst.AnnAssign) and small.value is not None and _named(small.target, self.name)
+                    ):
+                        last = small.value
+            values = [last] if last is not None else []
+        elif self.form == "param":
+            p = getattr(scope, "params", None)
+            every = (*p.posonly_params, *p.params, *p.kwonly_params) if isinstance(p, cst.Parameters) else ()
+            values = [q.default for q in every if q.name.value == self.name and q.default is not None]
+        else:
+            values = [
+                a.value
+                for n in walk(scope)
+                if isinstance(n, cst.Call) and node_meaning(n.func) == meaning(self.call_src)
+                if self.arg_src is None
+                or (n.args and n.args[0].keyword is None and node_meaning(n.args[0].value) == meaning(self.arg_src))
+                for a in n.args
+                if a.keyword is not None and a.keyword.value == self.keyword
+            ]
+        return bool(values) and all(node_meaning(v) == self.goal for v in values)
+
     def _set(self, scope, value):
         (h,) = self._holders(scope)
         return replace_node(scope, h, self._with_value(h, value))
@@ -143,3 +176,7 @@ class SetDefault(Op):
 
     def revert(self, scope):
         return self._set(scope, self.expect)
+
+
+def _named(target, name: str) -> bool:
+    return isinstance(target, cst.Name) and target.value == name

@@ -10,6 +10,8 @@ occurrence of ``replace`` back into ``find``.  Give enough context to make both 
 
 from __future__ import annotations
 
+import copy
+
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 
 
@@ -50,6 +52,22 @@ class TextReplace(Op):
             raise OpParamError("params.count", f"must be at least 1, not {self.count}")
         # The site holds either text (pending or done), so no one text is in every file holding it.
         self.reads = Reads(patterns=((self.find,), (self.replace,)))
+        self._before: str | None = None  # the text an apply started from (relative_to)
+
+    def relative_to(self, before: str) -> "TextReplace":
+        if not isinstance(before, str) or before.count(self.find) != self.count or self.replace in before:
+            return self  # not pending there
+        bound = copy.copy(self)
+        bound._before = before
+        return bound
+
+    def is_applied(self, text: str) -> bool:
+        # The goal on its own: judged against the text an apply started from, the text is that
+        # one with the replacement standing where each find stood and every other byte as it
+        # was; without it, the replacement stands `count` times and the find nowhere.
+        if self._before is None:
+            return text.count(self.replace) == self.count and self.find not in text
+        return text == self.replace.join(self._before.split(self.find))
 
     def locate(self, text: str) -> Located:
         olds, news = lines_of(text, self.find), lines_of(text, self.replace)

@@ -1,5 +1,5 @@
 from patchkit.ops.ensure_import import defines
-from tests.ops.golden import check, state
+from tests.ops.golden import check, goal, state
 
 IMPORTS = """
 from sglang.srt.distributed import get_tp_group
@@ -56,3 +56,25 @@ def test_defines_sees_assignments_not_only_defs():
     assert defines("is_sm120_supported = lru_cache(maxsize=1)(partial(f, 12))\n", "is_sm120_supported")
     assert defines("def is_sm120_supported():\n    pass\n", "is_sm120_supported")
     assert not defines("def is_sm100_supported():\n    pass\n", "is_sm120_supported")
+
+
+# -- the post-condition reads the goal: the name, as the module's top level leaves it ---------------
+
+
+def test_goal_a_later_fallback_rebinding_the_name_is_not_the_import():
+    """locate finds the import; the goal is what the name is bound to once the top level ran."""
+    params = {"name": "is_sm120_supported"}
+    done = IMPORTS.replace("    is_sm100_supported,\n", "    is_sm100_supported,\n    is_sm120_supported,\n")
+    assert goal("ensure-import", done, "", {"module": "sglang.srt.utils"}, params) == ("done", True)
+    rebound = done + "is_sm120_supported = None\n"
+    assert goal("ensure-import", rebound, "", {"module": "sglang.srt.utils"}, params) == ("done", False)
+    aliased = done + "from sglang.srt.layers import is_sm120_supported\n"
+    assert goal("ensure-import", aliased, "", {"module": "sglang.srt.utils"}, params) == ("done", False)
+
+
+def test_goal_an_import_as_another_name_or_of_another_module_does_not_bind_it():
+    params = {"name": "is_sm120_supported"}
+    other = IMPORTS + "from sglang.srt.utils import is_sm120_supported as sm120\nimport is_sm120_supported.x\n"
+    assert goal("ensure-import", other, "", {"module": "sglang.srt.utils"}, params) == ("pending", False)
+    back = other + "from sglang.srt.utils import is_sm120_supported as is_sm120_supported\n"
+    assert goal("ensure-import", back, "", {"module": "sglang.srt.utils"}, params) == ("done", True)

@@ -1,4 +1,4 @@
-from tests.ops.golden import check, state
+from tests.ops.golden import check, goal, state
 
 AUTOTUNE = """
 class ModelRunner:
@@ -152,3 +152,32 @@ def test_missing_comment_is_missing_not_success():
 
 def test_no_collection_is_missing():
     assert state("list-element", "X = 1\n", "", {"contains": ["'a'"]}, {"element": "'c'"}).state == "missing"
+
+
+# -- the post-condition reads the goal: the element, once, by what the code means --------------------
+
+GATE = """
+def gen_trtllm_comm_module():
+    nvcc_flags = current_compilation_context.get_nvcc_flags_list(
+        supported_major_versions=[9, 10],
+    )
+"""
+
+
+def test_goal_the_element_stands_once():
+    loc, params = {"keyword": "supported_major_versions"}, {"element": "12"}
+    assert goal("list-element", GATE, "gen_trtllm_comm_module", loc, params) == ("pending", False)
+    once = GATE.replace("[9, 10]", "[9, 10, 12]")
+    assert goal("list-element", once, "gen_trtllm_comm_module", loc, params) == ("done", True)
+    twice = GATE.replace("[9, 10]", "[9, 10, 12, 12]")  # locate: there; the goal: not once
+    assert goal("list-element", twice, "gen_trtllm_comm_module", loc, params) == ("done", False)
+    spelled = GATE.replace("[9, 10]", "[9, 10, 12, 0xC]")  # the same element in another spelling
+    assert goal("list-element", spelled, "gen_trtllm_comm_module", loc, params) == ("done", False)
+
+
+def test_goal_of_remove_is_no_element_of_that_meaning():
+    loc = {"contains": ['"flashinfer_trtllm"']}
+    params = {"element": '"flashinfer_mxfp4"', "action": "remove"}
+    src = "def f():\n    return [\"flashinfer_trtllm\", 'flashinfer_mxfp4']\n"
+    assert goal("list-element", src, "f", loc, params) == ("done", False)  # locate matches tokens
+    assert goal("list-element", src.replace(", 'flashinfer_mxfp4'", ""), "f", loc, params) == ("done", True)

@@ -1,7 +1,7 @@
 import pytest
 
 from patchkit.ops import KINDS, OpParamError
-from tests.ops.golden import check, state
+from tests.ops.golden import check, goal, state
 
 
 def test_replace_gate_expression_in_scope_only():
@@ -156,3 +156,16 @@ def test_one_node_standing_at_two_places_counts_twice():
     mod = cst.parse_module("x = a\ny = a\n").visit(_Share())
     loc = KINDS["replace-expr"]({"match": "a", "count": 2}, {"with": "b"}).locate(mod)
     assert loc.state == "done" and len(loc.nodes) == 2, loc
+
+
+# -- the post-condition reads the goal: the match nowhere, in any spelling; the replacement there ----
+
+
+def test_goal_the_match_in_another_layout_still_stands():
+    loc, params = {"match": "major == 10"}, {"with": "major in (10, 12)"}
+    src = "def f(major):\n    ok = major in (10, 12)\n    return ok\n"
+    assert goal("replace-expr", src, "f", loc, params) == ("done", True)
+    kept = src.replace("    return ok", "    assert (major == 10)\n    return ok")  # tokens differ: "(" ... ")"
+    assert goal("replace-expr", kept, "f", loc, params) == ("done", False)
+    hex_ = src.replace("    return ok", "    return ok or major == 0xA")
+    assert goal("replace-expr", hex_, "f", loc, params) == ("done", False)

@@ -29,7 +29,7 @@ from patchkit import blockers, provenance
 from patchkit.document import Document
 from patchkit.errors import OpBug
 from patchkit.journal import sha256
-from patchkit.judge import Session, Verdict, evaluate, in_range, results
+from patchkit.judge import Session, Verdict, cacheable, evaluate, in_range, results
 from patchkit.model import Recipe
 from patchkit.ops._cst import same_code
 from patchkit.results import RecipeResult
@@ -54,6 +54,9 @@ class Plan:
     marks: list[Mark] = field(default_factory=list)
     jit_modules: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    # Made only from what the session's digests and tree fingerprints name (judge.cacheable):
+    # the plan cache may keep it (patchkit/plancache.py).
+    cacheable: bool = False
 
     def edits(self) -> set[tuple[str, int]]:
         """(recipe, op) of every op this plan edits (or forgets)."""
@@ -256,11 +259,11 @@ def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
 _HELD = (State.PENDING, State.APPLIED, State.APPLIED_UNSURE)
 
 
-def _overlaps(session: Session, evaluated, action: str) -> list[str]:
+def _overlaps(session: Session, evaluated, action: str) -> tuple[list[str], list]:
     """Two recipes editing the same code, refused as ruff refuses overlapping fixes: the
     later edit would read as already made, and reverting either would take back both.
     The plan's recipes are checked against each other and against every recipe the
-    journal says patchkit applied."""
+    journal says patchkit applied.  Returns (the refusals, every verdict looked at)."""
     mine = {r.id for r, _ in evaluated}
     others = []
     for engine in session.targets:
@@ -286,7 +289,7 @@ def _overlaps(session: Session, evaluated, action: str) -> list[str]:
                         " keep one of the two recipes (or merge them into one)"
                     )
                     break
-    return out
+    return out, everything
 
 
 def _discard(plan: Plan, session: Session) -> dict:
@@ -314,7 +317,9 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             if ev.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED):
                 where = f" (at {ev.location()})" if ev.state == State.MOVED else ""
                 plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
-    plan.blockers += _overlaps(session, [(r, evs) for r, evs in evaluated if r.id not in skipped], "apply")
+    overlaps, judged = _overlaps(session, [(r, evs) for r, evs in evaluated if r.id not in skipped], "apply")
+    plan.blockers += overlaps
+    plan.cacheable = cacheable(session, evaluated) and cacheable(session, judged)
     overrides: dict = {}
     if not plan.blockers:
         todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
@@ -392,7 +397,9 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                     f"{ev.file.where()}: {why}; revert would rewrite a file you edited."
                     " Look at it, then pass --force to revert anyway"
                 )
-    plan.blockers += _overlaps(session, evaluated, "revert")
+    overlaps, judged = _overlaps(session, evaluated, "revert")
+    plan.blockers += overlaps
+    plan.cacheable = cacheable(session, judged)
     if not plan.blockers:
         # last applied, first reverted
         _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run, force=force)

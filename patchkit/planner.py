@@ -259,11 +259,9 @@ def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
 _HELD = (State.PENDING, State.APPLIED, State.APPLIED_UNSURE)
 
 
-def _overlaps(session: Session, evaluated, action: str) -> tuple[list[str], list]:
-    """Two recipes editing the same code, refused as ruff refuses overlapping fixes: the
-    later edit would read as already made, and reverting either would take back both.
-    The plan's recipes are checked against each other and against every recipe the
-    journal says patchkit applied.  Returns (the refusals, every verdict looked at)."""
+def _applied_before(session: Session, evaluated) -> list:
+    """The verdicts of every other recipe the journal says patchkit applied (``_overlaps``
+    checks the plan's edits against theirs)."""
     mine = {r.id for r, _ in evaluated}
     others = []
     for engine in session.targets:
@@ -272,7 +270,16 @@ def _overlaps(session: Session, evaluated, action: str) -> tuple[list[str], list
             r = session.known.get(rid)
             if r is not None and rid not in mine and r not in others and set(r.engines) <= set(session.targets):
                 others.append(r)
-    everything = list(evaluated) + (evaluate(session, others) if others else [])
+    return evaluate(session, others) if others else []
+
+
+def _overlaps(session: Session, evaluated, action: str, before: list) -> list[str]:
+    """Two recipes editing the same code, refused as ruff refuses overlapping fixes: the
+    later edit would read as already made, and reverting either would take back both.
+    The plan's recipes are checked against each other and against every recipe the
+    journal says patchkit applied (``before``: _applied_before)."""
+    mine = {r.id for r, _ in evaluated}
+    everything = list(evaluated) + before
     sites: dict[tuple, Verdict] = {}
     out = []
     for _, evs in everything:
@@ -289,7 +296,7 @@ def _overlaps(session: Session, evaluated, action: str) -> tuple[list[str], list
                         " keep one of the two recipes (or merge them into one)"
                     )
                     break
-    return out, everything
+    return out
 
 
 def _discard(plan: Plan, session: Session) -> dict:
@@ -317,9 +324,10 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             if ev.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED):
                 where = f" (at {ev.location()})" if ev.state == State.MOVED else ""
                 plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
-    overlaps, judged = _overlaps(session, [(r, evs) for r, evs in evaluated if r.id not in skipped], "apply")
-    plan.blockers += overlaps
-    plan.cacheable = cacheable(session, evaluated) and cacheable(session, judged)
+    kept = [(r, evs) for r, evs in evaluated if r.id not in skipped]
+    before = _applied_before(session, kept)
+    plan.blockers += _overlaps(session, kept, "apply", before)
+    plan.cacheable = cacheable(session, evaluated) and cacheable(session, before)
     overrides: dict = {}
     if not plan.blockers:
         todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
@@ -397,9 +405,9 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                     f"{ev.file.where()}: {why}; revert would rewrite a file you edited."
                     " Look at it, then pass --force to revert anyway"
                 )
-    overlaps, judged = _overlaps(session, evaluated, "revert")
-    plan.blockers += overlaps
-    plan.cacheable = cacheable(session, judged)
+    before = _applied_before(session, evaluated)
+    plan.blockers += _overlaps(session, evaluated, "revert", before)
+    plan.cacheable = cacheable(session, evaluated) and cacheable(session, before)
     if not plan.blockers:
         # last applied, first reverted
         _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run, force=force)

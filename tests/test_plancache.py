@@ -244,3 +244,30 @@ def test_revert_on_inputs_seen_before_is_replayed(site, cache, run_cli, planned)
     assert _cli(run_cli, root, recipes, "revert", "widen") == first
     assert len(planned) == n, "replayed"
     assert snapshot(root, state=True) == reverted
+
+
+def test_splices_give_the_new_bytes_back_exactly():
+    """Any two versions of a file (lines repeated, no final newline, edits at either end):
+    the splices made of them give the new bytes back from the old, and are few for a few
+    small edits of a large file."""
+    import random
+
+    r = random.Random(22)
+    lines = [b"a\n", b"b\n", b"\n", b"x = 1\n", b"def f():\n", b"    pass\n", b"c", b"\r\n"]
+
+    def text() -> bytes:
+        return b"".join(r.choice(lines) for _ in range(r.randint(0, 40)))
+
+    for _ in range(3000):
+        old = text()
+        new = bytearray(old)
+        for _ in range(r.randint(0, 4)):
+            at = r.randint(0, len(new))
+            new[at : at + r.randint(0, 6)] = text()[: r.randint(0, 12)]
+        new = bytes(new) if r.random() < 0.8 else text()
+        got = plancache._spliced(old, plancache._splices({"splices": plancache.splice(old, new)}))
+        assert got == new, (old, new)
+    big = b"".join(b"line %d\n" % i for i in range(20000))
+    edited = big.replace(b"line 7\n", b"line seven\n").replace(b"line 15000\n", b"line 15000\n    more\n")
+    splices = plancache.splice(big, edited)
+    assert len(splices) == 2 and sum(len(s[2]) for s in splices) < 100, splices

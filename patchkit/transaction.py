@@ -20,6 +20,12 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
    d. every temp is renamed over its target;
    e. the commit record goes, then the pending markers, then blobs nobody needs.
 
+What is written is a value, a ``Commit`` (``freeze``: every file's new and old bytes, the
+RECORD rows, the journal, the blobs), and what ``check`` looked at is one too
+(``Refusals``), so a plan made earlier can be written without the Session that made it:
+``replay`` (patchkit/plancache.py) has its refusals run again, takes the lock, and writes
+only when every input the plan read is byte-identical still.
+
 A kill before (c) leaves every file as it was (the next run removes the temps); a kill
 after it leaves a transaction that the next ``apply`` or ``revert`` rolls forward before
 doing anything else.  Until then the judge reads its recipes as ``interrupted`` and counts

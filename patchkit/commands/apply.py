@@ -263,6 +263,7 @@ def _look(opts: Options, command: str, dry_run: bool, profile=None, **options):
         return None
     from patchkit import plancache
 
+    options["names"] = list(opts.names)  # in the order given: the results are printed in it
     if profile is not None:  # the profile decides what is left out: its bytes are an input
         from patchkit.verdicts import file_digest
 

@@ -271,3 +271,33 @@ def test_splices_give_the_new_bytes_back_exactly():
     edited = big.replace(b"line 7\n", b"line seven\n").replace(b"line 15000\n", b"line 15000\n    more\n")
     splices = plancache.splice(big, edited)
     assert len(splices) == 2 and sum(len(s[2]) for s in splices) < 100, splices
+
+
+_NO_LIBCST = (
+    "import sys\nfrom patchkit.cli import main\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+    "assert 'libcst' not in sys.modules, 'libcst imported'\n"
+)
+
+
+@pytest.mark.real
+def test_sm120_on_real_releases_seen_before_is_replayed_without_libcst(tree):
+    """SGLang 0.5.9 + FlashInfer 0.6.3: apply sm120, put the trees back as they were (the same
+    paths), apply again: no libcst, the same output, the same bytes, .patchkit included."""
+    from tests.conftest import ROOT
+
+    def trees():
+        return tree("sglang", "0.5.9", links=True), tree("flashinfer", "0.6.3", links=True)
+
+    sg, fi = trees()
+    args = ["apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"]
+    first = subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=ROOT, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    after = (snapshot(sg, state=True), snapshot(fi, state=True))
+    shutil.rmtree(sg)
+    shutil.rmtree(fi)
+    assert trees() == (sg, fi)
+    again = subprocess.run([sys.executable, "-c", _NO_LIBCST, *args], cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert (again.stdout, again.stderr) == (first.stdout, first.stderr)
+    assert (snapshot(sg, state=True), snapshot(fi, state=True)) == after

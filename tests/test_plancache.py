@@ -202,6 +202,9 @@ BAD = {
     "a write outside the target": lambda p, v: _tamper(p, _outside(v)),
     "a blob that is not its name": lambda p, v: _tamper(p, _misnamed_blob),
     "outcome of the wrong shape": lambda p, v: _tamper(p, lambda d: d["outcome"].update(results=7)),
+    "candidates not a list": lambda p, v: _tamper(
+        p, lambda d: d["outcome"]["results"][0]["ops"][0].update(candidates=7)
+    ),
     "a link": lambda p, v: (p.unlink(), p.symlink_to(v)),
     "a FIFO": lambda p, v: (p.unlink(), os.mkfifo(p)),
     "a directory": lambda p, v: (p.unlink(), p.mkdir()),

@@ -64,8 +64,9 @@ class Outcome:
         )
 
 
+_OP = {**shape.OP_RESULT, "candidates": [dict]}  # what OpResult.from_json reads, all of it
 OUTCOME = {  # Outcome.to_json, and what the command made of it (shape.py's schema)
-    "results": shape.RESULTS,
+    "results": [{**shape.RECIPE_RESULT, "ops": [_OP]}],
     **{k: [str] for k in ("blockers", "written", "before", "after", "jit_modules", "left", "insisted")},
     "jit_version": (str, None),
     "ok": bool,

@@ -304,3 +304,39 @@ def test_sm120_on_real_releases_seen_before_is_replayed_without_libcst(tree):
     assert again.returncode == 0, again.stderr
     assert (again.stdout, again.stderr) == (first.stdout, first.stderr)
     assert (snapshot(sg, state=True), snapshot(fi, state=True)) == after
+
+
+def test_the_refusals_run_on_a_replayed_plan(seen, run_cli, planned, monkeypatch):
+    from patchkit import record
+
+    root, recipes, _, _, _ = seen
+    monkeypatch.setattr(record, "system_locations", lambda: [root])
+    code, out, err = _cli(run_cli, root, recipes, "apply", "widen")
+    assert code == 2 and "is the site-packages of a system Python" in err, (out, err)
+    assert planned == [1], "refused from the cached plan's Refusals, before any lock"
+    assert not (root / ".patchkit").exists()
+
+
+def test_a_profile_is_an_input_and_its_notes_are_replayed(site, cache, run_cli, planned, tmp_path, monkeypatch):  # noqa: F811
+    root, recipes = site
+    text = (recipes / "widen.toml").read_text()
+    gate, kernel = text.split("[[ops]]")[1], text.split("[[ops]]")[2]
+    head = 'summary = "s"\nbundles = ["b"]\n[engines]\nsglang = ">=0"\n'
+    (recipes / "widen.toml").write_text(f'id = "widen"\n{head}[[ops]]{gate}')
+    (recipes / "kern.toml").write_text(f'id = "kern"\n{head}[[ops]]{kernel}')
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "patchkit.toml").write_text('bundles = ["b"]\nexclude = ["kern"]\n')
+    monkeypatch.chdir(ws)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(root, pristine, symlinks=True)
+    first = _cli(run_cli, root, recipes, "apply")
+    assert first[0] == 0 and "left out kern: excluded by the profile" in first[1], first
+    _restore(root, pristine)
+    assert _cli(run_cli, root, recipes, "apply") == first
+    assert planned == [1]
+    (ws / "patchkit.toml").write_text('bundles = ["b"]\n')
+    _restore(root, pristine)
+    code, out, err = _cli(run_cli, root, recipes, "apply")
+    assert code == 0 and planned == [1, 1] and "left out" not in out, (out, err)
+    assert "(__CUDA_ARCH__ >= 900))" in (root / "sglang/srt/kernel.cuh").read_text()

@@ -52,6 +52,10 @@ class Plan:
     blockers: list[str] = field(default_factory=list)
     files: list[Document] = field(default_factory=list)  # files with new content
     marks: list[Mark] = field(default_factory=list)
+    # The journal's other changes, as data (the transaction makes them, with the marks):
+    # records of files the code contradicts, dropped; each engine's version written against.
+    forget: list[tuple[str, str]] = field(default_factory=list)  # (engine, logical file)
+    versions: dict[str, Optional[str]] = field(default_factory=dict)
     jit_modules: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     # Made only from what the session's digests and tree fingerprints name (judge.cacheable):
@@ -232,8 +236,9 @@ def _edit_all(
 
 def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
     """Records the code contradicts (an upgrade, a reinstall) are dropped with the write:
-    the journal's entry for the file, and the op marks of ops this plan does not edit.
-    The journal then records the version of each engine the plan writes into."""
+    the journal's entry for the file (``plan.forget``), and the op marks of ops this plan
+    does not edit.  The journal then records the version of each engine the plan writes
+    into (``plan.versions``).  Only the plan changes: the transaction changes the journal."""
     edits = plan.edits()
     stale: dict[str, set[str]] = {}
     for _, evs in evaluated:
@@ -241,7 +246,7 @@ def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
             if not ev.stale:
                 continue
             stale.setdefault(ev.op.engine, set()).add(ev.file.logical)
-            session.journal(ev.op.engine).forget_file(ev.op.engine, ev.file.logical)
+            plan.forget.append((ev.op.engine, ev.file.logical))
             if (ev.recipe.id, ev.op.index) not in edits:
                 plan.marks.append(Mark("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
     for engine, files in sorted(stale.items()):
@@ -252,7 +257,7 @@ def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
                 f" {len(files)} file(s) the upgrade replaced is dropped (those files are not your edits)"
             )
     for engine in sorted({f.target.engine for f in plan.files} | {m.engine for m in plan.marks}):
-        session.journal(engine).wrote_against(engine, session.targets[engine].version)
+        plan.versions[engine] = session.targets[engine].version
 
 
 # The verdicts whose site holds (or is to hold) an edit a recipe answers for.
@@ -301,7 +306,7 @@ def _overlaps(session: Session, evaluated, action: str, before: list) -> list[st
 
 def _discard(plan: Plan, session: Session) -> dict:
     """A blocked plan writes nothing: forget every in-memory edit.  Returns no overrides."""
-    plan.files, plan.marks = [], []
+    plan.files, plan.marks, plan.forget, plan.versions = [], [], [], {}
     for f in session.files.values():
         f.discard()
     return {}

@@ -203,7 +203,7 @@ class Commit:
 
 def freeze(session, plan, action: str) -> Commit:
     """The Commit of a plan.  The journal is changed here, the one place (the plan's file
-    writes and op marks), so call it once, right before the write."""
+    writes, op marks, records dropped and versions), so call it once, right before the write."""
     writes = [Write(p, n, o) for p, n, o in _writes(session, plan)]
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
     mine = [j for j in session.journals.values() if j.root in roots]
@@ -224,6 +224,10 @@ def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
     ]
     out += record.plan_updates(session, plan)
     journals: dict[Path, Journal] = {}
+    for engine, logical in plan.forget:  # first: a file written anew then records its own pristine
+        session.journal(engine).forget_file(engine, logical)
+    for engine, version in sorted(plan.versions.items()):
+        session.journal(engine).wrote_against(engine, version)
     for f in plan.files:
         j = session.journal(f.target.engine)
         j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())

@@ -32,7 +32,7 @@ from patchkit import blockers, provenance
 from patchkit.document import Document
 from patchkit.errors import OpBug
 from patchkit.journal import sha256
-from patchkit.judge import Session, Verdict, evaluate, in_range, results
+from patchkit.judge import Session, Verdict, cacheable, evaluate, in_range, results
 from patchkit.model import Recipe
 from patchkit.ops._cst import same_code
 from patchkit.results import RecipeResult
@@ -55,8 +55,15 @@ class Plan:
     blockers: list[str] = field(default_factory=list)
     files: list[Document] = field(default_factory=list)  # files with new content
     marks: list[Mark] = field(default_factory=list)
+    # The journal's other changes, as data (the transaction makes them, with the marks):
+    # records of files the code contradicts, dropped; each engine's version written against.
+    forget: list[tuple[str, str]] = field(default_factory=list)  # (engine, logical file)
+    versions: dict[str, Optional[str]] = field(default_factory=dict)
     jit_modules: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    # Made only from what the session's digests and tree fingerprints name (judge.cacheable):
+    # the plan cache may keep it (patchkit/plancache.py).
+    cacheable: bool = False
 
     def edits(self) -> set[tuple[str, int]]:
         """(recipe, op) of every op this plan edits (or forgets)."""
@@ -257,8 +264,9 @@ def _edit_all(
 
 def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
     """Records the code contradicts (an upgrade, a reinstall) are dropped with the write:
-    the journal's entry for the file, and the op marks of ops this plan does not edit.
-    The journal then records the version of each engine the plan writes into."""
+    the journal's entry for the file (``plan.forget``), and the op marks of ops this plan
+    does not edit.  The journal then records the version of each engine the plan writes
+    into (``plan.versions``).  Only the plan changes: the transaction changes the journal."""
     edits = plan.edits()
     stale: dict[str, set[str]] = {}
     for _, evs in evaluated:
@@ -266,7 +274,7 @@ def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
             if not ev.stale:
                 continue
             stale.setdefault(ev.op.engine, set()).add(ev.file.logical)
-            session.journal(ev.op.engine).forget_file(ev.op.engine, ev.file.logical)
+            plan.forget.append((ev.op.engine, ev.file.logical))
             if (ev.recipe.id, ev.op.index) not in edits:
                 plan.marks.append(Mark("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
     for engine, files in sorted(stale.items()):
@@ -277,18 +285,16 @@ def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
                 f" {len(files)} file(s) the upgrade replaced is dropped (those files are not your edits)"
             )
     for engine in sorted({f.target.engine for f in plan.files} | {m.engine for m in plan.marks}):
-        session.journal(engine).wrote_against(engine, session.targets[engine].version)
+        plan.versions[engine] = session.targets[engine].version
 
 
 # The verdicts whose site holds (or is to hold) an edit a recipe answers for.
 _HELD = (State.PENDING, State.APPLIED, State.APPLIED_UNSURE)
 
 
-def _overlaps(session: Session, evaluated, action: str) -> list[str]:
-    """Two recipes editing the same code, refused as ruff refuses overlapping fixes: the
-    later edit would read as already made, and reverting either would take back both.
-    The plan's recipes are checked against each other and against every recipe the
-    journal says patchkit applied."""
+def _applied_before(session: Session, evaluated) -> list:
+    """The verdicts of every other recipe the journal says patchkit applied (``_overlaps``
+    checks the plan's edits against theirs)."""
     mine = {r.id for r, _ in evaluated}
     others = []
     for engine in session.targets:
@@ -297,7 +303,16 @@ def _overlaps(session: Session, evaluated, action: str) -> list[str]:
             r = session.known.get(rid)
             if r is not None and rid not in mine and r not in others and set(r.engines) <= set(session.targets):
                 others.append(r)
-    everything = list(evaluated) + (evaluate(session, others) if others else [])
+    return evaluate(session, others) if others else []
+
+
+def _overlaps(session: Session, evaluated, action: str, before: list) -> list[str]:
+    """Two recipes editing the same code, refused as ruff refuses overlapping fixes: the
+    later edit would read as already made, and reverting either would take back both.
+    The plan's recipes are checked against each other and against every recipe the
+    journal says patchkit applied (``before``: _applied_before)."""
+    mine = {r.id for r, _ in evaluated}
+    everything = list(evaluated) + before
     sites: dict[tuple, Verdict] = {}
     out = []
     for _, evs in everything:
@@ -319,7 +334,7 @@ def _overlaps(session: Session, evaluated, action: str) -> list[str]:
 
 def _discard(plan: Plan, session: Session) -> dict:
     """A blocked plan writes nothing: forget every in-memory edit.  Returns no overrides."""
-    plan.files, plan.marks = [], []
+    plan.files, plan.marks, plan.forget, plan.versions = [], [], [], {}
     for f in session.files.values():
         f.discard()
     return {}
@@ -342,7 +357,10 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             if ev.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED):
                 where = f" (at {ev.location()})" if ev.state == State.MOVED else ""
                 plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
-    plan.blockers += _overlaps(session, [(r, evs) for r, evs in evaluated if r.id not in skipped], "apply")
+    kept = [(r, evs) for r, evs in evaluated if r.id not in skipped]
+    before = _applied_before(session, kept)
+    plan.blockers += _overlaps(session, kept, "apply", before)
+    plan.cacheable = cacheable(session, evaluated) and cacheable(session, before)
     overrides: dict = {}
     if not plan.blockers:
         todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
@@ -420,7 +438,9 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                     f"{ev.file.where()}: {why}; revert would rewrite a file you edited."
                     " Look at it, then pass --force to revert anyway"
                 )
-    plan.blockers += _overlaps(session, evaluated, "revert")
+    before = _applied_before(session, evaluated)
+    plan.blockers += _overlaps(session, evaluated, "revert", before)
+    plan.cacheable = cacheable(session, evaluated) and cacheable(session, before)
     if not plan.blockers:
         # last applied, first reverted
         _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run, force=force)

@@ -20,6 +20,12 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
    d. every temp is renamed over its target;
    e. the commit record goes, then the pending markers, then blobs nobody needs.
 
+What is written is a value, a ``Commit`` (``freeze``: every file's new and old bytes, the
+RECORD rows, the journal, the blobs), and what ``check`` looked at is one too
+(``Refusals``), so a plan made earlier can be written without the Session that made it:
+``replay`` (patchkit/plancache.py) has its refusals run again, takes the lock, and writes
+only when every input the plan read is byte-identical still.
+
 A kill before (c) leaves every file as it was (the next run removes the temps); a kill
 after it leaves a transaction that the next ``apply`` or ``revert`` rolls forward before
 doing anything else.  Until then the judge reads its recipes as ``interrupted`` and counts
@@ -34,7 +40,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from patchkit import fsio, record, txnrecord
 from patchkit.errors import TargetError
@@ -171,6 +177,46 @@ def _recover(doc: dict, commit: Optional[dict]) -> list[str]:
 # -- refusals ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Write:
+    """One file the transaction writes: its new bytes, and the bytes it replaces (None:
+    there is no file yet)."""
+
+    path: Path
+    new: bytes
+    old: Optional[bytes]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A plan as the transaction writes it, a value: every file (targets, RECORD, patchkit's
+    memory of RECORD, blobs, the journals last) and what the transaction record names.
+    Writing it needs no Session and no parser (a plan cache replays one)."""
+
+    action: str  # "apply" | "revert"
+    writes: tuple[Write, ...]
+    roots: tuple[Path, ...]  # every root written into, sorted; the first holds the commit record
+    recipes: tuple[str, ...]
+    journals: dict  # str(root) -> the journal's engines as the write leaves them (Interrupted.journal)
+    keep: dict  # root -> the blobs its journal still points at (the others go after the write)
+
+
+def freeze(session, plan, action: str) -> Commit:
+    """The Commit of a plan.  The journal is changed here, the one place (the plan's file
+    writes, op marks, records dropped and versions), so call it once, right before the write."""
+    writes = [Write(p, n, o) for p, n, o in _writes(session, plan)]
+    roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
+    mine = [j for j in session.journals.values() if j.root in roots]
+    return Commit(
+        action,
+        tuple(writes),
+        tuple(roots),
+        tuple(sorted({m.recipe for m in plan.marks})),
+        {str(j.root): j.engines for j in mine},
+        {j.root: frozenset(j.kept_blobs()) for j in mine},
+    )
+
+
 def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
     """Every (path, new bytes, old bytes or None) the plan means, journal and RECORD included."""
     out: list[tuple[Path, bytes, Optional[bytes]]] = [
@@ -178,6 +224,10 @@ def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
     ]
     out += record.plan_updates(session, plan)
     journals: dict[Path, Journal] = {}
+    for engine, logical in plan.forget:  # first: a file written anew then records its own pristine
+        session.journal(engine).forget_file(engine, logical)
+    for engine, version in sorted(plan.versions.items()):
+        session.journal(engine).wrote_against(engine, version)
     for f in plan.files:
         j = session.journal(f.target.engine)
         j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())
@@ -199,10 +249,35 @@ def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
     return out
 
 
-def check(session, plan) -> None:
-    """Every refusal, before a lock is taken or a directory made (TargetError, exit 2)."""
+@dataclass(frozen=True)
+class Refusals:
+    """What ``check`` looked at, a value, so that a plan replayed from the cache is refused
+    exactly as it was when it was made: the roots written into, each target file as
+    (real path, where a message names it), and the RECORD files rewritten."""
+
+    roots: tuple[Path, ...]
+    files: tuple[tuple[Path, str], ...]
+    records: tuple[Path, ...]
+
+
+def check(session, plan) -> Refusals:
+    """Every refusal, before a lock is taken or a directory made (TargetError, exit 2).
+    Returns what it checked."""
     roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
-    for root in roots:
+    files = tuple((f.real, f.where()) for f in plan.files)
+    records: list[Path] = []
+
+    def rows() -> tuple[Path, ...]:  # last, as before: a bad RECORD is told after the roots
+        records[:] = [path for path, _, _ in record.plan_updates(session, plan)]
+        return tuple(records)
+
+    refuse(Refusals(tuple(roots), files, ()), rows)
+    return Refusals(tuple(roots), files, tuple(records))
+
+
+def refuse(r: Refusals, records: Optional[Callable[[], tuple]] = None) -> None:
+    """``check``'s refusals over what it looked at (TargetError, exit 2)."""
+    for root in r.roots:
         if record.is_installed_tree(root):
             record.guard_writable(root)  # a system site-packages is refused
         state = _state(root)
@@ -222,16 +297,16 @@ def check(session, plan) -> None:
             if (state / BLOBS).is_dir():
                 _writable(state / BLOBS, directory=True)
     seen: dict[Path, str] = {}
-    for f in plan.files:
-        other = seen.setdefault(f.real, f.where())
-        if other != f.where():
+    for real, where in r.files:
+        other = seen.setdefault(real, where)
+        if other != where:
             raise TargetError(
-                f"{f.where()} and {other} are one file (a symlink inside the target); two recipes' edits of it"
+                f"{where} and {other} are one file (a symlink inside the target); two recipes' edits of it"
                 " would overwrite each other",
                 "name the file by one path in the recipes, or replace the symlink with a copy",
             )
-        _writable(f.real, where=f.where())
-    for path, _, _ in record.plan_updates(session, plan):
+        _writable(real, where=where)
+    for path in records() if records is not None else r.records:
         _writable(path)
 
 
@@ -267,28 +342,36 @@ def _writable(path: Path, where: object = None, directory: bool = False) -> None
 # -- the write --------------------------------------------------------------------------------
 
 
-def write(session, plan, action: str) -> None:
-    """Write the plan's files, their RECORD rows and the journal as one set (steps a-e)."""
-    writes = _writes(session, plan)
+def write(session, plan, action: str) -> Commit:
+    """Write the plan's files, their RECORD rows and the journal as one set (steps a-e).
+    Returns what it wrote."""
+    done = freeze(session, plan, action)
+    write_commit(done)
+    return done
+
+
+def write_commit(c: Commit) -> None:
+    """Write a Commit (steps a-e).  Call with every root locked."""
+    writes = c.writes
     if not writes:
         return
-    for path in sorted({p.parent for p, _, _ in writes}):  # under the lock, just before step (a)
+    for path in sorted({w.path.parent for w in writes}):  # under the lock, just before step (a)
         _in_the_way(path, directory=True)
-    for path, _, _ in writes:
-        _in_the_way(path)
-    roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
+    for w in writes:
+        _in_the_way(w.path)
+    roots = list(c.roots)
     primary = roots[0]
     txn = {
         "id": secrets.token_hex(8),
-        "action": action,
-        "recipes": sorted({m.recipe for m in plan.marks}),
+        "action": c.action,
+        "recipes": list(c.recipes),
         "primary": str(primary),
         "roots": [str(r) for r in roots],
-        "journals": {str(j.root): j.engines for j in session.journals.values() if j.root in roots},
+        "journals": c.journals,
         "entries": [],
     }
     txn["entries"] = [
-        {"path": str(p), "new": sha256(n), "old": sha256(o) if o is not None else None} for p, n, o in writes
+        {"path": str(w.path), "new": sha256(w.new), "old": sha256(w.old) if w.old is not None else None} for w in writes
     ]
     temps: list[tuple[Path, Path]] = []
     try:
@@ -298,8 +381,9 @@ def write(session, plan, action: str) -> None:
         for root in roots:
             fsio.atomic_write(_state(root) / PENDING, _dump(txn))
         # (b)
-        for (path, new, _), e in zip(writes, txn["entries"], strict=True):
-            tmp = fsio.write_temp(path, new)
+        for w, e in zip(writes, txn["entries"], strict=True):
+            path = w.path
+            tmp = fsio.write_temp(path, w.new)
             e["tmp"] = str(tmp)
             temps.append((tmp, path))
         # (c) the commit point, naming every temp: from here on the transaction only goes
@@ -335,9 +419,8 @@ def write(session, plan, action: str) -> None:
             f" ({e.strerror})",
             "fix the cause, then run `patchkit apply` or `patchkit revert`: either removes it first",
         ) from None
-    for j in session.journals.values():
-        if j.root in roots:
-            _drop_blobs(j)
+    for root, keep in sorted(c.keep.items()):
+        _drop(root, keep)
 
 
 def _committed(txn: dict) -> bool:
@@ -354,12 +437,15 @@ def _is_blob(name: str) -> bool:
 
 
 def _drop_blobs(j: Journal) -> None:
-    """Delete the blobs no file entry points at: only patchkit's own (a sha256 name, a
-    regular file) in ``.patchkit/written`` opened without following a link, so a planted
-    link at .patchkit or written never turns this into a delete elsewhere."""
-    keep = j.kept_blobs()
+    _drop(j.root, j.kept_blobs())
+
+
+def _drop(root: Path, keep) -> None:
+    """Delete the blobs no file entry points at (not in ``keep``): only patchkit's own (a
+    sha256 name, a regular file) in ``.patchkit/written`` opened without following a link,
+    so a planted link at .patchkit or written never turns this into a delete elsewhere."""
     try:
-        fd = fsio.open_dir(j.root, (STATE_DIR, BLOBS))
+        fd = fsio.open_dir(root, (STATE_DIR, BLOBS))
     except OSError:
         return  # no blobs, or not patchkit's directory: nothing of patchkit's to delete
     try:
@@ -374,38 +460,72 @@ def _dump(doc: dict) -> bytes:
     return json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
 
 
-def run(make_plan: Callable[[], tuple], action: str, dry_run: bool):
+class Ran(NamedTuple):
+    """What ``run`` did: the plan, with what ``check`` looked at and what was written (None
+    when nothing was), and notes for the user."""
+
+    session: object
+    plan: object
+    notes: list
+    refusals: Refusals
+    commit: Optional[Commit]
+
+
+def run(make_plan: Callable[[], tuple], action: str, dry_run: bool) -> Ran:
     """Plan, check, lock, write.  ``make_plan()`` returns (session, plan) and reads only;
     it is called again under the lock when an interrupted transaction was finished first
-    or a file changed after it was read.  Returns (session, plan, notes)."""
+    or a file changed after it was read."""
     session, plan = make_plan()
-    check(session, plan)
+    refusals = check(session, plan)
     roots = [t.root for t in session.targets.values()]
     if dry_run or plan.blockers or not (plan.files or plan.marks or pending_roots(roots)):
-        return session, plan, []
+        return Ran(session, plan, [], refusals, None)
     notes: list[str] = []
     with fsio.locked(roots):
         stuck = pending_roots(roots)
         if stuck:  # a record names only roots of this run (txnrecord): all locked already
             notes += recover(roots)
-        beside = _beside(session)
-        for root in roots:
-            sweep(root, tuple(p for p in beside if root in p.parents))
+        _sweep(roots, _beside([f.real for f in session.files.values()], session.targets, session.journal))
         if stuck or _changed(session):
             session, plan = make_plan()
-            check(session, plan)
+            refusals = check(session, plan)
             if plan.blockers:
-                return session, plan, notes
-        write(session, plan, action)
-    return session, plan, notes
+                return Ran(session, plan, notes, refusals, None)
+        done = write(session, plan, action)
+    return Ran(session, plan, notes, refusals, done)
 
 
-def _beside(session) -> set[Path]:
-    """Files beside which a killed run may have left temps: those this run read, every file
-    the journals say patchkit wrote, and the RECORDs."""
-    out = {f.real for f in session.files.values()}
-    for engine, t in session.targets.items():
-        for logical in session.journal(engine).engines.get(engine, {}).get("files", {}):
+def replay(targets: dict, reals: list[Path], made: Callable[[], Optional[Commit]], first: Callable[[], None]) -> bool:
+    """Write a Commit made earlier (the plan cache; its Refusals checked by the caller):
+    under the lock of every target root, with no transaction to finish, ``made()`` builds
+    it from the bytes on disk now, or says (None) that an input changed; ``first()`` runs
+    just before the write.  ``reals``: the target files the plan read.  False when nothing
+    was written: the caller plans afresh."""
+    roots = [t.root for t in targets.values()]
+    with fsio.locked(roots):
+        if pending_roots(roots):
+            return False
+        c = made()
+        if c is None:
+            return False
+        journals = {r: Journal.load(r) for r in set(roots)}
+        _sweep(roots, _beside(reals, targets, lambda e: journals[targets[e].root]))
+        first()
+        write_commit(c)
+    return True
+
+
+def _sweep(roots, beside: set[Path]) -> None:
+    for root in roots:
+        sweep(root, tuple(p for p in beside if root in p.parents))
+
+
+def _beside(reals, targets: dict, journal) -> set[Path]:
+    """Files beside which a killed run may have left temps: those this run read (``reals``),
+    every file the journals say patchkit wrote, and the RECORDs."""
+    out = set(reals)
+    for engine, t in targets.items():
+        for logical in journal(engine).engines.get(engine, {}).get("files", {}):
             with contextlib.suppress(TargetError):
                 out.add(Path(os.path.realpath(t.path(logical))))
         out.update(t.root.glob("*.dist-info/RECORD"))

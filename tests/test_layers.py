@@ -60,6 +60,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.verify.names",
         "patchkit.transaction",
         "patchkit.txnrecord",
+        "patchkit.plancache",  # a plan made before, replayed by the transaction
         # RECORD upkeep is part of a write (the transaction keeps an installed copy's RECORD
         # true), so it sits in the core, though wheels and doctor use it too
         "patchkit.record",

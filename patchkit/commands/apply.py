@@ -3,53 +3,110 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
 
-from patchkit import jit, report, transaction
+from patchkit import jit, report, shape, transaction
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
 from patchkit.errors import PatchkitError
-from patchkit.planner import plan_apply, plan_revert, restored_notes, unified_diff
+from patchkit.results import RecipeResult
 from patchkit.states import GOOD, State
 
 
-def _finish(
-    opts: Options, command: str, plan, session, ok: bool, dry_run: bool, clear_jit: bool, notes, extra=None
-) -> int:
-    notes = session.notes() + list(notes) + list(plan.notes)
-    if plan.files and not dry_run:
-        notes += restored_notes(session, plan)
-    if plan.files and not dry_run and plan.jit_modules:
-        from patchkit.target import ENGINES
+@dataclass(frozen=True)
+class Outcome:
+    """What `apply` or `revert` reports of its plan, a value (the plan cache keeps it):
+    the results, the blockers, the files written (or that a dry run would write), the
+    notes before the command's own (a damaged journal) and after them (the plan's, and
+    which files are back to their bytes before patchkit), and the FlashInfer JIT modules
+    a write touched, with the version of the tree that compiles them."""
 
-        fi = session.targets.get((ENGINES.with_jit() or ENGINES.NONE).name)
-        notes += jit.note(fi.version if fi else None, plan.jit_modules, clear_jit)
-    written = [str(f.path) for f in plan.files]
+    results: tuple
+    blockers: tuple[str, ...]
+    written: tuple[str, ...]
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+    jit_modules: tuple[str, ...] = ()
+    jit_version: Optional[str] = None
+
+    @classmethod
+    def of(cls, session, plan, dry_run: bool) -> "Outcome":
+        from patchkit.planner import restored_notes
+
+        wrote = bool(plan.files) and not dry_run
+        version = None
+        if wrote and plan.jit_modules:
+            from patchkit.target import ENGINES
+
+            fi = session.targets.get((ENGINES.with_jit() or ENGINES.NONE).name)
+            version = fi.version if fi else None
+        return cls(
+            tuple(plan.results),
+            tuple(plan.blockers),
+            tuple(str(f.path) for f in plan.files),
+            tuple(session.notes()),
+            tuple(plan.notes) + (tuple(restored_notes(session, plan)) if wrote else ()),
+            tuple(sorted(plan.jit_modules)) if wrote else (),
+            version,
+        )
+
+    def to_json(self) -> dict:
+        d = {k: list(v) for k, v in vars(self).items() if isinstance(v, tuple)}
+        return {**d, "results": [r.to_json() for r in self.results], "jit_version": self.jit_version}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Outcome":
+        return cls(
+            tuple(RecipeResult.from_json(r) for r in d["results"]),
+            *(tuple(d[k]) for k in ("blockers", "written", "before", "after", "jit_modules")),
+            d["jit_version"],
+        )
+
+
+_OP = {**shape.OP_RESULT, "candidates": [dict]}  # what OpResult.from_json reads, all of it
+OUTCOME = {  # Outcome.to_json, and what the command made of it (shape.py's schema)
+    "results": [{**shape.RECIPE_RESULT, "ops": [_OP]}],
+    **{k: [str] for k in ("blockers", "written", "before", "after", "jit_modules", "left", "insisted")},
+    "jit_version": (str, None),
+    "ok": bool,
+}
+
+
+def _finish(
+    opts: Options, command: str, o: Outcome, targets, ok: bool, dry_run: bool, clear_jit: bool, notes, extra=None
+) -> int:
+    notes = list(o.before) + list(notes) + list(o.after)
+    if o.jit_modules:
+        notes += jit.note(o.jit_version, set(o.jit_modules), clear_jit)
+    written = list(o.written)
     if opts.json:
         say(
             report.as_json(
                 command,
-                plan.results,
+                o.results,
                 ok,
-                session.targets,
+                targets,
                 dry_run=dry_run,
                 written=[] if dry_run else written,
                 would_write=written if dry_run else [],
-                errors=plan.blockers,
+                errors=list(o.blockers),
                 notes=notes,
                 **(extra or {}),
             )
         )
     else:
-        say(report.human(plan.results, session.targets))
-        for b in plan.blockers:
+        say(report.human(o.results, targets))
+        for b in o.blockers:
             say(f"error: {b}", err=True)
-        if plan.blockers:
+        if o.blockers:
             say(f"{command}: nothing was written.", err=True)
         elif dry_run:
             say(f"\n{command} --dry-run: would write {len(written)} file(s); nothing was written.")
         elif written:
             say(f"\nwrote {len(written)} file(s):" + "".join(f"\n  {w}" for w in written))
         else:
-            skipped = [r.id for r in plan.results if r.state == State.SKIPPED]
+            skipped = [r.id for r in o.results if r.state == State.SKIPPED]
             if skipped:
                 say(
                     f"\nnothing written: {', '.join(skipped)} skipped, out of the version range"
@@ -60,6 +117,60 @@ def _finish(
         for n in notes:
             say(n)
     return OK if ok else NOT_THERE
+
+
+def _replayed(look, command: str, said: list[str]):
+    """(Outcome, ok, targets, left, insisted) of a plan the cache holds for these inputs,
+    written now; None for a miss, or when an input changed by the time the lock was held
+    (the caller plans afresh).  Its warnings are told (``said`` collects them) as the
+    full path tells them: before the write, and before a refusal."""
+    from patchkit import plancache
+
+    entry = look.entry if look is not None else None
+    if entry is None or not shape.fits(entry["outcome"], OUTCOME):
+        return None
+    out = entry["outcome"]
+    targets = {e: look.targets[e] for e in entry["engines"]}
+    r = entry["refusals"]
+    refusals = transaction.Refusals(
+        tuple(Path(p) for p in r["roots"]),
+        tuple((Path(real), where) for real, where in r["files"]),
+        tuple(Path(p) for p in r["records"]),
+    )
+
+    def warn() -> None:
+        for w in entry["warnings"]:
+            say(w, err=True)
+            said.append(w)
+
+    try:
+        transaction.refuse(refusals)
+    except PatchkitError:
+        warn()
+        raise
+    if entry["commit"] is None:
+        warn()
+    else:
+        reals = [Path(p) for p in entry["reals"].values()]
+        if not transaction.replay(targets, reals, lambda: plancache.commit_of(entry, command), warn):
+            return None
+    return Outcome.from_json(out), out["ok"], targets, out["left"], out["insisted"]
+
+
+def _remember(look, ran, dry_run: bool, said: list[str], o: Outcome, ok: bool, left=(), insisted=()) -> None:
+    """Keep a plan the full path made and wrote, when its inputs name everything it was
+    made from (patchkit/plancache.py)."""
+    session, plan = ran.session, ran.plan
+    if look is None or dry_run or plan.blockers or not plan.cacheable or ran.notes or session.interrupted:
+        return
+    for e, t in session.targets.items():
+        hand = look.targets.get(e)
+        if hand is None or (hand.root, hand.layout, hand.version) != (t.root, t.layout, t.version):
+            return
+    from patchkit import plancache
+
+    out = {**o.to_json(), "ok": ok, "left": list(left), "insisted": list(insisted)}
+    plancache.save(look, session, ran.refusals, ran.commit, said, out)
 
 
 def warning(recipe) -> str:
@@ -84,30 +195,51 @@ def apply(
     A recipe whose rationale carries a warning has it printed, once, before its edits are
     written."""
     warned: set[str] = set()
+    said: list[str] = []  # the warnings told, in order (the plan cache tells them again)
     left: list[str] = []
     insisted: list[str] = []  # named on their own although the profile excludes them
+    look = _look(opts, "apply", dry_run, ignore_range=ignore_range, named=list(named), profile=profile)
+    got = _replayed(look, "apply", said)
+    if got is not None:
+        o, ok, targets, left[:], insisted[:] = got
+        notes: list[str] = []
+    else:
+        from patchkit.planner import plan_apply  # libcst: only where the cache does not serve
 
-    if profile is not None:  # its names, with its file and line, before the catalog selects them
-        from patchkit import profile as P
+        if profile is not None:  # its names, with its file and line, before the catalog selects them
+            from patchkit import profile as P
 
-        P.check(profile, opts.project.catalog())
+            P.check(profile, opts.project.catalog())
 
-    def make():
-        recipes, session = open_session(opts)
-        if profile is not None:
-            left[:] = profile.left_out([r.id for r in recipes], named)
-            insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
-            recipes = [r for r in recipes if r.id not in left]
-        plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
-        writing = {m.recipe for m in plan.marks if m.action == "applied"} if not plan.blockers else set()
-        for r in recipes:
-            w = warning(r) if r.id in writing and r.id not in warned else ""
-            if w:
-                warned.add(r.id)
-                say(f"warning: {r.id}: {w}", err=True)
-        return session, plan
+        def make():
+            recipes, session = open_session(opts)
+            if profile is not None:
+                left[:] = profile.left_out([r.id for r in recipes], named)
+                insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
+                recipes = [r for r in recipes if r.id not in left]
+            plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
+            writing = {m.recipe for m in plan.marks if m.action == "applied"} if not plan.blockers else set()
+            for r in recipes:
+                w = warning(r) if r.id in writing and r.id not in warned else ""
+                if w:
+                    warned.add(r.id)
+                    said.append(f"warning: {r.id}: {w}")
+                    say(said[-1], err=True)
+            return session, plan
 
-    session, plan, notes = transaction.run(make, "apply", dry_run)
+        ran = transaction.run(make, "apply", dry_run)
+        plan, notes, targets = ran.plan, list(ran.notes), ran.session.targets
+        edits = plan.edits()  # a dry run's edits count as made
+        ok = not plan.blockers and all(
+            r.state in GOOD
+            or (
+                r.state not in (State.SKIPPED, State.INTERRUPTED)
+                and all(o.state in GOOD or (o.recipe, o.index) in edits for o in r.ops)
+            )
+            for r in plan.results
+        )
+        o = Outcome.of(ran.session, plan, dry_run)
+        _remember(look, ran, dry_run, said, o, ok, left, insisted)
     extra = {}
     if profile is not None:
         extra = {"profile": profile.to_json(), "excluded": list(left)}
@@ -122,36 +254,54 @@ def apply(
                 f"{', '.join(insisted)}: applied as named, but the profile {profile.path} excludes it, so `status`"
                 " reads the tree as not matching the profile; --save takes it out of exclude"
             )
-    edits = plan.edits()  # a dry run's edits count as made
-    ok = not plan.blockers and all(
-        r.state in GOOD
-        or (
-            r.state not in (State.SKIPPED, State.INTERRUPTED)
-            and all(o.state in GOOD or (o.recipe, o.index) in edits for o in r.ops)
-        )
-        for r in plan.results
-    )
-    return _finish(opts, "apply", plan, session, ok, dry_run, clear_jit, notes, extra)
+    return _finish(opts, "apply", o, targets, ok, dry_run, clear_jit, notes, extra)
+
+
+def _look(opts: Options, command: str, dry_run: bool, profile=None, **options):
+    """The plan cache's lookup for this invocation (patchkit/plancache.py), or None where it
+    does not serve: a dry run (it is as fast as the full path's reads), no names."""
+    if dry_run:
+        return None
+    from patchkit import plancache
+
+    options["names"] = list(opts.names)  # in the order given: the results are printed in it
+    if profile is not None:  # the profile decides what is left out: its bytes are an input
+        from patchkit.verdicts import file_digest
+
+        options["profile"] = [str(profile.path), file_digest(Path(profile.path))]
+    return plancache.lookup(opts, command, options)
 
 
 def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit: bool = False) -> int:
     """Take back what patchkit applied for these recipes, leaving everything else alone."""
+    said: list[str] = []
+    look = _look(opts, "revert", dry_run, force=force)
+    got = _replayed(look, "revert", said)
+    if got is not None:
+        o, ok, targets, _, _ = got
+        return _finish(opts, "revert", o, targets, ok, dry_run, clear_jit, [])
+    from patchkit.planner import plan_revert
 
     def make():
         recipes, session = open_session(opts)
         return session, plan_revert(session, recipes, force=force, dry_run=dry_run)
 
-    session, plan, notes = transaction.run(make, "revert", dry_run)
+    ran = transaction.run(make, "revert", dry_run)
+    plan = ran.plan
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)
         for r in plan.results
     )
-    return _finish(opts, "revert", plan, session, ok, dry_run, clear_jit, notes)
+    o = Outcome.of(ran.session, plan, dry_run)
+    _remember(look, ran, dry_run, said, o, ok)
+    return _finish(opts, "revert", o, ran.session.targets, ok, dry_run, clear_jit, ran.notes)
 
 
 def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> int:
     """Print a unified diff: of what apply would write, or (--applied) of what is applied now."""
+    from patchkit.planner import plan_apply, plan_revert, unified_diff
+
     recipes, session = open_session(opts)
     # dry_run: the verdicts say what would be done (`pending`, "would be applied"), not "applied now"
     if applied:

@@ -16,16 +16,18 @@ from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParam
 from patchkit.ops._cst import code, meaning, node_tokens, parse_expr, replace_node, tokens, walk
 
 
-def _is_or(n) -> bool:
-    return isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.Or)
+def _is_op(n, operator=cst.Or) -> bool:
+    return isinstance(n, cst.BooleanOperation) and isinstance(n.operator, operator)
 
 
 def flatten(chain: cst.BooleanOperation) -> tuple[list, list]:
-    """Operands and operators of an ``a or b or c`` chain; parenthesised sub-chains stay whole."""
+    """Operands and operators of an ``a or b or c`` chain (or ``a and b and c``: the chain's
+    own operator); parenthesised sub-chains stay whole."""
     operands, operators = [], []
+    operator = type(chain.operator)
 
     def rec(n, top: bool) -> None:
-        if _is_or(n) and (top or not n.lpar):
+        if _is_op(n, operator) and (top or not n.lpar):
             rec(n.left, False)
             operators.append(n.operator)
             rec(n.right, False)
@@ -43,22 +45,24 @@ def build(operands: list, operators: list, like: cst.BooleanOperation) -> cst.Ba
     return node.with_changes(lpar=like.lpar, rpar=like.rpar)
 
 
-def chains(scope):
-    """Maximal ``or`` chains in scope (a chain's inner nodes are not chains of their own)."""
+def chains(scope, operator=cst.Or):
+    """Maximal ``or`` (or ``and``) chains in scope (a chain's inner nodes are not chains of their own)."""
     inner: set[int] = set()
     for n in walk(scope):
-        if _is_or(n) and id(n) not in inner:
+        if _is_op(n, operator) and id(n) not in inner:
             yield n
             stack = [n]
             while stack:
                 m = stack.pop()
-                if _is_or(m) and (m is n or not m.lpar):
+                if _is_op(m, operator) and (m is n or not m.lpar):
                     inner.add(id(m))
                     stack += [m.left, m.right]
 
 
 @register("or-operand")
 class OrOperand(Op):
+    OPERATOR: type = cst.Or  # and-operand (patchkit/ops/and_operand.py) is this op on `and`
+    WORD = "or"
     LOCATOR = {"operands": "list[str]"}
     PARAMS = {"operand": "str", "after": "str"}
     REQUIRED = ("locator.operands", "params.operand")
@@ -79,7 +83,7 @@ class OrOperand(Op):
 
     def _find(self, scope):
         cands = []
-        for ch in chains(scope):
+        for ch in chains(scope, self.OPERATOR):
             have = [node_tokens(o) for o in flatten(ch)[0]]
             if all(o in have for o in self.operands):
                 cands.append((ch, have))
@@ -88,9 +92,11 @@ class OrOperand(Op):
     def locate(self, scope) -> Located:
         cands = self._find(scope)
         if not cands:
-            return Located(MISSING, reason="no `or` chain holding " + ", ".join(" ".join(o) for o in self.operands))
+            held = ", ".join(" ".join(o) for o in self.operands)
+            return Located(MISSING, reason=f"no `{self.WORD}` chain holding {held}")
         if len(cands) > 1:
-            return Located(AMBIGUOUS, tuple(c for c, _ in cands), f"{len(cands)} `or` chains hold these operands")
+            said = f"{len(cands)} `{self.WORD}` chains hold these operands"
+            return Located(AMBIGUOUS, tuple(c for c, _ in cands), said)
         ch, have = cands[0]
         if self.operand_tokens in have:
             return Located(DONE, (ch,))
@@ -102,7 +108,7 @@ class OrOperand(Op):
         # The goal on its own, read by Python's parser (``ast`` flattens ``a or b or c`` into
         # one BoolOp and keeps a parenthesised ``(a or b)`` whole): the one ``or`` holding the
         # locator's operands has the operand as a top-level operand, exactly once.
-        ors = [n for n in walk(scope) if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.Or)]
+        ors = [n for n in walk(scope) if _is_op(n, self.OPERATOR)]
         inner = {id(k) for n in ors for k in (n.left, n.right) if not k.lpar}
         found = []
         for n in ors:

@@ -30,7 +30,7 @@ from patchkit import (
     pristine,
     pyscope,
     relocate,
-    transaction,
+    txnrecord,
     verdicts,
     view,
 )
@@ -65,10 +65,10 @@ class Session:
         # None when a file changed too recently for its timestamps to tell a later change.
         self.swept: dict[str, Optional[str]] = {}
         # Recipes an interrupted apply/revert was writing when it was killed (per root).
-        self.interrupted: dict[Path, transaction.Interrupted] = {}
+        self.interrupted: dict[Path, txnrecord.Interrupted] = {}
         roots = {t.root for t in targets.values()}
         for t in targets.values():
-            found = transaction.interrupted(t.root, roots)
+            found = txnrecord.interrupted(t.root, roots)
             if found is not None:
                 self.interrupted[t.root] = found
 

@@ -17,12 +17,13 @@ import json
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from patchkit import regular
 from patchkit.errors import TargetError
-from patchkit.journal import shape_error
+from patchkit.journal import Journal, shape_error
 from patchkit.target import STATE_DIR
 from patchkit.target import TXN_PENDING as PENDING
 
@@ -213,3 +214,24 @@ def _entry(e: dict, roots: list[str], commit: bool) -> str:
         if not re.fullmatch(_TEMP.format(name=re.escape(path.name)), os.path.basename(tmp)):
             return f"names the temp {tmp}, which is not a patchkit temp file of {path.name}"
     return ""
+
+
+@dataclass
+class Interrupted:
+    """A committed transaction that a kill stopped before it finished renaming."""
+
+    action: str  # "apply" | "revert"
+    recipes: tuple[str, ...]
+    journal: Journal  # this root's journal as the transaction leaves it
+
+
+def interrupted(root: Path, targets) -> Optional[Interrupted]:
+    """The committed, unfinished transaction that touched ``root``, if a kill left one.
+    ``targets``: every target root of this run (a record naming any other is refused).
+    Reads only (status and the judge use it without a lock; the transaction finishes it)."""
+    targets = frozenset(targets)
+    doc = pending(root, targets)
+    if doc is None or commit(doc, targets) is None:
+        return None  # nothing, or a transaction that never committed: every file is as it was
+    engines = doc["journals"].get(str(root), {})
+    return Interrupted(doc["action"], tuple(doc["recipes"]), Journal(root, engines))

@@ -100,6 +100,17 @@ class {cls}:
 # operand = "_is_sm120_supported"
 # # after = "_is_sm100_supported"  # optional: default at the end
 
+# --- and-operand: add an operand to an `a and b` chain (narrow a condition)
+# [[ops]]
+# kind = "and-operand"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# operands = ["is_deepseek_dsa", \'self.kv_cache_dtype == "auto"\']  # operands the chain already has
+# [ops.params]
+# operand = "major >= 10"
+
 # --- set-default, other forms: a parameter's default, or a keyword of a call
 # [[ops]]
 # kind = "set-default"

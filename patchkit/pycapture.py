@@ -586,8 +586,10 @@ class _PyFile:
         return locators
 
     def _or_operand(self, x, y, scope) -> Iterator:
-        if not isinstance(x.op, ast.Or):
+        """An operand added to an ``or`` chain (or-operand) or an ``and`` chain (and-operand)."""
+        if not isinstance(x.op, (ast.Or, ast.And)) or type(y.op) is not type(x.op):
             return
+        kind = "or-operand" if isinstance(x.op, ast.Or) else "and-operand"
         added = _added([ast.dump(v) for v in x.values], [ast.dump(v) for v in y.values])
         if not added or added[0] == 0:
             return
@@ -599,7 +601,7 @@ class _PyFile:
                 params["after"] = _src(self.new, y.values[pos - 1])
             steps.append(params)
         for locator in ({"operands": operands}, {"operands": operands[:2]}):
-            group = [CapturedOp("or-operand", self.engine, self.logical, scope, dict(locator), p) for p in steps]
+            group = [CapturedOp(kind, self.engine, self.logical, scope, dict(locator), p) for p in steps]
             yield group[0] if len(group) == 1 else group
 
     def _import(self, x: ast.ImportFrom, y: ast.ImportFrom) -> Iterator[CapturedOp]:

@@ -425,3 +425,18 @@ def test_dict_entries_and_keyword_arguments_are_captured_as_their_kinds():
         ("dict-entry", {"target": "TABLE"}, {"key": '"c"', "value": "3", "after": '"a"'}),
         ("call-arg", {"call": "f"}, {"action": "remove", "keyword": "k", "value": "2", "before": "m"}),
     ]
+
+
+def test_an_operand_added_to_an_and_chain_is_captured_as_and_operand():
+    """The GLM-5 guide's edit, made by hand: ``... and is_deepseek_dsa`` gains ``and
+    compute_cap[0] >= 10``; capture writes and-operand (or-operand's op on ``and``), which
+    applies to the old text and gives the new."""
+    from patchkit.pycapture import capture_python
+
+    old = 'def f(self, is_deepseek_dsa, compute_cap):\n    if self.dtype in ("auto", "fp8") and is_deepseek_dsa:\n        pass\n'
+    new = old.replace("and is_deepseek_dsa:", "and is_deepseek_dsa and compute_cap[0] >= 10:")
+    ops, unexpressed = capture_python("sglang", "sglang/srt/server_args.py", old, new)
+    assert not unexpressed
+    (op,) = ops
+    assert (op.kind, op.scope, op.params) == ("and-operand", "f", {"operand": "compute_cap[0] >= 10"})
+    assert op.locator == {"operands": ['self.dtype in ("auto", "fp8")', "is_deepseek_dsa"]}

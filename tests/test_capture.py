@@ -433,7 +433,11 @@ def test_an_operand_added_to_an_and_chain_is_captured_as_and_operand():
     applies to the old text and gives the new."""
     from patchkit.pycapture import capture_python
 
-    old = 'def f(self, is_deepseek_dsa, compute_cap):\n    if self.dtype in ("auto", "fp8") and is_deepseek_dsa:\n        pass\n'
+    old = (
+        "def f(self, is_deepseek_dsa, compute_cap):\n"
+        '    if self.dtype in ("auto", "fp8") and is_deepseek_dsa:\n'
+        "        pass\n"
+    )
     new = old.replace("and is_deepseek_dsa:", "and is_deepseek_dsa and compute_cap[0] >= 10:")
     ops, unexpressed = capture_python("sglang", "sglang/srt/server_args.py", old, new)
     assert not unexpressed

@@ -119,20 +119,28 @@ def statements(tree: ast.Module, scope: str) -> list[ast.stmt]:
 MAX_ALIGN = 40_000  # statement pairs compared by likeness; beyond, equal statements only
 
 
-def _alike(a: str, b: str) -> float:
-    """Two statements' likeness for the alignment: 1 equal, else their token ratio when it
-    is at least a half (a statement changed, not another one), else 0."""
+def _alike(a: context.Stmt, b: context.Stmt) -> float:
+    """Two statements' likeness for the alignment: 1 equal; else, for the same statement
+    changed (its head's words mostly kept, or both compound headers of one kind), their
+    token ratio when at least a half; else 0."""
     if a == b:
         return 1.0
-    if not a or not b or a.split(" ", 1)[0] != b.split(" ", 1)[0]:
-        return 0.0  # another kind of statement (`if` / an assignment to another target)
-    r = context._ratio(a, b)
+    (ta, ha), (tb, hb) = a, b
+    if not ta or not tb:
+        return 0.0
+    if ha or hb:
+        if not (ha and hb and context._kept(ha, hb) >= 0.5):
+            return 0.0
+    elif ta.split(" ", 1)[0] != tb.split(" ", 1)[0]:
+        return 0.0  # an `if` is not a `for`
+    r = context._ratio(ta, tb)
     return r if r >= 0.5 else 0.0
 
 
-def align(a: list[str], b: list[str]) -> dict[int, int]:
-    """Statement i of ``a`` -> statement j of ``b``: the in-order pairing of the most total
-    likeness (``_alike``), as a diff pairs lines, with changed statements paired too."""
+def align(a: list, b: list) -> dict[int, int]:
+    """Statement i of ``a`` -> statement j of ``b`` (``context.Stmt`` each): the in-order
+    pairing of the most total likeness (``_alike``), as a diff pairs lines, with changed
+    statements paired too."""
     n, m = len(a), len(b)
     if n * m > MAX_ALIGN:
         sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
@@ -159,18 +167,48 @@ def _aligned_line(home: Optional[ast.Module], ident: identity.Identity, tree: as
     statement by statement, pairs the site with; None when it pairs it with none."""
     if home is None:
         return None
+    got = aligned(home, ident, tree, scope, home_scope)
+    return got.lineno if got is not None else None
+
+
+def aligned(home: ast.Module, ident: identity.Identity, tree: ast.Module, scope: str, home_scope: str):
+    """The statement of ``scope`` (in ``tree``) that the alignment of the site's home scope
+    with it pairs the site with, or None."""
     site = ident.sites[0]
+    if site.at is None:
+        return None
     mine = statements(home, home_scope)
-    texts = [context.stmt(s)[0] for s in mine]
-    want = site.block[site.at][0] if site.at is not None else ""
-    at = [k for k, t in enumerate(texts) if t == want]
+    stmts = [context.stmt(s) for s in mine]
+    want = site.block[site.at][0]
+    at = [k for k, st in enumerate(stmts) if st[0] == want]
     if len(at) > 1:  # the same statement twice in its home scope: the one with the site's context lines
         at = [k for k in at if context.of_site(home, mine[k].lineno, site.file, home_scope).near == site.near]
     if len(at) != 1:
         return None
     theirs = statements(tree, scope)
-    j = align(texts, [context.stmt(s)[0] for s in theirs]).get(at[0])
-    return theirs[j].lineno if j is not None else None
+    j = align(stmts, [context.stmt(s) for s in theirs]).get(at[0])
+    return theirs[j] if j is not None else None
+
+
+def break_tie(session, recipe: Recipe, op: OpSpec, ident: identity.Identity, ranked, docs: dict):
+    """Of candidates that tie (each passes the threshold, none leads by the margin), all in
+    one scope of one file, the one the alignment of the site's home scope with that scope
+    pairs the site with (``aligned``); None when they are not so, or it pairs it with none.
+    ``docs``: file -> Document of the candidates."""
+    if op.impl.language != "python" or len(ident.sites) != 1 or not ranked:
+        return None
+    tied = [c for c in ranked if c.score >= identity.THRESHOLD and ranked[0].score - c.score < identity.MARGIN]
+    if len(tied) < 2 or len({(c.file, c.scope) for c in tied}) != 1 or not tied[0].scope:
+        return None
+    home = next((r for label, r in identity._homes(session, recipe, op) if label == ident.release), None)
+    home_tree = _parsed(home, op.file)
+    f = docs.get(tied[0].file)
+    if home_tree is None or f is None or f.tree is None:
+        return None
+    s = aligned(home_tree, ident, f.tree, tied[0].scope, op.scope)
+    if s is None:
+        return None
+    return next((c for c in tied if c.line is not None and s.lineno <= c.line <= (s.end_lineno or s.lineno)), None)
 
 
 def identify(

@@ -282,6 +282,19 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
     ranked = tuple(c for c, _, _ in scored)
     verdict = "missing" if common else identity.decide(list(ranked))
     of = f"the site as in {ident.release}"
+    if verdict == "ambiguous" and not own:
+        # A tie in one scope (a sibling branch alike but for a value): the alignment of the
+        # site's home scope with it, a diff of their statements, may pair the site with one.
+        pick = edited.break_tie(session, recipe, op, ident, list(ranked), {f.logical: f for _, f, _ in scored})
+        if pick is not None:
+            k = next(i for i, c in enumerate(ranked) if c is pick)
+            scored.insert(0, scored.pop(k))
+            best = scored[0][0]
+            scored[0] = (
+                identity.Candidate(best.file, best.scope, best.line, best.score, (*best.parts, "aligned")),
+            ) + scored[0][1:]
+            ranked = tuple(c for c, _, _ in scored)
+            verdict = "moved"
     if verdict == "moved":
         best, f, loc = scored[0]
         why = f"similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"

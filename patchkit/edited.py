@@ -23,6 +23,8 @@ import keyword
 import tokenize
 from typing import Optional
 
+import libcst as cst
+
 from patchkit import context, identity, pyscope
 from patchkit.model import OpSpec, Recipe
 
@@ -59,8 +61,8 @@ def edit_words(ref, op: OpSpec) -> Optional[tuple[frozenset, frozenset]]:
         if op.impl.locate(scope).state != identity.PENDING:
             return None
         after = op.impl.apply(scope)
-    except (pyscope.ScopeError, ValueError, LookupError):
-        return None
+    except (pyscope.ScopeError, ValueError, LookupError, cst.CSTValidationError):
+        return None  # the op cannot be made there: nothing to compare
     old, new = _words(module.code_for_node(scope)), _words(module.code_for_node(after))
     gone, added = set(), set()
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
@@ -257,9 +259,10 @@ def _text_at(tree: ast.Module, line: int) -> str:
     return context.stmt(block[at])[0] if at is not None else ""
 
 
-def upstream_in_place(session, recipe: Recipe, op: OpSpec, f) -> Optional[tuple[int, str]]:
+def upstream_in_place(session, recipe: Recipe, op: OpSpec, f) -> Optional[tuple[Optional[int], str]]:
     """(line, why) where the op's named scope holds its edit at the statement identified as
-    its site, and the pristine release holds that statement there too; None otherwise."""
+    its site, and the pristine release holds that statement there too; (None, why) where it
+    holds the edit and no pristine release can be read to tell whose it is; None otherwise."""
     if op.impl.language != "python" or not op.scope or not f.exists or not f.is_python:
         return None
     ident = identity.of(session, recipe, op)
@@ -280,7 +283,12 @@ def upstream_in_place(session, recipe: Recipe, op: OpSpec, f) -> Optional[tuple[
     if not holds(text, edit):
         return None
     ref = session.reference(op.engine)
-    data = ref.read(f.logical) if ref.available else None
+    if not ref.available:
+        return None, (
+            f"the statement identified as the site ({f.logical}:{best.line}) holds this edit in other words;"
+            f" whose it is cannot be told (no pristine release to compare: {ref.why_not})"
+        )
+    data = ref.read(f.logical)
     if data is None:
         return None
     if data != f.original:
@@ -324,7 +332,8 @@ def changed_elsewhere(session, op: OpSpec, ident: identity.Identity) -> list[tup
     (its head the same, or half its tokens), in a file holding most of its words, scored
     against the identity, best first: where the site went when its pattern changed with the
     move (an argument renamed as a class and module were)."""
-    from patchkit import relocate
+    from patchkit import fsio, relocate
+    from patchkit.errors import TargetError
 
     if op.impl.language != "python" or not op.scope or len(ident.sites) != 1 or ident.sites[0].at is None:
         return []
@@ -341,8 +350,10 @@ def changed_elsewhere(session, op: OpSpec, ident: identity.Identity) -> list[tup
     out = []
     for logical, path in files:
         try:
-            data = path.read_bytes()
-        except OSError:
+            data = fsio.read_file(path)
+        except TargetError:
+            continue  # a FIFO, a directory, an unreadable file: no site we could vouch for
+        if data is None:
             continue
         if sum(w.encode() in data for w in words) < MOST * len(words):
             continue

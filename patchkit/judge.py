@@ -414,11 +414,14 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         elif mloc.reason:
             ev.located = Located(State.MISSING, ev.located.nodes, f"{ev.located.reason}; {mloc.reason}")
         if ev.located.state == State.MISSING and not ev.located.nodes and f.exists:
-            # The pattern matches nowhere: the statement identified as the site by its
+            # The op's site is not found: the statement identified as the site by its
             # context alone may hold the edit in upstream's own words (edited.py).
             got = edited.upstream_in_place(session, recipe, op, f)
-            if got is not None:
+            if got is not None and got[0] is not None:
                 ev.located = Located(State.UPSTREAM, (got[0],), got[1])
+            elif got is not None:
+                ev.searched = True  # not cacheable: a reference may be had later
+                ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[1]}")
     if ev.located.state == State.PENDING:
         ev.located = _context(session, op) or ev.located
     st, reason = ev.located.state, ev.located.reason

@@ -365,7 +365,10 @@ def _ratio(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio() if ta and tb else 0.0
 
 
-def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set) -> float:
+_HEADERS = ("if", "while", "for", "with")
+
+
+def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set, python: bool = False) -> float:
     """A context statement of the original in a candidate: 1 when it stands within NEAR on
     the same side; a statement there that binds or calls the same name, changed, counts
     0.5 and half again as its tokens are alike.  Elsewhere in the candidate's block it
@@ -384,6 +387,11 @@ def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set) -> floa
             # line (no head: C++ lines alike by half their tokens abound).
             r = _ratio(st[0], t)
             best = max(best, r if r >= 0.5 else 0.0)
+        elif python and not h and not st[1] and t.split(" ", 1)[0] == st[0].split(" ", 1)[0] in _HEADERS:
+            # The same compound statement with its header changed (`if a or b` -> `if c and
+            # (a or b)`): half as much as its tokens are alike (any `if` looks like an `if`).
+            r = _ratio(st[0], t)
+            best = max(best, 0.5 * r if r >= 0.5 else 0.0)
     return max(best, _match(st, texts, heads, 0.25, 0.125))
 
 
@@ -422,7 +430,8 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
     counted either way."""
     num = den = 0.0
     parts: list[str] = []
-    if original.file.endswith(".py"):
+    python = original.file.endswith(".py")
+    if python:
         den += W_SCOPE
         if original.scope == cand.scope:
             num += W_SCOPE
@@ -448,7 +457,7 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
         want = [st for st in mine if st[0]]
         if not want:
             continue
-        got = sum(_neighbour(st, theirs, texts, heads) for st in want)
+        got = sum(_neighbour(st, theirs, texts, heads, python) for st in want)
         den += W_NEAR * len(want)
         num += W_NEAR * got
         if got:

@@ -444,3 +444,14 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
         " (0.24: site, before 0.25/3, after 0.88/3), "
         f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0.11: site, siblings 2%)"
     ), op
+
+
+def test_a_changed_compound_header_is_half_a_neighbour_in_python_only():
+    """SGLang 0.5.14 rewrote the `if` above the paged-MQA metadata call (`if is_cuda() and
+    (...)`): half its token likeness.  A C++ line with the same words gets nothing."""
+    orig = ("if f.is_decode() or f.is_verify()", "")
+    changed = ("if is_cuda() and (f.is_decode() or f.is_verify())", "")
+    got = context._neighbour(orig, (changed,), set(), set(), python=True)
+    assert 0.25 <= got < 0.5
+    assert context._neighbour(orig, (changed,), set(), set()) == 0.0  # a text file's line
+    assert context._neighbour(orig, (("for x in f.is_decode()", ""),), set(), set(), python=True) == 0.0

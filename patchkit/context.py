@@ -12,8 +12,10 @@ and signature), together with its *head*, the name it binds or calls (``x``/``se
 an assignment, ``f`` of a call, ``def f``).  A statement that names nothing (``pass``,
 ``return None``) is no context.  ``similarity`` weighs the parts of the original's context
 a candidate has, each part 1, into a share in [0, 1]: the scope, the site's own statement,
-each of NEAR (3) statements before and after it (a diff hunk's context lines), the rest of
-its block, and (a bonus) the file the code left importing the candidate's module.
+each of NEAR (3) statements before and after it (a diff hunk's context lines, which run
+across the blocks around it: an enclosing ``if``'s header, the statements before that), the
+rest of its block, and (a bonus, for a candidate alike already) the file the code left importing
+the candidate's module.
 """
 
 from __future__ import annotations
@@ -45,14 +47,21 @@ class Context:
     # The innermost enclosing def or class as (name words, parameters or bases), for a
     # scope that was renamed: ``apply_x_fusion(batch_size: int)`` -> ``x_fusion_applies(...)``.
     header: tuple = ()
+    # The NEAR statements before (nearest first) and after the site as a diff shows them,
+    # across the blocks around it (``site_run``); () for the site's own block's.
+    near: tuple = ()
 
     @property
     def before(self) -> tuple[Stmt, ...]:
         """Up to NEAR statements before the site, nearest first."""
+        if self.near:
+            return self.near[0]
         return () if self.at is None else tuple(reversed(self.block[max(0, self.at - NEAR) : self.at]))
 
     @property
     def after(self) -> tuple[Stmt, ...]:
+        if self.near:
+            return self.near[1]
         return () if self.at is None else self.block[self.at + 1 : self.at + 1 + NEAR]
 
     @property
@@ -179,10 +188,57 @@ def site_block(tree: ast.Module, line: int) -> tuple[list[ast.stmt], Optional[in
         body = inner
 
 
-def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
-    """The context of a site starting at ``line`` of a parsed Python file."""
+def _flat(body: list[ast.stmt], out: list[ast.stmt]) -> None:
+    """Statements in source order, a compound one's header before its nested statements;
+    a def or class is one statement (its header), as it is to its enclosing code."""
+    for s in body:
+        out.append(s)
+        if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for b in _blocks(s):
+                _flat(b, out)
+
+
+def site_run(tree: ast.Module, line: int) -> tuple[list[ast.stmt], Optional[int]]:
+    """The statements of the innermost def or class holding ``line`` (the module's, outside
+    any), flattened in source order as a diff shows lines (``_flat``), and the index there of
+    the innermost statement whose own text holds ``line`` (None when none does).  A site
+    alone in its block (``if not user_set_decode:`` over one assignment) still has context
+    lines: its enclosing headers and the statements of the blocks around it."""
     block, at = site_block(tree, line)
-    return Context(file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line))
+    if at is None:
+        return block, None
+    site = block[at]
+    owner: list[ast.stmt] = tree.body
+    body = tree.body
+    while True:  # the innermost def/class holding the site's line
+        s = next((s for s in body if _spans(s, line)), None)
+        if s is None or s is site:
+            break
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            owner = s.body
+        body = [c for b in _blocks(s) for c in b]
+    run: list[ast.stmt] = []
+    _flat(owner, run)
+    return run, next((k for k, s in enumerate(run) if s is site), None)
+
+
+def _near(tree: ast.Module, line: int) -> tuple:
+    """(before, nearest first; after): the NEAR statements of ``site_run`` that name
+    something, around the site."""
+    run, at = site_run(tree, line)
+    if at is None:
+        return ()
+    before = [stmt(s) for s in reversed(run[:at])]
+    after = [stmt(s) for s in run[at + 1 :]]
+    return tuple(tuple([st for st in side if st[0]][:NEAR]) for side in (before, after))
+
+
+def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
+    """The context of a site starting at ``line`` of a parsed Python file: its own block
+    (siblings), and its context lines across the blocks around it (``site_run``)."""
+    block, at = site_block(tree, line)
+    near = _near(tree, line) if at is not None else ()
+    return Context(file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line), near)
 
 
 _WORD = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+\d*(?![a-z])|\d+")
@@ -285,7 +341,15 @@ def of_lines(text: str, line: int, file: str) -> Context:
 
 # -- similarity: is a candidate the same site? (identity.py) -------------------------------
 
-W_SCOPE, W_SITE, W_NEAR, W_SIBLINGS, W_IMPORT = 1.0, 1.0, 1.0, 1.0, 1.0
+W_SCOPE, W_SITE, W_NEAR, W_SIBLINGS = 1.0, 1.0, 1.0, 1.0
+W_IMPORT = 1.0
+# The file the code left importing a candidate's module says where code went, not what it
+# is: it counts only for a candidate that has two fifths of the site's identity on its own.
+# Unrelated code is not made the site by it (a `"trtllm"` in a field of a module that
+# server_args.py imports read 0.06 alike, and 0.53 with the import counted; the fp8
+# branch's default beside the moved bf16 one, 0.36), a moved field with its neighbours is
+# (SGLang 0.5.20's Schedule.max_running_requests, 0.46).
+IMPORT_FLOOR = 0.4
 # A string literal is one token (a long help text is one change, not fifty).
 _TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\w\s]")
 
@@ -301,7 +365,10 @@ def _ratio(a: str, b: str) -> float:
     return difflib.SequenceMatcher(None, ta, tb, autojunk=False).ratio() if ta and tb else 0.0
 
 
-def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set) -> float:
+_HEADERS = ("if", "while", "for", "with")
+
+
+def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set, python: bool = False) -> float:
     """A context statement of the original in a candidate: 1 when it stands within NEAR on
     the same side; a statement there that binds or calls the same name, changed, counts
     0.5 and half again as its tokens are alike.  Elsewhere in the candidate's block it
@@ -313,7 +380,25 @@ def _neighbour(st: Stmt, near: tuple[Stmt, ...], texts: set, heads: set) -> floa
             return 1.0
         if h and h == st[1]:
             best = max(best, 0.5 + 0.5 * _ratio(st[0], t))
+        elif h and st[1] and _kept(h, st[1]) >= 0.5:
+            # The same binding or call renamed (``self.nsa_x = a`` -> ``self.dsa_x = a``: most
+            # of its name's words kept): as alike as its tokens, when most of them are kept.
+            # Never another name (``b: int = 0`` is not ``a: int = 0``), nor a text file's
+            # line (no head: C++ lines alike by half their tokens abound).
+            r = _ratio(st[0], t)
+            best = max(best, r if r >= 0.5 else 0.0)
+        elif python and not h and not st[1] and t.split(" ", 1)[0] == st[0].split(" ", 1)[0] in _HEADERS:
+            # The same compound statement with its header changed (`if a or b` -> `if c and
+            # (a or b)`): half as much as its tokens are alike (any `if` looks like an `if`).
+            r = _ratio(st[0], t)
+            best = max(best, 0.5 * r if r >= 0.5 else 0.0)
     return max(best, _match(st, texts, heads, 0.25, 0.125))
+
+
+def _kept(a: str, b: str) -> float:
+    """The share of two names' words they have in common (Jaccard)."""
+    wa, wb = set(name_words(a)), set(name_words(b))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
 
 
 def _renamed(a: tuple, b: tuple) -> float:
@@ -340,11 +425,13 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
     * ``siblings``: the share of the rest of the original's block the candidate's block holds.
 
     The file the code left importing the candidate's module counts 1 more (``imported``),
-    up to the whole.  A part the original does not have (no scope in a text file, no site
-    when only the scope is known) is not counted either way."""
+    up to the whole, for a candidate that has IMPORT_FLOOR of the rest.  A part the original
+    does not have (no scope in a text file, no site when only the scope is known) is not
+    counted either way."""
     num = den = 0.0
     parts: list[str] = []
-    if original.file.endswith(".py"):
+    python = original.file.endswith(".py")
+    if python:
         den += W_SCOPE
         if original.scope == cand.scope:
             num += W_SCOPE
@@ -370,7 +457,7 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
         want = [st for st in mine if st[0]]
         if not want:
             continue
-        got = sum(_neighbour(st, theirs, texts, heads) for st in want)
+        got = sum(_neighbour(st, theirs, texts, heads, python) for st in want)
         den += W_NEAR * len(want)
         num += W_NEAR * got
         if got:
@@ -382,7 +469,8 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
         num += W_SIBLINGS * share
         if share >= 0.005:
             parts.append(f"siblings {share:.0%}")
-    if original.imports and cand.file and cand.file != original.file:
+    alike = num / den if den else 0.0
+    if original.imports and cand.file and cand.file != original.file and alike >= IMPORT_FLOOR:
         mod, top = module_of(cand.file), cand.scope.split(".", 1)[0]
         if (mod, top) in original.imports if top else any(m == mod for m, _ in original.imports):
             num += W_IMPORT

@@ -35,7 +35,7 @@ from patchkit.ops import DONE, PENDING, Located
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
-FORMAT = 3
+FORMAT = 4  # 4: a site's context lines run across its enclosing blocks (context.site_run)
 SITE_DONE = 0.75  # a done site in its own scope: this share of the release's statement's tokens
 
 
@@ -331,14 +331,22 @@ def _load(path) -> Optional[tuple]:
         if raw is False:
             return False  # the release does not hold the site (also worth remembering)
         sites = tuple(
-            context.Context(str(f), str(s), tuple((str(a), str(b)) for a, b in blk), at, frozenset(imp), _header(hdr))
-            for f, s, blk, at, imp, hdr in raw
+            context.Context(
+                str(f), str(s), tuple((str(a), str(b)) for a, b in blk), at, frozenset(imp), _header(hdr), _near(near)
+            )
+            for f, s, blk, at, imp, hdr, near in raw
         )
         if any(c.at is not None and not (isinstance(c.at, int) and 0 <= c.at < len(c.block)) for c in sites):
             return None
         return sites
     except (ValueError, EOFError, TypeError):
         return None
+
+
+def _near(raw) -> tuple:
+    if not raw:
+        return ()
+    return tuple(tuple((str(a), str(b)) for a, b in side) for side in raw)
 
 
 def _header(raw) -> tuple:
@@ -349,7 +357,9 @@ def _header(raw) -> tuple:
 
 
 def _save(path, sites) -> None:
-    raw = False if sites is None else [(c.file, c.scope, list(c.block), c.at, c.imports, c.header) for c in sites]
+    raw = (
+        False if sites is None else [(c.file, c.scope, list(c.block), c.at, c.imports, c.header, c.near) for c in sites]
+    )
     from patchkit import fsio
 
     try:  # a cache that cannot be written only costs time

@@ -24,6 +24,7 @@ from patchkit import (
     blockers,
     confirm,
     context,
+    edited,
     equivalent,
     identity,
     markers,
@@ -251,7 +252,17 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
         else ""
     )
     if not hits:
-        return None, None, "", Located(State.MISSING, reason=too_common), ()
+        return (
+            _changed_elsewhere(session, op, ident, too_common)
+            if ident is not None and not common
+            else (
+                None,
+                None,
+                "",
+                Located(State.MISSING, reason=too_common),
+                (),
+            )
+        )
     if ident is None:  # no release in range to read: the named scope as it stands, or its name
         ident = identity.Identity("its named scope", (relocate.original_context(session, op, named),))
     # What the file the code left imports now points at where it went.
@@ -271,6 +282,19 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
     ranked = tuple(c for c, _, _ in scored)
     verdict = "missing" if common else identity.decide(list(ranked))
     of = f"the site as in {ident.release}"
+    if verdict == "ambiguous" and not own:
+        # A tie in one scope (a sibling branch alike but for a value): the alignment of the
+        # site's home scope with it, a diff of their statements, may pair the site with one.
+        pick = edited.break_tie(session, recipe, op, ident, list(ranked), {f.logical: f for _, f, _ in scored})
+        if pick is not None:
+            k = next(i for i, c in enumerate(ranked) if c is pick)
+            scored.insert(0, scored.pop(k))
+            best = scored[0][0]
+            scored[0] = (
+                identity.Candidate(best.file, best.scope, best.line, best.score, (*best.parts, "aligned")),
+            ) + scored[0][1:]
+            ranked = tuple(c for c, _, _ in scored)
+            verdict = "moved"
     if verdict == "moved":
         best, f, loc = scored[0]
         why = f"similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
@@ -289,6 +313,30 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
     )
     why += f", and {len(ranked) - 5} more" if len(ranked) > 5 else ""
     return None, None, "", Located(State.MISSING, reason="; ".join(w for w in (too_common, why) if w)), ranked
+
+
+def _changed_elsewhere(session: Session, op: OpSpec, ident, too_common: str) -> Relocated:
+    """The pattern matches nowhere: statements like the site's own, changed, anywhere in the
+    tree, scored against the identity (edited.changed_elsewhere).  Moved (where apply will
+    not go: a moved op is reported, the port is the user's) only by the same threshold and
+    margin as any move; else missing, the nearest named."""
+    found = edited.changed_elsewhere(session, op, ident)
+    ranked = tuple(c for _, c in found)
+    of = f"the site as in {ident.release}"
+    in_place = bool(ranked) and (ranked[0].file, ranked[0].scope) == (op.file, op.scope)
+    if ranked and not in_place and identity.decide(list(ranked)) == "moved":
+        # In its own scope a changed statement is no move, and never pending: the op's
+        # pattern is not there to apply (the nearest is named below).
+        f, best = found[0]
+        why = f"its statement changed: similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
+        if len(ranked) > 1:
+            why += "; runners-up: " + ", ".join(c.describe() for c in ranked[1:6])
+        return State.MOVED, f, best.scope, Located(State.PENDING, (best.line,), why), ranked
+    why = too_common
+    if ranked:
+        why = f"nearest statements like the site's, none the site by similarity {identity.THRESHOLD:g} and a margin"
+        why += f" of {identity.MARGIN:g} to {of}: " + ", ".join(c.describe() for c in ranked[:5])
+    return None, None, "", Located(State.MISSING, reason=why), ranked
 
 
 def _identified(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located):
@@ -365,6 +413,15 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             ev.located = mloc
         elif mloc.reason:
             ev.located = Located(State.MISSING, ev.located.nodes, f"{ev.located.reason}; {mloc.reason}")
+        if ev.located.state == State.MISSING and not ev.located.nodes and f.exists:
+            # The op's site is not found: the statement identified as the site by its
+            # context alone may hold the edit in upstream's own words (edited.py).
+            got = edited.upstream_in_place(session, recipe, op, f)
+            if got is not None and got[0] is not None:
+                ev.located = Located(State.UPSTREAM, (got[0],), got[1])
+            elif got is not None:
+                ev.searched = True  # not cacheable: a reference may be had later
+                ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[1]}")
     if ev.located.state == State.PENDING:
         ev.located = _context(session, op) or ev.located
     st, reason = ev.located.state, ev.located.reason
@@ -410,9 +467,14 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         said = equivalent.hint(session, op, [c.to_json() for c in ev.candidates])
         reason = "; ".join(r for r in (reason, said) if r)
     ev.message = reason
-    if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and ev.located.nodes:
+    if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and _cst_nodes(ev.located):
         ev.root = (ev.file.module, ev.file.view)
     return ev
+
+
+def _cst_nodes(loc: Located) -> bool:
+    """The site's nodes are libcst's (not the line numbers of a site found by ``edited``)."""
+    return bool(loc.nodes) and not all(isinstance(n, int) for n in loc.nodes)
 
 
 def _against_pristine(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located) -> tuple[Located, Any]:

@@ -335,10 +335,13 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
         except pyscope.ScopeError:
             continue  # e.g. a def nested in an if: not addressable as a scope
         loc = op.impl.locate(chain[-1])
-        ids = {id(n) for n in loc.nodes}
-        if loc.state in (DONE, PENDING) and not (ids and ids <= seen):
-            found.append((name, loc))
-            seen |= ids
+        # A scope holding the pattern several times offers each place (Op.each), scored
+        # one by one (identity.py): the site may be one of them.
+        for one in (loc,) if loc.state in (DONE, PENDING) else op.impl.each(loc):
+            ids = {id(n) for n in one.nodes}
+            if not (ids and ids <= seen):
+                found.append((name, one))
+                seen |= ids
     if not found and op.impl.SCOPED and "" not in names and skip_scope != "":
         loc = op.impl.locate(f.whole_module())
         if loc.state in (DONE, PENDING):

@@ -314,3 +314,74 @@ def test_upstreams_fix_in_other_words_is_named_as_a_hint(release_dir, tmp_path, 
     arm = text[: text.index(block)].count("\n") + 1
     assert ops[0]["state"] == "missing", ops[0]
     assert f"upstream may have fixed this in other words at {SERVER_ARGS}:{arm} (it mentions" in ops[0]["message"]
+
+
+DRAFT_ARCH = """
+[[ops]]
+kind = "list-element"
+engine = "sglang"
+file = "sglang/srt/configs/model_config.py"
+scope = "ModelConfig._config_draft_model"
+[ops.locator]
+contains = ['"DeepseekV3ForCausalLM"', '"GlmMoeDsaForCausalLM"']
+[ops.params]
+element = '"DeepseekV32ForCausalLM"'
+after = '"DeepseekV3ForCausalLM"'
+"""
+
+
+def test_an_edit_in_other_words_the_release_does_not_hold_is_not_upstream(tree, tmp_path, run_cli):
+    """slime's draft-arch element, made by hand as SGLang 0.5.17 later made it (the list also
+    losing "GlmMoeDsaForCausalLM", a locator fragment): the statement identified as the site
+    holds the edit, but the pristine 0.5.9 does not, so it is nobody's known edit: missing,
+    never upstream (edited.upstream_in_place; on 0.5.17 itself the corpus reads upstream)."""
+    s = tree("sglang", "0.5.9", links=True)
+    cfg = s / "sglang/srt/configs/model_config.py"
+    text = cfg.read_text()
+    old = '            "DeepseekV3ForCausalLM",\n            "GlmMoeDsaForCausalLM",\n        ]:\n'
+    assert text.count(old) == 1
+    replace_file(
+        cfg,
+        text.replace(old, '            "DeepseekV3ForCausalLM",\n            "DeepseekV32ForCausalLM",\n        ]:\n'),
+    )
+    d = recipe(tmp_path, "draft", 'sglang = ">=0.5.9"', DRAFT_ARCH)
+    _, ops = status(run_cli, d, "draft", f"sglang={s}")
+    assert ops[0]["state"] == "missing", ops[0]
+
+
+METADATA_TRY = '''
+[[ops]]
+kind = "replace-stmt"
+engine = "sglang"
+file = "sglang/srt/layers/attention/nsa_backend.py"
+scope = "NativeSparseAttnBackend.init_forward_metadata"
+[ops.locator]
+match = """
+paged_mqa_schedule_metadata = deep_gemm.get_paged_mqa_logits_metadata(
+    seqlens_32, 64, deep_gemm.get_num_sms()
+)
+"""
+[ops.params]
+with = """
+try:
+    paged_mqa_schedule_metadata = deep_gemm.get_paged_mqa_logits_metadata(
+        seqlens_32, 64, deep_gemm.get_num_sms()
+    )
+except RuntimeError:
+    paged_mqa_schedule_metadata = None
+"""
+'''
+
+
+def test_a_statement_changed_in_place_is_named_never_pending(tree, tmp_path, run_cli):
+    """SGLang 0.5.12 changed the call's argument (`seqlens_32` -> `seqlens_32_2d`): the op's
+    statement is nowhere, the changed one in its own scope is found across the tree and
+    named, but never read pending (apply's pattern is not there) nor moved (it did not move)."""
+    s = tree("sglang", "0.5.12", links=True)
+    d = recipe(tmp_path, "mtry", 'sglang = ">=0.5.9"', METADATA_TRY)
+    _, ops = status(run_cli, d, "mtry", f"sglang={s}")
+    op = ops[0]
+    assert op["state"] == "missing", op
+    where = "sglang/srt/layers/attention/nsa_backend.py::NativeSparseAttnBackend.init_forward_metadata"
+    line = line_of(s / "sglang/srt/layers/attention/nsa_backend.py", "paged_mqa_schedule_metadata = deep_gemm.")
+    assert (op["candidates"][0]["location"], op["candidates"][0]["line"]) == (where, line), op

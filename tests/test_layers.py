@@ -48,6 +48,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.context",
         "patchkit.carried",
         "patchkit.identity",
+        "patchkit.edited",
         "patchkit.equivalent",
         "patchkit.provenance",
         "patchkit.markers",
@@ -114,10 +115,11 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ),
 }
 KNOWN_CYCLES: dict[frozenset, str] = {
-    frozenset({"patchkit.judge", "patchkit.pristine", "patchkit.drift", "patchkit.identity"}): (
+    frozenset({"patchkit.judge", "patchkit.pristine", "patchkit.drift", "patchkit.identity", "patchkit.edited"}): (
         "judge -> pristine -> drift -> judge: pristine asks drift's cache for a release (an sdist "
-        "unpacked), drift judges releases; identity reads releases through pristine; it goes with "
-        "the judge's references above"
+        "unpacked), drift judges releases; identity reads releases through pristine, and edited "
+        "(the judge's site found by identity alone) reads identity; it goes with the judge's "
+        "references above"
     ),
 }
 

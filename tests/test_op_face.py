@@ -128,7 +128,8 @@ FIELD = ("max_running_requests",)
             "replace-expr",
             {"match": "major == 10"},
             {"with": "major in (10, 12)"},
-            Reads(patterns=(("major == 10",), ("major in (10, 12)",)), file_words=("major == 10",)),
+            # Relocation greps for the words both forms hold (a done site elsewhere lacks `10`'s line).
+            Reads(patterns=(("major == 10",), ("major in (10, 12)",)), file_words=("major",)),
         ),
         (
             "set-default",

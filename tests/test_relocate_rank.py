@@ -106,11 +106,31 @@ def test_the_file_the_code_left_importing_a_candidate_points_at_it():
     src = "from .fields.schedule import Schedule\nimport sglang.srt.pool\n"
     imports = context.imports_of(ast.parse(src), SA)
     assert ("sglang.srt.fields.schedule", "Schedule") in imports
-    original = Context(SA, "ServerArgs", imports=imports)
-    assert context.similarity(original, Context("sglang/srt/fields/schedule.py", "Schedule"))[1] == ("imported",)
-    assert sim(original, Context("sglang/srt/fields/schedule.py", "Other")) == 0.0
-    assert sim(original, Context("sglang/srt/pool.py", "")) == 1.0  # a module-level candidate
-    assert sim(original, Context("sglang/srt/elsewhere.py", "Schedule")) == 0.0
+    body = (("a: int = 0", "a"), ("b: int = 0", "b"))
+    original = Context(SA, "ServerArgs", body, imports=imports)
+    moved = body + (("x: int = 0", "x"),)  # the siblings kept, the scope not: 0.5 alike
+    assert context.similarity(original, Context("sglang/srt/fields/schedule.py", "Schedule", moved)) == (
+        1.0,
+        ("siblings 100%", "imported"),
+    )
+    assert sim(original, Context("sglang/srt/fields/schedule.py", "Other", moved)) == 0.5
+    assert sim(original, Context("sglang/srt/pool.py", "", moved)) == 1.0  # a module-level candidate
+    assert sim(original, Context("sglang/srt/elsewhere.py", "Schedule", moved)) == 0.5
+
+
+def test_an_import_never_makes_unlike_code_the_site():
+    """Where the code went is no likeness: a candidate with less than IMPORT_FLOOR of the
+    site's identity stays unlike, whatever the file it left imports (SGLang 0.5.20's
+    server_args.py imports ExecComm, whose unrelated `"trtllm"` field read moved so)."""
+    imports = context.imports_of(ast.parse("from .fields.schedule import Schedule\n"), SA)
+    body = (("a: int = 0", "a"), ("b: int = 0", "b"), ("c: int = 0", "c"), ("d: int = 0", "d"))
+    original = Context(SA, "ServerArgs", body, imports=imports)
+    weak = body[:1] + (("x: int = 0", "x"),)  # a quarter of the siblings, no scope: 0.125
+    assert context.IMPORT_FLOOR == 0.4
+    assert context.similarity(original, Context("sglang/srt/fields/schedule.py", "Schedule", weak)) == (
+        0.125,
+        ("siblings 25%",),
+    )
 
 
 def test_twins_are_ambiguous_and_the_margin_is_fifteen_hundredths():
@@ -126,10 +146,48 @@ def test_twins_are_ambiguous_and_the_margin_is_fifteen_hundredths():
 def test_the_site_block_is_the_innermost_one_holding_the_line():
     src = "def f(x):\n    a = 1\n    if x:\n        b = 2\n        return [x,\n                b]\n    c = 3\n"
     inner = ctx(src, "b]")  # a line inside the statement: the statement is the site
-    assert inner.block[inner.at][0] == "return [x, b]" and inner.before == (("b = 2", "b"),)
+    assert inner.block[inner.at][0] == "return [x, b]"
+    # Its context lines run across the blocks around it, as a diff's do: the `if`'s header,
+    # and the statements before it; its siblings are its own block's.
+    assert inner.before == (("b = 2", "b"), ("if x", ""), ("a = 1", "a"))
+    assert inner.after == (("c = 3", "c"),) and inner.siblings == ()
     outer = ctx(src, "if x")
     assert outer.block[outer.at][0] == "if x" and outer.before == (("a = 1", "a"),)
-    assert outer.after == (("c = 3", "c"),)
+    assert outer.after == (("b = 2", "b"), ("return [x, b]", ""), ("c = 3", "c"))
+
+
+def test_a_site_alone_in_its_block_has_the_blocks_around_it_as_context():
+    """SGLang 0.5.12's `_set_default_nsa_backends`: the decode default stands alone under
+    `if not user_set_decode:`; only the statements around that `if` tell the bf16 branch's
+    from the fp8 branch's, and a renamed binding (nsa -> dsa) is still that neighbour."""
+    src = (
+        "def f(major, fp8):\n"
+        "    if fp8:\n"
+        "        if not user_set_prefill:\n"
+        "            self.nsa_prefill_backend = 'trtllm'\n"
+        "        if not user_set_decode:\n"
+        "            self.nsa_decode_backend = 'trtllm'\n"
+        "    else:\n"
+        "        if not user_set_prefill:\n"
+        "            self.nsa_prefill_backend = 'flashmla_sparse'\n"
+        "        if not user_set_decode:\n"
+        "            self.nsa_decode_backend = 'trtllm'\n"
+        "        self.done = True\n"
+    )
+    lines = src.splitlines()
+    fp8, bf16 = (i for i, ln in enumerate(lines, 1) if "nsa_decode_backend = 'trtllm'" in ln)
+    tree = ast.parse(src)
+    a, b = (context.of_site(tree, n, "m.py", "f") for n in (fp8, bf16))
+    assert a.block == b.block == (("self.nsa_decode_backend = 'trtllm'", "self.nsa_decode_backend"),)
+    assert b.before[:2] == (
+        ("if not user_set_decode", ""),
+        ("self.nsa_prefill_backend = 'flashmla_sparse'", "self.nsa_prefill_backend"),
+    )
+    original = b
+    renamed = ast.parse(src.replace("nsa_", "dsa_"))
+    ra, rb = (context.of_site(renamed, n, "m.py", "f") for n in (fp8, bf16))
+    assert context.similarity(original, rb)[0] > context.similarity(original, ra)[0]
+    assert "before 2.8/3" in context.similarity(original, rb)[1]  # the renamed neighbour: 0.8
 
 
 def test_a_text_file_site_is_judged_by_its_lines():
@@ -213,7 +271,7 @@ def test_the_statements_around_the_original_site_in_the_tagged_release_decide(tm
     (pkg / "srt/pool.py").write_text(POOL)
     op = status(repo)
     sched, pool = line_of(pkg / "srt/sched.py", "max_running"), line_of(pkg / "srt/pool.py", "max_running")
-    assert op["state"] == "moved", op
+    assert op["state"] == "moved", op["message"]
     assert op["location"] == f"sglang/srt/sched.py::Schedule:{sched}"
     assert op["message"] == (
         f"moved from {SA}::ServerArgs; similarity 0.50 to the site as in sglang 0.5.9 (site, before 1/2, after 1/2);"
@@ -246,7 +304,29 @@ def test_the_named_scope_as_it_stands_gives_siblings(tmp_path, status):
 
 
 def test_the_file_the_code_left_imports_where_it_went(tmp_path, status):
-    """ServerArgs assembled from namespaces (SGLang 0.5.20): server_args.py imports Schedule."""
+    """ServerArgs assembled from namespaces (SGLang 0.5.20): server_args.py imports Schedule.
+    Two look-alikes as like the site: the import says which one the code went to."""
+    args = (
+        "from typing import Optional\n\nfrom sglang.srt.sched import Schedule\n\n\n"
+        "class ServerArgs:\n    mem_fraction_static: Optional[int] = None\n"
+    )
+    both = ("mem_fraction_static", "max_running_requests")
+    root = mini_sglang(
+        tmp_path / "site",
+        {
+            SA: args,
+            "sglang/srt/sched.py": "from typing import Optional\n\n\n" + fields("Schedule", *both),
+            "sglang/srt/pool.py": "from typing import Optional\n\n\n" + fields("PoolConfig", *both),
+        },
+    )
+    op = status(root)
+    assert op["state"] == "moved" and op["location"].startswith("sglang/srt/sched.py::Schedule:"), op
+    assert "runners-up: sglang/srt/pool.py::PoolConfig:" in op["message"]
+
+
+def test_an_import_alone_is_no_site(tmp_path, status):
+    """Nothing but the import points at Schedule (neither candidate shares anything of the
+    named scope): missing, both named, never moved."""
     args = "from sglang.srt.sched import Schedule\n\n\nclass ServerArgs:\n    NAMESPACES = [Schedule]\n"
     root = mini_sglang(
         tmp_path / "site",
@@ -257,8 +337,11 @@ def test_the_file_the_code_left_imports_where_it_went(tmp_path, status):
         },
     )
     op = status(root)
-    assert op["state"] == "moved" and op["location"].startswith("sglang/srt/sched.py::Schedule:"), op
-    assert "runners-up: sglang/srt/pool.py::PoolConfig:" in op["message"]
+    assert op["state"] == "missing", op
+    assert sorted(c["location"] for c in op["candidates"]) == [
+        "sglang/srt/pool.py::PoolConfig",
+        "sglang/srt/sched.py::Schedule",
+    ]
 
 
 def test_enclosing_names_decide_when_the_named_file_is_gone(tmp_path, status):
@@ -352,11 +435,23 @@ def test_max_running_requests_moved_to_schedule_on_a_real_release(tree, tmp_path
     sched = "sglang/srt/arg_groups/fields/schedule.py"
     pool = "sglang/srt/model_executor/pool_configurator.py"
     api = "sglang/api/v1/api_types.py"
-    assert op["state"] == "moved", op
+    assert op["state"] == "moved", op["message"]
     assert op["location"] == f"{sched}::Schedule:{line_of(s / sched, 'max_running_requests:')}"
     assert op["message"] == (
         f"moved from {SA}::ServerArgs; similarity 0.57 to the site as in sglang 0.5.9"
         " (site 76%, before 0.88/3, after 2.5/3, imported); runners-up: "
-        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')} (0.14: site, before 0.25/3), "
+        f"{pool}::MemoryPoolConfig:{line_of(s / pool, 'max_running_requests: Optional')}"
+        " (0.24: site, before 0.25/3, after 0.88/3), "
         f"{api}::DeploymentInfo:{line_of(s / api, 'max_running_requests: Optional')} (0.11: site, siblings 2%)"
     ), op
+
+
+def test_a_changed_compound_header_is_half_a_neighbour_in_python_only():
+    """SGLang 0.5.14 rewrote the `if` above the paged-MQA metadata call (`if is_cuda() and
+    (...)`): half its token likeness.  A C++ line with the same words gets nothing."""
+    orig = ("if f.is_decode() or f.is_verify()", "")
+    changed = ("if is_cuda() and (f.is_decode() or f.is_verify())", "")
+    got = context._neighbour(orig, (changed,), set(), set(), python=True)
+    assert 0.25 <= got < 0.5
+    assert context._neighbour(orig, (changed,), set(), set()) == 0.0  # a text file's line
+    assert context._neighbour(orig, (("for x in f.is_decode()", ""),), set(), set(), python=True) == 0.0

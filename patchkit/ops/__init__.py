@@ -133,6 +133,13 @@ class Op:
         rest need nothing more and return themselves."""
         return self
 
+    def each(self, located: Located) -> tuple[Located, ...]:
+        """An AMBIGUOUS answer's candidates as sites of their own (each PENDING or DONE), for
+        relocation to score one by one against the site's identity: a scope that now holds
+        the pattern several times may still hold the site once, singled out by its context.
+        () when its candidates are not sites one by one (the default)."""
+        return ()
+
     def check_context(self, texts: dict[str, Optional[str]]) -> Optional[Located]:
         """The verdict's dependence on ``context_files``, given their texts (None: the file
         does not exist).  The judge asks when the site is PENDING: None keeps that verdict,

@@ -16,7 +16,14 @@ from typing import Optional
 import libcst as cst
 
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.ops._cst import contains_seq, kids, meaning, node_meaning, node_tokens, parse_expr, tokens, walk
+from patchkit.ops._cst import contains_seq, kids, meaning, node_meaning, node_tokens, parse_expr, tokens, walk, words
+
+
+def _common_words(op: "ReplaceExpr") -> tuple[str, ...]:
+    """The words (as fragments) that both the match and the replacement hold, or the match."""
+    theirs = set(words(op.with_src))
+    common = [w for w in words(op.match_src) if w in theirs]
+    return tuple(w if w.isidentifier() else repr(w) for w in common) or (op.match_src,)
 
 
 @register("replace-expr")
@@ -41,8 +48,10 @@ class ReplaceExpr(Op):
         self.count = locator.get("count", 1)
         if self.count < 1:
             raise OpParamError("locator.count", f"must be at least 1, not {self.count}")
-        # Occurrences, pending or done.  Relocation greps for what upstream wrote.
-        self.reads = Reads(patterns=((self.match_src,), (self.with_src,)), file_words=(self.match_src,))
+        # Occurrences, pending or done.  Relocation greps for the words both forms hold, so
+        # that a site found done elsewhere (upstream's own code, moved) is found too; with
+        # none in common, for what upstream wrote.
+        self.reads = Reads(patterns=((self.match_src,), (self.with_src,)), file_words=_common_words(self))
 
     def _occurrences(self, scope) -> list[tuple[str, cst.CSTNode]]:
         """Each occurrence of the match ("m") and of the replacement ("w"), in document
@@ -120,6 +129,13 @@ class ReplaceExpr(Op):
         kinds = (type(self.match), type(self.repl))
         said = [node_meaning(n) for n in walk(scope) if isinstance(n, kinds)]
         return self.old not in said and said.count(self.new) >= self.count
+
+    def each(self, located: Located) -> tuple[Located, ...]:
+        """Each match of an ambiguous scope, pending, when the op makes one edit (``count``
+        1); a replacement there says nothing of which place was the site."""
+        if self.count != 1 or located.state != AMBIGUOUS:
+            return ()
+        return tuple(Located(PENDING, (n,)) for n in located.nodes if node_tokens(n) == self.match_tokens)
 
     def _swap(self, scope, targets: set, new):
         class _T(cst.CSTTransformer):

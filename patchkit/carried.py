@@ -16,6 +16,8 @@ author's site looked like::
     params = ""  # its parameters (a class: its bases); absent at module level
     block = ["moe = self.moe_runner_backend", "if moe == 'auto'", "..."]
     at = 2  # the site is the 2nd statement of block
+    before = ["moe = self.moe_runner_backend"]  # context lines across the blocks around it,
+    after = ["return moe"]                      # as a diff shows them (nearest first before)
 
 Statements are written as ``ast.unparse`` prints them (a compound statement by its header,
 a def or class by its name and signature; "" for one that names nothing), imports as
@@ -31,6 +33,7 @@ import re
 from typing import Optional
 
 MAX_SITES = 16  # identity.MAX_SITES: occurrences compared
+NEAR = 3  # context.NEAR: context lines on each side (``before``/``after``)
 # Statements of a block written, around the site: a class of 400 fields (SGLang's
 # ServerArgs) would put 400 lines into the recipe, and its siblings' share (context.py) is
 # read as well from the 64 nearest.  A block up to this size judges exactly as derived.
@@ -69,7 +72,10 @@ def build(release: str, file: str, scope: str, imports: list[str], sites: list[d
         block = tuple((t, head_of(t)) if t else ("", "") for t in s["block"])
         at = s["at"] - 1 if "at" in s else None
         header = (tuple(s.get("enclosing", ())), s["params"]) if "params" in s else ()
-        ctxs.append(context.Context(file, scope, block, at, pairs, header))
+        near = ()
+        if "before" in s or "after" in s:  # the context lines across the blocks around the site
+            near = tuple(tuple((t, head_of(t)) for t in s.get(side, ())) for side in ("before", "after"))
+        ctxs.append(context.Context(file, scope, block, at, pairs, header, near))
     return release, tuple(ctxs)
 
 
@@ -90,6 +96,8 @@ def table(release: str, contexts: tuple, package: str) -> dict:
         s["block"] = [t for t, _ in c.block[lo : lo + MAX_BLOCK]]
         if c.at is not None:
             s["at"] = c.at - lo + 1
+        if c.near:
+            s["before"], s["after"] = [t for t, _ in c.near[0]], [t for t, _ in c.near[1]]
         sites.append(s)
     return {"release": release, "imports": imports, "sites": sites}
 
@@ -111,6 +119,9 @@ def toml_lines(prefix: str, tab: dict, toml_str) -> list[str]:
         out.append("]")
         if "at" in s:
             out.append(f"at = {s['at']}")
+        for side in ("before", "after"):
+            if side in s:
+                out.append(f"{side} = {strs(s[side])}")
     return out
 
 

@@ -64,7 +64,14 @@ OP_KEYS = {
 }
 # A Python op's site identity as `capture` and `port` write it (patchkit/carried.py).
 IDENTITY_KEYS = {"release": "str", "imports": "list[str]", "sites": "list[table]"}
-SITE_KEYS = {"enclosing": "list[str]", "params": "str", "block": "list[str]", "at": "int"}
+SITE_KEYS = {
+    "enclosing": "list[str]",
+    "params": "str",
+    "block": "list[str]",
+    "at": "int",
+    "before": "list[str]",  # the context lines across the blocks around the site, nearest first
+    "after": "list[str]",
+}
 IMPORT_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:([A-Za-z_]\w*|\*))?$")
 EXAMPLE_KEYS = {"before": "str", "after": "str"}
 VARIANT_KEYS = {"when": "table", "ops": "list[table]"}
@@ -760,6 +767,11 @@ def _load_identity(ctx: _Ctx, t: dict, cls, kind: str, where, crumbs, engine: st
             missing = "params" if "enclosing" in s else "enclosing"
             why = "enclosing (the def's name words) and params go together; neither at module level"
             raise ctx.fail(sw, [*sc, missing], "is required with the other", why)
+        if ("before" in s or "after" in s) and "at" not in s:
+            raise ctx.fail(sw, [*sc, "before"], "context lines need the site's place", "give at, or drop before/after")
+        for side in ("before", "after"):
+            if len(s.get(side, ())) > carried.NEAR:
+                raise ctx.fail((*sw, side), [*sc, side], f"lists {len(s[side])} statements", f"at most {carried.NEAR}")
         if any(not re.fullmatch(r"[a-z0-9]+", w) for w in s.get("enclosing", ())):
             raise ctx.fail((*sw, "enclosing"), [*sc, "enclosing"], "must be lower-case name words",
                            'e.g. ["handle", "moe", "kernel", "config"]')  # fmt: skip

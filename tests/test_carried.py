@@ -123,7 +123,18 @@ def test_capture_writes_each_python_ops_site_and_identity_prefers_it(tmp_path, r
     assert py["identity"] == {
         "release": "sglang 0.5.9",
         "imports": ["sglang.srt.utils:is_a", "sglang.srt.utils:is_b"],
-        "sites": [{"enclosing": ["check"], "params": "major", "block": ["return major in [9, 10]"], "at": 1}],
+        "sites": [
+            {
+                "enclosing": ["check"],
+                "params": "major",
+                "block": ["return major in [9, 10]"],
+                "at": 1,
+                # the context lines across the blocks around the site (the `if` holding it, then
+                # the method's next statements), as a diff shows them
+                "before": ["if _A or _B"],
+                "after": ["backends = ['trtllm', 'mxfp4']", "return backends"],
+            }
+        ],
     }
     assert text_op["kind"] == "text-hunk" and "identity" not in text_op  # its context lines are its identity
 
@@ -202,3 +213,9 @@ def test_a_long_block_is_written_as_the_statements_around_its_site():
     end = context.of_site(tree, 2 + 399, "sglang/srt/a.py", "Args")  # the last: the window ends with it
     (s,) = carried.table("sglang 0.5.9", (end,), "sglang")["sites"]
     assert s["at"] == carried.MAX_BLOCK and s["block"][-1] == "f399: int = 399"
+
+
+def test_carried_context_lines_are_as_many_as_the_judge_reads():
+    from patchkit import carried, context
+
+    assert carried.NEAR == context.NEAR

@@ -76,7 +76,7 @@ def edit_words(ref, op: OpSpec) -> Optional[tuple[frozenset, frozenset]]:
 def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Optional[tuple[frozenset, frozenset]]:
     """``edit_words`` once per (patchkit, recipe, op, release), on disk beside the identity
     (it parses the home release's file with libcst: seconds for a 5,000-line module)."""
-    import marshal
+    import json  # not marshal: a cache entry is input (marshal trusts the lengths it reads)
 
     from patchkit import fsio, regular
 
@@ -84,19 +84,17 @@ def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Opti
     data = regular.read_cached(path.parent, path.name, 1 << 20)
     if data is not None:
         try:
-            raw = marshal.loads(data)
+            raw = json.loads(data)
             if raw is False:
                 return None
             gone, added = raw
-            return frozenset(map(str, gone)), frozenset(map(str, added))
-        except (ValueError, EOFError, TypeError):
+            if all(isinstance(w, str) for w in (*gone, *added)):
+                return frozenset(gone), frozenset(added)
+        except (ValueError, TypeError, RecursionError):
             pass  # not one: judged again
     edit = edit_words(ref, op)
     raw = False if edit is None else (sorted(edit[0]), sorted(edit[1]))
-    try:
-        fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", marshal.dumps(raw))
-    except ValueError:
-        pass
+    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
     return edit
 
 

@@ -6,7 +6,7 @@ project's recipes/, the user's).  Both are checked strictly: an unknown key, a m
 or a value of the wrong shape is one line naming file:line and the fix (exit 2).
 
 ``status`` runs at start-up speed, and tomllib alone costs more than the rest of an
-unchanged ``status``: the shipped file's parsed form is kept in patchkit's cache (marshal,
+unchanged ``status``: the shipped file's parsed form is kept in patchkit's cache (JSON,
 keyed by the file's size and mtime), so it is parsed once per installed patchkit.
 """
 

@@ -23,7 +23,6 @@ rename (50%); it has *moved* there only when it also leads the runner-up by MARG
 
 from __future__ import annotations
 
-import marshal
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -35,7 +34,7 @@ from patchkit.ops import DONE, PENDING, Located
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
-FORMAT = 4  # 4: a site's context lines run across its enclosing blocks (context.site_run)
+FORMAT = 5  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON
 SITE_DONE = 0.75  # a done site in its own scope: this share of the release's statement's tokens
 
 
@@ -316,30 +315,39 @@ def _cache_path(session, recipe: Recipe, op: OpSpec, release: str):
     from patchkit.verdicts import digest_of
 
     k = digest_of(f"{FORMAT}|{session.code}|{recipe.sha256}|{op.index}|{op.engine}|{release}".encode())
-    return cache_dir() / "identity" / f"{k}.marshal"
+    return cache_dir() / "identity" / f"{k}.json"
 
 
 def _load(path) -> Optional[tuple]:
-    """A cached identity, or None (absent, unreadable, or not of the right shape)."""
+    """A cached identity, or None (absent, unreadable, or not of the right shape).  JSON,
+    as every cache patchkit reads back (marshal trusts the lengths it reads)."""
+    import json
+
     from patchkit import regular
 
     data = regular.read_cached(path.parent, path.name, 64 << 20)  # a link, FIFO or device: a miss
     if data is None:
         return None
     try:
-        raw = marshal.loads(data)
+        raw = json.loads(data)
         if raw is False:
             return False  # the release does not hold the site (also worth remembering)
         sites = tuple(
             context.Context(
-                str(f), str(s), tuple((str(a), str(b)) for a, b in blk), at, frozenset(imp), _header(hdr), _near(near)
+                str(f),
+                str(s),
+                tuple((str(a), str(b)) for a, b in blk),
+                at,
+                frozenset((str(m), str(n)) for m, n in imp),
+                _header(hdr),
+                _near(near),
             )
             for f, s, blk, at, imp, hdr, near in raw
         )
         if any(c.at is not None and not (isinstance(c.at, int) and 0 <= c.at < len(c.block)) for c in sites):
             return None
         return sites
-    except (ValueError, EOFError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
 
 
@@ -357,15 +365,16 @@ def _header(raw) -> tuple:
 
 
 def _save(path, sites) -> None:
+    import json
+
     raw = (
-        False if sites is None else [(c.file, c.scope, list(c.block), c.at, c.imports, c.header, c.near) for c in sites]
+        False
+        if sites is None
+        else [(c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near) for c in sites]
     )
     from patchkit import fsio
 
-    try:  # a cache that cannot be written only costs time
-        fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", marshal.dumps(raw))
-    except ValueError:
-        pass
+    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
 
 
 def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:

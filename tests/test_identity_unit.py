@@ -91,15 +91,15 @@ def test_moved_needs_the_threshold_and_a_margin_over_the_runner_up():
 
 def test_a_cached_identity_round_trips_and_a_bad_entry_is_a_miss(tmp_path):
     site = ctx(ORIGINAL, 'not in ["a"')
-    path = tmp_path / "x.marshal"
+    path = tmp_path / "x.json"
     identity._save(path, (site,))
     assert identity._load(path) == (site,)
     identity._save(path, None)
     assert identity._load(path) is False  # "the release does not hold the site", remembered
-    for bad in (b"", b"\x00garbage", b"\xe9\x01\x00\x00\x00", __import__("marshal").dumps([("a", "b")])):
+    for bad in (b"", b"\x00garbage", b"[\xff\xff\xff\x7f", b"[" * 100_000, b'[["a", "b"]]', b"5", b"[[1,2,3,4,5,6,7]]"):
         path.write_bytes(bad)
         assert identity._load(path) is None
-    path.write_bytes(__import__("marshal").dumps([("f", "s", [("x", "")], 5, [], ())]))  # `at` out of the block
+    path.write_bytes(b'[["f", "s", [["x", ""]], 5, [], [], []]]')  # `at` out of the block
     assert identity._load(path) is None
 
 

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchkit import fetch, fsio, regular, shape
 from patchkit.errors import FetchError, PatchkitError
+from patchkit.fetch import release_tree  # noqa: F401  (drift's name for it, kept for its callers)
 from patchkit.judge import Session, evaluate, results
 from patchkit.recipe import Catalog
 from patchkit.results import RecipeResult
@@ -50,42 +51,6 @@ def parse_spec(value: str) -> tuple[str, str, str]:
         except InvalidVersion:
             raise PatchkitError(f"--to {value!r}: {version!r} is not a version", "e.g. --to sglang==0.5.13") from None
     return kind, engine, version.strip()
-
-
-def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
-    """A pristine unpacked release, from the cache or the index."""
-    # cache/trees is patchkit's own (checked without following a link); the release's own
-    # directory is never made empty in advance: another process must see it whole or not at
-    # all (fetch.unpack renames a finished tree into place).
-    dest = fsio.owned_dir(fetch.cache_dir(), "trees") / f"{engine}-{version}"
-    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
-        from patchkit.errors import TargetError
-
-        raise TargetError(
-            f"{dest}: not a directory patchkit made ({'a symlink' if dest.is_symlink() else 'not a directory'});"
-            " patchkit keeps its own files there",
-            "remove it (patchkit makes it again)",
-        )
-    src = fetch.tree_source(dest)
-    if src and src.get("version") == version:
-        return dest
-    info = ENGINES[engine]
-    if info.reference == "sdist":
-        try:
-            sdist = fetch.fetch_sdist(info.dist, version, say=say)
-        except FetchError as e:
-            if "no such release" not in e.message:
-                raise
-            say(f"{engine} {version}: no sdist on the index; its wheel will do")
-        else:
-            prefixes = tuple(pp for _, pp in info.layouts["git"])
-            say(f"unpacking {sdist.name} ({', '.join(prefixes)}) ...")
-            source = {"engine": engine, "source": "index", "version": version, "sdist": sdist.name}
-            fetch.unpack_sdist(sdist, dest, prefixes, source)
-            return dest
-    whl = fetch.fetch_wheel(info.dist, version, say=say)
-    fetch.unpack(whl, dest, {"engine": engine, "source": "index", "version": version, "wheel": whl.name})
-    return dest
 
 
 def judge_release(catalog: Catalog, names: tuple[str, ...], trees: dict[str, Path]) -> list[RecipeResult]:

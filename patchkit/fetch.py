@@ -499,3 +499,43 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return n
+
+
+def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
+    """A pristine unpacked release, from the cache or the index: its sdist where the engine's
+    reference is the sdist (and the index has one), else its wheel (drift and the pristine
+    references read releases here)."""
+    # cache/trees is patchkit's own (checked without following a link); the release's own
+    # directory is never made empty in advance: another process must see it whole or not at
+    # all (fetch.unpack renames a finished tree into place).
+    dest = fsio.owned_dir(cache_dir(), "trees") / f"{engine}-{version}"
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        from patchkit.errors import TargetError
+
+        raise TargetError(
+            f"{dest}: not a directory patchkit made ({'a symlink' if dest.is_symlink() else 'not a directory'});"
+            " patchkit keeps its own files there",
+            "remove it (patchkit makes it again)",
+        )
+    src = tree_source(dest)
+    if src and src.get("version") == version:
+        return dest
+    from patchkit.target import ENGINES
+
+    info = ENGINES[engine]
+    if info.reference == "sdist":
+        try:
+            sdist = fetch_sdist(info.dist, version, say=say)
+        except FetchError as e:
+            if "no such release" not in e.message:
+                raise
+            say(f"{engine} {version}: no sdist on the index; its wheel will do")
+        else:
+            prefixes = tuple(pp for _, pp in info.layouts["git"])
+            say(f"unpacking {sdist.name} ({', '.join(prefixes)}) ...")
+            source = {"engine": engine, "source": "index", "version": version, "sdist": sdist.name}
+            unpack_sdist(sdist, dest, prefixes, source)
+            return dest
+    whl = fetch_wheel(info.dist, version, say=say)
+    unpack(whl, dest, {"engine": engine, "source": "index", "version": version, "wheel": whl.name})
+    return dest

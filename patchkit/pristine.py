@@ -160,7 +160,7 @@ class Reference:
             public = Version(v).public
         except InvalidVersion:
             raise PatchkitError(f"{v!r} is not a release version") from None
-        from patchkit import drift, fetch
+        from patchkit import fetch
 
         dest = fetch.cache_dir() / "trees" / f"{self.target.engine}-{public}"
         src = fetch.tree_source(dest)
@@ -168,7 +168,7 @@ class Reference:
             raise PatchkitError(
                 f"{self.target.engine} {public}'s sdist is not in patchkit's cache, and {OFFLINE_ENV}=1"
             )
-        root = drift.release_tree(self.target.engine, public, say=_say)
+        root = fetch.release_tree(self.target.engine, public, say=_say)
         got = fetch.tree_source(root) or {}
         # the wheel where the index has no sdist of the release (drift.release_tree)
         self._tree = Target(self.target.engine, root, "git" if got.get("sdist") else "package", public)

@@ -114,14 +114,7 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
         "needed; it goes with the judge's references above"
     ),
 }
-KNOWN_CYCLES: dict[frozenset, str] = {
-    frozenset({"patchkit.judge", "patchkit.pristine", "patchkit.drift", "patchkit.identity", "patchkit.edited"}): (
-        "judge -> pristine -> drift -> judge: pristine asks drift's cache for a release (an sdist "
-        "unpacked), drift judges releases; identity reads releases through pristine, and edited "
-        "(the judge's site found by identity alone) reads identity; it goes with the judge's "
-        "references above"
-    ),
-}
+KNOWN_CYCLES: dict[frozenset, str] = {}  # none: pristine reads releases from fetch, not drift
 
 
 def _modules() -> dict[str, Path]:

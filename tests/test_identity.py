@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import OLD_LAYER_GATE
 
-from patchkit import identity, judge, verdicts
+from patchkit import identity, judge, plancache, verdicts
 
 pytestmark = pytest.mark.real
 
@@ -234,6 +234,9 @@ def test_upstreams_own_code_moved_with_no_marker_is_upstream_and_revert_never_re
 
     monkeypatch.setattr(judge, "at_site", by_location)
     monkeypatch.setattr(verdicts, "load", lambda key, targets: None)  # judged afresh, not from the cache
+    # and planned afresh: the plan cache keys on patchkit's code as it is on disk, which a
+    # monkeypatch does not change (the first revert's plan, "nothing to revert", would replay)
+    monkeypatch.setattr(plancache, "lookup", lambda *a, **k: None)
     assert status(run_cli, d, "fcfs", f"sglang={s}")[1][0]["state"] == "applied"
     code, out, err = run_cli("--recipes", str(d), "revert", "fcfs", "-t", f"sglang={s}")
     assert code == 1 and (s / new).read_bytes() == before, (code, out, err)  # refused, as every plan blocker

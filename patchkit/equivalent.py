@@ -209,9 +209,15 @@ def hint(session, op, candidates) -> str:
     p = find(session, op, candidates)
     if p is None:
         return ""
+    proposed = [m for m in getattr(op, "markers", ()) if m.proposed]
+    then = (
+        f"if so confirm the proposed marker (recipe line {proposed[0].line}) by deleting its `proposed` line"
+        if proposed
+        else "if so add a marker"
+    )
     return (
         f"upstream may have fixed this in other words at {p.file}:{p.line}"
-        f" (it mentions {', '.join(p.keys)}; a hint, not a verdict: read it, and if so add a marker)"
+        f" (it mentions {', '.join(p.keys)}; a hint, not a verdict: read it, and {then})"
     )
 
 

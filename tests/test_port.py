@@ -663,6 +663,9 @@ def test_a_fix_in_other_words_is_proposed_as_a_marker_to_confirm(tmp_path, run_c
         return json.loads(out)["recipes"][0]["ops"][0]["state"]
 
     assert state() == "missing"  # never retired silently
+    code, out, _ = run_cli("--recipes", str(recipes), "status", "arm", "-t", f"sglang={root}", "--json")
+    said = json.loads(out)["recipes"][0]["ops"][0]["message"]
+    assert f"confirm the proposed marker (recipe line {line}) by deleting its `proposed` line" in said, said
     (recipes / "arm.toml").write_text("".join(ln for ln in written.splitlines(True) if not ln.startswith("proposed")))
     assert state() == "upstream"
 

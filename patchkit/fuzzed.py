@@ -12,6 +12,7 @@ each end (its default fuzz factor).  So does this, to read ``upstream`` and noth
   or else (it moved) the one file that holds it so, or of several (a twin of the code in
   another kernel) the one of the named file's basename, as git breaks a tie between
   rename sources; and the upstream side stands with that fuzz nowhere there;
+* the hunk adds a line that is not blank (what it takes away alone leaves nothing to find);
 * the pristine release (the reference) holds it so too: provenance by content.  The same
   lines with no reference, or not in the reference (an edit by hand), read ``missing``:
   never ``applied`` (revert, which is exact, would not find them) and never ``pending``
@@ -53,11 +54,11 @@ def upstream(session, op: OpSpec, named) -> Optional[tuple[object, int, str]]:
 
     if not hasattr(op.impl, "fuzzed"):
         return None
+    word = _added(op)
+    if not word:
+        return None  # a hunk that only takes lines away leaves nothing of its own to find
     docs = [named] if named.exists else []
     if not docs:  # the file moved: the one file that holds the hunk's added line
-        word = _added(op)
-        if not word:
-            return None
         target = session.sweep(op.engine)
         files = relocate.candidates(target, os.path.splitext(op.file)[1], (word,))
         if len(files) > MAX_FILES:

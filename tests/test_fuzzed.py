@@ -53,6 +53,16 @@ def test_the_edited_side_is_found_with_fuzz_and_never_with_every_context_line_of
     assert one.fuzzed("  STD_CHECK(\n  a == 2,\n   ok);\n") == ([], [])
 
 
+def test_a_hunk_that_only_takes_lines_away_is_never_found_with_fuzz(tmp_path, run_cli, monkeypatch):
+    """Its edited side is context alone: two lines that happen to stand together are no
+    evidence that upstream removed anything."""
+    cut = HUNK.replace('+            major == 12,\n+        "SM89 or SM12x only");\n', "")
+    text = FIXED.replace('            major == 12,\n        "SM89 or SM12x only");\n', "")
+    assert TextHunk({}, {"hunk": cut}).fuzzed(text)[1]  # GNU patch would take it as applied
+    repo = _checkout(tmp_path, {"csrc/marlin/marlin.cu": text})
+    assert _status(tmp_path, run_cli, monkeypatch, repo, RECIPE.replace(HUNK, cut))["state"] == "missing"
+
+
 def _checkout(tmp_path, files: dict[str, str]):
     repo = tmp_path / "flashinfer"
     (repo / "flashinfer").mkdir(parents=True)
@@ -69,12 +79,12 @@ def _checkout(tmp_path, files: dict[str, str]):
     return repo
 
 
-def _status(tmp_path, run_cli, monkeypatch, repo) -> dict:
+def _status(tmp_path, run_cli, monkeypatch, repo, recipe: str = RECIPE) -> dict:
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     recipes = tmp_path / "recipes"
     recipes.mkdir(exist_ok=True)
-    (recipes / "sm12x.toml").write_text(RECIPE)
+    (recipes / "sm12x.toml").write_text(recipe)
     code, out, err = run_cli("--recipes", str(recipes), "status", "sm12x", "-t", f"flashinfer={repo}", "--json")
     assert code in (0, 1), err
     return json.loads(out)["recipes"][0]["ops"][0]

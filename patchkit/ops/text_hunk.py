@@ -130,7 +130,9 @@ class TextHunk(Op):
         self._first_change = next(i for i, (a, b) in enumerate(zip(old + [None], new + [None], strict=False)) if a != b)
         self._old_lines, self._new_lines = old, new
         self._trailing = next(
-            i for i in range(len(old) + 1) if i >= len(old) - self._first_change or old[-1 - i] != new[-1 - i]
+            i
+            for i in range(len(old) + 1)
+            if i >= min(len(old), len(new)) - self._first_change or old[-1 - i] != new[-1 - i]
         )
 
     # A Python file comes as its libcst module: the hunk reads and writes its text.
@@ -179,8 +181,7 @@ class TextHunk(Op):
         context lines ignored at each end, GNU patch's fuzz (its default, 2): the least fuzz
         at which either side stands, never every context line of an end that has some.
         The line of each place is that of its first changed line.  For telling an edit
-        upstream made with its context rewritten (edited.py's words for text); apply stays
-        exact."""
+        upstream made with its context rewritten (fuzzed.py); apply and revert stay exact."""
         lead, trail = self._first_change, self._trailing
         old, new = self._old_lines, self._new_lines
         for fuzz in range(1, FUZZ + 1):

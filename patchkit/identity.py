@@ -113,6 +113,42 @@ def decide(ranked: list[Candidate]) -> str:
     return "moved" if ranked[0].score - second >= MARGIN else "ambiguous"
 
 
+def _kept_name(site: str, cand: str) -> int:
+    """How many names of the site's qualified scope a candidate's keeps, from the innermost
+    out: ``A.f`` in ``B.f`` keeps 1, in ``A.f`` 2, in ``B.g`` 0."""
+    mine, theirs = site.split(".") if site else [], cand.split(".") if cand else []
+    n = 0
+    while n < min(len(mine), len(theirs)) and mine[-1 - n] == theirs[-1 - n]:
+        n += 1
+    return n
+
+
+def by_name(ident: Identity, ranked: list[Candidate]) -> Optional[Candidate]:
+    """A tie (the best passes THRESHOLD, a runner-up within MARGIN) broken by the name of the
+    def or class the site stood in, as git breaks a tie between rename sources by the file's
+    basename: the best candidate, when its scope keeps more of the site's qualified name,
+    from the innermost name out, than every tied one (``_kept_name``): a class renamed around
+    a method that kept its own (``NativeSparseAttnBackend.init_forward_metadata`` ->
+    ``DeepseekSparseAttnBackend.init_forward_metadata``, its twin call in
+    ``_build_forward_metadata_cuda_graph`` within the margin), or a method moved with its
+    class to a new module, beside a sibling class's method of the same name.  Never a
+    runner-up over a better score, never where the best keeps no name, and never between
+    places that keep as much of it: then the name tells nothing.  None when it does not
+    decide."""
+    if not ranked or ranked[0].score < THRESHOLD or not ident.sites:
+        return None
+    names = {c.scope for c in ident.sites if c.scope}
+    if len(names) != 1:
+        return None
+    (site,) = names
+    tied = [c for c in ranked[1:] if ranked[0].score - c.score < MARGIN]
+    best = ranked[0]
+    kept = _kept_name(site, best.scope)
+    if not tied or not kept or any(_kept_name(site, c.scope) >= kept for c in tied):
+        return None
+    return Candidate(best.file, best.scope, best.line, best.score, (*best.parts, "its scope's name"))
+
+
 # -- contexts of sites in code ----------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from patchkit import (
     context,
     edited,
     equivalent,
+    fuzzed,
     identity,
     markers,
     pristine,
@@ -295,6 +296,13 @@ def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ide
             ) + scored[0][1:]
             ranked = tuple(c for c, _, _ in scored)
             verdict = "moved"
+    if verdict == "ambiguous" and not own:
+        # A tie across scopes: the one that kept the name of the def the site stood in.
+        named_best = identity.by_name(ident, list(ranked))
+        if named_best is not None:
+            scored[0] = (named_best,) + scored[0][1:]
+            ranked = (named_best, *ranked[1:])
+            verdict = "moved"
     if verdict == "moved":
         best, f, loc = scored[0]
         why = f"similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
@@ -324,10 +332,13 @@ def _changed_elsewhere(session: Session, op: OpSpec, ident, too_common: str) -> 
     ranked = tuple(c for _, c in found)
     of = f"the site as in {ident.release}"
     in_place = bool(ranked) and (ranked[0].file, ranked[0].scope) == (op.file, op.scope)
-    if ranked and not in_place and identity.decide(list(ranked)) == "moved":
+    verdict = identity.decide(list(ranked))
+    named_best = identity.by_name(ident, list(ranked)) if verdict == "ambiguous" else None
+    if ranked and not in_place and (verdict == "moved" or named_best is not None):
         # In its own scope a changed statement is no move, and never pending: the op's
-        # pattern is not there to apply (the nearest is named below).
-        f, best = found[0]
+        # pattern is not there to apply (the nearest is named below).  A tie across scopes
+        # goes to the one that kept the name of the def the site stood in (identity.by_name).
+        f, best = found[0][0], named_best or found[0][1]
         why = f"its statement changed: similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
         if len(ranked) > 1:
             why += "; runners-up: " + ", ".join(c.describe() for c in ranked[1:6])
@@ -422,6 +433,14 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             elif got is not None:
                 ev.searched = True  # not cacheable: a reference may be had later
                 ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[1]}")
+    if ev.located.state == State.MISSING and not ev.located.nodes and not ours:
+        # A text hunk whose context upstream rewrote as it made the edit (fuzzed.py).
+        got = fuzzed.upstream(session, op, f)
+        if got is not None and got[0] is not None:
+            ev.file, ev.scope, ev.located = got[0], "", Located(State.UPSTREAM, (got[1],), got[2])
+        elif got is not None:
+            ev.searched = True  # not cacheable: a reference may be had later
+            ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[2]}")
     if ev.located.state == State.PENDING:
         ev.located = _context(session, op) or ev.located
     st, reason = ev.located.state, ev.located.reason

@@ -327,7 +327,9 @@ def scan_file(op: OpSpec, f, skip_scope: str | None = None) -> list[tuple[str, L
     names = _scopes_at(f.text, needles(op)) if op.impl.SCOPED else [""]
     found = []
     seen: set[int] = set()  # one site is one candidate: the module also holds its defs' nodes
-    for name in sorted(names, key=lambda n: n == ""):  # innermost scopes first, the module last
+    # Innermost scopes first (a method before its class, whose locate also reaches the
+    # method's nodes: one site is named by its innermost scope), the module last.
+    for name in sorted(names, key=lambda n: (n == "", -n.count("."))):
         if name == skip_scope:
             continue
         try:

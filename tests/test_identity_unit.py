@@ -86,6 +86,37 @@ def test_moved_needs_the_threshold_and_a_margin_over_the_runner_up():
     assert identity.decide([]) == "missing"
 
 
+def test_a_tie_across_scopes_goes_to_the_one_that_kept_the_sites_def_name():
+    """As git breaks a tie between rename sources by basename (identity.by_name): the class
+    renamed around a method that kept its name, a twin of the call in another def within
+    the margin.  The best keeps its place and gains the part; nothing else is promoted."""
+    home = identity.Identity("r", (context.Context("a.py", "Native.init_forward_metadata"),))
+
+    def at(scope: str, score: float) -> identity.Candidate:
+        return identity.Candidate("b.py", scope, 1, score, ("site 94%",))
+
+    same, twin = at("Deepseek.init_forward_metadata", 0.54), at("Deepseek._build_forward_metadata_cuda_graph", 0.41)
+    assert identity.decide([same, twin]) == "ambiguous"
+    got = identity.by_name(home, [same, twin])
+    assert got is not None and (got.scope, got.score, got.parts) == (same.scope, 0.54, ("site 94%", "its scope's name"))
+    # It never fires where the name tells nothing, or against the scores:
+    assert identity.by_name(home, [twin, same]) is None  # a runner-up is never promoted
+    assert identity.by_name(home, [same, at("Other.init_forward_metadata", 0.50)]) is None  # both kept it
+    # A method moved with its class, beside a sibling class's method of the same name: the
+    # class's name too.
+    kept = identity.by_name(home, [at("Native.init_forward_metadata", 0.6), at("Other.init_forward_metadata", 0.55)])
+    assert kept is not None and kept.scope == "Native.init_forward_metadata"
+    assert (
+        identity.by_name(home, [at("Other.init_forward_metadata", 0.6), at("Native.init_forward_metadata", 0.55)])
+        is None
+    )
+    assert identity.by_name(home, [at("Deepseek.init", 0.54), twin]) is None  # neither did
+    assert identity.by_name(home, [at("Deepseek.init_forward_metadata", 0.49), twin]) is None  # below 0.5
+    assert identity.by_name(home, [same, at("Deepseek.x", 0.39)]) is None  # no tie: decide's own "moved"
+    text = identity.Identity("r", (context.Context("k.cu", ""),))
+    assert identity.by_name(text, [at("", 0.6), at("", 0.55)]) is None  # a text file has no scope
+
+
 # -- the cache -----------------------------------------------------------------------------------
 
 

@@ -455,3 +455,39 @@ def test_a_changed_compound_header_is_half_a_neighbour_in_python_only():
     assert 0.25 <= got < 0.5
     assert context._neighbour(orig, (changed,), set(), set()) == 0.0  # a text file's line
     assert context._neighbour(orig, (("for x in f.is_decode()", ""),), set(), set(), python=True) == 0.0
+
+
+NARROW = """
+id = "narrow"
+summary = "exact SM120"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "replace-expr"
+engine = "sglang"
+file = "sglang/srt/old.py"
+scope = "Runner.supports"
+[ops.locator]
+match = "p.is_family(120)"
+[ops.params]
+with = "p.is_exact(120)"
+"""
+
+
+def test_a_match_is_named_by_its_innermost_scope_not_its_class(tmp_path, run_cli, monkeypatch):
+    """The class's own lines hold the pattern's words too (``p``, in ``priority``), and the
+    class's locate reaches its method's nodes: the place is still named by the method, as the
+    site was (vLLM 0.22's FlashInferExperts._supports_current_device, once named by its class)."""
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    moved = (
+        "class Runner:\n    priority = 0\n\n    @staticmethod\n"
+        "    def supports(p) -> bool:\n        return p.is_cuda() and p.is_family(120)\n"
+    )
+    root = mini_sglang(tmp_path / "site", {"sglang/srt/moved/new.py": moved})
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "narrow.toml").write_text(NARROW)
+    code, out, err = run_cli("--recipes", str(recipes), "status", "narrow", "-t", f"sglang={root}", "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "moved" and op["location"] == "sglang/srt/moved/new.py::Runner.supports:6", op

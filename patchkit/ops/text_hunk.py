@@ -27,6 +27,7 @@ from typing import Union
 from patchkit.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 
 NO_NEWLINE = "\\ No newline at end of file"
+FUZZ = 2  # GNU patch's default fuzz factor: context lines it may ignore at each end of a hunk
 
 
 def parse_hunk(src: str) -> tuple[list[str], list[str], int]:
@@ -127,6 +128,12 @@ class TextHunk(Op):
             sites=((self.old,), (self.new,)),
         )
         self._first_change = next(i for i, (a, b) in enumerate(zip(old + [None], new + [None], strict=False)) if a != b)
+        self._old_lines, self._new_lines = old, new
+        self._trailing = next(
+            i
+            for i in range(len(old) + 1)
+            if i >= min(len(old), len(new)) - self._first_change or old[-1 - i] != new[-1 - i]
+        )
 
     # A Python file comes as its libcst module: the hunk reads and writes its text.
     @staticmethod
@@ -168,6 +175,28 @@ class TextHunk(Op):
             tuple(n + at for n in found),
             f"expected {self.count} place(s) holding the hunk, found {len(found)} (widen its context, or give count)",
         )
+
+    def fuzzed(self, text: str) -> tuple[list[int], list[int]]:
+        """(upstream places, edited places) where the hunk stands with up to FUZZ of its
+        context lines ignored at each end, GNU patch's fuzz (its default, 2): the least fuzz
+        at which either side stands, never every context line of an end that has some.
+        The line of each place is that of its first changed line.  For telling an edit
+        upstream made with its context rewritten (fuzzed.py); apply and revert stay exact."""
+        lead, trail = self._first_change, self._trailing
+        old, new = self._old_lines, self._new_lines
+        for fuzz in range(1, FUZZ + 1):
+            a, b = max(0, min(fuzz, lead - 1)), max(0, min(fuzz, trail - 1))
+            if fuzz > 1 and (a, b) == (max(0, min(fuzz - 1, lead - 1)), max(0, min(fuzz - 1, trail - 1))):
+                continue  # no context line left to ignore: the same lines as one fuzz less
+            if (a, b) == (0, 0):
+                continue  # exactly the hunk (locate)
+            o, n = "".join(old[a : len(old) - b]), "".join(new[a : len(new) - b])
+            olds, news = _runs(text, o), _runs(text, n)
+            olds, news = _outside(olds, o, news, n), _outside(news, n, olds, o)
+            if olds or news:
+                at = lead - a
+                return [k + at for k in olds], [k + at for k in news]
+        return [], []
 
     def is_applied(self, scope) -> bool:
         # The goal on its own: the edited lines stand as often as asked, upstream's nowhere.

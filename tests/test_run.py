@@ -126,6 +126,13 @@ def test_run_execs_the_server_on_a_patched_venv_refuses_a_pending_one_and_apply_
     assert "applying it" in p.stderr and marker.read_text() == "started"
     assert run_cli("status", *MOE, "--python", str(py))[0] == 0
 
+    # `status --python` of that unchanged venv answers as the guard does: the interpreter's
+    # probe remembered, its engines found without the catalog, the verdicts cached (no libcst).
+    args = [sys.executable, "-X", "importtime", "-m", "patchkit", "--recipes", str(ROOT / "recipes")]
+    p = subprocess.run([*args, "status", *MOE, "--python", str(py)], cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0 and "moe-backend-sm120        applied" in p.stdout, p.stdout + p.stderr
+    assert " libcst" not in p.stderr and "_posixsubprocess" not in p.stderr
+
 
 def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_path, monkeypatch):
     """The guard does not run the interpreter at each start: the probe is cached, and an

@@ -42,11 +42,13 @@ class Invocation:
         return self._project
 
     def probe(self) -> Optional[dict]:
-        """What the --python interpreter imports; None without --python."""
+        """What the --python interpreter imports; None without --python.  Remembered in the
+        cache while nothing that decides it changed (interp.remembered_probe): no second
+        interpreter starts for a `status --python` of a venv nobody touched."""
         if self.python and self.facts is None:
-            from patchkit.interp import probe_python
+            from patchkit.interp import remembered_probe
 
-            self.facts = probe_python(self.python)
+            self.facts = remembered_probe(self.python)
         return self.facts
 
     def profile(self, target: tuple[str, ...] = ()):

@@ -131,4 +131,14 @@ def status_command(inv: Invocation, names: tuple[str, ...], target: tuple[str, .
     if not given and prof.exists:
         names = prof.names + prof.exclude
     profile = prof if prof.exists else None
-    return status(inv.options(names, target, as_json), verbose=not quiet, profile=profile, named=given or prof.recipes)
+    if inv.python and not target:
+        # The copies that interpreter imports, found as the serving guard finds them (every
+        # engine it has; the catalog, and libcst with it, only when a named recipe needs an
+        # engine it lacks): an unchanged venv answers from the verdict cache.
+        from patchkit.interp import targets_of
+
+        found = tuple(sorted(targets_of(inv.probe(), inv.python, inv.project, tuple(names))))
+        opts = Options(names=tuple(names), targets=found, json=as_json, project=inv.project)
+    else:
+        opts = inv.options(names, target, as_json)
+    return status(opts, verbose=not quiet, profile=profile, named=given or prof.recipes)

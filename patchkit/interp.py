@@ -234,8 +234,8 @@ def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tup
 
 
 def _engines_named(project, names: tuple[str, ...]) -> Optional[set[str]]:
-    """The engines the recipes (or bundles) ``names`` edit, read from the recipe files'
-    ``[engines]`` and ``bundles`` alone (tomllib; no libcst, no validation), nearest place
+    """The engines the recipes (or bundles) ``names`` edit, read from the recipe files' ops
+    and ``bundles`` alone (tomllib; no libcst, no validation), nearest place
     first as the catalog reads them; None when that cannot tell (a name not found, a file
     that does not read): then the catalog, which validates, says why.
 
@@ -266,6 +266,24 @@ def _listed(engines: Optional[set[str]]) -> Optional[list]:
     return None if engines is None else [sorted(engines)]
 
 
+def _op_engines(raw: dict) -> Optional[set[str]]:
+    """The engines a recipe's ops edit (its variants' too), as the catalog's ``op.engine``
+    gives them; None for a recipe whose ops do not read (the catalog says why)."""
+    ops = raw.get("ops")
+    if not isinstance(ops, list):
+        return None
+    for v in raw.get("variants", []):
+        if not isinstance(v, dict) or not isinstance(v.get("ops", []), list):
+            return None
+        ops = ops + v.get("ops", [])
+    out = set()
+    for o in ops:
+        if not isinstance(o, dict) or not isinstance(o.get("engine"), str):
+            return None
+        out.add(o["engine"])
+    return out or None
+
+
 def _parse_engines_named(files: list, names: tuple[str, ...]) -> Optional[set[str]]:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -278,10 +296,10 @@ def _parse_engines_named(files: list, names: tuple[str, ...]) -> Optional[set[st
             raw = tomllib.loads(data.decode("utf-8"))
         except ValueError:
             return None
-        rid, engines, bundles = raw.get("id"), raw.get("engines"), raw.get("bundles", [])
-        if not isinstance(rid, str) or not isinstance(engines, dict) or not isinstance(bundles, list):
+        rid, engines, bundles = raw.get("id"), _op_engines(raw), raw.get("bundles", [])
+        if not isinstance(rid, str) or engines is None or not isinstance(bundles, list):
             return None
-        seen.setdefault(rid, (set(engines), tuple(b for b in bundles if isinstance(b, str))))
+        seen.setdefault(rid, (engines, tuple(b for b in bundles if isinstance(b, str))))
     out: set[str] = set()
     for n in names:
         hits = [e for rid, (e, bundles) in seen.items() if rid == n or n in bundles]

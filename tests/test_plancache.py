@@ -284,23 +284,32 @@ _NO_LIBCST = (
 
 
 @pytest.mark.real
-def test_sm120_on_real_releases_seen_before_is_replayed_without_libcst(tree):
+def test_sm120_on_real_releases_seen_before_is_replayed_without_libcst(tree, tmp_path):
     """SGLang 0.5.9 + FlashInfer 0.6.3: apply sm120, put the trees back as they were (the same
-    paths), apply again: no libcst, the same output, the same bytes, .patchkit included."""
+    paths), apply again: no libcst, the same output, the same bytes, .patchkit included.
+
+    Both runs use a cache of their own holding the two releases' wheels: which releases the
+    cache holds is an input of the key (a pristine reference, a site's identity), and on a
+    cold CI machine other tests download releases into the shared cache between the runs."""
+    from patchkit.paths import wheels_dir
     from tests.conftest import ROOT
 
     def trees():
         return tree("sglang", "0.5.9", links=True), tree("flashinfer", "0.6.3", links=True)
 
     sg, fi = trees()
+    own = tmp_path / "cache"
+    for dist, version in (("sglang", "0.5.9"), ("flashinfer-python", "0.6.3")):
+        shutil.copytree(wheels_dir(dist) / version, own / "wheels" / dist / version)
+    env = {**os.environ, "PATCHKIT_CACHE": str(own)}
     args = ["apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"]
-    first = subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=ROOT, capture_output=True, text=True)
+    first = subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=ROOT, capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
     after = (snapshot(sg, state=True), snapshot(fi, state=True))
     shutil.rmtree(sg)
     shutil.rmtree(fi)
     assert trees() == (sg, fi)
-    again = subprocess.run([sys.executable, "-c", _NO_LIBCST, *args], cwd=ROOT, capture_output=True, text=True)
+    again = subprocess.run([sys.executable, "-c", _NO_LIBCST, *args], cwd=ROOT, capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr
     assert (again.stdout, again.stderr) == (first.stdout, first.stderr)
     assert (snapshot(sg, state=True), snapshot(fi, state=True)) == after

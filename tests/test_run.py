@@ -10,6 +10,7 @@ code prove the exec; a marker file that is never written proves a refusal starte
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,8 +129,16 @@ def test_run_execs_the_server_on_a_patched_venv_refuses_a_pending_one_and_apply_
 
     # `status --python` of that unchanged venv answers as the guard does: the interpreter's
     # probe remembered, its engines found without the catalog, the verdicts cached (no libcst).
-    args = [sys.executable, "-X", "importtime", "-m", "patchkit", "--recipes", str(ROOT / "recipes")]
-    p = subprocess.run([*args, "status", *MOE, "--python", str(py)], cwd=tmp_path, capture_output=True, text=True)
+    # A cache of its own: which releases the cache holds is an input of the verdicts' key, and
+    # other tests download releases into the shared one.
+    from patchkit.paths import wheels_dir
+
+    own = tmp_path / "cache"
+    shutil.copytree(wheels_dir("sglang") / "0.5.9", own / "wheels" / "sglang" / "0.5.9")
+    env = {**os.environ, "PATCHKIT_CACHE": str(own)}
+    args = [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), "status", *MOE, "--python", str(py)]
+    assert subprocess.run(args, cwd=tmp_path, capture_output=True, env=env).returncode == 0  # verdicts cached
+    p = subprocess.run([args[0], "-X", "importtime", *args[1:]], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert p.returncode == 0 and "moe-backend-sm120        applied" in p.stdout, p.stdout + p.stderr
     assert " libcst" not in p.stderr and "_posixsubprocess" not in p.stderr
 
@@ -167,7 +176,7 @@ def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_pa
 
 def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
     """The guard's fast path: which engines the named recipes edit, from the recipe files'
-    [engines] and bundles alone; None (the catalog decides, and says why) when a name is
+    ops (their variants' too) and bundles alone; None (the catalog decides, and says why) when a name is
     not found or a file does not read."""
     from types import SimpleNamespace
 
@@ -175,16 +184,27 @@ def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
 
     d = tmp_path / "recipes"
     d.mkdir()
-    (d / "a.toml").write_text('id = "a"\nbundles = ["b1"]\n[engines]\nsglang = ">=0.5"\n')
-    (d / "f.toml").write_text('id = "f"\nbundles = ["b1"]\n[engines]\nflashinfer = ">=0.6"\nsglang = ">=0.5"\n')
-    (d / "v.toml").write_text('id = "v"\nbundles = ["b2"]\n[engines]\nvllm = ">=0.17"\n')
+
+    def recipe(rid, bundle, engines, ops, variant_ops=()):
+        text = f'id = "{rid}"\nbundles = ["{bundle}"]\n[engines]\n' + "".join(f'{e} = ">=0.1"\n' for e in engines)
+        text += "".join(f'[[ops]]\nengine = "{e}"\n' for e in ops)
+        if variant_ops:
+            text += "[[variants]]\n" + "".join(f'[[variants.ops]]\nengine = "{e}"\n' for e in variant_ops)
+        return text
+
+    (d / "a.toml").write_text(recipe("a", "b1", ["sglang"], ["sglang"]))
+    (d / "f.toml").write_text(recipe("f", "b1", ["flashinfer", "sglang"], ["sglang"], ["flashinfer"]))
+    (d / "v.toml").write_text(recipe("v", "b2", ["vllm"], ["vllm"]))
+    # An engine in [engines] that no op edits is not needed (the catalog's op.engine says so)
+    (d / "w.toml").write_text(recipe("w", "b3", ["flashinfer", "sglang"], ["sglang"]))
     project = SimpleNamespace(recipe_dirs=[SimpleNamespace(path=d)])
     assert interp._engines_named(project, ("b1",)) == {"sglang", "flashinfer"}
     assert interp._engines_named(project, ("a", "v")) == {"sglang", "vllm"}
     assert interp._engines_named(project, ("nope",)) is None
+    assert interp._engines_named(project, ("b3",)) == {"sglang"}
     # Kept in the cache under the files' bytes (patchkit/memo.py): an edit is seen at once.
     assert interp._engines_named(project, ("a",)) == {"sglang"}
-    (d / "a.toml").write_text('id = "a"\nbundles = ["b1"]\n[engines]\nvllm = ">=0.17"\n')
+    (d / "a.toml").write_text(recipe("a", "b1", ["vllm"], ["vllm"]))
     assert interp._engines_named(project, ("a",)) == {"vllm"}
     (d / "broken.toml").write_text("id = \n")
     assert interp._engines_named(project, ("a",)) is None

@@ -18,36 +18,20 @@ from __future__ import annotations
 
 import ast
 import difflib
-import io
-import keyword
-import tokenize
 from typing import Optional
 
 import libcst as cst
 
 from patchkit import context, identity, pyscope
 from patchkit.model import OpSpec, Recipe
+from patchkit.ops._cst import word_sequence
 
 MAX_STATEMENTS = 400  # statements of one scope scored (a 6,000-line class is no site's scope)
 
 
 def _words(src: str) -> list[str]:
     """Identifiers and string contents of code, in order (a diff of what an edit changes)."""
-    out: list[str] = []
-    try:
-        for t in tokenize.generate_tokens(io.StringIO(src).readline):
-            if t.type == tokenize.NAME and not keyword.iskeyword(t.string):
-                out.append(t.string)
-            elif t.type == tokenize.STRING:
-                try:
-                    v = ast.literal_eval(t.string)
-                except (ValueError, SyntaxError):
-                    continue
-                if isinstance(v, str) and v:
-                    out.append(v)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return []
-    return out
+    return word_sequence(src) or []
 
 
 def edit_words(ref, op: OpSpec) -> Optional[tuple[frozenset, frozenset]]:

@@ -221,16 +221,32 @@ def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tup
     """``ENGINE=ROOT`` for the copies ``python`` imports: every engine, when it has them all
     (then no recipe can fall back on a workspace tree, and status may answer from its
     cache); else only those the recipes need, each one required (python_targets)."""
-    from patchkit.target import ENGINES
-
-    mods = {e: facts["modules"].get(ENGINES[e].package, {}) for e in ENGINES}
-    found = {e: f"{e}={m['root']}" for e, m in mods.items() if m.get("found")}
+    found = _found(facts)
     if len(found) == len(ENGINES):
         return tuple(found.values())
     needed = _engines_named(project, names)
     if needed is not None and needed <= set(found):
         return tuple(found.values())
     return python_targets(python, project, names, facts=facts)
+
+
+def targets_named(facts: dict, project, names: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+    """python_targets' answer (the copies of the engines the named recipes' ops edit, by
+    engine name), read without the catalog (and libcst): the engines from the recipe files
+    (``_engines_named``).  None where that cannot tell or an engine is not there: then
+    python_targets, which loads the catalog, says why."""
+    found = _found(facts)
+    needed = _engines_named(project, names) if names else None
+    if not needed or not needed <= set(found):
+        return None
+    return tuple(found[e] for e in sorted(needed))
+
+
+def _found(facts: dict) -> dict[str, str]:
+    """engine -> ``ENGINE=ROOT`` for each engine the probed interpreter imports, in the
+    engine table's order."""
+    mods = {e: facts["modules"].get(ENGINES[e].package, {}) for e in ENGINES}
+    return {e: f"{e}={m['root']}" for e, m in mods.items() if m.get("found")}
 
 
 def _engines_named(project, names: tuple[str, ...]) -> Optional[set[str]]:

@@ -387,6 +387,26 @@ def release_in_cache(cache: Path, engine: str, version: str, files: dict[str, st
 
 # The smallest valid recipe (one list-element op), with ``{id}`` to fill: tests of recipe
 # handling (check, list, completion) build on it.
+def gate_recipe(rid: str = "widen", scope: str = "gate", extra: str = "") -> str:
+    """The or-operand recipe several tests judge: ``_is_a or _is_b`` in sglang/srt/gate.py's
+    ``scope`` gains ``_is_c`` (``extra``: more TOML at its end, e.g. a marker)."""
+    return f"""
+id = "{rid}"
+summary = "widen the gate"
+[engines]
+sglang = ">=0"
+[[ops]]
+kind = "or-operand"
+engine = "sglang"
+file = "sglang/srt/gate.py"
+scope = "{scope}"
+[ops.locator]
+operands = ["_is_a", "_is_b"]
+[ops.params]
+operand = "_is_c"
+{extra}"""
+
+
 MINIMAL_RECIPE = """\
 id = "{id}"
 summary = "widen a list"

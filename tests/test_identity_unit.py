@@ -10,7 +10,7 @@ import ast
 import json
 from types import SimpleNamespace
 
-from conftest import git, mini_sglang
+from conftest import gate_recipe, git, mini_sglang
 
 from patchkit import context, equivalent, identity, provenance
 from patchkit.recipe import load_recipe
@@ -294,21 +294,7 @@ def test_a_text_ops_fragment_on_an_unrelated_new_line_of_a_checkout_is_missing(t
 # -- a checkout's committed code -----------------------------------------------------------------
 
 GATE = "_is_a = True\n_is_b = False\n\n\ndef gate():\n    return _is_a or _is_b\n"
-WIDEN_GATE = """
-id = "gate"
-summary = "widen the gate"
-[engines]
-sglang = ">=0"
-[[ops]]
-kind = "or-operand"
-engine = "sglang"
-file = "sglang/srt/gate.py"
-scope = "gate"
-[ops.locator]
-operands = ["_is_a", "_is_b"]
-[ops.params]
-operand = "_is_c"
-"""
+WIDEN_GATE = gate_recipe("gate")
 
 
 def test_an_edit_committed_past_the_tag_is_the_checkouts_own_code(tmp_path, run_cli, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 
 from patchkit.ops import KINDS, Reads
 from patchkit.ops.list_element import ListElement
-from tests.conftest import mini_sglang
+from tests.conftest import gate_recipe, mini_sglang
 
 # Two lists hold "a" and "b": a list-element op looking for them has two candidates.
 MODULE = '''"""Stand-in engine module."""
@@ -136,21 +136,7 @@ _is_b = False
 def renamed_gate(n):
     return (_is_a or _is_b) and n > 0
 """
-GATE_RECIPE = """
-id = "widen"
-summary = "widen the gate"
-[engines]
-sglang = ">=0"
-[[ops]]
-kind = "or-operand"
-engine = "sglang"
-file = "sglang/srt/gate.py"
-scope = "old_gate"
-[ops.locator]
-operands = ["_is_a", "_is_b"]
-[ops.params]
-operand = "_is_c"
-"""
+GATE_RECIPE = gate_recipe(scope="old_gate")
 
 
 def test_one_site_is_one_candidate_when_relocating(tmp_path, run_cli):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import mini_sglang
+from conftest import gate_recipe, mini_sglang
 
 GATES = """
 def gate():
@@ -17,24 +17,7 @@ def other():
         return 1
 """
 
-RECIPE = """
-id = "widen"
-summary = "widen the gate"
-[engines]
-sglang = ">=0"
-[[ops]]
-kind = "or-operand"
-engine = "sglang"
-file = "sglang/srt/gate.py"
-scope = "gate"
-[ops.locator]
-operands = ["_is_a", "_is_b"]
-[ops.params]
-operand = "_is_c"
-[[ops.markers]]
-contains = ["_is_a or _is_b or _is_sm120"]
-{extra}
-"""
+RECIPE = gate_recipe(extra='[[ops.markers]]\ncontains = ["_is_a or _is_b or _is_sm120"]\n{extra}\n')
 
 
 def _status(tmp_path, run_cli, text: str, extra: str = "") -> dict:

@@ -123,22 +123,6 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
     return OK if ok else NOT_THERE
 
 
-def _python_targets(inv: Invocation, names: tuple[str, ...]):
-    """The copies of the engines the named recipes edit that --python's interpreter imports,
-    as interp.python_targets gives them, found as the serving guard finds them: its probe
-    remembered, the engines read from the recipe files (interp._engines_named), so that an
-    unchanged venv answers from the verdict cache without the catalog (and libcst).  None
-    where that cannot tell, or an engine is not there: python_targets says why."""
-    from patchkit.interp import _engines_named
-    from patchkit.target import ENGINES
-
-    needed = _engines_named(inv.project, names)
-    mods = inv.probe()["modules"]
-    if not needed or any(not mods.get(ENGINES[e].package, {}).get("found") for e in needed):
-        return None
-    return tuple(f"{e}={mods[ENGINES[e].package]['root']}" for e in sorted(needed))
-
-
 def status_command(inv: Invocation, names: tuple[str, ...], target: tuple[str, ...], as_json: bool, quiet: bool) -> int:
     """`patchkit status`: the names given, else the profile's (what it names and what it
     excludes), else every recipe."""
@@ -147,7 +131,13 @@ def status_command(inv: Invocation, names: tuple[str, ...], target: tuple[str, .
     if not given and prof.exists:
         names = prof.names + prof.exclude
     profile = prof if prof.exists else None
-    found = _python_targets(inv, tuple(names)) if inv.python and not target and names else None
+    found = None
+    if inv.python and not target:
+        # The copies that interpreter imports, found as the serving guard finds them (its
+        # probe remembered, no catalog): an unchanged venv answers from the verdict cache.
+        from patchkit.interp import targets_named
+
+        found = targets_named(inv.probe(), inv.project, tuple(names))
     if found is not None:
         opts = Options(names=tuple(names), targets=found, json=as_json, project=inv.project)
     else:

@@ -10,7 +10,7 @@ import keyword
 import textwrap
 import tokenize
 from functools import lru_cache
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -37,10 +37,9 @@ def tokens(src: str) -> tuple[str, ...]:
         return tuple(src.split())
 
 
-@lru_cache(maxsize=1024)
-def words(src: str) -> tuple[str, ...]:
-    """Identifiers and string contents of a code fragment: text that any code holding
-    the fragment contains, whatever its layout (prefilters for relocation and views)."""
+def word_sequence(src: str) -> Optional[list[str]]:
+    """Identifiers and string contents of code, in order and repeated as they stand; None
+    when it does not tokenize."""
     out: list[str] = []
     try:
         for t in tokenize.generate_tokens(io.StringIO(src).readline):
@@ -54,8 +53,16 @@ def words(src: str) -> tuple[str, ...]:
                 if isinstance(v, str) and v:
                     out.append(v)
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        out = [src]
-    return tuple(dict.fromkeys(out))
+        return None
+    return out
+
+
+@lru_cache(maxsize=1024)
+def words(src: str) -> tuple[str, ...]:
+    """Identifiers and string contents of a code fragment: text that any code holding
+    the fragment contains, whatever its layout (prefilters for relocation and views)."""
+    seq = word_sequence(src)
+    return tuple(dict.fromkeys([src] if seq is None else seq))
 
 
 def ast_near(tree: ast.Module, lines: Sequence[int]) -> Iterator[ast.AST]:

@@ -48,7 +48,7 @@ def import_ms(stmt: str, n: int = 5) -> float:
 def record_row(wheel: Path) -> tuple:
     from installer.records import parse_record_file
 
-    from patchkit import record
+    from patchkit.core import record
 
     with zipfile.ZipFile(wheel) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
@@ -59,7 +59,7 @@ def record_row(wheel: Path) -> tuple:
     assert rows == len(list(parse_record_file(io.StringIO(data.decode()))))
     return (
         f"RECORD: parse sglang 0.5.9's ({rows} rows)",
-        f"patchkit/record.py (csv): {ours * 1000:.1f} ms, import {import_ms('import patchkit.record'):.0f} ms",
+        f"patchkit/core/record.py (csv): {ours * 1000:.1f} ms, import {import_ms('import patchkit.core.record'):.0f} ms",
         f"installer.records: {theirs * 1000:.1f} ms, import {import_ms('import installer.records'):.0f} ms",
     )
 
@@ -67,7 +67,7 @@ def record_row(wheel: Path) -> tuple:
 def wheel_row(wheel: Path) -> tuple:
     from wheel.wheelfile import WheelFile
 
-    from patchkit import wheel as pk_wheel
+    from patchkit.fleet import wheel as pk_wheel
 
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
@@ -96,7 +96,7 @@ def wheel_row(wheel: Path) -> tuple:
         same_theirs = again == out2.read_bytes()
         return (
             "wheel: write sglang 0.5.9 back to a .whl",
-            f"patchkit/wheel.py (zipfile): {t_ours:.2f} s, reproducible: {same}",
+            f"patchkit/fleet/wheel.py (zipfile): {t_ours:.2f} s, reproducible: {same}",
             f"wheel.wheelfile.WheelFile: {t_theirs:.2f} s, reproducible: {same_theirs},"
             f" import {import_ms('import wheel.wheelfile'):.0f} ms",
         )
@@ -120,7 +120,7 @@ def git_row() -> tuple:
 
 
 def index_row() -> tuple:
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     def ours():
         return fetch.project_files("sglang")
@@ -134,27 +134,27 @@ def index_row() -> tuple:
     t_ours, t_ps = best(ours, 3), best(pypi_simple_list, 3)
     return (
         "index: list sglang's files on PyPI (PEP 691)",
-        f"patchkit/fetch.py (urllib): {t_ours:.2f} s, import {import_ms('import patchkit.fetch'):.0f} ms",
+        f"patchkit/upstream/fetch.py (urllib): {t_ours:.2f} s, import {import_ms('import patchkit.upstream.fetch'):.0f} ms",
         f"pypi-simple: {t_ps:.2f} s, import {import_ms('import pypi_simple'):.0f} ms;"
         f" unearth import {import_ms('import unearth'):.0f} ms",
     )
 
 
 def recipe_row() -> tuple:
-    from patchkit import recipe
+    from patchkit.core import recipe
 
     files = sorted(Path(__file__).resolve().parents[1].joinpath("recipes").glob("*.toml"))
     t = best(lambda: [recipe.load_recipe(f) for f in files])
     return (
         f"recipes: load and check the {len(files)} shipped recipes",
-        f"patchkit/recipe.py: {t * 1000:.1f} ms, import {import_ms('import patchkit.recipe'):.0f} ms",
+        f"patchkit/core/recipe.py: {t * 1000:.1f} ms, import {import_ms('import patchkit.core.recipe'):.0f} ms",
         f"pydantic/msgspec: checks types, but tomllib gives no line numbers to point at;"
         f" pydantic import {import_ms('import pydantic'):.0f} ms",
     )
 
 
 def main() -> None:
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     wheel = fetch.fetch_wheel("sglang", "0.5.9")
     rows = [record_row(wheel), wheel_row(wheel), git_row(), index_row(), recipe_row()]

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from patchkit import drift  # noqa: E402
-from patchkit.paths import cache_dir  # noqa: E402
+from patchkit.base.paths import cache_dir  # noqa: E402
+from patchkit.upstream import drift
 
 PY = sys.executable  # replaced in main() by a venv holding patchkit installed as users install it
 PK: list[str] = []
@@ -120,12 +120,12 @@ def bench_apply(work: Path) -> dict:
         return fresh_pair(work)
 
     def setup_planned():
-        # No plan cached for these inputs (patchkit/plancache.py): apply plans, with libcst.
+        # No plan cached for these inputs (patchkit/core/plancache.py): apply plans, with libcst.
         shutil.rmtree(cache_dir() / "plans", ignore_errors=True)
         return fresh_pair(work)
 
     def setup_cold():
-        # No confirmation of a view's answer is cached (patchkit/confirm.py): the first apply
+        # No confirmation of a view's answer is cached (patchkit/core/confirm.py): the first apply
         # of this bundle to this release on a machine parses each op's complete scope.
         shutil.rmtree(cache_dir() / "confirmed", ignore_errors=True)
         return setup_planned()
@@ -165,8 +165,8 @@ def bench_relocate(work: Path) -> dict:
     code = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from patchkit.project import Project\nfrom patchkit.judge import Session\nfrom patchkit.target import "
-        "open_target\nfrom patchkit import relocate\n"
+        "from patchkit.core.project import Project\nfrom patchkit.core.judge import Session\nfrom patchkit.base.target import "
+        "open_target\nfrom patchkit.core import relocate\n"
         f"cat = Project.locate(pins={str(ROOT / 'upstream_pins.toml')!r}).catalog()\n"
         "op = cat.recipes['autotune-cutlass'].ops[0]\n"
         f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}})\n"
@@ -214,7 +214,7 @@ def bench_today(work: Path) -> dict:
     for src, dst in ((drift.release_tree("sglang", "0.5.23"), sg), (drift.release_tree("flashinfer", "0.7.4"), fi)):
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(".patchkit"))
-    time.sleep(1.1)  # older than the verdict cache's racy window (patchkit/verdicts.py RACY_NS)
+    time.sleep(1.1)  # older than the verdict cache's racy window (patchkit/core/verdicts.py RACY_NS)
     cmd = [*PK, "status", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"]
 
     def first_time():
@@ -483,13 +483,13 @@ def main() -> None:
         "- **apply** parses less than the floor does. The floor hands the four whole files (9,548 lines) to libcst;",
         "  apply finds statement boundaries with `ast` (C speed) and gives libcst a *view* of each file: only the",
         "  statements an op can read (those holding every word it declares in `Op.reads`), each other run of",
-        "  statements standing as one placeholder line (patchkit/view.py). A view's `pending` or `done` is confirmed",
+        "  statements standing as one placeholder line (patchkit/core/view.py). A view's `pending` or `done` is confirmed",
         "  on the op's complete scope before it is believed (an op that under-declares its words cannot hide a second",
         "  candidate); the confirmation is cached by the scope's content, so the *first* apply of a bundle to a",
         "  release on a machine (the cold row) parses those scopes, and later ones, on any copy of that release, do",
         "  not. Every edit is checked (post-condition, idempotence, round-trip, compile()), the placeholders are",
         "  swapped back byte for byte, and files, RECORD and journal are written as one set with one commit point.",
-        "- **apply on inputs seen before** replays the plan the cache holds for them (patchkit/plancache.py): its key",
+        "- **apply on inputs seen before** replays the plan the cache holds for them (patchkit/core/plancache.py): its key",
         "  is a BLAKE2b digest of patchkit's code, the recipes, the targets and the options, with the bytes of every",
         "  file that invocation's plans read (target files, journals, RECORDs). The entry (JSON) holds each file's",
         "  new bytes as splices of its old ones, the RECORD rows, the journal and the blobs, and what the command",
@@ -502,7 +502,7 @@ def main() -> None:
         "  only the scopes each op's own variant names (no release needs a search of the tree). A plain `status` (and",
         "  `run`) command line is read without importing click (patchkit/main.py; anything else goes to click), and",
         "  what it reads from small TOML files (a profile's lists, which engines the named recipes edit) is kept",
-        "  under the digest of their bytes (patchkit/memo.py): start-up is Python's, the verdicts' digests and a",
+        "  under the digest of their bytes (patchkit/base/memo.py): start-up is Python's, the verdicts' digests and a",
         "  few ms of patchkit, which is why an unchanged `status` costs about what `import click` alone does.",
         "- **run** (the serving guard) answers from two caches on an applied venv: where the interpreter imports the",
         "  engines from (its probe, remembered while its executable, pyvenv.cfg, the Python path variables and every",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from click.shell_completion import CompletionItem
 
-from patchkit import paths
-from patchkit.target import ENGINES
+from patchkit.base import paths
+from patchkit.base.target import ENGINES
 
 TREE_ONLY = {"target"}  # ENGINE=PATH
 RELEASE_ONLY = {"sources", "across"}  # ENGINE==VERSION (or A..B)
@@ -25,7 +25,7 @@ RELEASE_ONLY = {"sources", "across"}  # ENGINE==VERSION (or A..B)
 def _versions(engine: str) -> list[str]:
     from packaging.version import InvalidVersion, Version
 
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     dist = ENGINES[engine].dist
     d = paths.wheels_dir(dist)

@@ -149,9 +149,9 @@ def _run(args: list[str], got: dict) -> Optional[dict]:
 
 
 def _execute(call: Call) -> None:
-    from patchkit import term
+    from patchkit.base import term
     from patchkit.commands import Invocation
-    from patchkit.project import Project
+    from patchkit.core.project import Project
 
     term.set_color(call.color or "auto")
 

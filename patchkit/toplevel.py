@@ -12,8 +12,8 @@ import os
 import sys
 from typing import Callable
 
-from patchkit import term
-from patchkit.errors import OpBug, PatchkitError
+from patchkit.base import term
+from patchkit.base.errors import OpBug, PatchkitError
 
 
 def wants_json(args: list[str]) -> bool:

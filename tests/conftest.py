@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fetch
-from patchkit.target import ENGINES
+from patchkit.base.target import ENGINES
+from patchkit.upstream import fetch
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = {"sglang": "0.5.9", "flashinfer": "0.6.3"}
@@ -199,7 +199,7 @@ def copy_linked(src: Path, dest: Path) -> Path:
     """A copy of the release ``src`` whose files are hard links to it, except the ones tests
     edit in place (``EDITED_IN_PLACE``, dist-info), which are private copies.  patchkit never
     writes through a link: it writes a temp file and renames it over the target
-    (patchkit/fsio.py), which leaves the release alone.  Several times faster than a copy."""
+    (patchkit/base/fsio.py), which leaves the release alone.  Several times faster than a copy."""
 
     def link(s: str, d: str) -> str:
         if not _private(os.path.relpath(s, src).replace(os.sep, "/")):
@@ -374,7 +374,7 @@ def mini_sglang(root: Path, files: dict[str, str]) -> Path:
 def release_in_cache(cache: Path, engine: str, version: str, files: dict[str, str]) -> Path:
     """A hand-made release wheel of ``engine`` ``version`` holding ``files`` ({path in the
     wheel: text}) in patchkit's cache ``cache``: a release in a recipe's range, offline, for
-    the site identity (patchkit/identity.py) or a reference to be read from."""
+    the site identity (patchkit/core/identity.py) or a reference to be read from."""
     dist = ENGINES[engine].dist
     d = cache / "wheels" / dist.replace("_", "-").lower() / version
     d.mkdir(parents=True, exist_ok=True)

@@ -198,7 +198,7 @@ def test_a_change_no_structural_op_makes_becomes_a_text_op(tmp_path, checkout, r
 
 def test_one_op_may_make_hunks_far_apart():
     """replace-expr with a count: the same expression changed in two places is one op."""
-    from patchkit.capture import capture_python
+    from patchkit.authoring.capture import capture_python
 
     old = "def f(major):\n    if major == 10:\n        a = 1\n    b = 2\n    if major == 10:\n        return a\n"
     new = old.replace("major == 10", "major in (10, 12)").replace("b = 2", "b = 3")  # another change between
@@ -286,7 +286,7 @@ SM120 = ["autotune-cutlass", "max-running-requests", "moe-backend-sm120", "allre
 
 @pytest.fixture(scope="module")
 def pristine_trees():
-    from patchkit.drift import release_tree
+    from patchkit.upstream.drift import release_tree
 
     return {"sglang": release_tree("sglang", "0.5.9"), "flashinfer": release_tree("flashinfer", "0.6.3")}
 
@@ -302,7 +302,7 @@ def _copies(trees: dict[str, Path], dest: Path) -> dict[str, Path]:
 @pytest.mark.real
 @pytest.mark.parametrize("rid", SM120)
 def test_capture_reproduces_each_sm120_recipe(tmp_path, run_cli, pristine_trees, rid):
-    from patchkit.recipe import load_recipe
+    from patchkit.core.recipe import load_recipe
 
     engines = load_recipe(ROOT / "recipes" / f"{rid}.toml").engines  # only the trees it edits
     pristine_trees = {e: p for e, p in pristine_trees.items() if e in engines}
@@ -328,7 +328,7 @@ def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine
     """The whole path on real releases: a hand edit of SGLang 0.5.9 is captured, ported to
     0.5.22 (where ServerArgs' fields moved to arg_groups/fields in 0.5.20), checked, and
     applied to (and reverted from) the pristine 0.5.22."""
-    from patchkit.drift import release_tree
+    from patchkit.upstream.drift import release_tree
 
     edited = _copies({"sglang": pristine_trees["sglang"]}, tmp_path / "edited")["sglang"]
     _edit(
@@ -403,7 +403,7 @@ def test_an_elif_arm_added_to_sglangs_backend_choice_is_captured_as_add_branch(t
 
 
 def test_text_files_append_delete_and_a_file_with_no_unchanged_line():
-    from patchkit.capture import capture_text
+    from patchkit.authoring.capture import capture_text
 
     old = "int a;\nint b;\n"
     (op,), _ = capture_text("sglang", "k.cuh", old, old + "int c;\n")
@@ -415,7 +415,7 @@ def test_text_files_append_delete_and_a_file_with_no_unchanged_line():
 
 
 def test_dict_entries_and_keyword_arguments_are_captured_as_their_kinds():
-    from patchkit.capture import capture_python
+    from patchkit.authoring.capture import capture_python
 
     old = 'TABLE = {\n    "a": 1,\n    "b": 2,\n}\nx = f(1, k=2, m=3)\n'
     new = old.replace('    "a": 1,\n', '    "a": 1,\n    "c": 3,\n').replace("f(1, k=2, m=3)", "f(1, m=3)")
@@ -431,7 +431,7 @@ def test_an_operand_added_to_an_and_chain_is_captured_as_and_operand():
     """The GLM-5 guide's edit, made by hand: ``... and is_deepseek_dsa`` gains ``and
     compute_cap[0] >= 10``; capture writes and-operand (or-operand's op on ``and``), which
     applies to the old text and gives the new."""
-    from patchkit.pycapture import capture_python
+    from patchkit.authoring.pycapture import capture_python
 
     old = (
         "def f(self, is_deepseek_dsa, compute_cap):\n"

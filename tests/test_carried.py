@@ -1,4 +1,4 @@
-"""A Python op's site identity carried in its recipe (``[ops.identity]``, patchkit/carried.py):
+"""A Python op's site identity carried in its recipe (``[ops.identity]``, patchkit/core/carried.py):
 written by `capture` and `port`, validated by recipe.py, preferred by identity.py to one
 derived from a release, and judged exactly as the derived one is."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import carried, context, identity
+from patchkit.core import carried, context, identity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -89,7 +89,7 @@ def test_a_table_builds_back_into_the_same_contexts():
     own = frozenset(p for p in imports if p[0].startswith("sglang"))
     assert back == ("sglang 0.5.9", tuple(dataclasses.replace(c, imports=own) for c in sites))
     # The TOML port and capture write reads back as the same table.
-    from patchkit.hunks import toml_str
+    from patchkit.authoring.hunks import toml_str
 
     lines = carried.toml_lines("ops", tab, toml_str)
     assert tomllib.loads("[[ops]]\n" + "\n".join(lines))["ops"][0]["identity"] == tab
@@ -139,7 +139,7 @@ def test_capture_writes_each_python_ops_site_and_identity_prefers_it(tmp_path, r
     assert text_op["kind"] == "text-hunk" and "identity" not in text_op  # its context lines are its identity
 
     # Loaded, the op's identity is the carried one: no release is read for it.
-    from patchkit.recipe import load_recipe
+    from patchkit.core.recipe import load_recipe
 
     op = load_recipe(out).ops[0]
     monkeypatch.setattr(identity, "_homes", lambda *a: pytest.fail("a carried identity reads no release"))
@@ -157,11 +157,11 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
     gone): once with identities derived from 0.5.9, once with the same identities carried in
     the recipe as port and capture write them.  Every verdict, place, message and candidate
     score is the same."""
-    from patchkit.drift import release_tree
-    from patchkit.judge import Session, evaluate
-    from patchkit.port import _flat, op_toml, raw_ops
-    from patchkit.recipe import load_recipe
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.core.judge import Session, evaluate
+    from patchkit.core.recipe import load_recipe
+    from patchkit.upstream.drift import release_tree
+    from patchkit.upstream.port import _flat, op_toml, raw_ops
     from tests.test_port import GATE_ONLY
 
     def load(text: str, where: Path):
@@ -216,6 +216,6 @@ def test_a_long_block_is_written_as_the_statements_around_its_site():
 
 
 def test_carried_context_lines_are_as_many_as_the_judge_reads():
-    from patchkit import carried, context
+    from patchkit.core import carried, context
 
     assert carried.NEAR == context.NEAR

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from patchkit import recipe
+from patchkit.core import recipe
 from tests.conftest import MINIMAL_RECIPE, ROOT
 
 GOOD = MINIMAL_RECIPE
@@ -378,8 +378,8 @@ def test_every_commented_block_of_the_template_is_valid(tmp_path, engine):
     """Uncommenting any one block (an op of each kind, a variant, a blocker) keeps the recipe
     valid: the template teaches only what loads."""
     from patchkit.commands.author import template
-    from patchkit.ops import KINDS
-    from patchkit.recipe import check_recipe
+    from patchkit.core.ops import KINDS
+    from patchkit.core.recipe import check_recipe
 
     blocks = _blocks(template("t", engine))
     titles = [t for t, _ in blocks]

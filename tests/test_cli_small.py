@@ -12,7 +12,7 @@ from tests.conftest import MINIMAL_RECIPE, ROOT, pk
 def test_a_relative_python_path_is_probed_from_anywhere(tmp_path, monkeypatch):
     """The probe runs from /, so a relative --python must be made absolute first (and not
     resolved: a venv's python is a symlink, and which environment it is depends on it)."""
-    from patchkit.doctor import probe_python
+    from patchkit.fleet.doctor import probe_python
 
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     link = tmp_path / "venv" / "bin" / "python"

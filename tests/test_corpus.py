@@ -33,9 +33,9 @@ from typing import Optional
 
 import pytest
 
-from patchkit import drift
-from patchkit.ops import KINDS
-from patchkit.target import ENGINES
+from patchkit.base.target import ENGINES
+from patchkit.core.ops import KINDS
+from patchkit.upstream import drift
 from tests.conftest import ROOT, copy_linked
 from tests.test_truth_table import NEAR, TableError, _scopes, _span, _text, physical, split_location
 
@@ -155,10 +155,10 @@ def lacking(needs: str) -> str:
     """Why an entry cannot be judged yet ('' once patchkit has what it needs)."""
     kind = re.fullmatch(r"op kind (\S+)", needs)
     if kind and kind.group(1) not in KINDS:
-        return f"needs {needs} (not in patchkit.ops.KINDS yet)"
+        return f"needs {needs} (not in patchkit.core.ops.KINDS yet)"
     engine = re.fullmatch(r"engine (\S+)", needs)
     if engine and engine.group(1) not in ENGINES:
-        return f"needs {needs} (not in patchkit.target.ENGINES yet)"
+        return f"needs {needs} (not in patchkit.base.target.ENGINES yet)"
     return ""
 
 
@@ -613,9 +613,9 @@ def test_a_malformed_corpus_is_refused(tmp_path, body, message):
 
 def test_lacking_names_what_is_missing_until_it_exists():
     assert lacking("op kind replace-expr") == ""
-    assert lacking("op kind no-such-kind") == "needs op kind no-such-kind (not in patchkit.ops.KINDS yet)"
+    assert lacking("op kind no-such-kind") == "needs op kind no-such-kind (not in patchkit.core.ops.KINDS yet)"
     assert lacking("engine sglang") == ""
-    assert "not in patchkit.target.ENGINES" in lacking("engine no-such-engine")
+    assert "not in patchkit.base.target.ENGINES" in lacking("engine no-such-engine")
 
 
 def test_wrong_md_lists_every_known_wrong_cell():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import doctor as D
+from patchkit.fleet import doctor as D
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SGLANG_ONLY = ("autotune-cutlass", "max-running-requests", "moe-backend-sm120")

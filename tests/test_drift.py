@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from patchkit import drift
-from patchkit.errors import PatchkitError
+from patchkit.base.errors import PatchkitError
+from patchkit.upstream import drift
 from tests.conftest import OLD_FLAG, ROOT
 
 # One worker under pytest-xdist: drift unpacks releases into, and caches verdicts in, the

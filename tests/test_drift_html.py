@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import drift
-from patchkit.drift_html import render, rows
+from patchkit.upstream import drift
+from patchkit.upstream.drift_html import render, rows
 from tests.conftest import ROOT
 
 ARTIFACTS = ROOT / "tests" / "artifacts"

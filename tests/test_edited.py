@@ -1,4 +1,4 @@
-"""The site identified by its context alone (patchkit/edited.py), over values and sources:
+"""The site identified by its context alone (patchkit/core/edited.py), over values and sources:
 the words an edit changes, whether a statement holds them, the alignment of a scope's
 statements that breaks a tie, and relocation's words for replace-expr."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ast
 
-from patchkit import context, edited, identity
-from patchkit.ops import KINDS, Located
-from patchkit.states import State
+from patchkit.base.states import State
+from patchkit.core import context, edited, identity
+from patchkit.core.ops import KINDS, Located
 
 BRANCHES = """def f(major, fp8):
     if fp8:

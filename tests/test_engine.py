@@ -11,10 +11,11 @@ import threading
 
 import pytest
 
-from patchkit import fsio, judge, planner, transaction
-from patchkit.errors import TargetError
-from patchkit.project import Project
-from patchkit.target import open_target
+from patchkit.base import fsio
+from patchkit.base.errors import TargetError
+from patchkit.base.target import open_target
+from patchkit.core import judge, planner, transaction
+from patchkit.core.project import Project
 from tests.conftest import ROOT
 from tests.test_sm120 import FILES, snapshot
 
@@ -265,7 +266,7 @@ def test_recipe_needing_an_absent_engine(tree, run_cli):
 
 
 def test_status_verdict_cache_never_changes_the_answer(pair, run_cli):
-    from patchkit import verdicts
+    from patchkit.core import verdicts
 
     s, f, t = pair
     run_cli("apply", "sm120", *t)

@@ -1,4 +1,4 @@
-"""Engines as data (patchkit/engines.toml, engines/*.toml beside the recipes): the shipped
+"""Engines as data (patchkit/base/engines.toml, engines/*.toml beside the recipes): the shipped
 definitions, a user's own engine with no code change, strict errors, no engine named in
 code, and vLLM's layouts and sdist reference on miniature trees (offline)."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.engines import ENGINES, EngineError, parse
-from patchkit.target import open_target
+from patchkit.base.engines import ENGINES, EngineError, parse
+from patchkit.base.target import open_target
 from tests.conftest import ROOT
 
 # Modules allowed to name an engine: FlashInfer's nvcc build model (its flags and the
@@ -229,8 +229,8 @@ def test_vllm_in_every_layout_with_its_sdist_as_the_reference(tmp_path, monkeypa
 
 
 def test_an_sdist_member_that_leads_outside_is_refused(tmp_path):
-    from patchkit import fetch
-    from patchkit.errors import FetchError
+    from patchkit.base.errors import FetchError
+    from patchkit.upstream import fetch
 
     sd = tmp_path / "x-1.tar.gz"
     with tarfile.open(sd, "w:gz") as tar:
@@ -302,8 +302,8 @@ def vllm_index(tmp_path, monkeypatch):
 
 
 def test_a_vllm_release_comes_from_its_sdist_and_from_its_wheel_only_without_one(vllm_index):
-    from patchkit import drift, fetch
-    from patchkit.errors import FetchError
+    from patchkit.base.errors import FetchError
+    from patchkit.upstream import drift, fetch
 
     said: list[str] = []
     tree = drift.release_tree("vllm", "0.33.0", say=said.append)

@@ -1,4 +1,4 @@
-"""Downloads without pip (patchkit/fetch.py): the index's simple API, read with the standard
+"""Downloads without pip (patchkit/upstream/fetch.py): the index's simple API, read with the standard
 library.  The offline tests serve a PEP 503 index from files (a file: URL opens no socket,
 so the tier's network guard stays on); the real one reads PyPI's PEP 691 JSON."""
 
@@ -10,8 +10,8 @@ import zipfile
 
 import pytest
 
-from patchkit import drift, fetch
-from patchkit.errors import FetchError
+from patchkit.base.errors import FetchError
+from patchkit.upstream import drift, fetch
 
 
 def wheel_bytes(name: str) -> bytes:

@@ -1,4 +1,4 @@
-"""patchkit/fetch.py over HTTP, against an index served on 127.0.0.1 (so in the real tier,
+"""patchkit/upstream/fetch.py over HTTP, against an index served on 127.0.0.1 (so in the real tier,
 whose tests may open sockets; nothing leaves the machine): PEP 691 JSON negotiated by
 Accept, credentials from the index URL sent to the files of the same host and never on to
 another host a redirect names, a 5xx retried, a 404 named."""
@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from patchkit import fetch
-from patchkit.errors import FetchError
+from patchkit.base.errors import FetchError
+from patchkit.upstream import fetch
 
 pytestmark = pytest.mark.real
 

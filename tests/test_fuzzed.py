@@ -1,4 +1,4 @@
-"""A text hunk upstream made with its context rewritten (patchkit/fuzzed.py): found as GNU
+"""A text hunk upstream made with its context rewritten (patchkit/core/fuzzed.py): found as GNU
 patch finds a previously applied hunk, with up to two context lines ignored at each end,
 and read ``upstream`` only where the pristine release (a checkout's tag) holds it; never
 ``applied`` or ``pending``.  Offline, on small git checkouts."""
@@ -9,7 +9,7 @@ import json
 
 from conftest import git
 
-from patchkit.ops.text_hunk import TextHunk
+from patchkit.core.ops.text_hunk import TextHunk
 
 HUNK = (
     """

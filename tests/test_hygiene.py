@@ -13,10 +13,10 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from patchkit import pyscope, verdicts
+from patchkit.base.errors import PatchkitError, TargetError
 from patchkit.commands import Options, status
-from patchkit.errors import PatchkitError, TargetError
-from patchkit.ops._cst import node_tokens, walk
+from patchkit.core import pyscope, verdicts
+from patchkit.core.ops._cst import node_tokens, walk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -211,7 +211,7 @@ def test_status_fast_path_lets_a_bug_through(tmp_path):
 
 def test_a_bug_in_the_status_fast_path_exits_3(monkeypatch, capsys, tmp_path):
     from patchkit import cli
-    from patchkit.project import Project
+    from patchkit.core.project import Project
 
     def broken(self, target_args, needed):
         raise RuntimeError("a bug in targets")

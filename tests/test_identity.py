@@ -1,9 +1,9 @@
-"""A site is the same site or it is not (patchkit/identity.py), on real releases refactored
+"""A site is the same site or it is not (patchkit/core/identity.py), on real releases refactored
 in the test: SGLang 0.5.9 and FlashInfer 0.6.3, copied, then changed as no release did.
 
 A function moved to a new module with a weak look-alike left behind reads moved to the
 real one; upstream's own code moved with no marker reads upstream, and revert never
-rewrites it (the invariant of patchkit/provenance.py fires when the judge is made to say
+rewrites it (the invariant of patchkit/core/provenance.py fires when the judge is made to say
 otherwise); a decoy list in the site's own scope, a single look-alike elsewhere, and a text
 op's fragment on a new unrelated line read missing, each candidate named with its score;
 a renamed scope reads moved.  Each tree is linked to the shared release (conftest.tree):
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import OLD_LAYER_GATE
 
-from patchkit import identity, judge, plancache, verdicts
+from patchkit.core import identity, judge, plancache, verdicts
 
 pytestmark = pytest.mark.real
 

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 from conftest import gate_recipe, git, mini_sglang
 
-from patchkit import context, equivalent, identity, provenance
-from patchkit.recipe import load_recipe
+from patchkit.core import context, equivalent, identity, provenance
+from patchkit.core.recipe import load_recipe
 
 # -- the measure -------------------------------------------------------------------------------
 
@@ -387,7 +387,7 @@ def test_an_open_range_takes_its_home_from_where_it_starts_whatever_the_cache_ho
 def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(tmp_path, run_cli, monkeypatch):
     """The tree holds the site's words in more files than a search may open: never moved
     (the rest of the tree was not ranked), and the named file's candidates are still named."""
-    from patchkit import relocate
+    from patchkit.core import relocate
 
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))

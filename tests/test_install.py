@@ -1,7 +1,7 @@
 """An installed patchkit works from any directory: `uv tool install` of the checkout into a
 temporary tool directory, an empty HOME, and every command run from a directory outside
 the checkout, with no upstream_pins.toml anywhere.  The tool's environment has no pip, so
-the index is read by patchkit itself (patchkit/fetch.py).  Only PATCHKIT_CACHE points at
+the index is read by patchkit itself (patchkit/upstream/fetch.py).  Only PATCHKIT_CACHE points at
 the shared wheel cache, so that releases are not downloaded again, and uv's own cache is
 reused for patchkit's dependencies."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fetch
+from patchkit.upstream import fetch
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("install")]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.ops import KINDS, Reads
-from patchkit.ops.list_element import ListElement
+from patchkit.core.ops import KINDS, Reads
+from patchkit.core.ops.list_element import ListElement
 from tests.conftest import gate_recipe, mini_sglang
 
 # Two lists hold "a" and "b": a list-element op looking for them has two candidates.
@@ -79,7 +79,7 @@ def cli(run_cli, mini, *args):
 def test_the_under_declared_view_alone_would_say_pending(mini):
     """The premise: the view built from the narrow declaration really hides the second
     candidate, so only the judge's check stands between it and a wrong `pending`."""
-    from patchkit import view
+    from patchkit.core import view
 
     root, _ = mini
     text = (root / "sglang/srt/lists.py").read_text()

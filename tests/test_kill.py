@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.project import Project
+from patchkit.core.project import Project
 from tests.conftest import PINNED, ROOT
 
 pytestmark = pytest.mark.real
@@ -172,7 +172,7 @@ class Worker:
             if cmd == "apply":
                 self.applied = self.snap()
         assert self.snap() == self.pristine
-        import patchkit.planner  # noqa: F401  (warm, as in run())
+        import patchkit.core.planner  # noqa: F401  (warm, as in run())
 
         for cmd in ("apply", "revert"):  # how long a forked run takes: random kills fall within it
             t0 = time.monotonic()
@@ -241,7 +241,7 @@ class Worker:
                 self.problems.append(f"{what}: {r['id']} is half-written but reads {r['state']}")
 
     def run(self) -> None:
-        import patchkit.planner  # noqa: F401  (warm: each forked run starts with the engine imported)
+        import patchkit.core.planner  # noqa: F401  (warm: each forked run starts with the engine imported)
 
         cmd = "apply"
         while self.kills < self.quota and len(self.problems) < 5:

@@ -1,6 +1,6 @@
 """patchkit/main.py reads a plain `status` or `run` command line without click.  It must give
 the command exactly what click gives it, or decline: each command line of the table is read
-both ways, and the command is called with the same values.  patchkit/term.py writes click's
+both ways, and the command is called with the same values.  patchkit/base/term.py writes click's
 bytes without click."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import click
 import pytest
 
 from patchkit import main as M
-from patchkit import term
+from patchkit.base import term
 from patchkit.cli import cli
 from tests.conftest import mini_sglang
 
@@ -86,7 +86,7 @@ def _through_click(args, monkeypatch):
         seen.update(command="run", python=python, names=tuple(argv), apply=apply, color=term._color)
         return 0
 
-    monkeypatch.setattr("patchkit.project.Project.locate", staticmethod(locate))
+    monkeypatch.setattr("patchkit.core.project.Project.locate", staticmethod(locate))
     monkeypatch.setattr("patchkit.commands.status.status_command", status_command)
     monkeypatch.setattr("patchkit.commands.run.run_command", run_command)
     try:

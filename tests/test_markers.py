@@ -1,4 +1,4 @@
-"""Upstream markers (patchkit/markers.py): upstream's own version of an edit, recognised in
+"""Upstream markers (patchkit/core/markers.py): upstream's own version of an edit, recognised in
 the marker's file and, by default, in the op's scope only."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""patchkit/memo.py: answers kept under the digest of the bytes they come from.  A changed
+"""patchkit/base/memo.py: answers kept under the digest of the bytes they come from.  A changed
 input or a changed deriving module is a miss; a bad entry (garbage, a link, a FIFO) is a
 miss that is computed again and replaced; a refused input is refused every time."""
 
@@ -8,8 +8,9 @@ import os
 
 import pytest
 
-from patchkit import memo, profile
-from patchkit.errors import PatchkitError
+from patchkit.base import memo
+from patchkit.base.errors import PatchkitError
+from patchkit.fleet import profile
 
 
 @pytest.fixture

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import patchkit.ops as ops
-from patchkit import relocate, view
-from patchkit.judge import Session
-from patchkit.model import OpSpec
-from patchkit.ops import DONE, KINDS, MISSING, Located, Op, Reads
-from patchkit.ops.or_operand import OrOperand
-from patchkit.states import State
-from patchkit.target import open_target
+import patchkit.core.ops as ops
+from patchkit.base.model import OpSpec
+from patchkit.base.states import State
+from patchkit.base.target import open_target
+from patchkit.core import relocate, view
+from patchkit.core.judge import Session
+from patchkit.core.ops import DONE, KINDS, MISSING, Located, Op, Reads
+from patchkit.core.ops.or_operand import OrOperand
 
 
 # -- discovery ---------------------------------------------------------------------------
@@ -27,7 +27,7 @@ def test_discovery_registers_every_op_module():
     assert modules, "no op modules found"
     by_module = {cls.__module__: kind for kind, cls in KINDS.items()}
     for name in modules:
-        assert f"patchkit.ops.{name}" in by_module, f"{name} registered no kind"
+        assert f"patchkit.core.ops.{name}" in by_module, f"{name} registered no kind"
     assert set(KINDS) >= {
         "ensure-import",
         "insert",
@@ -43,7 +43,7 @@ def test_a_new_module_is_a_new_kind_and_private_modules_are_skipped(tmp_path, mo
     (tmp_path / "probe_kind.py").write_text(
         textwrap.dedent(
             """
-            from patchkit.ops import Op, register
+            from patchkit.core.ops import Op, register
 
             @register("probe-kind")
             class ProbeKind(Op):
@@ -57,9 +57,9 @@ def test_a_new_module_is_a_new_kind_and_private_modules_are_skipped(tmp_path, mo
     try:
         ops._load_all()
         assert ops.KINDS["probe-kind"].__name__ == "ProbeKind"
-        assert "patchkit.ops._private_helper" not in sys.modules
+        assert "patchkit.core.ops._private_helper" not in sys.modules
     finally:
-        sys.modules.pop("patchkit.ops.probe_kind", None)
+        sys.modules.pop("patchkit.core.ops.probe_kind", None)
     assert "probe-kind" not in KINDS  # the real registry was left alone
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import confirm, fsio, regular, verdicts
-from patchkit.target import open_target
+from patchkit.base import fsio, regular
+from patchkit.base.target import open_target
+from patchkit.core import confirm, verdicts
 from tests.conftest import MINIMAL_RECIPE, mini_sglang
 
 RECIPE = MINIMAL_RECIPE.format(id="r")
@@ -292,7 +293,7 @@ def test_the_build_cache_behind_a_link_takes_no_write(cache, victim):
 
 @pytest.mark.parametrize("text", ["{bad", "", "5", "[5]", '[{"id": "r"}]'])
 def test_a_drift_entry_of_the_wrong_shape_is_a_miss(cache, text):
-    from patchkit import drift
+    from patchkit.upstream import drift
 
     (cache / "drift").mkdir()
     (cache / "drift" / "k.json").write_text(text)
@@ -303,8 +304,8 @@ def test_a_drift_entry_of_the_wrong_shape_is_a_miss(cache, text):
 
 
 def test_drop_blobs_deletes_only_patchkits_blobs_and_never_through_a_link(tmp_path, victim):
-    from patchkit.journal import Journal
-    from patchkit.transaction import _drop_blobs
+    from patchkit.base.journal import Journal
+    from patchkit.core.transaction import _drop_blobs
 
     root = tmp_path / "t"
     (root / ".patchkit").mkdir(parents=True)
@@ -328,7 +329,7 @@ def test_drop_blobs_deletes_only_patchkits_blobs_and_never_through_a_link(tmp_pa
 
 
 def test_a_blob_that_is_a_link_is_not_read(tmp_path, victim):
-    from patchkit.journal import Journal
+    from patchkit.base.journal import Journal
 
     root = tmp_path / "t"
     (root / ".patchkit" / "written").mkdir(parents=True)
@@ -341,7 +342,7 @@ def test_a_blob_that_is_a_link_is_not_read(tmp_path, victim):
 
 
 def test_a_wheel_is_written_beside_itself_never_through_a_planted_name(tmp_path, victim):
-    from patchkit.wheel import write_wheel
+    from patchkit.fleet.wheel import write_wheel
 
     tree = tmp_path / "tree"
     (tree / "pkg-1.0.dist-info").mkdir(parents=True)
@@ -365,8 +366,8 @@ def test_a_wheel_is_written_beside_itself_never_through_a_planted_name(tmp_path,
 def test_a_repository_shipping_links_in_patchkit_state_takes_no_write(tmp_path, victim, planted):
     """gitsrc.clone writes .patchkit/source.json into the tree the repository filled: a link
     the repository ships there (at the file, or at .patchkit itself) is never written through."""
-    from patchkit import gitsrc
-    from patchkit.errors import PatchkitError
+    from patchkit.base.errors import PatchkitError
+    from patchkit.upstream import gitsrc
     from tests.conftest import git
 
     repo = tmp_path / "repo"
@@ -389,8 +390,8 @@ def test_a_repository_shipping_links_in_patchkit_state_takes_no_write(tmp_path, 
 
 
 def test_a_fifo_among_the_cached_wheels_is_not_a_wheel(cache, monkeypatch, no_hang):
-    from patchkit import fetch
-    from patchkit.errors import FetchError
+    from patchkit.base.errors import FetchError
+    from patchkit.upstream import fetch
 
     d = cache / "wheels" / "sglang" / "0.5.9"
     d.mkdir(parents=True)
@@ -404,7 +405,7 @@ def test_a_fifo_among_the_cached_wheels_is_not_a_wheel(cache, monkeypatch, no_ha
 
 @pytest.mark.parametrize("text", ["[1]", "5", "{bad", ""])
 def test_a_tree_source_that_is_not_a_table_is_none(tmp_path, text):
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     (tmp_path / ".patchkit").mkdir()
     (tmp_path / ".patchkit" / "source.json").write_text(text)
@@ -414,7 +415,7 @@ def test_a_tree_source_that_is_not_a_table_is_none(tmp_path, text):
 def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache, victim):
     """The shipped engine table's parsed cache: a FIFO or a link planted at its name is a
     miss (never a hang, never followed), and the entry written anew replaces it."""
-    from patchkit import engines
+    from patchkit.base import engines
 
     st = engines.SHIPPED.stat()
     entry = cache / "engines" / f"{st.st_size}-{st.st_mtime_ns}.json"
@@ -434,7 +435,7 @@ def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache
 
 
 def test_fsio_names_the_state_directory_as_target_does():
-    from patchkit import fsio, target
+    from patchkit.base import fsio, target
 
     assert fsio.STATE_DIR_NAME == target.STATE_DIR
 
@@ -442,7 +443,7 @@ def test_fsio_names_the_state_directory_as_target_does():
 def test_tvm_ffi_headers_never_unpack_through_a_link_in_the_cache(cache, victim, tmp_path, monkeypatch):
     """verify --build's tvm-ffi headers: a link planted at cache/tvm-ffi (or at the release's
     directory under it) is refused, exit 2, before anything is fetched or unpacked."""
-    from patchkit import errors
+    from patchkit.base import errors
     from patchkit.verify import tvmffi
 
     monkeypatch.setattr(tvmffi, "_pick", lambda spec, say: "0.1.15")
@@ -466,7 +467,7 @@ def test_a_release_tree_is_never_seen_empty_while_it_is_made(cache, tmp_path, mo
     the finished tree into place (it was, and a reader read an empty release)."""
     import zipfile
 
-    from patchkit import drift, fetch
+    from patchkit.upstream import drift, fetch
 
     whl = tmp_path / "sglang-0.5.9-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w") as z:
@@ -493,7 +494,7 @@ def test_a_release_tree_replaced_over_a_planted_entry_costs_the_link_target_noth
     an internal error; a dangling one made the rename fail)."""
     import zipfile
 
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     whl = tmp_path / "sglang-0.5.9-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w") as z:
@@ -514,7 +515,7 @@ def test_a_release_tree_replaced_over_a_planted_entry_costs_the_link_target_noth
 def test_clearing_the_jit_cache_never_deletes_through_a_link_inside_it(tmp_path, victim, monkeypatch):
     """--clear-jit-cache removes FlashInfer's cached builds; one reached through a link
     planted inside the cache (an arch directory linked elsewhere) is left, and said so."""
-    from patchkit import jit
+    from patchkit.fleet import jit
 
     monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "home"))
     base = jit.cache_base()

@@ -11,7 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from patchkit.capture import capture_python
+from patchkit.authoring.capture import capture_python
 from tests.conftest import MINIMAL_RECIPE, mini_sglang
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +36,8 @@ def test_a_pristine_file_too_deep_for_cpython_is_not_parsed(tmp_path):
     mini_sglang(root, {"sglang/srt/x.py": 'def f():\n    return ["a", "b"]\n'})
     _wheel_in_cache(cache, {"sglang/__init__.py": "", "sglang/srt/x.py": DEEP})
     code = (
-        "from patchkit.pristine import Reference\n"
-        "from patchkit.target import open_target\n"
+        "from patchkit.upstream.pristine import Reference\n"
+        "from patchkit.base.target import open_target\n"
         f"ref = Reference(open_target('sglang', {str(root)!r}))\n"
         "assert ref.available, ref.why_not\n"
         "assert ref.read('sglang/srt/x.py').startswith(b'def f')\n"

@@ -1,4 +1,4 @@
-"""The plan cache (patchkit/plancache.py): an apply or revert on inputs planned before is
+"""The plan cache (patchkit/core/plancache.py): an apply or revert on inputs planned before is
 replayed, byte for byte as the full path writes and prints it, without libcst; every check
 that stands between an entry and a write fires here: a file changed under the lock (the
 plan is made again), a stale entry, and entries that are damaged or crafted (a miss, never a
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import plancache, planner
+from patchkit.core import plancache, planner
 from tests.conftest import release_in_cache
 from tests.test_transaction import KERNEL, MODULE, snapshot
 from tests.test_transaction import site as site  # noqa: F401  (the fixture)
@@ -291,7 +291,7 @@ def test_sm120_on_real_releases_seen_before_is_replayed_without_libcst(tree, tmp
     Both runs use a cache of their own holding the two releases' wheels: which releases the
     cache holds is an input of the key (a pristine reference, a site's identity), and on a
     cold CI machine other tests download releases into the shared cache between the runs."""
-    from patchkit.paths import wheels_dir
+    from patchkit.base.paths import wheels_dir
     from tests.conftest import ROOT
 
     def trees():
@@ -316,7 +316,7 @@ def test_sm120_on_real_releases_seen_before_is_replayed_without_libcst(tree, tmp
 
 
 def test_the_refusals_run_on_a_replayed_plan(seen, run_cli, planned, monkeypatch):
-    from patchkit import record
+    from patchkit.core import record
 
     root, recipes, _, _, _ = seen
     monkeypatch.setattr(record, "system_locations", lambda: [root])

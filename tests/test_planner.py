@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import judge, planner, verdicts
-from patchkit.ops import KINDS, Located
-from patchkit.ops.text_replace import TextReplace
-from patchkit.states import State
+from patchkit.base.states import State
+from patchkit.core import judge, planner, verdicts
+from patchkit.core.ops import KINDS, Located
+from patchkit.core.ops.text_replace import TextReplace
 from tests.conftest import mini_sglang
 
 MODULE = '''"""A tiny stand-in for an engine module."""
@@ -193,7 +193,7 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
 
 
 # -- every other check of the planner, fired offline --------------------------------------------
-# Each test below fails when its check is taken out of patchkit/planner.py: the overlap refusal
+# Each test below fails when its check is taken out of patchkit/core/planner.py: the overlap refusal
 # (apply within one plan, apply against a recipe the journal holds, revert), the states apply
 # refuses (missing, ambiguous, moved, modified), a recipe's own blocker, a file libcst cannot
 # print back, an op that says it cannot, and revert's refusals (applied?, a file changed since
@@ -398,7 +398,7 @@ def test_a_file_libcst_cannot_print_back_is_refused(gates, monkeypatch):
     root, path, recipe, cli = gates
     recipe("r", "cutlass")
     path.write_text(GATES + "\nUNRELATED = 1\n\n    # an indented comment after the last statement\n    # (dropped)\n")
-    monkeypatch.setattr("patchkit.view.build", lambda *a, **k: None)  # the whole-file path
+    monkeypatch.setattr("patchkit.core.view.build", lambda *a, **k: None)  # the whole-file path
     before = snapshot(root)
     code, out, err = cli("apply", "r")
     assert code == 1 and "libcst does not print this file back byte for byte" in err, err
@@ -445,7 +445,7 @@ def _wheel(tmp_path, gates_py: str) -> None:
 
 
 def test_revert_never_rewrites_a_line_the_pristine_release_holds(gates, tmp_path, monkeypatch):
-    """The revert invariant (patchkit/provenance.py), the backstop behind the judge: with the
+    """The revert invariant (patchkit/core/provenance.py), the backstop behind the judge: with the
     judge made to call upstream's own line patchkit's (as a refactor it did not foresee
     would), the plan to revert it is refused, naming the line the release holds."""
     root, path, recipe, cli = gates

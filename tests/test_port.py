@@ -53,7 +53,7 @@ sglang = ">=0.5"
 
 
 # The gate as released before it moved (sglang 0.5.8, in the recipes' range): where the
-# site's identity comes from (patchkit/identity.py), so that renamed_gate is the site and
+# site's identity comes from (patchkit/core/identity.py), so that renamed_gate is the site and
 # not a look-alike.
 GATE_RELEASED = "_is_a = True\n_is_b = False\n\n\ndef old_gate(n):\n    return (_is_a or _is_b) and n > 0\n"
 
@@ -432,7 +432,7 @@ def test_the_old_gate_ported_to_0_5_22(tmp_path, run_cli):
     the gate is retargeted, the import follows it, the flag (written with is_sm100_supported(),
     which 0.5.22 spells get_platform().is_sm100) is left for a person with its nearest
     statement first; the 0.5.19 recipe, whose flag add_norm.py still has, ports completely."""
-    from patchkit.drift import release_tree
+    from patchkit.upstream.drift import release_tree
 
     tree = release_tree("sglang", "0.5.22")
     lines = (tree / ADD_NORM).read_text().splitlines()
@@ -544,9 +544,9 @@ def test_an_example_that_cannot_follow_is_dropped_with_a_note(tmp_path, run_cli)
 
 
 def test_when_bounds_come_from_the_release_bisect_saw_the_op_change(tmp_path):
-    from patchkit import port as P
-    from patchkit.recipe import load_recipe
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.core.recipe import load_recipe
+    from patchkit.upstream import port as P
 
     recipes = _recipes(tmp_path, "widen", HEAD.replace('">=0.5"', '"==0.5.5"') + GATE_OP + STAYS)
     recipe = load_recipe(recipes / "widen.toml")
@@ -671,7 +671,7 @@ def test_a_fix_in_other_words_is_proposed_as_a_marker_to_confirm(tmp_path, run_c
 
 
 def test_a_proposed_marker_that_would_not_match_is_not_written(tmp_path, run_cli, monkeypatch):
-    from patchkit import equivalent
+    from patchkit.core import equivalent
 
     root = _arm_release(tmp_path)
     original = HEAD.replace('"widen"', '"arm"') + ARM_OP
@@ -690,7 +690,7 @@ def test_upstreams_sm120_arm_is_proposed_when_porting_to_0_5_15(tmp_path, run_cl
     anchor is gone from _handle_moe_kernel_config, which now runs the pass
     arg_groups/overrides.py::_moe_runner_backend_quant_constraints, where upstream wrote its
     own SM120 arm (0.5.13 on).  port proposes a marker for it, verified to match."""
-    from patchkit.drift import release_tree
+    from patchkit.upstream.drift import release_tree
 
     shipped = (Path(__file__).parents[1] / "recipes/moe-backend-sm120.toml").read_text()
     head, rest = shipped.split("# sglang < 0.5.15", 1)

@@ -15,8 +15,8 @@ import libcst as cst
 import pytest
 import tomllib
 
-from patchkit import planner, pyscope
-from patchkit.ops import KINDS
+from patchkit.core import planner, pyscope
+from patchkit.core.ops import KINDS
 from tests.conftest import mini_sglang
 
 GATES = '''"""Stand-in for a few sglang/srt modules."""

@@ -1,4 +1,4 @@
-"""Profiles (patchkit/profile.py): the state a user wants, written down once.
+"""Profiles (patchkit/fleet/profile.py): the state a user wants, written down once.
 
 The real tier: "sm120 without allreduce-fusion" over real SGLang 0.5.9 / FlashInfer 0.6.3
 trees, as the GLM-5 deployment needed it.  The offline tier: reading, checking and
@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from patchkit import doctor as D
-from patchkit import profile as P
+from patchkit.base.errors import PatchkitError
 from patchkit.commands.apply import warning
-from patchkit.errors import PatchkitError
+from patchkit.fleet import doctor as D
+from patchkit.fleet import profile as P
 from tests.conftest import ROOT
 
 PROFILE = """\
@@ -269,7 +269,7 @@ def test_save_creates_a_commented_profile_where_find_says(tmp_path):
 
 
 def test_a_recipe_warns_with_the_warning_paragraph_of_its_rationale():
-    from patchkit.recipe import load_recipe
+    from patchkit.core.recipe import load_recipe
 
     said = warning(load_recipe(ROOT / "recipes" / "allreduce-fusion.toml"))
     assert said.startswith("on 8x RTX PRO 6000 (SM120) with GLM-5-NVFP4 this took throughput from ~3,700 to 236")

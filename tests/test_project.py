@@ -1,4 +1,4 @@
-"""Where recipes come from (patchkit/project.py, patchkit/paths.py): ``--recipes`` (repeatable),
+"""Where recipes come from (patchkit/core/project.py, patchkit/base/paths.py): ``--recipes`` (repeatable),
 PATCHKIT_RECIPES, the project's recipes/ found upward, the user's XDG directory, the shipped
 ones, nearest first; a nearer id overrides a farther one and ``list`` says where each comes
 from.  Global options after the subcommand.  Commands that need no workspace without
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import paths, verdicts
-from patchkit.project import NO_SHIPPED_ENV, PINS_FILE, Project, find_project_recipes
+from patchkit.base import paths
+from patchkit.core import verdicts
+from patchkit.core.project import NO_SHIPPED_ENV, PINS_FILE, Project, find_project_recipes
 from tests.conftest import ROOT
 
 if sys.version_info >= (3, 11):
@@ -224,4 +225,4 @@ def test_the_build_ships_every_package_and_the_recipes():
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "patchkit").rglob("__init__.py")}
     assert found | {"patchkit.recipes"} == set(conf["packages"])
     assert conf["package-dir"] == {"patchkit.recipes": "recipes"}
-    assert conf["package-data"] == {"patchkit.recipes": ["*.toml"], "patchkit": ["engines.toml"]}
+    assert conf["package-data"] == {"patchkit.recipes": ["*.toml"], "patchkit.base": ["engines.toml"]}

@@ -1,4 +1,4 @@
-"""Who made an edit: the pristine release decides (patchkit/pristine.py), never the journal's
+"""Who made an edit: the pristine release decides (patchkit/upstream/pristine.py), never the journal's
 silence.  On real releases: a damaged or lost journal, an in-place upgrade over a patched
 tree, no reference at all (``applied?``), a git checkout's tagged commit, two recipes making
 the same edit, and relocation refusing a look-alike at module level."""
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, git, git_layout
 
-from patchkit import fetch
-from patchkit.target import ENGINES
+from patchkit.base.target import ENGINES
+from patchkit.upstream import fetch
 
 pytestmark = pytest.mark.real
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fetch
+from patchkit.upstream import fetch
 from tests.conftest import ROOT
 from tests.test_wheel import SGLANG_ONLY, make_venv
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from patchkit import pyscope
+from patchkit.core import pyscope
 
 BANNER = "#" * 48  # banner comments: each '#' was a place a naive gap regex could restart
 

@@ -1,5 +1,5 @@
 """Relocation scores every candidate against the site's identity, like patch's context lines
-(patchkit/context.py, identity.py).
+(patchkit/core/context.py, identity.py).
 
 A candidate is where the site moved only when its similarity reaches the threshold and
 leads the runner-up by the margin (``moved``, the runners-up named as
@@ -18,8 +18,9 @@ import re
 
 import pytest
 
-from patchkit import context, fetch, identity
-from patchkit.context import Context
+from patchkit.core import context, identity
+from patchkit.core.context import Context
+from patchkit.upstream import fetch
 from tests.conftest import git, mini_sglang
 
 SA = "sglang/srt/server_args.py"

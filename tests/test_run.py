@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base.errors import PatchkitError
 from patchkit.commands.run import interpreter_of
-from patchkit.errors import PatchkitError
 from tests.conftest import ROOT
 
 MOE = ("moe-backend-sm120",)  # SGLang only: a venv without FlashInfer serves it
@@ -131,7 +131,7 @@ def test_run_execs_the_server_on_a_patched_venv_refuses_a_pending_one_and_apply_
     # probe remembered, its engines found without the catalog, the verdicts cached (no libcst).
     # A cache of its own: which releases the cache holds is an input of the verdicts' key, and
     # other tests download releases into the shared one.
-    from patchkit.paths import wheels_dir
+    from patchkit.base.paths import wheels_dir
 
     own = tmp_path / "cache"
     shutil.copytree(wheels_dir("sglang") / "0.5.9", own / "wheels" / "sglang" / "0.5.9")
@@ -154,7 +154,7 @@ def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_pa
     monkeypatch.setenv("PYTHONPATH", str(extra))
     asked = []
     real = R.__dict__.get("probe_python")
-    from patchkit import interp
+    from patchkit.fleet import interp
 
     def counting(python, *a, **kw):
         asked.append(python)
@@ -180,7 +180,7 @@ def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
     not found or a file does not read."""
     from types import SimpleNamespace
 
-    from patchkit import interp
+    from patchkit.fleet import interp
 
     d = tmp_path / "recipes"
     d.mkdir()
@@ -202,7 +202,7 @@ def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
     assert interp._engines_named(project, ("a", "v")) == {"sglang", "vllm"}
     assert interp._engines_named(project, ("nope",)) is None
     assert interp._engines_named(project, ("b3",)) == {"sglang"}
-    # Kept in the cache under the files' bytes (patchkit/memo.py): an edit is seen at once.
+    # Kept in the cache under the files' bytes (patchkit/base/memo.py): an edit is seen at once.
     assert interp._engines_named(project, ("a",)) == {"sglang"}
     (d / "a.toml").write_text(recipe("a", "b1", ["vllm"], ["vllm"]))
     assert interp._engines_named(project, ("a",)) == {"vllm"}

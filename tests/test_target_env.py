@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fsio, record, transaction
-from patchkit.document import Document
-from patchkit.errors import TargetError
-from patchkit.target import open_target
+from patchkit.base import fsio
+from patchkit.base.errors import TargetError
+from patchkit.base.target import open_target
+from patchkit.core import record, transaction
+from patchkit.core.document import Document
 
 GATE = 'BACKENDS = ["a", "b"]\nGATE = "sm90"\n'
 KERNEL = "#if (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))\n  sync();\n#endif\n"

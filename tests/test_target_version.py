@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import InvalidVersion, Version
 
-from patchkit.errors import TargetError
-from patchkit.target import _PLAIN_VERSION, _checked_version
+from patchkit.base.errors import TargetError
+from patchkit.base.target import _PLAIN_VERSION, _checked_version
 
 SAMPLES = [
     "0.5.9", "0.5.10", "0.7.4rc1", "0.6.3.post1", "0.5.10.post1.dev3+cu128", "1!2.0", "v0.5.9",

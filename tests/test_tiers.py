@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-from patchkit import fetch
+from patchkit.upstream import fetch
 
 
 def test_connect_by_name():

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fsio, record, transaction
-from patchkit.errors import TargetError
+from patchkit.base import fsio
+from patchkit.base.errors import TargetError
+from patchkit.core import record, transaction
 
 MODULE = 'BACKENDS = ["a", "b"]\nGATE = "sm90"\n'
 KERNEL = "#if (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))\n  sync();\n#endif\n"
@@ -217,7 +218,7 @@ def test_the_lock_timeout_is_read_when_a_lock_is_taken(monkeypatch):
         fsio.lock_timeout()
 
 
-# -- records are checked before recovery acts on them (patchkit/txnrecord.py) ------------------
+# -- records are checked before recovery acts on them (patchkit/core/txnrecord.py) ------------------
 
 ID = "0123456789abcdef"
 SHA = "5" * 64
@@ -283,7 +284,7 @@ def _two_roots(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_a_record_across_two_targets_is_accepted_only_when_both_are_targets(tmp_path):
-    from patchkit import txnrecord
+    from patchkit.core import txnrecord
 
     a, b = _two_roots(tmp_path)
     entries = [(a / "pkg" / "m.py", a / "pkg" / ".m.py.k3v9q2_a.patchkit-tmp")]
@@ -299,7 +300,7 @@ def test_a_record_across_two_targets_is_accepted_only_when_both_are_targets(tmp_
 
 
 def test_a_record_that_does_not_name_its_own_root_or_sits_outside_its_primary_is_refused(tmp_path):
-    from patchkit import txnrecord
+    from patchkit.core import txnrecord
 
     a, b = _two_roots(tmp_path)
     both = frozenset({a, b})
@@ -324,7 +325,7 @@ def test_a_journal_in_the_way_is_refused_before_the_first_rename(site, run_cli, 
     point: revert renamed every source file, then stopped half-way."""
     import zipfile
 
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     root, _ = site
     pristine = snapshot(root)

@@ -35,7 +35,7 @@ from typing import Optional
 
 import pytest
 
-from patchkit import drift
+from patchkit.upstream import drift
 from tests.conftest import ROOT
 
 if sys.version_info >= (3, 11):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import fetch, record
+from patchkit.core import record
+from patchkit.upstream import fetch
 from tests.test_wheel import make_venv, pip
 
 pytestmark = pytest.mark.real

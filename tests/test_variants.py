@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from patchkit import blockers
-from patchkit.model import Blocker, OpSpec, Recipe, describe_when
+from patchkit.base.model import Blocker, OpSpec, Recipe, describe_when
+from patchkit.core import blockers
 
 
 def _op(i: int, when: str = "") -> OpSpec:

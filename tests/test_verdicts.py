@@ -1,4 +1,4 @@
-"""The verdict cache (patchkit/verdicts.py) for verdicts that searched the whole tree.
+"""The verdict cache (patchkit/core/verdicts.py) for verdicts that searched the whole tree.
 
 A relocated op's verdict depends on every file that could hold its site, not only on the
 files it names.  It is cached keyed on the tree's state, and any change to a file that could
@@ -16,7 +16,7 @@ import pytest
 from conftest import mini_sglang, release_in_cache
 from test_judge import GATE_NEW, GATE_OLD, GATE_RECIPE
 
-from patchkit import judge, verdicts
+from patchkit.core import judge, verdicts
 
 
 @pytest.fixture

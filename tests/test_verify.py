@@ -414,7 +414,7 @@ TVM_FFI = "0.1.15.post2"
 def test_one_real_unit_for_sm120a_pristine_and_patched(tree, run_cli, tmp_path, monkeypatch):
     """trtllm_allreduce.cu, FlashInfer 0.6.3, sm_120a: two nvcc processes at once (about 2.5
     minutes on 2 cores); pristine 0 griddepcontrol and 480 empty kernels, patched some and none."""
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     fi = tree("flashinfer", "0.6.3", links=True)
     with zipfile.ZipFile(fetch.fetch_wheel("apache-tvm-ffi", TVM_FFI)) as z:  # the headers, as pip installs them
@@ -539,7 +539,7 @@ def test_a_long_build_says_what_it_builds_and_why_then_how_far_it_got(mini_fi, r
 def test_a_second_verify_of_unchanged_trees_does_not_plan_again(mini_fi, run_cli, monkeypatch):
     """The plan (every check of apply, in memory) is cached on the bytes of every file it read:
     unchanged, verify answers without planning; one byte changed, it plans again."""
-    from patchkit import planner
+    from patchkit.core import planner
 
     root, recipes = mini_fi
     args = ("--recipes", str(recipes), "verify", "mini-guard", "-t", f"flashinfer={root}", "--json")

@@ -11,8 +11,7 @@ import json
 
 import pytest
 
-from patchkit import planner
-from patchkit.verify import names
+from patchkit.core import names, planner
 from tests.conftest import OLD_LAYER_GATE, mini_sglang
 
 COMMUNICATOR = """from sglang.srt.utils import (

@@ -1,4 +1,4 @@
-"""Views (patchkit/view.py): a golden case, then properties on real SGLang and FlashInfer
+"""Views (patchkit/core/view.py): a golden case, then properties on real SGLang and FlashInfer
 files: the view expands back to the file byte for byte, its lines map to the file's, and
 every op answers the same on a view as on the whole file (state, line, and edited bytes)."""
 
@@ -12,10 +12,10 @@ import re
 import libcst as cst
 import pytest
 
-from patchkit import pyscope, view
-from patchkit.document import decode_source
-from patchkit.errors import TargetError
-from patchkit.ops import DONE, KINDS, PENDING, OpParamError
+from patchkit.base.errors import TargetError
+from patchkit.core import pyscope, view
+from patchkit.core.document import decode_source
+from patchkit.core.ops import DONE, KINDS, PENDING, OpParamError
 
 SOURCE = '''\
 # header comment
@@ -272,9 +272,9 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
 
 @pytest.mark.real
 def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree, monkeypatch):
-    from patchkit import judge, planner
-    from patchkit.project import Project
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.core import judge, planner
+    from patchkit.core.project import Project
     from tests.conftest import ROOT
 
     s, f = tree("sglang"), tree("flashinfer")
@@ -326,8 +326,8 @@ class Config:
 
 
 def _doc(tmp_path, text: str):
-    from patchkit.document import Document
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.core.document import Document
     from tests.conftest import mini_sglang
 
     root = mini_sglang(tmp_path / "site", {"sglang/srt/c.py": text})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import drift
+from patchkit.upstream import drift
 from tests.conftest import ROOT, copy_linked
 
 if sys.version_info >= (3, 11):

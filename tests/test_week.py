@@ -90,7 +90,7 @@ def test_sync_without_pins_hint_makes_pins_that_sync_reads(tmp_path, run_cli):
     cmd = hint[len("pin one: ") : hint.index(" (sync records")]
     subprocess.run(["bash", "-c", cmd], cwd=tmp_path, check=True)
     assert (tmp_path / "upstream_pins.toml").read_text() == '[sglang]\nversion = "0.5.9"\n'
-    from patchkit.pins import load
+    from patchkit.core.pins import load
 
     assert load(tmp_path / "upstream_pins.toml")["sglang"].version == "0.5.9"
 
@@ -175,8 +175,9 @@ def test_tvm_ffi_headers_are_fetched_into_the_cache_once(tree, monkeypatch):
     next build finds them there without a download."""
     from packaging.specifiers import SpecifierSet
 
-    from patchkit import fetch, paths
-    from patchkit.target import open_target
+    from patchkit.base import paths
+    from patchkit.base.target import open_target
+    from patchkit.upstream import fetch
     from patchkit.verify import tvmffi
 
     fi = open_target("flashinfer", tree("flashinfer", "0.6.3", links=True))
@@ -212,7 +213,7 @@ def test_completion_offers_engines_then_versions_or_paths(tmp_path, run_cli, mon
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
     (tmp_path / "trees" / "sg").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    from patchkit.engines import ENGINES
+    from patchkit.base.engines import ENGINES
 
     assert _complete(run_cli, monkeypatch, "patchkit status -t ") == [f"{e}=" for e in ENGINES]
     assert "vllm=" in _complete(run_cli, monkeypatch, "patchkit status -t ")
@@ -233,7 +234,7 @@ def test_completion_offers_engines_then_versions_or_paths(tmp_path, run_cli, mon
 
 
 def test_status_help_lists_every_state(run_cli):
-    from patchkit.states import VERDICTS
+    from patchkit.base.states import VERDICTS
 
     code, out, err = run_cli("status", "--help")
     listed = {ln.split()[0] for ln in out.split("States:")[1].split("Exit 0")[0].splitlines() if ln.strip()}
@@ -293,8 +294,8 @@ def _mini_wheel(path: Path, version: str = "0.5.9") -> Path:
 def test_the_pristine_reference_is_the_wheel_pip_installed_from_a_file(tmp_path, monkeypatch, capsys):
     import zipfile
 
-    from patchkit import fetch, pristine
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.upstream import fetch, pristine
 
     (tmp_path / "dist").mkdir()
     whl = _mini_wheel(tmp_path / "dist")

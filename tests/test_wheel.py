@@ -2,7 +2,7 @@
 
 Everything here runs the real releases (sglang 0.5.9, flashinfer-python 0.6.3) and real pip,
 in fresh venvs.  RECORD is checked with a verifier written here, independent of
-patchkit/record.py, so a bug there cannot hide itself.
+patchkit/core/record.py, so a bug there cannot hide itself.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.project import Project
+from patchkit.core.project import Project
 
 # One worker under pytest-xdist, so that the module's wheels (sm120_wheels) are built once.
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("wheel")]
@@ -36,8 +36,8 @@ SM120 = ("allreduce-fusion", *SGLANG_ONLY)
 def labels() -> dict[str, str]:
     """The local label of each engine's sm120 wheel: the bundle's name, then the digest of
     the recipes that wheel carries (sglang: all four; flashinfer: allreduce-fusion)."""
-    from patchkit.model import per_engine
-    from patchkit.wheel import recipes_digest
+    from patchkit.base.model import per_engine
+    from patchkit.fleet.wheel import recipes_digest
 
     recipes = Project.locate().catalog().select(("sm120",))
     return {e: f"sm120.{recipes_digest(per_engine(recipes, e))}" for e in ("sglang", "flashinfer")}
@@ -317,7 +317,7 @@ def test_installed_wheels_carry_the_recipes(sm120_wheels, tmp_path, run_cli):
 @pytest.fixture
 def installed_sglang(tmp_path):
     """A fresh venv with the real sglang 0.5.9 wheel pip-installed (bytecode compiled, as pip does)."""
-    from patchkit import fetch
+    from patchkit.upstream import fetch
 
     py, site = make_venv(tmp_path / "venv")
     before = files_under(site)
@@ -365,7 +365,7 @@ def test_in_place_keeps_record_true_and_pip_uninstall_clean(installed_sglang, ru
 
 
 def test_record_is_written_with_the_files_or_not_at_all(tree, run_cli, monkeypatch):
-    from patchkit import fsio
+    from patchkit.base import fsio
 
     site = tree("sglang", links=True)  # an unpacked wheel: package layout with a dist-info RECORD
     di = site / "sglang-0.5.9.dist-info"
@@ -390,7 +390,7 @@ def test_record_is_written_with_the_files_or_not_at_all(tree, run_cli, monkeypat
 
 
 def test_system_site_packages_are_refused(tree, run_cli, monkeypatch):
-    from patchkit import record
+    from patchkit.core import record
 
     site = tree("sglang", links=True)
     server_args = site / "sglang/srt/server_args.py"
@@ -406,8 +406,8 @@ def test_system_site_packages_are_refused(tree, run_cli, monkeypatch):
 
 
 def test_real_system_location_is_recognised(monkeypatch):
-    from patchkit import record
-    from patchkit.errors import TargetError
+    from patchkit.base.errors import TargetError
+    from patchkit.core import record
 
     if sys.prefix == sys.base_prefix:
         pytest.skip("runs in a venv only: its base interpreter's site-packages is the system one")

@@ -8,9 +8,10 @@ import sys
 
 import click
 
-from patchkit import __version__, term, toplevel
+from patchkit import __version__, toplevel
+from patchkit.base import term
 from patchkit.commands import Invocation
-from patchkit.project import Project
+from patchkit.core.project import Project
 
 EPILOG = """\b
 Exit codes: 0 the tree is in the asked-for state; 1 it is not (a recipe is
@@ -58,7 +59,7 @@ def _color(ctx, param, value):
         ctx.color = False if os.environ.get("NO_COLOR") else None
     elif value is not None:
         ctx.color = value == "always"
-    term.set_color(value)  # what patchkit writes itself (patchkit/term.py) follows it too
+    term.set_color(value)  # what patchkit writes itself (patchkit/base/term.py) follows it too
     return value
 
 

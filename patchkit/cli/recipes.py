@@ -35,7 +35,7 @@ def show(ctx, names):
 @click.option(
     "--engine",
     metavar="ENGINE",
-    help="The engine the template's ops edit (one that patchkit/engines.toml or an engines/*.toml defines; "
+    help="The engine the template's ops edit (one that patchkit/base/engines.toml or an engines/*.toml defines; "
     "default: the first).",
 )
 @click.option(

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from patchkit import term
-from patchkit.project import Project
+from patchkit.base import term
+from patchkit.core.project import Project
 
 OK, NOT_THERE, USAGE = 0, 1, 2
 
@@ -46,15 +46,15 @@ class Invocation:
         cache while nothing that decides it changed (interp.remembered_probe): no second
         interpreter starts for a `status --python` of a venv nobody touched."""
         if self.python and self.facts is None:
-            from patchkit.interp import remembered_probe
+            from patchkit.fleet.interp import remembered_probe
 
             self.facts = remembered_probe(self.python)
         return self.facts
 
     def profile(self, target: tuple[str, ...] = ()):
-        """The profile in play (patchkit/profile.py): the --python or --target tree's own,
+        """The profile in play (patchkit/fleet/profile.py): the --python or --target tree's own,
         else the workspace's patchkit.toml; ``exists`` is False when there is none."""
-        from patchkit import profile
+        from patchkit.fleet import profile
 
         roots = profile.target_roots(target, profile.python_roots(self.probe()))
         return profile.find(self.project.pins_path, roots)
@@ -63,7 +63,7 @@ class Invocation:
         """The Options of a target-taking command; with --python, the copies that
         interpreter imports become targets (interp.python_targets)."""
         if self.python:
-            from patchkit.interp import python_targets
+            from patchkit.fleet.interp import python_targets
 
             found = python_targets(self.python, self.project, tuple(names), tuple(target), facts=self.probe())
             target = tuple(target) + found
@@ -73,8 +73,8 @@ class Invocation:
 def open_session(opts: Options):
     """(recipes, Session): recipes validated first (a bad recipe fails before any target
     is read), then targets.  The engine (and libcst) is imported here, not at start-up."""
-    from patchkit.judge import Session
-    from patchkit.project import engines_at_hand
+    from patchkit.core.judge import Session
+    from patchkit.core.project import engines_at_hand
 
     catalog = opts.project.catalog()
     recipes = catalog.select(opts.names)

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from patchkit import jit, report, shape, transaction
+from patchkit.base import shape
+from patchkit.base.errors import PatchkitError
+from patchkit.base.results import RecipeResult
+from patchkit.base.states import GOOD, State
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
-from patchkit.errors import PatchkitError
-from patchkit.results import RecipeResult
-from patchkit.states import GOOD, State
+from patchkit.core import report, transaction
+from patchkit.fleet import jit
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,12 @@ class Outcome:
 
     @classmethod
     def of(cls, session, plan, dry_run: bool) -> "Outcome":
-        from patchkit.planner import restored_notes
+        from patchkit.core.planner import restored_notes
 
         wrote = bool(plan.files) and not dry_run
         version = None
         if wrote and plan.jit_modules:
-            from patchkit.target import ENGINES
+            from patchkit.base.target import ENGINES
 
             fi = session.targets.get((ENGINES.with_jit() or ENGINES.NONE).name)
             version = fi.version if fi else None
@@ -124,7 +126,7 @@ def _replayed(look, command: str, said: list[str]):
     written now; None for a miss, or when an input changed by the time the lock was held
     (the caller plans afresh).  Its warnings are told (``said`` collects them) as the
     full path tells them: before the write, and before a refusal."""
-    from patchkit import plancache
+    from patchkit.core import plancache
 
     entry = look.entry if look is not None else None
     if entry is None or not shape.fits(entry["outcome"], OUTCOME):
@@ -159,7 +161,7 @@ def _replayed(look, command: str, said: list[str]):
 
 def _remember(look, ran, dry_run: bool, said: list[str], o: Outcome, ok: bool, left=(), insisted=()) -> None:
     """Keep a plan the full path made and wrote, when its inputs name everything it was
-    made from (patchkit/plancache.py)."""
+    made from (patchkit/core/plancache.py)."""
     session, plan = ran.session, ran.plan
     if look is None or dry_run or plan.blockers or not plan.cacheable or ran.notes or session.interrupted:
         return
@@ -167,7 +169,7 @@ def _remember(look, ran, dry_run: bool, said: list[str], o: Outcome, ok: bool, l
         hand = look.targets.get(e)
         if hand is None or (hand.root, hand.layout, hand.version) != (t.root, t.layout, t.version):
             return
-    from patchkit import plancache
+    from patchkit.core import plancache
 
     out = {**o.to_json(), "ok": ok, "left": list(left), "insisted": list(insisted)}
     plancache.save(look, session, ran.refusals, ran.commit, said, out)
@@ -204,10 +206,10 @@ def apply(
         o, ok, targets, left[:], insisted[:] = got
         notes: list[str] = []
     else:
-        from patchkit.planner import plan_apply  # libcst: only where the cache does not serve
+        from patchkit.core.planner import plan_apply  # libcst: only where the cache does not serve
 
         if profile is not None:  # its names, with its file and line, before the catalog selects them
-            from patchkit import profile as P
+            from patchkit.fleet import profile as P
 
             P.check(profile, opts.project.catalog())
 
@@ -258,15 +260,15 @@ def apply(
 
 
 def _look(opts: Options, command: str, dry_run: bool, profile=None, **options):
-    """The plan cache's lookup for this invocation (patchkit/plancache.py), or None where it
+    """The plan cache's lookup for this invocation (patchkit/core/plancache.py), or None where it
     does not serve: a dry run (it is as fast as the full path's reads), no names."""
     if dry_run:
         return None
-    from patchkit import plancache
+    from patchkit.core import plancache
 
     options["names"] = list(opts.names)  # in the order given: the results are printed in it
     if profile is not None:  # the profile decides what is left out: its bytes are an input
-        from patchkit.verdicts import file_digest
+        from patchkit.core.verdicts import file_digest
 
         options["profile"] = [str(profile.path), file_digest(Path(profile.path))]
     return plancache.lookup(opts, command, options)
@@ -280,7 +282,7 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
     if got is not None:
         o, ok, targets, _, _ = got
         return _finish(opts, "revert", o, targets, ok, dry_run, clear_jit, [])
-    from patchkit.planner import plan_revert
+    from patchkit.core.planner import plan_revert
 
     def make():
         recipes, session = open_session(opts)
@@ -300,7 +302,7 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
 
 def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> int:
     """Print a unified diff: of what apply would write, or (--applied) of what is applied now."""
-    from patchkit.planner import plan_apply, plan_revert, unified_diff
+    from patchkit.core.planner import plan_apply, plan_revert, unified_diff
 
     recipes, session = open_session(opts)
     # dry_run: the verdicts say what would be done (`pending`, "would be applied"), not "applied now"
@@ -362,7 +364,7 @@ def apply_command(
                 "apply needs recipe or bundle names, or a profile that names them",
                 f"e.g. `patchkit apply sm120`; `patchkit apply sm120 --save` also records it in {prof.path}",
             )
-        from patchkit.profile import no_names
+        from patchkit.fleet.profile import no_names
 
         no_names(prof)
     opts = inv.options(given or prof.names, target, as_json)
@@ -400,7 +402,7 @@ def revert_command(
 def save_profile(profile, action: str, names: tuple[str, ...], code: int, dry_run: bool, opts: Options) -> int:
     """`--save`: record ``action`` of ``names`` in the profile, once the command reached the
     asked-for state (exit 0).  Prints what changed; returns the command's exit code."""
-    from patchkit import profile as P
+    from patchkit.fleet import profile as P
 
     out = opts.json  # stdout holds the one JSON document: this goes to stderr
     if dry_run:
@@ -428,12 +430,12 @@ def _as_it_stands(opts: Options, catalog, reverted: tuple[str, ...]) -> tuple[tu
     such bundle brings.  Only recipes of the engines the targets hold are judged."""
     from dataclasses import replace
 
-    from patchkit.judge import evaluate, results
+    from patchkit.core.judge import evaluate, results
 
     if opts.targets:
         engines = set(opts.project.targets(opts.targets, set()))
     else:
-        from patchkit.target import ENGINES
+        from patchkit.base.target import ENGINES
 
         engines = {e for e in ENGINES if opts.project.tree(e).exists()}
     ids = tuple(r.id for r in catalog.select(()) if set(r.engines) <= engines)

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from patchkit.authoring.examples import run_example
+from patchkit.base.errors import PatchkitError, RecipeError
 from patchkit.commands import NOT_THERE, OK, USAGE, say
-from patchkit.errors import PatchkitError, RecipeError
-from patchkit.examples import run_example
-from patchkit.project import Project
+from patchkit.core.project import Project
 
 # -- new ----------------------------------------------------------------------------------------
 
@@ -279,7 +279,7 @@ class {cls}:
 
 
 def template(rid: str, engine: str, shown_path: str = "") -> str:
-    from patchkit.target import ENGINES
+    from patchkit.base.target import ENGINES
 
     info = ENGINES[engine]
     # the definition's template (engines.toml): a Python file, a class, a function, a C++ file
@@ -298,8 +298,8 @@ def template(rid: str, engine: str, shown_path: str = "") -> str:
 
 def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
     """Write a commented template recipe (``-`` as --out: to stdout)."""
-    from patchkit.recipe import ID_RE
-    from patchkit.target import ENGINES
+    from patchkit.base.target import ENGINES
+    from patchkit.core.recipe import ID_RE
 
     if not ID_RE.fullmatch(rid):
         raise RecipeError(
@@ -392,7 +392,7 @@ def _proposed(path: Path, recipe) -> list[str]:
 
 def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> int:
     """Every error in every recipe file, one breadcrumb line each; exit 2 if any."""
-    from patchkit.recipe import check_recipe
+    from patchkit.core.recipe import check_recipe
 
     files = _paths(project, given)
     findings: list[Finding] = []
@@ -506,10 +506,10 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
     ``partial``: with the bytes the captured ops alone make).  Returns what is wrong, or []."""
     import tempfile
 
-    from patchkit.judge import Session
-    from patchkit.planner import plan_apply
-    from patchkit.recipe import load_recipe
-    from patchkit.target import ENGINES, Target, open_target
+    from patchkit.base.target import ENGINES, Target, open_target
+    from patchkit.core.judge import Session
+    from patchkit.core.planner import plan_apply
+    from patchkit.core.recipe import load_recipe
 
     with tempfile.TemporaryDirectory(prefix="patchkit-capture-") as tmp:
         rpath = Path(tmp) / "recipes" / f"{rid}.toml"
@@ -555,9 +555,9 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
 def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optional[str], partial: bool = False) -> int:
     """A recipe from a hand edit: written only when it reproduces the edit exactly (with
     ``partial``: the changes it can express, the rest listed with file:line)."""
-    from patchkit import capture as cap
-    from patchkit import pristine
-    from patchkit.recipe import ID_RE
+    from patchkit.authoring import capture as cap
+    from patchkit.core.recipe import ID_RE
+    from patchkit.upstream import pristine
 
     if not ID_RE.fullmatch(rid):
         raise RecipeError(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
+from patchkit.base.model import describe_when
 from patchkit.commands import OK, Options, say
-from patchkit.model import describe_when
 
 
 def list_(opts: Options) -> int:
@@ -48,7 +48,7 @@ def list_(opts: Options) -> int:
 def _source(cat, r) -> str:
     """Where a recipe comes from, as `list` shows it: shipped, user, project or path, and
     what it overrides (``project, overrides shipped``)."""
-    from patchkit.config import PATH, PROJECT, SHIPPED, USER
+    from patchkit.base.config import PATH, PROJECT, SHIPPED, USER
 
     where = {str(rd.path): rd.origin for rd in getattr(cat, "dirs", ())}
     over = [where.get(str(p.parent), str(p)) for p in cat.shadowed.get(r.id, ())]

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from patchkit import doctor as D
+from patchkit.base.errors import PatchkitError
 from patchkit.commands import say
-from patchkit.errors import PatchkitError
-from patchkit.project import Project
+from patchkit.core.project import Project
+from patchkit.fleet import doctor as D
 
 
 def doctor(
@@ -43,7 +43,7 @@ def facts_file(value: Optional[str]) -> Optional[str]:
     inside doctor)."""
     if value is None:
         return None
-    from patchkit.config import decode_utf8, read_config
+    from patchkit.base.config import decode_utf8, read_config
 
     hint = "pass the file `patchkit doctor --json` wrote"
     raw = read_config(Path(value), "facts file", hint)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 
-from patchkit import drift as D
-from patchkit import fetch, term
-from patchkit import pins as pins_mod
+from patchkit.base import term
+from patchkit.base.errors import PatchkitError
+from patchkit.base.states import State
 from patchkit.commands import NOT_THERE, OK, say
-from patchkit.errors import PatchkitError
-from patchkit.project import Project
-from patchkit.report import COLORS, human
-from patchkit.states import State
+from patchkit.core import pins as pins_mod
+from patchkit.core.project import Project
+from patchkit.core.report import COLORS, human
+from patchkit.upstream import drift as D
+from patchkit.upstream import fetch
 
 ABBR = {  # matrix cells: what needs attention is in capitals
     State.APPLIED: "applied",
@@ -46,7 +47,7 @@ def _required_by(tree, engine: str) -> str | None:
     allowed), or None."""
     import re
 
-    from patchkit.target import ENGINES
+    from patchkit.base.target import ENGINES
 
     name = re.sub(r"[-_.]+", "[-_.]", ENGINES[engine].dist)  # a project name: letters, digits, - _ .
     pattern = re.compile(rf"^Requires-Dist:\s*{name}\s*(?:\[[^]]*\])?\s*==\s*([^\s;,]+)\s*$", re.I | re.M)
@@ -64,8 +65,8 @@ def _missing_engines(catalog, names, have: set[str], what: str) -> None:
     """Fail before any download when a selected recipe edits an engine that nothing gives a
     release of (no --to, no pin), naming the recipes and the way out.  With no recipe
     named, such recipes are left out (named on stderr) unless that leaves none."""
+    from patchkit.base.target import ENGINES
     from patchkit.commands import at_hand, say_left
-    from patchkit.target import ENGINES
 
     need: dict[str, list[str]] = {}
     selected = catalog.select(names)
@@ -119,7 +120,7 @@ def drift(
     # What no --to and no pin gives: an engine a given release pins exactly (its
     # definition's `requires`, read from the release's Requires-Dist); anything else fails
     # here, before a byte is downloaded.
-    from patchkit.target import ENGINES
+    from patchkit.base.target import ENGINES
 
     by = {r: e for k, e, _ in specs if k == "release" for r in ENGINES[e].requires if r not in given}
     derive = set(by)
@@ -127,7 +128,7 @@ def drift(
     trees = {}
     for kind, engine, value in specs:
         if kind == "path":
-            from patchkit.target import open_target
+            from patchkit.base.target import open_target
 
             trees[engine] = open_target(engine, value).root
         else:
@@ -151,12 +152,12 @@ def drift(
     res = D.judge_release(catalog, names, trees)
     good = D.ok(res)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
-    from patchkit.judge import Session
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.core.judge import Session
 
     targets = Session({e: open_target(e, p) for e, p in trees.items()}).targets
     if as_json:
-        from patchkit.report import as_json as dump
+        from patchkit.core.report import as_json as dump
 
         say(dump("drift", res, good, targets, retire=retire))
     else:
@@ -211,8 +212,8 @@ def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list
 def _write_html(path: str, engine: str, spec: str, shown, matrix, changes) -> None:
     from pathlib import Path
 
-    from patchkit.drift_html import render
-    from patchkit.fsio import atomic_write
+    from patchkit.base.fsio import atomic_write
+    from patchkit.upstream.drift_html import render
 
     atomic_write(Path(path), render(engine, spec, shown, matrix, changes).encode())
     _err(f"wrote {path}: {len(shown)} releases; open it in a browser (it fetches nothing)")

@@ -1,6 +1,6 @@
 """`fork sync | upgrade | status | export`: recipes as a git branch on an upstream tag.
 
-The work is done by patchkit.fork, which returns values; this module picks the repository,
+The work is done by patchkit.fleet.fork, which returns values; this module picks the repository,
 base and recipes, renders the values for people or as one JSON document, and returns the
 exit code: 0 the branch is in the asked-for state, 1 it is not (a recipe is missing or
 ambiguous, a commit is stale), 2 usage or target error (raised as PatchkitError).
@@ -23,15 +23,15 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from patchkit import fork as F
-from patchkit import pins as pins_mod
-from patchkit import term
+from patchkit.base import term
+from patchkit.base.errors import PatchkitError
+from patchkit.base.model import per_engine
+from patchkit.base.states import State
+from patchkit.base.target import ENGINES, parse_target_arg
 from patchkit.commands import NOT_THERE, OK, say
-from patchkit.errors import PatchkitError
-from patchkit.model import per_engine
-from patchkit.project import Project
-from patchkit.states import State
-from patchkit.target import ENGINES, parse_target_arg
+from patchkit.core import pins as pins_mod
+from patchkit.core.project import Project
+from patchkit.fleet import fork as F
 
 _COLORS = {F.COMMITTED: "green", F.DROPPED: "cyan", F.BLOCKED: "red", F.NOT_BUILT: "bright_black"}
 
@@ -189,7 +189,7 @@ def sync(
 
 def _head_tag(repo) -> Optional[str]:
     """The tag the checkout's HEAD is on, if any (the base a user most likely means)."""
-    from patchkit.gitcli import GitError
+    from patchkit.base.gitcli import GitError
 
     try:
         return repo.git("describe", "--tags", "--exact-match", "HEAD") or None

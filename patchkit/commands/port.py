@@ -1,4 +1,4 @@
-"""`port`: draft the `when` variant a recipe needs on a new release (patchkit/port.py),
+"""`port`: draft the `when` variant a recipe needs on a new release (patchkit/upstream/port.py),
 verify it on the pristine release, and print it or write it into the recipe file."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import hashlib
 import json
 import re
 
+from patchkit.base.errors import PatchkitError
 from patchkit.commands import NOT_THERE, OK, say
-from patchkit.errors import PatchkitError
-from patchkit.project import Project
+from patchkit.core.project import Project
 
 ACTIONS = {
     "stay": "pending: stays as it is (its `when` holds there)",
@@ -23,8 +23,8 @@ ACTIONS = {
 
 
 def _tree(to: str):
-    from patchkit import drift as D
-    from patchkit.target import open_target
+    from patchkit.base.target import open_target
+    from patchkit.upstream import drift as D
 
     kind, engine, value = D.parse_spec(to)
     if kind == "release":
@@ -35,10 +35,10 @@ def _tree(to: str):
 def _bisected(project: Project, catalog, recipe, engine: str, version: str) -> dict[int, str]:
     """op -> the release drift --bisect sees it change at, between the newest release of the
     recipe's range and ``version`` (only when the range ends below it)."""
-    from patchkit import drift as D
-    from patchkit import port as P
+    from patchkit.base.target import ENGINES
     from patchkit.commands.drift import _pinned
-    from patchkit.target import ENGINES
+    from patchkit.upstream import drift as D
+    from patchkit.upstream import port as P
 
     if P.widened(recipe.engines[engine], version) is None:
         return {}
@@ -54,8 +54,8 @@ def _bisected(project: Project, catalog, recipe, engine: str, version: str) -> d
 
 
 def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int:
-    from patchkit import port as P
-    from patchkit.project import SHIPPED
+    from patchkit.core.project import SHIPPED
+    from patchkit.upstream import port as P
 
     catalog = project.catalog()
     if rid in catalog.bundles and rid not in catalog.recipes:
@@ -68,7 +68,7 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
             f"{recipe.path}: a shipped recipe is not written in place",
             "copy it into your project's recipes/ (or a --recipes DIR) and port that copy",
         )
-    from patchkit import drift as D
+    from patchkit.upstream import drift as D
 
     kind, engine, value = D.parse_spec(to)
     if not recipe.ops_for(engine):  # before a release is downloaded
@@ -84,7 +84,7 @@ def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int
         data = recipe.path.read_bytes()
         if hashlib.sha256(data).hexdigest() != recipe.sha256:
             raise PatchkitError(f"{recipe.path}: changed while port was drafting", "run port again")
-        from patchkit import fsio
+        from patchkit.base import fsio
 
         fsio.atomic_write(recipe.path, result.draft.encode("utf-8"))
         written = str(recipe.path)

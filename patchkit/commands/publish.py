@@ -20,11 +20,11 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from patchkit import wheel as W
+from patchkit.base.errors import PatchkitError
 from patchkit.commands import NOT_THERE, OK, say
 from patchkit.commands.wheel import build
-from patchkit.errors import PatchkitError
-from patchkit.project import Project
+from patchkit.core.project import Project
+from patchkit.fleet import wheel as W
 
 CREDENTIALS_HINT = "put them in TWINE_USERNAME and TWINE_PASSWORD, or in ~/.pypirc; hosts read ~/.netrc or keyring"
 
@@ -65,7 +65,7 @@ def publish(
     ignore_range: bool = False,
 ) -> int:
     if not out:  # the wheels are built in patchkit's cache unless --out says where
-        from patchkit.paths import cache_dir
+        from patchkit.base.paths import cache_dir
 
         out = str(cache_dir() / "publish")
     check_url(url)

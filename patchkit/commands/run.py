@@ -17,13 +17,13 @@ import re
 import sys
 from dataclasses import replace
 
+from patchkit.base.errors import PatchkitError
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
-from patchkit.errors import PatchkitError
 
-# What the interpreter imports, remembered, and those copies as targets: patchkit/interp.py.
-from patchkit.interp import remembered_probe as probe
-from patchkit.interp import targets_of
-from patchkit.interp import which as _which
+# What the interpreter imports, remembered, and those copies as targets: patchkit/fleet/interp.py.
+from patchkit.fleet.interp import remembered_probe as probe
+from patchkit.fleet.interp import targets_of
+from patchkit.fleet.interp import which as _which
 
 PYTHON_NAME = re.compile(r"python(\d+(\.\d+)?)?")
 # pip writes a console script whose interpreter path is too long for a shebang (or holds a
@@ -96,7 +96,7 @@ def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: boo
 def run_command(inv: Invocation, argv: tuple[str, ...], python: str | None = None, apply: bool = False) -> int:
     """`patchkit run`: the interpreter CMD runs (``python``, else CMD's own), its copies of
     the engines judged against their profile, then CMD exec'd (see ``guard``)."""
-    from patchkit.profile import no_names
+    from patchkit.fleet.profile import no_names
 
     python = python or interpreter_of(tuple(argv))
     inv.facts = facts = probe(python)

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from patchkit import report, verdicts
+from patchkit.base.errors import PatchkitError
+from patchkit.base.states import GOOD, State
+from patchkit.base.target import STATE_DIR, TXN_PENDING
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
-from patchkit.errors import PatchkitError
-from patchkit.states import GOOD, State
-from patchkit.target import STATE_DIR, TXN_PENDING
+from patchkit.core import report, verdicts
 
 
 def _fast(opts: Options, code: str):
@@ -28,8 +28,8 @@ def _fast(opts: Options, code: str):
 
 def _engines(opts: Options) -> set[str]:
     """The engines with a tree here (every engine when none has one: the error says which)."""
-    from patchkit.project import engines_at_hand
-    from patchkit.target import ENGINES
+    from patchkit.base.target import ENGINES
+    from patchkit.core.project import engines_at_hand
 
     return engines_at_hand(opts.project, opts.targets) or set(ENGINES)
 
@@ -57,7 +57,7 @@ def _upgraded(targets, res) -> list[dict]:
     roots = {e: t for e, t in targets.items() if t.root.joinpath(STATE_DIR, "journal.json").exists()}
     if not roots:
         return []
-    from patchkit.journal import Journal
+    from patchkit.base.journal import Journal
 
     out = []
     for engine, t in roots.items():
@@ -77,10 +77,10 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
     if hit is not None:
         res, targets = hit
     else:
-        from patchkit.judge import cacheable, evaluate, results
+        from patchkit.core.judge import cacheable, evaluate, results
 
         if profile is not None:  # its names, with its file and line, before the catalog selects them
-            from patchkit import profile as P
+            from patchkit.fleet import profile as P
 
             P.check(profile, opts.project.catalog())
         recipes, session = open_session(opts)
@@ -135,7 +135,7 @@ def status_command(inv: Invocation, names: tuple[str, ...], target: tuple[str, .
     if inv.python and not target:
         # The copies that interpreter imports, found as the serving guard finds them (its
         # probe remembered, no catalog): an unchanged venv answers from the verdict cache.
-        from patchkit.interp import targets_named
+        from patchkit.fleet.interp import targets_named
 
         found = targets_named(inv.probe(), inv.project, tuple(names))
     if found is not None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from patchkit import fetch, fsio
-from patchkit import pins as pins_mod
+from patchkit.base import fsio
+from patchkit.base.errors import FetchError, PatchkitError
 from patchkit.commands import OK, say
-from patchkit.errors import FetchError, PatchkitError
-from patchkit.project import Project
+from patchkit.core import pins as pins_mod
+from patchkit.core.project import Project
+from patchkit.upstream import fetch
 
 
 def sync(
@@ -61,7 +62,7 @@ def sync(
                 say(f"{engine}: recorded sha256 {actual} in {project.pins_path.name}", err=True)
             fetch.unpack(whl, dest, {**want, "sha256": actual, "wheel": whl.name})
         else:
-            from patchkit import gitsrc
+            from patchkit.upstream import gitsrc
 
             url = mirror_of.get(engine, pin.repo)
             if not url or not pin.rev:

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from patchkit.base.errors import PatchkitError
+from patchkit.base.states import State
+from patchkit.base.target import ENGINES
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
-from patchkit.errors import PatchkitError
-from patchkit.recipe import ARCH_RE
-from patchkit.states import State
-from patchkit.target import ENGINES
+from patchkit.core.recipe import ARCH_RE
 
 ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
 
@@ -27,7 +27,7 @@ ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
 def _session(opts: Options):
     """Recipes and a Session; with --target for some engines only, each recipe is cut down
     to its ops there (the device code is FlashInfer's: its tree alone can be verified)."""
-    from patchkit.judge import Session
+    from patchkit.core.judge import Session
 
     catalog = opts.project.catalog()
     recipes = catalog.select(opts.names)
@@ -82,8 +82,8 @@ def _variants(session, recipes, plan, notes: list):
     """{real path: bytes} of the edited files of the FlashInfer target, pristine and patched:
     apply's plan gives the patched bytes of pending edits; for edits already applied, a
     revert plan gives the pristine ones."""
-    from patchkit.judge import Session
-    from patchkit.planner import plan_revert
+    from patchkit.core.judge import Session
+    from patchkit.core.planner import plan_revert
 
     jit_engine = (ENGINES.with_jit() or ENGINES_NONE).name
     pristine, patched = {}, {}
@@ -210,8 +210,8 @@ def _check_applied(session, recipes, out: dict) -> None:
     """On an applied recipe apply plans no edit, so its checks would check nothing: take
     its edits back in memory instead (revert's plan, with the same checks on each edit) and
     say how many were checked that way."""
-    from patchkit.judge import Session
-    from patchkit.planner import plan_revert
+    from patchkit.core.judge import Session
+    from patchkit.core.planner import plan_revert
 
     applied = [r for r in out["recipes"] if r["edits"] == 0 and r["python"] == "ok" and r["state"] == "applied"]
     if not applied:
@@ -229,7 +229,7 @@ def _check_applied(session, recipes, out: dict) -> None:
 def _plan(session, recipes, left_out: list) -> dict:
     """Apply planned in memory with every check: the report's Python part, and the bytes of
     the edited FlashInfer files pristine and patched (``{path: bytes}``)."""
-    from patchkit.planner import plan_apply
+    from patchkit.core.planner import plan_apply
 
     plan = plan_apply(session, recipes, dry_run=True)
     out: dict = {"recipes": [], "errors": list(plan.blockers), "notes": session.notes() + left_out}
@@ -261,7 +261,7 @@ def _plan(session, recipes, left_out: list) -> dict:
 
 
 def _plan_key(session, recipes) -> str:
-    from patchkit.verdicts import code_hash, digest_of
+    from patchkit.core.verdicts import code_hash, digest_of
 
     blob = json.dumps(
         [
@@ -275,8 +275,8 @@ def _plan_key(session, recipes) -> str:
 
 
 def _inputs(session) -> list[Path]:
-    from patchkit.journal import PATH as JOURNAL
-    from patchkit.target import STATE_DIR
+    from patchkit.base.journal import PATH as JOURNAL
+    from patchkit.base.target import STATE_DIR
 
     files = [f.path for f in session.files.values()]
     return sorted({*files, *(t.root / STATE_DIR / JOURNAL for t in session.targets.values())})
@@ -286,7 +286,7 @@ PLAN_LIMIT = 1 << 30  # bytes of one cached plan (it holds the edited files' byt
 
 
 def _plan_shape() -> dict:
-    from patchkit import shape
+    from patchkit.base import shape
 
     recipe = {"id": str, "state": shape.STATES, "python": str, "edits": int, "errors": [str]}
     return {
@@ -307,8 +307,8 @@ def _plan_cached(key: str) -> Optional[dict]:
     import base64
     import binascii
 
-    from patchkit import paths, regular, shape
-    from patchkit.verdicts import file_digest
+    from patchkit.base import paths, regular, shape
+    from patchkit.core.verdicts import file_digest
 
     data = regular.read_cached(paths.cache_dir(), f"verify/plans/{key}.json", PLAN_LIMIT)
     try:
@@ -330,8 +330,8 @@ def _plan_cached(key: str) -> Optional[dict]:
 def _plan_store(key: str, session, planned: dict) -> None:
     import base64
 
-    from patchkit import fsio, paths
-    from patchkit.verdicts import file_digest
+    from patchkit.base import fsio, paths
+    from patchkit.core.verdicts import file_digest
 
     if not planned["cacheable"]:
         return

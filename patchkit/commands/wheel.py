@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from patchkit import wheel as W
+from patchkit.base.errors import PatchkitError
+from patchkit.base.states import State
 from patchkit.commands import NOT_THERE, OK, say
-from patchkit.errors import PatchkitError
-from patchkit.project import Project
-from patchkit.states import State
+from patchkit.core.project import Project
+from patchkit.fleet import wheel as W
 
 
 def build(project: Project, names, sources, label, out, ignore_range: bool, log) -> list[W.Built]:

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from patchkit import paths
-from patchkit.errors import PatchkitError
-from patchkit.target import Target
+from patchkit.base import paths
+from patchkit.base.errors import PatchkitError
+from patchkit.base.target import Target
 from patchkit.verify import ptx
 
 # Close to FlashInfer's JIT (flashinfer/jit/core.py gen_jit_spec and cpp_ext.py, 0.6.x),
@@ -145,7 +145,7 @@ def find_tvm_ffi(fi: Target, say=lambda s: None) -> Path:
             return inc
     except metadata.PackageNotFoundError:
         pass
-    from patchkit.errors import FetchError
+    from patchkit.base.errors import FetchError
     from patchkit.verify import tvmffi
 
     try:
@@ -303,7 +303,7 @@ def cache_root() -> Path:
 
 def _owned(key: str, suffix: str) -> tuple[Path, str]:
     """(the directory the user named, the entry's path under it): its own directory and
-    everything below are patchkit's, each opened with O_NOFOLLOW (patchkit/regular.py)."""
+    everything below are patchkit's, each opened with O_NOFOLLOW (patchkit/base/regular.py)."""
     root = cache_root()
     return root.parent, f"{root.name}/{key[:2]}/{key}{suffix}"
 
@@ -333,7 +333,7 @@ PTX_LIMIT = 1 << 30  # bytes of a cached build's PTX, gzipped and unpacked
 
 
 def _shapes() -> tuple[dict, dict]:
-    from patchkit import shape
+    from patchkit.base import shape
 
     family = {"name": str, "kernels": int, "empty": int, "instructions": [int], "counts": {str: int}}
     summary = {"kernels": int, "empty": int, "counts": {str: int}, "families": [family]}
@@ -343,7 +343,7 @@ def _shapes() -> tuple[dict, dict]:
 def _entry(key: str) -> Optional[dict]:
     """A build's cached figures, or None: nothing there, not a regular file (a link, a
     FIFO), not JSON, or not the shape ``_store`` writes (a miss: built again, replaced)."""
-    from patchkit import regular, shape
+    from patchkit.base import regular, shape
 
     data = regular.read_cached(*_owned(key, ".json"), ENTRY_LIMIT)
     try:
@@ -362,7 +362,7 @@ def _ptx(key: str) -> Optional[str]:
     import io
     import zlib
 
-    from patchkit import regular
+    from patchkit.base import regular
 
     data = regular.read_cached(*_owned(key, ".ptx.gz"), PTX_LIMIT)
     if data is None:
@@ -394,7 +394,7 @@ def _cached(key: str, count: tuple[str, ...]) -> Optional[Result]:
 def _store(key: str, data: dict, ptx_text: Optional[str] = None) -> None:
     """A build's figures (and PTX) in the cache, each written beside itself and renamed
     over (fsio.write_owned: a link planted there is replaced, never written through)."""
-    from patchkit import fsio
+    from patchkit.base import fsio
 
     if ptx_text is not None:
         fsio.store_cached(*_owned(key, ".ptx.gz"), gzip.compress(ptx_text.encode(), 6))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from patchkit.model import Expectation
+from patchkit.base.model import Expectation
 
 
 def expectation_json(recipe: str, e: Expectation) -> dict:

@@ -3,7 +3,7 @@
 They ship in the ``apache-tvm-ffi`` wheel (``tvm_ffi/include/``).  Before asking anyone to
 pip install it by hand, patchkit takes the release FlashInfer's own metadata requires from
 the package index, through the same client and cache as the engines' releases
-(patchkit/fetch.py), and unpacks only its headers into ``~/.cache/patchkit/tvm-ffi/V/``.
+(patchkit/upstream/fetch.py), and unpacks only its headers into ``~/.cache/patchkit/tvm-ffi/V/``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from patchkit import fetch, paths
-from patchkit.errors import FetchError, PatchkitError
+from patchkit.base import paths
+from patchkit.base.errors import FetchError, PatchkitError
+from patchkit.upstream import fetch
 
 DIST = "apache-tvm-ffi"
 DEFAULT_SPEC = ">=0.1.6,<0.2"  # FlashInfer 0.6.x's own requirement, for a checkout without metadata
@@ -27,7 +28,7 @@ PREFIX = "tvm_ffi/include/"
 def required(fi_root: Path) -> str:
     """The specifier FlashInfer's METADATA gives apache-tvm-ffi (``Requires-Dist``), else the default."""
     pattern = re.compile(r"^Requires-Dist:\s*apache[-_.]tvm[-_.]ffi\s*([^;\s][^;]*?)?\s*(;.*)?$", re.I | re.M)
-    from patchkit.engines import ENGINES
+    from patchkit.base.engines import ENGINES
 
     jit = ENGINES.with_jit()
     stem = re.sub(r"[-_.]+", "_", jit.dist).lower() if jit else ""
@@ -64,7 +65,7 @@ def fetch_headers(fi_root: Path, say: Callable[[str], None] = lambda s: None) ->
     cache, else downloaded and unpacked there (headers only, atomically)."""
     spec = required(fi_root)
     version = _pick(spec, say)
-    from patchkit import fsio
+    from patchkit.base import fsio
 
     # patchkit's own directory, every component checked without following a link: a link
     # planted at cache/tvm-ffi would take the unpacked headers elsewhere (TargetError, exit 2)
@@ -72,7 +73,7 @@ def fetch_headers(fi_root: Path, say: Callable[[str], None] = lambda s: None) ->
     dest = parent / version
     inc = dest / "tvm_ffi" / "include"
     if dest.is_symlink():
-        from patchkit.errors import TargetError
+        from patchkit.base.errors import TargetError
 
         raise TargetError(f"{dest}: is a symlink in patchkit's cache, not headers it unpacked", "remove it")
     if (inc / "tvm" / "ffi").is_dir():

@@ -6,8 +6,8 @@ import textwrap
 
 import libcst as cst
 
-from patchkit import pyscope
-from patchkit.ops import DONE, KINDS, PENDING
+from patchkit.core import pyscope
+from patchkit.core.ops import DONE, KINDS, PENDING
 
 
 def check(
@@ -17,7 +17,7 @@ def check(
     asks it: judged against where the apply started, ``relative_to``); second apply is a
     no-op; revert(after) == before; and the planner's checks (post-condition, idempotence,
     round-trip) pass both ways."""
-    from patchkit.planner import CHECKS, Edit
+    from patchkit.core.planner import CHECKS, Edit
 
     before, after = textwrap.dedent(before), textwrap.dedent(after)
     op = KINDS[kind](locator or {}, params or {})

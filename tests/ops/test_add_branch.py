@@ -3,7 +3,7 @@ sglang's server_args.py picking a default attention backend)."""
 
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check, state
 
 SRC = """

@@ -2,7 +2,7 @@
 
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check, state
 
 SRC = """

@@ -3,7 +3,7 @@ neighbours; and the refusals."""
 
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check
 from tests.ops.test_replace_stmt import SRC
 
@@ -30,7 +30,7 @@ def test_delete_stmt_refuses_to_empty_a_block_and_needs_a_neighbour():
     op = KINDS["delete-stmt"]({"match": "x = 1", "after": "if a:"}, {})
     import libcst as cst
 
-    from patchkit import pyscope
+    from patchkit.core import pyscope
 
     scope = pyscope.resolve(cst.parse_module(src), "f")[-1]
     # `after` names the statement above it in the same block: an `if` header is not that.
@@ -44,7 +44,7 @@ def test_delete_stmt_refuses_to_empty_a_block_and_needs_a_neighbour():
 def test_delete_stmt_only_statement_cannot_go():
     import libcst as cst
 
-    from patchkit import pyscope
+    from patchkit.core import pyscope
 
     src = "def f():\n    if a:\n        x = 1\n    y = 2\n"
     scope = pyscope.resolve(cst.parse_module(src), "f")[-1]

@@ -1,4 +1,4 @@
-from patchkit.ops.ensure_import import defines
+from patchkit.core.ops.ensure_import import defines
 from tests.ops.golden import check, goal, state
 
 IMPORTS = """

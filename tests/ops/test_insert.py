@@ -1,6 +1,6 @@
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check, state
 
 MOE = """

@@ -1,6 +1,6 @@
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check, goal, state
 
 
@@ -49,7 +49,7 @@ CASES = [
 def _scope(src: str):
     import libcst as cst
 
-    from patchkit import pyscope
+    from patchkit.core import pyscope
 
     return pyscope.resolve(cst.parse_module(src), "ModelRunner.init_attention_backend")
 
@@ -63,7 +63,7 @@ def test_a_pristine_site_reads_pending_though_the_replacement_stands_elsewhere(m
 
 @pytest.mark.parametrize("match,repl", CASES)
 def test_a_done_site_reads_done_against_where_it_started_and_reverts_alone(match, repl):
-    from patchkit import pyscope
+    from patchkit.core import pyscope
 
     op = KINDS["replace-expr"]({"match": match}, {"with": repl})
     chain = _scope(RUNNER)
@@ -134,7 +134,7 @@ def test_count_two_sites_are_distinct_nodes_in_the_edited_tree():
     op = KINDS["replace-expr"]({"match": '"flashmla_sparse"', "count": 2}, {"with": '"flashinfer"'})
     import libcst as cst
 
-    from patchkit import pyscope
+    from patchkit.core import pyscope
 
     edited = op.apply(pyscope.resolve(cst.parse_module(NSA), "ServerArgs._set_default_nsa_backends")[-1])
     done = op.locate(edited)

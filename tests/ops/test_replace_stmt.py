@@ -4,7 +4,7 @@ context; and the refusals."""
 import libcst as cst
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check, state
 
 # sglang's model_runner-like shape: a statement nested in an if body inside a method.
@@ -79,8 +79,8 @@ def test_replace_stmt_missing_and_partially_edited():
 def test_the_round_trip_check_fires_when_match_is_not_upstreams_bytes():
     import libcst as cst
 
-    from patchkit import pyscope
-    from patchkit.planner import Edit, check_round_trip
+    from patchkit.core import pyscope
+    from patchkit.core.planner import Edit, check_round_trip
 
     src = "def f():\n    x = g(1)  # why\n    y = 2\n"
     op = KINDS["replace-stmt"]({"match": "x = g(1)"}, {"with": "pass"})  # the comment left out

@@ -4,7 +4,7 @@ Python file; the old fragment-only text-replace keeps working beside it."""
 import libcst as cst
 import pytest
 
-from patchkit.ops import KINDS, OpParamError
+from patchkit.core.ops import KINDS, OpParamError
 from tests.ops.golden import check, state
 
 CUH = """\

@@ -1,4 +1,4 @@
-from patchkit.ops import KINDS
+from patchkit.core.ops import KINDS
 from tests.ops.golden import check, goal, state
 
 CUH = """\

@@ -1,0 +1,307 @@
+"""File primitives for every write patchkit makes: temp files, fsync, locks, and its own
+files (caches, ``.patchkit/``).
+
+Nothing here decides *what* to write.  A temp file is created beside its target with a
+random name and ``O_CREAT|O_EXCL|O_NOFOLLOW`` (``write_temp``, the one temp-name scheme),
+so a name planted in advance, a symlink included, can never redirect a write; then it is
+renamed over the target, which replaces a link standing there rather than following it.
+The lock file is opened with ``O_NOFOLLOW`` for the same reason.  Inside the directories
+patchkit owns every component is opened with ``O_NOFOLLOW`` too (regular.open_dir).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import math
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+from patchkit.base.errors import TargetError
+
+# Reading is regular.py's (status imports it at start-up, and not this module); callers that
+# write as well find it here.
+from patchkit.base.regular import cannot_read, not_regular, open_dir, read_file  # noqa: F401
+
+LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
+STATE_DIR_NAME = ".patchkit"  # target.STATE_DIR (not imported: the engine table, under target, writes its cache here)
+CRASH_ENV = "PATCHKIT_TEST_CRASH_AT"  # fault injection for the kill tests (tests/test_kill.py)
+
+_NOT_HERE = (errno.EACCES, errno.EPERM, errno.EROFS)
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def cannot_write(path: Path, e: OSError) -> TargetError:
+    """One clear line for an environment error met while writing."""
+    if e.errno in _FULL:
+        return TargetError(f"{path}: the disk is full ({e.strerror})", "free some space, then run the command again")
+    if e.errno in _NOT_HERE:
+        return TargetError(
+            f"{path}: cannot write here ({e.strerror})",
+            "the location is read-only, immutable (chattr +i) or belongs to another user;"
+            " patch a copy, or a venv you own",
+        )
+    return TargetError(f"{path}: cannot write here ({e.strerror or e})", "fix the cause, then run the command again")
+
+
+def crash_point(label: str) -> None:
+    """SIGKILL this process at the N-th write step when PATCHKIT_TEST_CRASH_AT=N: lets the
+    tests kill a real apply exactly between two writes, as SQLite's crash tests do."""
+    want = os.environ.get(CRASH_ENV)
+    if not want:
+        return
+    n = int(os.environ.get("_PATCHKIT_CRASH_SEEN", "0")) + 1
+    os.environ["_PATCHKIT_CRASH_SEEN"] = str(n)
+    if want == "count":  # how many write steps a run has (the kill tests sample from them)
+        os.write(2, f"patchkit-crash-point {n} {label}\n".encode())
+    elif n == int(want):
+        import signal  # only under the kill tests: not a module of every start-up
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+TEMP_SUFFIX = ".patchkit-tmp"
+
+
+def temp_name(name: str) -> str:
+    """patchkit's one temp-name form for a file called ``name``: ``.NAME.RANDOM.patchkit-tmp``
+    (what a sweep of a kill's leftovers looks for: transaction._temps)."""
+    return f".{name}.{os.urandom(6).hex()}{TEMP_SUFFIX}"
+
+
+def new_temp(path: Path, dir_fd: Optional[int] = None) -> tuple[int, Path]:
+    """A new, empty temp file beside ``path`` (a bare name when ``dir_fd`` is given), made
+    with O_EXCL|O_NOFOLLOW: nothing planted under its name can be written through."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = path.with_name(temp_name(path.name))
+        try:
+            return os.open(tmp.name if dir_fd is not None else tmp, flags, 0o600, dir_fd=dir_fd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temp name", str(path))
+
+
+def _write_temp(path: Path, data: bytes, mode: Optional[int], dir_fd: Optional[int], durable: bool) -> Path:
+    fd, tmp = new_temp(path, dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode is None:
+                try:
+                    mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o7777
+                except FileNotFoundError:
+                    mode = 0o644
+            os.fchmod(f.fileno(), mode)
+            if durable:
+                crash_point("write")
+            f.write(data)
+            f.flush()
+            if durable:
+                crash_point("fsync")
+                os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp.name if dir_fd is not None else tmp, dir_fd=dir_fd)
+        raise
+    return tmp
+
+
+def write_temp(path: Path, data: bytes, mode: int | None = None) -> Path:
+    """``data`` in a new temp file beside ``path`` (random name, O_EXCL), fsynced, with
+    ``mode`` (default: the mode ``path`` has now, or 0644)."""
+    try:
+        return _write_temp(path, data, mode, None, durable=True)
+    except OSError as e:  # EPERM, EROFS, ENOSPC, EIO...: the environment, never a bug
+        raise cannot_write(path, e) from None
+
+
+def write_owned(base: Path, rel: str, data: bytes, mode: int = 0o644) -> None:
+    """``data`` as patchkit's own file ``base/rel`` (``rel`` with ``/``; its directories are
+    made): every component of ``rel`` opened with O_NOFOLLOW, a temp beside the file, then a
+    rename over whatever stands at the name (a planted link is replaced, not followed).
+    Not fsynced: for caches, whose torn entry is a miss.  OSError when it cannot."""
+    *parts, name = rel.split("/")
+    fd = open_dir(base, parts, create=True)
+    try:
+        tmp = _write_temp(Path(name), data, mode, fd, durable=False)
+        try:
+            os.replace(tmp.name, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp.name, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)
+
+
+def owned_dir(base: Path, rel: str) -> Path:
+    """``base/rel``, a directory patchkit owns (``rel`` with ``/``), made where missing:
+    every component of ``rel`` checked with O_NOFOLLOW, so what is written below it next
+    lands there and nowhere else.  A link or a file in the way is a TargetError."""
+    parts = rel.split("/")
+    try:
+        os.close(open_dir(base, parts, create=True))
+    except OSError as e:
+        at = [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+        bad = next((p for p in at if p.is_symlink() or (p.exists() and not p.is_dir())), base / rel)
+        what = "a symlink" if bad.is_symlink() else "not a directory" if bad.exists() else e.strerror
+        raise TargetError(
+            f"{bad}: not a directory patchkit made ({what}); patchkit keeps its own files there",
+            "remove it (patchkit makes it again)",
+        ) from None
+    return base / rel
+
+
+def store_cached(base: Path, rel: str, data: bytes) -> None:
+    """A cache entry, best effort: a cache that cannot be written only costs speed."""
+    with contextlib.suppress(OSError):
+        write_owned(base, rel, data)
+
+
+def remove_owned(dir_fd: int, name: str, form: Callable[[str], bool]) -> None:
+    """Delete the entry ``name`` of a directory patchkit owns (``dir_fd``, from open_dir),
+    only when it is patchkit's: its name has patchkit's ``form``, and it is a regular file
+    (a link is never followed, nor removed).  Best effort."""
+    if not form(name):
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=dir_fd)
+
+
+def clear_entry(path: Path) -> None:
+    """Make room at ``path``, a directory entry patchkit owns (a tree it unpacked into its
+    cache or workspace): a directory there is removed with everything in it (shutil.rmtree,
+    which never follows a link inside); a link, file, FIFO or socket there is unlinked
+    itself, never followed, so a link planted in place of the tree costs its target nothing."""
+    import shutil
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def below_without_links(base: Path, path: Path) -> bool:
+    """Whether ``path`` lies under ``base`` with no link among the components between them
+    (``base`` itself may be one: a user's cache moved to a bigger disk), so that removing it
+    removes what sits under ``base`` and nothing a planted link points at."""
+    try:
+        rel = path.relative_to(base)
+    except ValueError:
+        return False
+    here = base
+    for part in rel.parts:
+        if part in ("", ".", ".."):
+            return False
+        here = here / part
+        if here.is_symlink():
+            return False
+    return True
+
+
+def replace(tmp: Path, path: Path) -> None:
+    crash_point("rename")
+    os.replace(tmp, path)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """One file, atomically (temp, fsync, rename, fsync the directory).  The file is
+    either as it was or written; a failure is a TargetError and leaves no temp behind."""
+    tmp = write_temp(path, data)
+    try:
+        replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise cannot_write(path, e) from None
+    fsync_dir(path.parent)
+
+
+def lock_timeout() -> float:
+    """Seconds to wait for another patchkit's lock (read when a lock is taken, not at import)."""
+    raw = os.environ.get(LOCK_TIMEOUT_ENV, "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise TargetError(
+            f"{LOCK_TIMEOUT_ENV}={raw!r} is not a number of seconds",
+            f"set {LOCK_TIMEOUT_ENV} to the seconds to wait for another patchkit's lock, a number >= 0"
+            " (e.g. 10, 0.5; 0 fails at once), or unset it for the default of 10",
+        )
+    return value
+
+
+@contextlib.contextmanager
+def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on each target root (sorted, so two invocations cannot deadlock)."""
+    timeout = lock_timeout() if timeout is None else timeout
+    handles = []
+    try:
+        for root in sorted(set(roots)):
+            d = root / STATE_DIR_NAME
+            try:
+                if d.is_symlink():
+                    raise TargetError(
+                        f"{d}: is a symlink; patchkit keeps its journal and lock inside the target only",
+                        "remove the symlink (patchkit recreates the directory)",
+                    )
+                d.mkdir(exist_ok=True)
+                ensure_ignored(d)
+                fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            except OSError as e:
+                raise TargetError(
+                    f"{root}: cannot lock the target ({e.strerror})",
+                    "the location is read-only or belongs to another user (or .patchkit/lock is a symlink);"
+                    " patch a copy, or a venv you own",
+                ) from None
+            f = os.fdopen(fd, "a+")
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        f.close()
+                        raise TargetError(
+                            f"{root}: another patchkit is working on this target (waited {timeout:g}s)",
+                            f"wait for it to finish, then run again; {LOCK_TIMEOUT_ENV} sets the wait",
+                        ) from None
+                    time.sleep(0.05)
+            handles.append(f)
+        yield
+    finally:
+        for f in handles:
+            fcntl.flock(f, fcntl.LOCK_UN)
+            f.close()
+
+
+def ensure_ignored(state_dir: Path) -> None:
+    """A `*` .gitignore inside .patchkit/ keeps patchkit's state out of the user's git status."""
+    gi = state_dir / ".gitignore"
+    if not gi.exists():
+        atomic_write(gi, b"*\n")

@@ -1,0 +1,180 @@
+"""The journal: which ops patchkit itself wrote into a target, and the bytes it left.
+
+State comes from the code (ops locate their sites in the files as they are now), and who
+made an edit from the pristine release (patchkit/upstream/pristine.py).  The journal is a shortcut
+for the latter (a file exactly as patchkit wrote it is patchkit's, no release needed) and
+the guard for the user's own later edits (revert refuses a file changed since patchkit
+wrote it).  Deleting or damaging it loses no patch.  Each engine's entry also records the
+version of the tree patchkit last wrote against (``version``; absent in journals written
+before it was kept), so that a file pip replaced since reads as an upgrade from that
+version (patchkit/core/judge.py: _stale_record).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+FORMAT = 1
+PATH = "journal.json"  # inside <target>/.patchkit/
+BLOBS = "written"  # <target>/.patchkit/written/<sha256>: the bytes patchkit last wrote per file
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Journal:
+    """What patchkit wrote into one target root.  Changed in memory; ``render`` gives the
+    bytes the transaction writes (patchkit/core/transaction.py), with the files, as one set."""
+
+    def __init__(self, root: Path, engines: dict | None = None) -> None:
+        self.root = root
+        self.dir = root / ".patchkit"
+        self.path = self.dir / PATH
+        self.engines: dict = engines or {}
+        self.wheels = _wheel_provenance(root)
+        self.blobs: dict[str, bytes] = {}  # sha -> bytes to store with the next write
+        self.loaded: bytes | None = None  # the journal file's bytes when read
+        self.damaged = ""  # why the journal file was unreadable (then read as empty)
+
+    @classmethod
+    def load(cls, root: Path) -> "Journal":
+        j = cls(root)
+        try:
+            j.loaded = j.path.read_bytes() if j.path.is_file() else None
+        except OSError as e:
+            j.loaded, j.damaged = None, f"{j.path} cannot be read ({e.strerror})"
+        if j.loaded is not None:
+            j.engines, why = parse(j.loaded)
+            if why:
+                j.damaged = f"{j.path} is damaged ({why})"
+        return j
+
+    def _eng(self, engine: str) -> dict:
+        return self.engines.setdefault(engine, {"applied": {}, "files": {}})
+
+    # the release written against ----------------------------------------------------------
+    def version(self, engine: str) -> str | None:
+        """The engine's version when patchkit last wrote into it (None: never, or a journal
+        written before patchkit recorded it)."""
+        v = self.engines.get(engine, {}).get("version")
+        return v if isinstance(v, str) else None
+
+    def wrote_against(self, engine: str, version: str | None) -> None:
+        """Record the version of the tree a write is made against (an upgrade since then is
+        told apart from a hand edit: patchkit/core/judge.py)."""
+        if version:
+            self._eng(engine)["version"] = version
+
+    # provenance ---------------------------------------------------------------------------
+    def applied_ops(self, engine: str, recipe: str) -> set[int]:
+        """Ops patchkit wrote: by an apply here, or into the patched wheel installed here."""
+        mine = set(self.engines.get(engine, {}).get("applied", {}).get(recipe, {}).get("ops", []))
+        return mine | self.by_wheel(engine, recipe)
+
+    def by_wheel(self, engine: str, recipe: str) -> set[int]:
+        """Ops written into the patched wheel installed here (immutable once installed)."""
+        return self.wheels.get((engine, recipe), set())
+
+    def mark_applied(self, engine: str, recipe: str, recipe_sha: str, op: int) -> None:
+        entry = self._eng(engine)["applied"].setdefault(recipe, {"sha256": recipe_sha, "ops": []})
+        entry["sha256"] = recipe_sha
+        if op not in entry["ops"]:
+            entry["ops"] = sorted([*entry["ops"], op])
+
+    def mark_reverted(self, engine: str, recipe: str, op: int) -> None:
+        applied = self._eng(engine)["applied"]
+        entry = applied.get(recipe)
+        if entry:
+            entry["ops"] = [i for i in entry["ops"] if i != op]
+            if not entry["ops"]:
+                del applied[recipe]
+
+    # file guard ---------------------------------------------------------------------------
+    def written(self, engine: str, logical: str) -> dict | None:
+        return self.engines.get(engine, {}).get("files", {}).get(logical)
+
+    def record_write(self, engine: str, logical: str, old: bytes, new: bytes) -> None:
+        files = self._eng(engine)["files"]
+        entry = files.get(logical)
+        pristine = entry["pristine"] if entry else sha256(old)
+        files[logical] = {"sha256": sha256(new), "pristine": pristine}
+        self.blobs[sha256(new)] = new
+
+    def forget_file(self, engine: str, logical: str) -> None:
+        """Drop the record of a file the code shows patchkit's write no longer holds for."""
+        self.engines.get(engine, {}).get("files", {}).pop(logical, None)
+
+    def written_bytes(self, engine: str, logical: str) -> bytes | None:
+        entry = self.written(engine, logical)
+        if not entry:
+            return None
+        from patchkit.base import regular
+
+        try:  # patchkit's own file: never through a link planted in .patchkit/written
+            return regular.read_owned(self.root, f".patchkit/{BLOBS}/{entry['sha256']}")
+        except (OSError, regular.NotRegular):
+            return None
+
+    def kept_blobs(self) -> set[str]:
+        """Blobs some file entry still points at (the others can go)."""
+        return {f["sha256"] for e in self.engines.values() for f in e.get("files", {}).values()}
+
+    def render(self) -> bytes:
+        return (json.dumps({"format": FORMAT, "engines": self.engines}, indent=1, sort_keys=True) + "\n").encode()
+
+
+def parse(data: bytes) -> tuple[dict, str]:
+    """(the ``engines`` of a journal's bytes, why they were refused or "").  A damaged
+    journal is read as empty: it loses nothing, because who made an edit comes from the
+    pristine release (patchkit/upstream/pristine.py), never from the journal alone."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        return {}, f"not JSON: {str(e)[:80]}" if data.strip() else "empty"
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        return {}, f"not a patchkit journal of format {FORMAT}"
+    why = shape_error(doc.get("engines"))
+    return ({}, why) if why else (doc["engines"], "")
+
+
+def shape_error(engines) -> str:
+    """Why ``engines`` is not what ``render`` writes, or ""."""
+    if not isinstance(engines, dict):
+        return "engines is not a table"
+    for eng, e in engines.items():
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("applied", {}), dict)
+            or not isinstance(e.get("files", {}), dict)
+        ):
+            return f"engines.{eng} has the wrong shape"
+        if not isinstance(e.get("version", ""), str):
+            return f"engines.{eng}.version is not a string"
+        for rid, entry in e.get("applied", {}).items():
+            ops = entry.get("ops") if isinstance(entry, dict) else None
+            if not isinstance(ops, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ops):
+                return f"engines.{eng}.applied.{rid} has the wrong shape"
+            if not isinstance(entry.get("sha256", ""), str):
+                return f"engines.{eng}.applied.{rid}.sha256 is not a string"
+        for lf, f in e.get("files", {}).items():
+            if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("sha256", "pristine")):
+                return f"engines.{eng}.files.{lf} has the wrong shape"
+            if "/" in f["sha256"] or "." in f["sha256"]:
+                return f"engines.{eng}.files.{lf}.sha256 is not a digest"
+    return ""
+
+
+def _wheel_provenance(root: Path) -> dict[tuple[str, str], set[int]]:
+    """What `patchkit wheel` recorded in ``*.dist-info/patchkit.json`` of wheels installed here."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for p in root.glob("*.dist-info/patchkit.json"):
+        try:
+            doc = json.loads(p.read_text())
+            for r in doc.get("recipes", []):
+                out.setdefault((doc["engine"], r["id"]), set()).update(r.get("ops", []))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # provenance only; a damaged file never hides code
+    return out

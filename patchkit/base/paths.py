@@ -1,0 +1,56 @@
+"""Where patchkit keeps what it downloads and computes, and where it finds recipes outside a
+project (a module of its own, standard library only, so that a fast `status` can find its
+cache and recipe directories without importing the download machinery or a parser)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+CACHE_ENV = "PATCHKIT_CACHE"
+
+
+def cache_dir() -> Path:
+    """~/.cache/patchkit, or $PATCHKIT_CACHE."""
+    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "patchkit"))
+
+
+def wheels_dir(dist: str) -> Path:
+    """Where a distribution's release wheels are cached, one directory per version (fetch.py
+    downloads into it; the verdict cache, identity and pristine references read it)."""
+    return cache_dir() / "wheels" / dist.replace("_", "-").lower()
+
+
+def config_dir() -> Path:
+    """$XDG_CONFIG_HOME/patchkit, default ~/.config/patchkit (a relative XDG_CONFIG_HOME is
+    ignored, as the XDG base directory specification says)."""
+    base = os.environ.get("XDG_CONFIG_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "patchkit"
+
+
+def user_recipes_dir() -> Path:
+    """The user's own recipes, for every project: ``config_dir()/recipes``."""
+    return config_dir() / "recipes"
+
+
+def shipped_recipes_dir() -> Optional[Path]:
+    """The recipes installed with patchkit (the package ``patchkit.recipes``, which the
+    build maps from the checkout's ``recipes/``), or the checkout's ``recipes/`` when
+    patchkit runs from a source tree that was not installed.  None when neither exists."""
+    beside = Path(__file__).parents[1] / "recipes"  # installed: patchkit/recipes, found without importlib
+    if beside.is_dir():
+        return beside
+    from importlib.util import find_spec  # an editable install maps the package elsewhere
+
+    try:
+        spec = find_spec("patchkit.recipes")
+    except (ImportError, ValueError):
+        spec = None
+    for loc in (spec.submodule_search_locations or ()) if spec is not None else ():
+        if os.path.isdir(loc):
+            return Path(loc)
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "recipes").is_dir():
+        return checkout / "recipes"
+    return None

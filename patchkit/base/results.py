@@ -1,0 +1,101 @@
+"""Results as values: op and recipe states, and what status, apply, revert and drift report.
+
+Immutable once computed (engine.py); human output and ``--json`` are both rendered from
+them (report.py).  Kept apart from the recipe model, and NamedTuples rather than
+dataclasses (a tenth of the cost to define), so that ``status`` answered from its cache
+starts quickly.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from patchkit.base.states import State
+
+
+class OpResult(NamedTuple):
+    recipe: str
+    index: int
+    kind: str
+    engine: str
+    file: str
+    state: State
+    line: Optional[int] = None
+    location: str = ""  # "file::scope" where the op was found
+    message: str = ""
+    # Places scored against the site's identity, best first: {"location", "line", "score",
+    # "matched"} (identity.Candidate.to_json); for moved, missing and ambiguous verdicts.
+    candidates: tuple = ()
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "engine": self.engine,
+            "file": self.file,
+            "state": State(self.state).value,
+            "line": self.line,
+            "location": self.location,
+            "message": self.message,
+            "candidates": list(self.candidates),
+        }
+
+    @classmethod
+    def from_json(cls, recipe: str, o: dict) -> "OpResult":
+        return cls(
+            recipe,
+            o["index"],
+            o["kind"],
+            o["engine"],
+            o["file"],
+            State(o["state"]),
+            o["line"],
+            o["location"],
+            o["message"],
+            tuple(o.get("candidates", ())),
+        )
+
+
+class RecipeResult(NamedTuple):
+    id: str
+    state: State
+    in_range: Optional[bool]
+    ops: tuple[OpResult, ...] = ()
+    message: str = ""
+    versions: Optional[dict] = None  # engine -> version judged
+    blockers: tuple = ()  # blockers standing ({"blocker", "file", "path", "line", "message"})
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "state": State(self.state).value,
+            "in_range": self.in_range,
+            "versions": self.versions or {},
+            "message": self.message,
+            "blockers": list(self.blockers),
+            "ops": [op.to_json() for op in self.ops],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "RecipeResult":
+        ops = tuple(OpResult.from_json(d["id"], o) for o in d["ops"])
+        return cls(
+            d["id"], State(d["state"]), d["in_range"], ops, d["message"], d["versions"], tuple(d.get("blockers", ()))
+        )
+
+
+def recipe_state(op_states: list[State]) -> State:
+    """Fold op states into a recipe state (the rule is part of the JSON contract)."""
+    for bad in (State.INTERRUPTED, State.MISSING, State.AMBIGUOUS, State.MODIFIED):
+        if bad in op_states:
+            return bad
+    if State.PENDING in op_states:
+        some = State.APPLIED in op_states or State.APPLIED_UNSURE in op_states
+        return State.PARTIAL if some else State.PENDING
+    if State.MOVED in op_states:
+        return State.MOVED
+    if State.APPLIED_UNSURE in op_states:
+        return State.APPLIED_UNSURE
+    if op_states and all(s == State.UPSTREAM for s in op_states):
+        return State.UPSTREAM
+    return State.APPLIED

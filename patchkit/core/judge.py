@@ -1,0 +1,788 @@
+"""The judge: where each op's site is, and what state it is in.  Reads; never writes.
+
+``evaluate`` cuts each recipe to the version variant of the targets (Recipe.for_versions).
+For each op, ``judge`` locates its site in the recipe's file and scope, follows it when it
+moved (relocate.py; companion ops follow their anchor), asks upstream markers
+(markers.py), and decides *who* made an edit that is there: the journal when the file is
+exactly as patchkit wrote it, otherwise the pristine release (pristine.py), or
+``applied?`` when there is none.  Blockers that stand are found (blockers.py).  The
+answer is a ``Verdict``; ``results`` folds verdicts into the result values that every
+command reports.  This is where states are decided.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import libcst as cst
+
+from patchkit.base.errors import OpBug, PatchkitError, TargetError
+from patchkit.base.journal import Journal, sha256
+from patchkit.base.model import OpSpec, Recipe
+from patchkit.base.results import OpResult, RecipeResult, recipe_state
+from patchkit.base.states import State
+from patchkit.base.target import Target
+from patchkit.core import (
+    blockers,
+    confirm,
+    context,
+    edited,
+    equivalent,
+    fuzzed,
+    identity,
+    markers,
+    pyscope,
+    relocate,
+    txnrecord,
+    verdicts,
+    view,
+)
+from patchkit.core.document import Document
+from patchkit.core.ops import Located
+from patchkit.upstream import pristine
+
+
+class Session:
+    """The targets of one invocation, their journals, and the documents read so far."""
+
+    def __init__(self, targets: dict[str, Target], known: Optional[dict[str, Recipe]] = None) -> None:
+        self.targets = targets
+        # Every recipe the catalog holds, by id: the planner checks a plan's edits against
+        # those of recipes applied earlier (two recipes must not edit the same code).
+        self.known: dict[str, Recipe] = known or {}
+        self.journals: dict[Path, Journal] = {}
+        self.files: dict[tuple[str, str], Document] = {}
+        # Per (engine, root): one site-packages holds both engines, each with its own release.
+        self.references: dict[tuple[str, Path], pristine.Reference] = {}
+        self.heads: dict[tuple[str, Path], Optional[pristine.Reference]] = {}  # a checkout's HEAD
+        self.releases: dict[tuple[str, str], pristine.Reference] = {}  # other releases (identity.py)
+        self.identities: dict[tuple, Optional[identity.Identity]] = {}
+        self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
+        self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
+        # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
+        # None when a file changed too recently for its timestamps to tell a later change.
+        self.swept: dict[str, Optional[str]] = {}
+        # Recipes an interrupted apply/revert was writing when it was killed (per root).
+        self.interrupted: dict[Path, txnrecord.Interrupted] = {}
+        roots = {t.root for t in targets.values()}
+        for t in targets.values():
+            found = txnrecord.interrupted(t.root, roots)
+            if found is not None:
+                self.interrupted[t.root] = found
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The digest of patchkit's own code, for caches keyed on it (once per invocation)."""
+        return verdicts.code_hash()
+
+    def target(self, engine: str, recipe: Recipe) -> Target:
+        if engine not in self.targets:
+            raise TargetError(
+                f"recipe {recipe.id} edits {engine}, but there is no {engine} target",
+                f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace",
+            )
+        return self.targets[engine]
+
+    def journal(self, engine: str) -> Journal:
+        root = self.targets[engine].root
+        if root not in self.journals:
+            self.journals[root] = Journal.load(root)
+        return self.journals[root]
+
+    def mid_write(self, engine: str, recipe: str) -> Optional[Journal]:
+        """The journal an interrupted write of this recipe would have left, or None."""
+        found = self.interrupted.get(self.targets[engine].root)
+        return found.journal if found is not None and recipe in found.recipes else None
+
+    def reference(self, engine: str) -> pristine.Reference:
+        """The pristine release of a target (pristine.py), opened once per invocation."""
+        t = self.targets[engine]
+        if (engine, t.root) not in self.references:
+            self.references[(engine, t.root)] = pristine.Reference(t)
+        return self.references[(engine, t.root)]
+
+    def head(self, engine: str) -> Optional[pristine.Reference]:
+        """A git checkout's committed code (HEAD), when it is not the release's tagged
+        commit; None otherwise.  Code committed there is the checkout's own, not patchkit's."""
+        t = self.targets[engine]
+        if (engine, t.root) not in self.heads:
+            ref = self.reference(engine)
+            head = pristine.Reference.head(t, other_than=ref.commit) if t.layout == "git" else None
+            self.heads[(engine, t.root)] = head
+        return self.heads[(engine, t.root)]
+
+    def sweep(self, engine: str) -> Target:
+        """A search of the engine's whole tree is about to read files nobody named: its
+        state is fingerprinted first (verdicts.tree_state), once, so that cached verdicts
+        are reused only while no file of the tree has changed.  Returns the target."""
+        t = self.targets[engine]
+        if engine not in self.swept:
+            self.swept[engine] = verdicts.tree_state(t)
+        return t
+
+    def file(self, engine: str, logical: str) -> Document:
+        key = (engine, logical)
+        if key not in self.files:
+            self.files[key] = Document(self.targets[engine], logical)
+        return self.files[key]
+
+    def notes(self) -> list[str]:
+        """What the user should know about the state patchkit keeps (a damaged journal)."""
+        return [
+            f"warning: {j.damaged}; read as empty (who made each edit comes from the pristine release),"
+            " and the next apply or revert rewrites it"
+            for j in self.journals.values()
+            if j.damaged
+        ]
+
+    def interrupted_recipes(self) -> dict[str, str]:
+        """recipe id -> what was interrupted ("apply" or "revert")."""
+        return {r: i.action for i in self.interrupted.values() for r in i.recipes}
+
+
+@dataclass
+class Verdict:
+    """One op judged: where its site is (file, scope, line) and its state."""
+
+    recipe: Recipe
+    op: OpSpec
+    file: Document
+    located: Located
+    scope: str  # where it was located
+    state: State = State.MISSING
+    line: Optional[int] = None
+    message: str = ""
+    lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
+    root: Any = None  # (module, view) the nodes were found in, for their line numbers
+    searched: bool = False  # depends on what no digest names (a reference had later): never cached
+    stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
+    impl: Any = None  # the op bound to the pristine scope (Op.relative_to), where that told its done sites
+    candidates: tuple = ()  # identity.Candidate: the places scored, best first (moved/missing/ambiguous)
+
+    @property
+    def moved(self) -> bool:
+        return self.file.logical != self.op.file or self.scope != self.op.scope
+
+    def location(self) -> str:
+        return f"{self.file.logical}::{self.scope or '<module>'}"
+
+    def result(self, state: Optional[State] = None, message: Optional[str] = None) -> OpResult:
+        return OpResult(
+            recipe=self.recipe.id,
+            index=self.op.index,
+            kind=self.op.kind,
+            engine=self.op.engine,
+            file=self.op.file,  # the recipe's file; ``location`` says where the code is now
+            state=state or self.state,
+            line=self.line,
+            location=(self.location() + (f":{self.line}" if self.line else "")) if self.file.exists else "",
+            message=self.message if message is None else message,
+            candidates=tuple(c.to_json() for c in self.candidates),
+        )
+
+
+# -- locating ---------------------------------------------------------------------------------
+
+
+def _locate(op: OpSpec, f: Document, scope_name: str) -> Located:
+    try:
+        _, scope = f.scope(scope_name)
+    except pyscope.ScopeError as e:
+        return Located(State.MISSING, reason=str(e))
+    return op.impl.locate(scope)
+
+
+def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, scope_name: str) -> Located:
+    """Locate in the document; a view's answer is checked before it is believed.
+
+    A view holds only the statements that carry the words an op declares it reads
+    (``Op.reads``).  An op that under-declares could miss a second candidate there, and a
+    site that the file makes ambiguous would read pending or done.  So a view's ``pending``
+    or ``done`` is confirmed on the op's complete scope, parsed apart (the edit is still
+    made in the view, which prints back byte for byte where the whole file may not);
+    confirmations are cached by content (confirm.py).  Any other answer, or one the
+    complete scope contradicts, is judged again on the whole file.
+    """
+    loc = _locate(op, f, scope_name)
+    if f.view is None:
+        return loc
+    if loc.state in (State.PENDING, State.DONE):
+        k = confirm.key(session.code, recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
+        if confirm.known(k) == loc.state:
+            return loc
+        scope = f.shallow_scope(scope_name) if op.impl.reads.shallow else None
+        if scope is None:
+            try:
+                _, scope = f.whole_scope(scope_name)
+            except pyscope.ScopeError:
+                scope = None
+        if scope is not None and op.impl.locate(scope).state == loc.state:
+            confirm.remember(k, loc.state)
+            return loc
+    f.whole()
+    return _locate(op, f, scope_name)
+
+
+Relocated = tuple  # (state or None, Document or None, scope, Located, candidates best first)
+
+
+def _relocate(session: Session, recipe: Recipe, op: OpSpec, named: Document, ident) -> Relocated:
+    """Where the op's site went.  Every place in the engine's tree where its pattern
+    matches, the named file ranked *with* the rest (never a short cut), is scored against
+    the site's identity (identity.py); it moved to the best only when that one reaches the
+    threshold and leads the runner-up by the margin.  Otherwise ambiguous (several reach it)
+    or missing (none does), every candidate named with its score."""
+    hits = [(named, sc, loc) for sc, loc in relocate.scan_file(op, named)] if named.exists else []
+    common = 0
+    try:
+        found = relocate.search(session, op, skip=op.file)
+    except relocate.TooCommon as e:
+        found, common = [], e.n  # the named file's candidates are still named, never moved to
+    hits += [(session.file(op.engine, lf), sc, loc) for lf, sc, loc in found]
+    if op.scope:
+        # Code of a def or class does not move to module level: a module-level look-alike
+        # (a list of backend names, say) is another site, never this op's.
+        hits = [h for h in hits if h[1]]
+    too_common = (
+        f"not found in place, and its words are in {common} files of the tree, too many to say where it went"
+        if common
+        else ""
+    )
+    if not hits:
+        return (
+            _changed_elsewhere(session, op, ident, too_common)
+            if ident is not None and not common
+            else (
+                None,
+                None,
+                "",
+                Located(State.MISSING, reason=too_common),
+                (),
+            )
+        )
+    if ident is None:  # no release in range to read: the named scope as it stands, or its name
+        ident = identity.Identity("its named scope", (relocate.original_context(session, op, named),))
+    # What the file the code left imports now points at where it went.
+    left = named.tree if named.exists and named.is_python else None
+    if left is not None:
+        imports = context.imports_of(left, op.file)
+        ident = identity.Identity(
+            ident.release, tuple(dataclasses.replace(c, imports=c.imports | imports) for c in ident.sites)
+        )
+    scored = []
+    own = getattr(op.impl, "carries_identity", False)
+    for f, sc, loc in hits:
+        ctxs, line = identity.contexts_in(f, sc, loc)
+        value, parts = (1.0, ("its own context lines",)) if own else identity.score(ident, ctxs)
+        scored.append((identity.Candidate(f.logical, sc, line, value, parts), f, loc))
+    scored.sort(key=lambda c: -c[0].score)  # stable: ties keep the search's order
+    ranked = tuple(c for c, _, _ in scored)
+    verdict = "missing" if common else identity.decide(list(ranked))
+    of = f"the site as in {ident.release}"
+    if verdict == "ambiguous" and not own:
+        # A tie in one scope (a sibling branch alike but for a value): the alignment of the
+        # site's home scope with it, a diff of their statements, may pair the site with one.
+        pick = edited.break_tie(session, recipe, op, ident, list(ranked), {f.logical: f for _, f, _ in scored})
+        if pick is not None:
+            k = next(i for i, c in enumerate(ranked) if c is pick)
+            scored.insert(0, scored.pop(k))
+            best = scored[0][0]
+            scored[0] = (
+                identity.Candidate(best.file, best.scope, best.line, best.score, (*best.parts, "aligned")),
+            ) + scored[0][1:]
+            ranked = tuple(c for c, _, _ in scored)
+            verdict = "moved"
+    if verdict == "ambiguous" and not own:
+        # A tie across scopes: the one that kept the name of the def the site stood in.
+        named_best = identity.by_name(ident, list(ranked))
+        if named_best is not None:
+            scored[0] = (named_best,) + scored[0][1:]
+            ranked = (named_best, *ranked[1:])
+            verdict = "moved"
+    if verdict == "moved":
+        best, f, loc = scored[0]
+        why = f"similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
+        if len(ranked) > 1:
+            why += "; runners-up: " + ", ".join(c.describe() for c in ranked[1:6])
+        return State.MOVED, f, best.scope, Located(loc.state, loc.nodes, why), ranked
+    if verdict == "ambiguous":
+        close = [c for c in ranked if c.score >= identity.THRESHOLD]
+        why = (
+            f"not in {op.scope or '<module>'}; {len(close)} places reach similarity {identity.THRESHOLD:g} to {of},"
+            f" none by a margin of {identity.MARGIN:g}: " + ", ".join(c.describe() for c in ranked[:8])
+        )
+        return State.AMBIGUOUS, None, "", Located(State.AMBIGUOUS, reason=why), ranked
+    why = f"nearest candidates, none reaching similarity {identity.THRESHOLD:g} to {of}: " + ", ".join(
+        c.describe() for c in ranked[:5]
+    )
+    why += f", and {len(ranked) - 5} more" if len(ranked) > 5 else ""
+    return None, None, "", Located(State.MISSING, reason="; ".join(w for w in (too_common, why) if w)), ranked
+
+
+def _changed_elsewhere(session: Session, op: OpSpec, ident, too_common: str) -> Relocated:
+    """The pattern matches nowhere: statements like the site's own, changed, anywhere in the
+    tree, scored against the identity (edited.changed_elsewhere).  Moved (where apply will
+    not go: a moved op is reported, the port is the user's) only by the same threshold and
+    margin as any move; else missing, the nearest named."""
+    found = edited.changed_elsewhere(session, op, ident)
+    ranked = tuple(c for _, c in found)
+    of = f"the site as in {ident.release}"
+    in_place = bool(ranked) and (ranked[0].file, ranked[0].scope) == (op.file, op.scope)
+    verdict = identity.decide(list(ranked))
+    named_best = identity.by_name(ident, list(ranked)) if verdict == "ambiguous" else None
+    if ranked and not in_place and (verdict == "moved" or named_best is not None):
+        # In its own scope a changed statement is no move, and never pending: the op's
+        # pattern is not there to apply (the nearest is named below).  A tie across scopes
+        # goes to the one that kept the name of the def the site stood in (identity.by_name).
+        f, best = found[0][0], named_best or found[0][1]
+        why = f"its statement changed: similarity {best.score:.2f} to {of} ({', '.join(best.parts)})"
+        if len(ranked) > 1:
+            why += "; runners-up: " + ", ".join(c.describe() for c in ranked[1:6])
+        return State.MOVED, f, best.scope, Located(State.PENDING, (best.line,), why), ranked
+    why = too_common
+    if ranked:
+        why = f"nearest statements like the site's, none the site by similarity {identity.THRESHOLD:g} and a margin"
+        why += f" of {identity.MARGIN:g} to {of}: " + ", ".join(c.describe() for c in ranked[:5])
+    return None, None, "", Located(State.MISSING, reason=why), ranked
+
+
+def _identified(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located):
+    """Is the site found in place the op's site?  (Located, identity): the Located is
+    MISSING, saying why, when the place is not like the site in its home release."""
+    if loc.state not in (State.PENDING, State.DONE) or not op.impl.RELOCATABLE:
+        return loc, None
+    if getattr(op.impl, "carries_identity", False):
+        return loc, None  # matched with its own context lines, exactly: that is the site
+    if identity.holds_as_released(session, recipe, op, f):
+        return loc, None  # the release's own file, in range: the site is where the op finds it
+    ident = identity.of(session, recipe, op)
+    if ident is None:
+        return loc, None
+    ctxs, line = identity.contexts_in(f, op.scope, loc)
+    if not ctxs:
+        return loc, ident
+    value, parts = identity.score(ident, ctxs)
+    if value >= identity.THRESHOLD or identity.unchanged_in_scope(op, parts, done=loc.state == State.DONE):
+        return loc, ident
+    here = identity.Candidate(f.logical, op.scope, line, value, parts)
+    why = (
+        f"the pattern matches at {here.where()}, but that is not the site as in {ident.release}"
+        f" (similarity {value:.2f} < {identity.THRESHOLD:g}: {', '.join(parts) or 'nothing matched'})"
+    )
+    return Located(State.MISSING, (), why), ident
+
+
+def _context(session: Session, op: OpSpec) -> Optional[Located]:
+    """An op whose verdict depends on other files (Op.context_files) judges them here."""
+    files = op.impl.context_files
+    if not files:
+        return None
+    texts = {}
+    for lf in files:
+        d = session.file(op.engine, lf)
+        texts[lf] = d.text if d.exists else None
+    return op.impl.check_context(texts)
+
+
+def judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
+    """One op's verdict.  An op's code that fails is a bug (exit 3), never a verdict."""
+    try:
+        return _judge(session, recipe, op)
+    except PatchkitError:
+        raise
+    except Exception as e:
+        raise OpBug(recipe.id, op.label, e) from e
+
+
+def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
+    session.target(op.engine, recipe)
+    f = session.file(op.engine, op.file)
+    if not f.exists:
+        ev = Verdict(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
+    else:
+        ev = Verdict(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
+        if ev.located.state == State.AMBIGUOUS and f.is_python:
+            ev.located, ev.impl = _against_pristine(session, recipe, op, f, ev.located)
+    ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+    ident = None
+    if not ours and f.exists:
+        ev.located, ident = _identified(session, recipe, op, f, ev.located)
+    if ev.located.state == State.MISSING and not ours:
+        session.sweep(op.engine)
+        if ident is None:
+            ident = identity.of(session, recipe, op)
+        found, mf, mscope, mloc, ev.candidates = _relocate(session, recipe, op, f, ident)
+        if found == State.MOVED:
+            old = op.file + ("::" + op.scope if op.scope else "")
+            why = f"moved from {old}" + (f"; {mloc.reason}" if mloc.reason else "")
+            ev.file, ev.scope, ev.located = mf, mscope, Located(mloc.state, mloc.nodes, why)
+        elif found == State.AMBIGUOUS:
+            ev.located = mloc
+        elif mloc.reason:
+            ev.located = Located(State.MISSING, ev.located.nodes, f"{ev.located.reason}; {mloc.reason}")
+        if ev.located.state == State.MISSING and not ev.located.nodes and f.exists:
+            # The op's site is not found: the statement identified as the site by its
+            # context alone may hold the edit in upstream's own words (edited.py).
+            got = edited.upstream_in_place(session, recipe, op, f)
+            if got is not None and got[0] is not None:
+                ev.located = Located(State.UPSTREAM, (got[0],), got[1])
+            elif got is not None:
+                ev.searched = True  # not cacheable: a reference may be had later
+                ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[1]}")
+    if ev.located.state == State.MISSING and not ev.located.nodes and not ours:
+        # A text hunk whose context upstream rewrote as it made the edit (fuzzed.py).
+        got = fuzzed.upstream(session, op, f)
+        if got is not None and got[0] is not None:
+            ev.file, ev.scope, ev.located = got[0], "", Located(State.UPSTREAM, (got[1],), got[2])
+        elif got is not None:
+            ev.searched = True  # not cacheable: a reference may be had later
+            ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[2]}")
+    if ev.located.state == State.PENDING:
+        ev.located = _context(session, op) or ev.located
+    st, reason = ev.located.state, ev.located.reason
+    ours_done, ours_gone = ours, ours  # who made an edit that is there; whether one should be
+    mid = session.mid_write(op.engine, recipe.id)
+    if mid is not None:
+        # A kill stopped a write of this recipe half-way: its files may hold either side of
+        # the edit, and either way the edit is patchkit's (never "upstream", never "modified").
+        ours_done, ours_gone = ours or op.index in mid.applied_ops(op.engine, recipe.id), False
+    if st == State.DONE:
+        if (mid is not None and ours_done) or (ours and _as_written(session, recipe, op, ev.file)):
+            ev.state = State.APPLIED
+        else:
+            ev.state, reason = _who_made_it(session, recipe, op, ev, ours)
+    elif st == State.PENDING:
+        stale = _stale_record(session, op, ev.file) if ours_gone else ""
+        if stale:
+            ev.stale, ours_gone, ours_done = True, False, False
+        ev.state = State.MODIFIED if ours_gone else (State.MOVED if ev.moved else State.PENDING)
+        if ours_gone:
+            reason = (
+                "patchkit applied this op, but the code no longer shows it"
+                if not ev.moved
+                else f"patchkit applied this op, but it is not there now ({reason})"
+            )
+        elif stale:
+            reason = f"patchkit's record of this edit is stale: {stale}" + (f"; {reason}" if reason else "")
+    elif st == State.MISSING and ours_gone and ev.located.nodes and not _stale_record(session, op, ev.file):
+        # The site is there, holding neither side of the edit (a default set by hand to a
+        # third value): patchkit's edit was there, and the code changed since.
+        ev.state = State.MODIFIED
+        reason = f"patchkit applied this op, but the code changed since: {reason}"
+    else:
+        ev.state = st
+        if ours and st == State.MISSING:
+            reason += " (patchkit had applied it)"
+    if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:
+        anywhere = ev.state != State.PENDING
+        hit = markers.hit(session, op, anywhere=anywhere, recipe=recipe)
+        if hit:
+            ev.state, reason = State.UPSTREAM, hit
+    if ev.state == State.MISSING and not ours:
+        said = equivalent.hint(session, op, [c.to_json() for c in ev.candidates])
+        reason = "; ".join(r for r in (reason, said) if r)
+    ev.message = reason
+    if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and _cst_nodes(ev.located):
+        ev.root = (ev.file.module, ev.file.view)
+    return ev
+
+
+def _cst_nodes(loc: Located) -> bool:
+    """The site's nodes are libcst's (not the line numbers of a site found by ``edited``)."""
+    return bool(loc.nodes) and not all(isinstance(n, int) for n in loc.nodes)
+
+
+def _against_pristine(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located) -> tuple[Located, Any]:
+    """An ambiguous answer the pristine release settles: an op whose done sites the code
+    alone cannot tell (Op.relative_to) finds them by what the release held at each place:
+    as released, else with the recipe's other edits of that scope made (two ops that both
+    write `"flashinfer"` there).  (located, the bound op) when it reads done so, else (loc, None)."""
+    ref = session.reference(op.engine)
+    module = ref.module(op.file) if ref.available else None
+    if module is None:
+        return loc, None
+    try:
+        pristine = pyscope.resolve(module, op.scope)[-1]
+        now = f.scope(op.scope)[1]
+        for before in (pristine, _with_siblings(recipe, op, pristine)):
+            bound = op.impl.relative_to(before)
+            if bound is not op.impl and (got := bound.locate(now)).state == State.DONE:
+                return got, bound
+    except pyscope.ScopeError:
+        pass
+    return loc, None
+
+
+def _with_siblings(recipe: Recipe, op: OpSpec, scope: Any) -> Any:
+    """``scope`` with each other op of the recipe that edits it, pending there, applied (in order)."""
+    for o in recipe.ops:
+        if o is op or (o.engine, o.file, o.scope) != (op.engine, op.file, op.scope) or o.impl.language != "python":
+            continue
+        try:
+            if o.impl.locate(scope).state == State.PENDING:
+                scope = o.impl.apply(scope)
+        except (ValueError, LookupError, cst.CSTValidationError):
+            continue  # that op cannot be made here: the release as it stands is the best before
+    return scope
+
+
+# -- who made an edit ------------------------------------------------------------------------
+
+
+def _as_written(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> bool:
+    """Is this file exactly what patchkit wrote (or did a patched wheel install it)?  Then
+    an edit patchkit recorded is patchkit's, with no pristine release to read."""
+    j = session.journal(op.engine)
+    if op.index in j.by_wheel(op.engine, recipe.id):
+        return True
+    entry = j.written(op.engine, f.logical)
+    return entry is not None and entry["sha256"] == sha256(f.original)
+
+
+def pristine_state(ref: pristine.Reference, op: OpSpec, logical: str, scope_name: str) -> State:
+    """What the op finds in a reference's copy of ``logical`` (MISSING when it has none)."""
+    data = ref.read(logical)
+    if data is None:
+        return State.MISSING
+    if not logical.endswith(".py"):
+        return op.impl.locate(data.decode("utf-8", "surrogateescape")).state
+    module = ref.module(logical)
+    if module is None:
+        return State.MISSING
+    try:
+        scope = pyscope.resolve(module, scope_name)[-1]
+    except pyscope.ScopeError:
+        return State.MISSING
+    return op.impl.locate(scope).state
+
+
+def at_site(ref: pristine.Reference, op: OpSpec, ev: Verdict) -> State:
+    """What a reference holds at the site identified in the tree: where it was found, or,
+    for a site found away from the op's named file and scope (a refactor, a checkout moved
+    on), where the reference has it.  Provenance by content, not by location: upstream's own
+    code that moved reads upstream, never "patchkit's edit: the release does not have it"."""
+    found = pristine_state(ref, op, ev.file.logical, ev.scope)
+    if found != State.DONE and (ev.file.logical, ev.scope) != (op.file, op.scope):
+        if pristine_state(ref, op, op.file, op.scope) == State.DONE:
+            return State.DONE
+    return found
+
+
+def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: Verdict, ours: bool) -> tuple[State, str]:
+    """An edit is there, and the journal cannot vouch for it: the pristine release decides.
+    It is upstream's when that release has it at the identified site (``at_site``), or a
+    git checkout's committed code (HEAD) does; otherwise it is patchkit's, whether or not a
+    journal remembers it.  With no release to read, ``applied?``."""
+    ref = session.reference(op.engine)
+    found: Optional[State] = None
+    if ref.available:
+        if ref.read(ev.file.logical) == ev.file.original:
+            found = State.DONE  # the release's own file, byte for byte: no parse needed
+        else:
+            found = at_site(ref, op, ev)
+    head = session.head(op.engine) if not ours and found != State.DONE else None
+    if head is not None and at_site(head, op, ev) == State.DONE:
+        return State.UPSTREAM, f"{head.what} has this edit: it is the checkout's own code, not patchkit's"
+    if found == State.DONE:
+        if ours:
+            ev.stale = True
+            return State.UPSTREAM, f"{ref.what} has this edit (patchkit's record of it is from before an upgrade)"
+        return State.UPSTREAM, ev.located.reason
+    if found is not None:
+        said = "" if ours else f"patchkit's edit: {ref.what} does not have it (no journal remembers it)"
+        return State.APPLIED, said
+    ev.searched = True  # not cacheable: a reference may be had later
+    if not ours and op.markers:
+        hit = markers.hit(session, op, anywhere=False, recipe=recipe)
+        if hit:
+            return State.UPSTREAM, hit
+    why = "patchkit's journal says patchkit wrote it, but the file changed since" if ours else "no journal remembers it"
+    return State.APPLIED_UNSURE, (
+        f"the edit is there, but who made it cannot be told ({why}; no pristine release to compare: {ref.why_not})"
+    )
+
+
+def _stale_record(session: Session, op: OpSpec, f: Document) -> str:
+    """Why the journal's record of an edit no longer holds, when the file is as it was
+    before patchkit wrote it (restored by hand), or an installer put it there since (pip
+    reinstalled or upgraded the engine: the bytes are those its RECORD lists, or the
+    pristine release's); "" otherwise, and then a changed file is the user's edit."""
+    if not f.exists:
+        return ""
+    j = session.journal(op.engine)
+    entry = j.written(op.engine, f.logical)
+    now = sha256(f.original)
+    if entry is not None and entry["sha256"] == now:
+        return ""  # exactly as patchkit wrote it
+    t = session.targets[op.engine]
+    was, is_ = j.version(op.engine), t.version
+    upgraded = bool(was and is_ and was != is_)
+    if upgraded:
+        since = f"{op.engine} was upgraded from {was} to {is_} since patchkit last wrote it"
+    elif was:
+        since = f"{op.engine} {was} was reinstalled since patchkit last wrote it"
+    else:  # a journal from before patchkit recorded the version
+        since = f"{op.engine} was reinstalled or upgraded (now {is_ or 'of unknown version'}) since patchkit wrote it"
+    if entry is not None and entry["pristine"] == now:
+        return "the file is as it was before patchkit wrote it" + (f" ({since})" if upgraded else "")
+    from patchkit.core import record
+
+    listed = record.installed_as(t, f.logical, f.original) if entry is not None else ""
+    if listed:
+        return f"{since}: the file is as the installer wrote it ({listed} lists its bytes)"
+    ref = session.reference(op.engine)
+    if ref.available and ref.read(f.logical) == f.original:
+        return f"{since}: the file is {ref.what}'s, byte for byte"
+    return ""
+
+
+def _add_lines(evals: list[Verdict]) -> None:
+    """Line numbers for every verdict, one codegen pass per Python module read."""
+    by_file: dict[tuple, list[Verdict]] = {}
+    for ev in evals:
+        by_file.setdefault((ev.file.path, ev.root[0] if ev.root else None), []).append(ev)
+    for group in by_file.values():
+        f = group[0].file
+        if group[0].root:
+            nodes = [n for ev in group for n in ev.located.nodes]
+            lines = pyscope.line_numbers(*group[0].root, nodes, f.text)
+            for ev in group:
+                ev.lines = tuple(sorted(lines[id(n)] for n in ev.located.nodes if id(n) in lines))
+        else:
+            for ev in group:
+                ev.lines = tuple(n for n in ev.located.nodes if isinstance(n, int))
+        for ev in group:
+            ev.line = ev.lines[0] if ev.lines else None
+            if ev.state == State.AMBIGUOUS and ev.lines:
+                ev.message += f" (candidates at lines {', '.join(map(str, ev.lines))})"
+
+
+def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
+    versions, verdicts = {}, []
+    for eng, spec in recipe.engines.items():
+        t = session.targets.get(eng)
+        v = t.version if t else None
+        versions[eng] = v
+        verdicts.append(None if v is None else spec.contains(v, prereleases=True))
+    if False in verdicts:
+        return False, versions
+    if None in verdicts:
+        return None, versions
+    return True, versions
+
+
+Evaluation = list[tuple[Recipe, list[Verdict]]]
+
+
+def _follow_anchors(session: Session, recipe: Recipe, evs: list[Verdict]) -> None:
+    """Ops of a recipe whose file is gone follow an op of the same file that moved: they are
+    looked for in the file it went to, and their message says they followed."""
+    went = {}
+    for ev in evs:
+        if ev.state == State.MOVED and ev.file.logical != ev.op.file:
+            went.setdefault((ev.op.engine, ev.op.file), ev)
+    for ev in evs:
+        anchor = went.get((ev.op.engine, ev.op.file))
+        if anchor is None or ev.file.exists or ev.state != State.MISSING:
+            continue
+        there = anchor.file
+        follow = f"followed {anchor.op.label}, which moved to {there.logical}"
+        try:
+            loc = _locate(ev.op, there, ev.op.scope)
+        except PatchkitError:
+            loc = Located(State.MISSING)
+        if loc.state == State.PENDING:
+            ev.file, ev.scope, ev.located, ev.state = there, ev.op.scope, loc, State.MOVED
+            ev.message = f"{follow}; pending there"
+        elif loc.state == State.DONE:
+            ev.file, ev.scope, ev.located = there, ev.op.scope, loc
+            ev.state, why = _who_made_it(session, recipe, ev.op, ev, False)
+            ev.message = f"{follow}; {why}" if why else follow
+        else:
+            ev.message = f"{ev.op.file} does not exist; {follow}, but this op's site is not there either"
+        if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and ev.located.nodes:
+            ev.root = (ev.file.module, ev.file.view)
+
+
+def target_versions(session: Session, recipe: Recipe) -> dict[str, Optional[str]]:
+    return {e: (session.targets[e].version if e in session.targets else None) for e in recipe.engines}
+
+
+def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
+    """Every op of each recipe judged, on the version variant of the targets' versions
+    (``Recipe.for_versions``); the recipes come back cut down to those ops, and the
+    blockers that stand are kept in ``session.blocked``."""
+    cut = []
+    for r in recipes:
+        variant, note = r.for_versions(target_versions(session, r))
+        if note:
+            session.variant_notes[r.id] = note
+        cut.append(variant)
+    recipes = cut
+    for r in recipes:  # what each Python file will be read for, before any is parsed
+        for op in r.ops:
+            if op.engine in session.targets and op.file.endswith(".py"):
+                f = session.file(op.engine, op.file)
+                if op.impl.language == "python":
+                    f.want(op.scope, view.patterns(op.impl))
+                else:  # a text op (a comment's hunk) reads and writes the whole file's text
+                    f.whole()
+    out = [(r, [judge(session, r, op) for op in r.ops]) for r in recipes]
+    for r, evs in out:
+        _follow_anchors(session, r, evs)
+    _add_lines([ev for _, evs in out for ev in evs])
+    for r, evs in out:
+        # A blocker in the very scope one of the recipe's pending ops edits is what that op
+        # takes away (apply checks it is gone afterwards): it does not block yet.
+        pending = {(ev.file.logical, ev.scope) for ev in evs if ev.state == State.PENDING}
+        session.blocked[r.id] = [b for b in blockers.find(session, r) if (b.file, b.scope) not in pending]
+    return out
+
+
+def cacheable(session: Session, evaluated: Evaluation) -> bool:
+    """Can these verdicts be cached, keyed on the digests of the files read and the
+    fingerprints of the trees searched?  Not when a verdict depends on something neither
+    names, or a searched tree changed too recently for its fingerprint to be trusted."""
+    if any(fp is None for fp in session.swept.values()):
+        return False
+    return not any(ev.searched for _, evs in evaluated for ev in evs)
+
+
+def results(
+    session: Session, evaluated: Evaluation, overrides: dict | None = None, skipped: frozenset = frozenset()
+) -> list[RecipeResult]:
+    """Result values for evaluated recipes.  ``overrides`` maps (recipe, op) to the OpResult
+    a plan made; ``skipped`` are recipes apply left alone because of their version range."""
+    overrides = overrides or {}
+    interrupted = session.interrupted_recipes()
+    res = []
+    for r, evs in evaluated:
+        ops = tuple(overrides.get((r.id, ev.op.index), ev.result()) for ev in evs)
+        rng, vers = in_range(r, session)
+        state = recipe_state([o.state for o in ops])
+        msg = ""
+        if r.id in skipped:
+            state = State.SKIPPED
+            msg = (
+                "out of version range ("
+                + ", ".join(f"{e} {vers[e]} not in {r.engines[e]}" for e in r.engines)
+                + "); pass --ignore-range to apply anyway"
+            )
+        elif session.blocked.get(r.id):
+            state = State.BLOCKED
+            msg = "blocked: " + "; ".join(b.describe() for b in session.blocked[r.id])
+        elif r.id in interrupted:
+            state = State.INTERRUPTED
+            msg = (
+                f"a `patchkit {interrupted[r.id]}` was killed while writing it; "
+                f"run `patchkit {interrupted[r.id]}` to finish, or the other command to go back"
+            )
+        if r.id in session.variant_notes:
+            msg = "; ".join(m for m in (msg, session.variant_notes[r.id]) if m)
+        blocked = tuple(b.to_json() for b in session.blocked.get(r.id, ()))
+        res.append(RecipeResult(r.id, state, rng, ops, msg, vers, blocked))
+    return res

@@ -1,0 +1,227 @@
+"""Views: parse only the part of a Python file that this invocation's ops read.
+
+libcst parses about 15k lines a second, and server_args.py alone has 5,800 lines.  An op
+reads only its scope, and within it only the statements that hold every word of one of its
+patterns (``Op.reads.patterns``, data the op sets; ``patterns`` below).  A view is the file
+with each other run of statements replaced by one placeholder line
+(``pass  # patchkit-gap-<nonce>-<k>``) at that block's indentation:
+
+- statement boundaries come from ``ast`` (C speed, ~50x libcst);
+- the text kept is the file's own bytes, so libcst sees the same nodes, comments and layout
+  there, and an op finds exactly what it would find in the whole file: a statement left out
+  holds none of its patterns, and a placeholder matches nothing;
+- the scope chain (the headers of ``Class.method``) is kept, so scopes resolve as before;
+- top-level imports are always kept (an op whose patterns are ``()`` reads only them);
+- after editing, each placeholder line is swapped back for the text it stands for
+  (``expand``), and line numbers map back to the file (``file_line``).
+
+The engine trusts a view only when an op reads done or pending there; anything else is
+judged again on the whole file (engine.judge).  ``build`` returns None, and the engine
+parses the whole file, whenever it cannot make a view it can vouch for.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import io
+import re
+import secrets
+import tokenize
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from patchkit.core.ops._cst import words
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # lines as the tokenizer counts them
+_WS = re.compile(r"[ \t\f]*")
+
+
+@dataclass
+class _Scope:
+    patterns: list = field(default_factory=list)  # word tuples; () keeps every statement
+    children: dict = field(default_factory=dict)  # name -> _Scope, along wanted scope chains
+    whole: bool = False  # an op here compares whole statements: keep matching defs whole
+
+
+@dataclass
+class View:
+    module: cst.Module
+    gaps: list[tuple[str, str]]  # (placeholder line, the text it stands for), in order
+    marks: list[tuple[int, int, int]]  # (view line, file line, 1) per kept run; (.., .., 0) per placeholder
+
+    def expand(self, code: str) -> str:
+        """The whole file's text for the view's (edited) code."""
+        out, pos = [], 0
+        for ph, text in self.gaps:
+            i = code.find(ph, pos)
+            if i < 0:
+                raise RuntimeError(f"internal: view placeholder {ph.strip()!r} lost in an edit")
+            out += [code[pos:i], text]
+            pos = i + len(ph)
+        out.append(code[pos:])
+        return "".join(out)
+
+    def file_line(self, line: int) -> int:
+        """The file line of a line of the view's (unedited) code; a placeholder's is the
+        first line of the first statement it stands for."""
+        k = bisect.bisect_right(self.marks, (line, float("inf"), 0)) - 1
+        if k < 0:
+            return line
+        vline, fline, step = self.marks[k]
+        return fline + (line - vline) * step
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as ``ast`` numbers them (str.splitlines also splits at \\f, \\x1c, \\u2028...)."""
+    return _LINE.findall(text)
+
+
+def patterns(op) -> list:
+    """What ``op`` (an Op) reads, as ``build`` takes it for the op's scope: its
+    ``Reads.patterns``, each with ``Reads.whole_statements``."""
+    r = op.reads
+    return [(None, r.whole_statements)] if r.patterns is None else [(p, r.whole_statements) for p in r.patterns]
+
+
+def first_line(s: ast.stmt) -> int:
+    """The first line of a statement, its decorators included."""
+    return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
+
+
+def _units(stmts: list, start: int) -> list[tuple[int, int, list]]:
+    """(first line, last line, statements) per run of statements that share no line; a run
+    starts right after the previous one, so comments above a statement travel with it."""
+    units: list = []
+    for s in stmts:
+        first, end = first_line(s), s.end_lineno or s.lineno
+        if units and first <= units[-1][1]:
+            a, b, ss = units[-1]
+            units[-1] = (a, max(b, end), [*ss, s])
+        else:
+            units.append((units[-1][1] + 1 if units else start, end, [s]))
+    return units
+
+
+def first_indent(text: str) -> Optional[str]:
+    """The relative indent of the file's first INDENT token (libcst's default_indent),
+    read lazily: the tokenizer stops at the first indented block."""
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(text).readline):
+            if t.type == tokenize.INDENT:
+                return t.string
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return "    "
+
+
+def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) -> Optional[View]:
+    """A view of ``text`` for ``wants``: {scope qualname: [(pattern, whole), ...]}, each
+    pattern a tuple of code fragments whose words a statement must all hold to be read
+    (None: read every statement of that scope), and ``whole`` true when the op compares
+    whole statements (Reads.whole_statements)."""
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return None
+    if not tree.body:
+        return None
+    root = _Scope()
+    for qual, pats in wants.items():
+        node = root
+        for part in qual.split(".") if qual else ():
+            node = node.children.setdefault(part, _Scope())
+        for p, whole in pats:
+            node.patterns.append(() if p is None else tuple(w for frag in p for w in words(frag)))
+            node.whole = node.whole or whole
+    lines = split_lines(text)
+    pieces: list = []  # ("keep", a, b) or ("gap", a, b, indent): 1-based, inclusive
+
+    def keep(a: int, b: int) -> None:
+        if a > b:
+            return
+        if pieces and pieces[-1][0] == "keep" and pieces[-1][2] + 1 == a:
+            pieces[-1] = ("keep", pieces[-1][1], b)
+        else:
+            pieces.append(("keep", a, b))
+
+    def gap(a: int, b: int, indent: str, first: int) -> None:
+        last = pieces[-1] if pieces else None
+        if last and last[0] == "gap" and last[2] + 1 == a and last[3] == indent:
+            pieces[-1] = ("gap", last[1], b, indent, last[4])
+        else:
+            pieces.append(("gap", a, b, indent, first))
+
+    def block(stmts: list, start: int, scope: _Scope, top: bool) -> bool:
+        names = [s.name for s in stmts if isinstance(s, _DEFS)]
+        if any(names.count(n) != 1 for n in scope.children):
+            return False  # missing or defined twice: the whole file decides what that means
+        for a, b, ss in _units(stmts, start):
+            seg = "".join(lines[a - 1 : b])
+            d = ss[0] if len(ss) == 1 and isinstance(ss[0], _DEFS) else None
+            read = any(all(w in seg for w in p) for p in scope.patterns)
+            inner = scope.children.get(d.name) if d else None
+            if read and d and not scope.whole:
+                # A def read by expression-matching ops: read inside it with the same patterns.
+                inner = _Scope(
+                    [*scope.patterns, *(inner.patterns if inner else ())],
+                    inner.children if inner else {},
+                    bool(inner and inner.whole),
+                )
+            elif read or (top and all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in ss)):
+                keep(a, b)
+                continue
+            if inner is not None:
+                body = first_line(d.body[0])
+                if body <= d.lineno:  # `class A: x = 1`: nothing to leave out
+                    keep(a, b)
+                    continue
+                keep(a, body - 1)  # decorators, the header, comments above the body
+                if not block(d.body, body, inner, False):
+                    return False
+            else:
+                first = first_line(ss[0])
+                gap(a, b, _WS.match(lines[first - 1]).group(), first)
+        return True
+
+    if not block(tree.body, 1, root, True):
+        return None
+    # Comments after the last statement go with it.
+    if pieces[-1][0] == "gap" and pieces[-1][3] == "":
+        pieces[-1] = ("gap", pieces[-1][1], len(lines), "", pieces[-1][4])
+    else:
+        keep(pieces[-1][2] + 1, len(lines))
+    if not any(p[0] == "gap" for p in pieces):
+        return None  # the view would be the whole file
+
+    nonce = secrets.token_hex(6)
+    parts, gaps, marks, vline = [], [], [], 1
+    for p in pieces:
+        chunk = "".join(lines[p[1] - 1 : p[2]])
+        if p[0] == "keep":
+            marks.append((vline, p[1], 1))
+            vline += p[2] - p[1] + 1
+            parts.append(chunk)
+        else:
+            marks.append((vline, p[4], 0))
+            nl = re.search(r"\r\n|\r|\n", chunk)
+            ph = f"{p[3]}pass  # patchkit-gap-{nonce}-{len(gaps)}{nl.group() if nl else chr(10)}"
+            gaps.append((ph, chunk))
+            parts.append(ph)
+            vline += 1
+    src = "".join(parts)
+    try:
+        module = cst.parse_module(src)
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
+    if module.code != src:
+        return None  # libcst does not give this text back byte for byte: trust only the whole file
+    # New nodes print with the module's default indent and newline: they must be the file's.
+    nl = re.search(r"\r\n|\r|\n", text)
+    if module.default_indent != first_indent(text) or module.default_newline != (nl.group() if nl else "\n"):
+        return None
+    return View(module, gaps, marks)

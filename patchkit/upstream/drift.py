@@ -1,0 +1,257 @@
+"""Upgrade preflight: judge recipes on pristine upstream releases.
+
+Releases come from the package index through the same cache as `sync`, unpacked once
+under ``<cache>/trees/<engine>-<version>`` and never written to afterwards, so every
+judgement is made on pristine code.  ``across`` evaluates a range of releases on both
+cores and caches each verdict; ``bisect`` evaluates only the releases needed to find where
+each recipe's state changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from packaging.version import InvalidVersion, Version
+
+from patchkit.base import fsio, regular, shape
+from patchkit.base.errors import FetchError, PatchkitError
+from patchkit.base.results import RecipeResult
+from patchkit.base.states import State
+from patchkit.base.target import ENGINES, open_target
+from patchkit.core.judge import Session, evaluate, results
+from patchkit.core.recipe import Catalog
+from patchkit.core.verdicts import code_hash
+from patchkit.upstream import fetch
+from patchkit.upstream.fetch import release_tree  # noqa: F401  (drift's name for it, kept for its callers)
+
+BAD = (State.MISSING, State.AMBIGUOUS, State.MOVED)
+
+
+def parse_spec(value: str) -> tuple[str, str, str]:
+    """ENGINE==VERSION -> ("release", engine, version); ENGINE=PATH -> ("path", engine, path)."""
+    if "==" in value:
+        engine, version = value.split("==", 1)
+        kind = "release"
+    elif "=" in value:
+        engine, version = value.split("=", 1)
+        kind = "path"
+    else:
+        raise PatchkitError(f"--to {value!r}: expected ENGINE==VERSION or ENGINE=PATH", "e.g. --to sglang==0.5.13")
+    engine = engine.strip()
+    if engine not in ENGINES:
+        raise PatchkitError(f"--to {value!r}: unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
+    if kind == "release":
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise PatchkitError(f"--to {value!r}: {version!r} is not a version", "e.g. --to sglang==0.5.13") from None
+    return kind, engine, version.strip()
+
+
+def judge_release(catalog: Catalog, names: tuple[str, ...], trees: dict[str, Path]) -> list[RecipeResult]:
+    recipes = [r for r in catalog.select(names) if set(r.engines) <= set(trees)]
+    session = Session({e: open_target(e, p) for e, p in trees.items()})
+    return results(session, evaluate(session, recipes))
+
+
+def ok(res: list[RecipeResult]) -> bool:
+    return not any(r.state in BAD for r in res)
+
+
+# -- across releases --------------------------------------------------------------------------
+
+
+def index_versions(dist: str, kind: str = "wheel") -> list[str]:
+    """Every release the index has a wheel of for ``dist`` (``kind="any"``: or an sdist),
+    oldest first; the releases in patchkit's cache when the index cannot be asked
+    (offline, unreachable)."""
+    try:
+        return fetch.versions(dist, kind)
+    except FetchError as e:
+        places = [(fetch.wheel_dir(dist, "x").parent, "*.whl")]
+        if kind == "any":
+            places.append((fetch.sdist_dir(dist, "x").parent, "*.tar.gz"))
+        found = {p.name for d, pat in places if d.is_dir() for p in d.iterdir() if any(p.glob(pat))}
+        got = sorted(found, key=Version)
+        if got:
+            return got
+        raise PatchkitError(f"cannot list the releases of {dist}: {e.message}", e.hint) from None
+
+
+def parse_range(value: str) -> tuple[str, str, str]:
+    m = re.match(r"^([a-z_-]+)==([^.][^ ]*?)\.\.([^ ]+)$", value)
+    if not m or m.group(1) not in ENGINES:
+        raise PatchkitError(f"--across {value!r}: expected ENGINE==A..B", "e.g. --across sglang==0.5.9..0.5.23")
+    return m.group(1), m.group(2), m.group(3)
+
+
+def versions_between(engine: str, a: str, b: str) -> list[str]:
+    lo, hi = Version(a), Version(b)
+    info = ENGINES[engine]
+    listed = index_versions(info.dist, "any") if info.reference == "sdist" else index_versions(info.dist)
+    allv = [v for v in listed if lo <= Version(v) <= hi]
+    allv = [v for v in allv if not Version(v).is_prerelease or v in (a, b)]
+    if not allv:
+        raise PatchkitError(f"no {engine} release between {a} and {b} on the index")
+    return allv
+
+
+def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[str, str]) -> str:
+    h = hashlib.sha256(
+        json.dumps(
+            [
+                code_hash(),
+                sorted((r.id, r.sha256) for r in catalog.select(names)),
+                engine,
+                version,
+                sorted(others.items()),
+            ]
+        ).encode()
+    )
+    return h.hexdigest()[:24]
+
+
+def _worker(args) -> tuple[str, list[dict]]:
+    recipe_dirs, names, engine, version, others = args
+    catalog = Catalog.load(recipe_dirs)
+    trees = {e: release_tree(e, v) for e, v in others.items()}
+    trees[engine] = release_tree(engine, version)
+    return version, [r.to_json() for r in judge_release(catalog, names, trees)]
+
+
+def across(
+    catalog: Catalog,
+    recipe_dirs: "Path | list",
+    names: tuple[str, ...],
+    engine: str,
+    versions: list[str],
+    others: dict[str, str],
+    jobs: int = 2,
+    say: Callable[[str], None] = lambda s: None,
+) -> dict[str, list[dict]]:
+    """{version: recipe results as JSON} for each version, cached, on ``jobs`` processes."""
+    out: dict[str, list[dict]] = {}
+    todo = []
+    for v in versions:
+        hit = _cached(_cache_key(catalog, names, engine, v, others))
+        if hit is not None:
+            out[v] = hit
+        else:
+            todo.append(v)
+    # Download in this process (one progress line each), judge in parallel.
+    for e, v in others.items():
+        release_tree(e, v, say=say)
+    for v in todo:
+        release_tree(engine, v, say=say)
+    args = [(recipe_dirs, names, engine, v, others) for v in todo]  # the workers load the same catalog
+    tick = _progress(len(args))
+    if len(args) > 1 and jobs > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
+            done = [tick(r) for r in pool.map(_worker, args)]
+    else:
+        done = [tick(_worker(a)) for a in args]
+    for v, res in done:
+        out[v] = res
+        fsio.store_cached(
+            fetch.cache_dir(), f"drift/{_cache_key(catalog, names, engine, v, others)}.json", json.dumps(res).encode()
+        )
+    return {v: out[v] for v in versions}
+
+
+ENTRY_LIMIT = 64 << 20  # bytes of one release's cached verdicts
+
+
+def _cached(key: str) -> "list[dict] | None":
+    """A release's cached verdicts, or None: nothing there, not a regular file (a link, a
+    FIFO), not JSON, or not the shape ``across`` writes (judged again, and replaced)."""
+    data = regular.read_cached(fetch.cache_dir(), f"drift/{key}.json", ENTRY_LIMIT)
+    try:
+        res = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return None
+    return res if shape.fits(res, shape.RESULTS) else None
+
+
+def _progress(total: int):
+    """A ``k/N releases judged`` line on stderr, rewritten in place, when stderr is a
+    terminal (never in logs or pipes); returns the function that counts one done."""
+    shown = total > 1 and sys.stderr.isatty()
+    count = [0]
+
+    def tick(result):
+        count[0] += 1
+        if shown:
+            end = "\n" if count[0] == total else ""
+            print(f"\r{count[0]}/{total} releases judged", end=end, file=sys.stderr, flush=True)
+        return result
+
+    return tick
+
+
+def cell(r: dict) -> str:
+    """A recipe's state for a matrix cell; ``pending+2up`` when some ops are upstream already."""
+    up = sum(1 for o in r["ops"] if o["state"] == State.UPSTREAM)
+    if r["state"] != State.UPSTREAM and up:
+        return f"{r['state']}+{up}up"
+    return r["state"]
+
+
+def signature(results: list[dict]) -> dict[tuple[str, str], str]:
+    """What bisect compares between releases: each recipe's cell, each op's state and where
+    it stands (file::scope, without the line, which moves with every edit upstream), and the
+    blockers standing.  Keys are (recipe, "" | "op #n" | "blockers")."""
+    out: dict[tuple[str, str], str] = {}
+    for r in results:
+        out[(r["id"], "")] = cell(r)
+        for o in r["ops"]:
+            where = o["location"].rsplit(":", 1)[0] if o["location"].count(":") >= 3 else o["location"]
+            out[(r["id"], f"op #{o['index']}")] = f"{o['state']} at {where or o['file']}"
+        stand = sorted(f"{b['blocker']} at {b['file']}" for b in r.get("blockers", ()))
+        if stand:
+            out[(r["id"], "blockers")] = ", ".join(stand)
+    return out
+
+
+def bisect(
+    evaluate_at: Callable[[list[str]], dict[str, list[dict]]], versions: list[str]
+) -> tuple[dict[str, list[dict]], list[tuple[str, str, str, str, str, str]]]:
+    """Find each change between consecutive releases, of a recipe's state, of an op's state
+    or place, or of the blockers standing, evaluating O(log n) releases per change.
+    Returns (the evaluated releases, [(recipe, what, from_version, to_version, old, new)])
+    where ``what`` is "" for the recipe, "op #n", or "blockers"."""
+    seen: dict[str, list[dict]] = {}
+
+    def at(idxs: list[int]) -> None:
+        need = [versions[i] for i in idxs if versions[i] not in seen]
+        if need:
+            seen.update(evaluate_at(need))
+
+    def sig(i: int) -> dict:
+        return signature(seen[versions[i]])
+
+    changes = []
+    at([0, len(versions) - 1])
+    stack = [(0, len(versions) - 1)]
+    while stack:
+        lo, hi = stack.pop()
+        if sig(lo) == sig(hi):
+            continue  # assume no change in between (the bisect premise)
+        if hi - lo == 1:
+            a, b = sig(lo), sig(hi)
+            changes += [
+                (k[0], k[1], versions[lo], versions[hi], a.get(k, "-"), b.get(k, "-"))
+                for k in sorted(set(a) | set(b))
+                if a.get(k) != b.get(k)
+            ]
+            continue
+        mid = (lo + hi) // 2
+        at([mid])
+        stack += [(mid, hi), (lo, mid)]
+    changes.sort(key=lambda c: (c[0], Version(c[3]), c[1]))
+    return seen, changes

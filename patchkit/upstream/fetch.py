@@ -1,0 +1,541 @@
+"""Upstream releases from the package index: a release wheel is downloaded once, with the
+standard library, from the index's simple API (PEP 691 JSON; PEP 503 HTML from an index
+that serves only that), checked against the sha256 the index lists (and the pin's, when
+there is one), cached, and unpacked into a tree.  No pip is needed: patchkit installed with
+`uv tool install` or pipx has none in its environment.
+
+The index is ``PATCHKIT_INDEX_URL``, else uv's (``UV_DEFAULT_INDEX``, ``UV_INDEX_URL``),
+else pip's (``PIP_INDEX_URL``), else PyPI; credentials in the URL or in ``~/.netrc`` are
+sent, proxies come from the usual ``HTTPS_PROXY`` variables.  The cache is
+``~/.cache/patchkit/wheels/DIST/VERSION/*.whl`` (sdists:
+``sdists/DIST/VERSION/*.tar.gz``; ``PATCHKIT_CACHE`` moves it); a release in the cache is
+reused without touching the network, and ``PATCHKIT_OFFLINE=1`` forbids the network
+altogether."""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Callable, Optional
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+
+from patchkit.base import fsio
+from patchkit.base.errors import FetchError
+from patchkit.base.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+INDEX_ENVS = ("PATCHKIT_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
+OFFLINE_ENV = "PATCHKIT_OFFLINE"
+TIMEOUT = 60.0  # seconds without a byte before a request is given up
+ATTEMPTS = 3  # a connection reset or a 5xx is tried again, after 1 s, then 2 s
+PROGRESS_MIN = 1 << 20  # a progress line on a terminal for downloads of 1 MiB and more
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a regular file (a FIFO or a device in the cache is regular.NotRegular,
+    never a hang)."""
+    from patchkit.base import regular
+
+    h = hashlib.sha256()
+    with regular.open_file(path) as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def normalize(dist: str) -> str:
+    """A project name as the simple API and the cache spell it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+def wheel_dir(dist: str, version: str) -> Path:
+    from patchkit.base.paths import wheels_dir
+
+    return wheels_dir(dist) / version
+
+
+def sdist_dir(dist: str, version: str) -> Path:
+    return cache_dir() / "sdists" / normalize(dist) / version
+
+
+def index_url() -> tuple[str, str]:
+    """(the index's simple API URL, the variable that named it, or "" for PyPI)."""
+    for env in INDEX_ENVS:
+        value = os.environ.get(env, "").strip()
+        if value:
+            return (value if value.endswith("/") else value + "/"), env
+    return DEFAULT_INDEX, ""
+
+
+def offline() -> bool:
+    return os.environ.get(OFFLINE_ENV) == "1"
+
+
+def shown(url: str) -> str:
+    """A URL fit for a message: no password."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+
+
+# -- the index --------------------------------------------------------------------------------
+
+
+class _Links(HTMLParser):
+    """The anchors of a PEP 503 project page: filename, href, data-yanked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str, bool]] = []
+        self._href: Optional[str] = None
+        self._yanked = False
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            a = dict(attrs)
+            self._href, self._yanked, self._text = a.get("href") or "", "data-yanked" in a, []
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._href is not None:
+            name = "".join(self._text).strip() or unquote(urlsplit(self._href).path.rsplit("/", 1)[-1])
+            self.links.append((name, self._href, self._yanked))
+            self._href = None
+
+
+def _request(url: str, accept: str = "*/*"):
+    """An open response for ``url`` (credentials from the URL or ~/.netrc sent as basic
+    auth, never shown); a file: URL of a directory reads its index.html."""
+    import urllib.request
+
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        path = Path(unquote(parts.path))
+        if path.is_dir():
+            url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/index.html"))
+        return urllib.request.urlopen(url, timeout=TIMEOUT)
+    headers = {"Accept": accept, "User-Agent": f"patchkit (python {sys.version.split()[0]})"}
+    user, password = parts.username, parts.password
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    if user is not None:
+        url = urlunsplit(parts._replace(netloc=host))
+        _CREDENTIALS[host] = (user, password)  # the files an index page links to, on the same host
+    elif host in _CREDENTIALS:
+        user, password = _CREDENTIALS[host]
+    elif parts.hostname:
+        user, password = _netrc(parts.hostname)
+    req = urllib.request.Request(url, headers=headers)
+    if user is not None:  # never sent on to another host a redirect names
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password or '')}".encode()).decode()
+        req.add_unredirected_header("Authorization", f"Basic {token}")
+    return urllib.request.urlopen(req, timeout=TIMEOUT, context=_ssl_context() if parts.scheme == "https" else None)
+
+
+_CREDENTIALS: dict[str, tuple[str, Optional[str]]] = {}  # host[:port] -> credentials its index URL carried
+
+
+def _netrc(host: str) -> tuple[Optional[str], Optional[str]]:
+    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    if not os.path.isfile(path):
+        return None, None
+    import netrc
+
+    try:
+        got = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return None, None
+    return (got[0], got[2]) if got else (None, None)
+
+
+def _ssl_context():
+    """The system's certificates (SSL_CERT_FILE / SSL_CERT_DIR are OpenSSL's own), or the
+    bundle pip was told to use (PIP_CERT), as pip's index URL is honoured too."""
+    import ssl
+
+    cafile = os.environ.get("PIP_CERT")
+    return ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None)
+
+
+def _retrying(what: str, url: str, call):
+    """``call()`` with a retry on what may pass (a reset connection, a 5xx, a timeout);
+    anything else, or the last failure, is a FetchError naming ``what`` and the index."""
+    import http.client
+    import urllib.error
+
+    index, env = index_url()
+    where = f"{shown(index)}" + (f" (from {env})" if env else "")
+    for attempt in range(ATTEMPTS):
+        try:
+            return call()
+        except urllib.error.HTTPError as e:
+            if e.code >= 500 and attempt + 1 < ATTEMPTS:
+                time.sleep(1 << attempt)
+                continue
+            raise _http_error(e, what, url, where) from None
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS):
+                raise FetchError(
+                    f"cannot write to patchkit's cache {cache_dir()} to {what} ({e.strerror or e})",
+                    "free space, fix its permissions, or point PATCHKIT_CACHE elsewhere",
+                ) from None
+            if attempt + 1 < ATTEMPTS and not isinstance(e, (urllib.error.URLError, FileNotFoundError)):
+                time.sleep(1 << attempt)
+                continue
+            raise _unreachable(e, what, where) from None
+        except http.client.HTTPException as e:
+            if attempt + 1 < ATTEMPTS:
+                time.sleep(1 << attempt)
+                continue
+            raise _unreachable(e, what, where) from None
+
+
+def _unreachable(e: Exception, what: str, where: str) -> FetchError:
+    reason = getattr(e, "reason", None) or e
+    return FetchError(
+        f"cannot reach the package index {where} to {what} ({reason})",
+        "check the network (and HTTPS_PROXY), or set PATCHKIT_INDEX_URL to an index you can reach; "
+        f"wheels already in {cache_dir() / 'wheels'} need no network",
+    )
+
+
+def _http_error(e, what: str, url: str, where: str) -> FetchError:
+    if e.code in (401, 403):
+        return FetchError(
+            f"the package index {where} refused to {what} (HTTP {e.code})",
+            "give credentials in the index URL or in ~/.netrc",
+        )
+    return FetchError(
+        f"the package index {where} could not {what}: HTTP {e.code} for {shown(url)}",
+        "check PATCHKIT_INDEX_URL (a simple API URL, like https://pypi.org/simple/)",
+    )
+
+
+def project_files(dist: str) -> list[dict]:
+    """Every file the index lists for ``dist``: {"filename", "url", "sha256", "yanked"}."""
+    if offline():
+        raise FetchError(
+            f"{dist}: the package index is not asked while {OFFLINE_ENV}=1",
+            f"unset {OFFLINE_ENV}, or use releases already in patchkit's cache ({cache_dir() / 'wheels'})",
+        )
+    index, env = index_url()
+    url = urljoin(index, normalize(dist) + "/")
+
+    def get() -> tuple[bytes, str, str]:
+        with _request(url, ACCEPT) as resp:
+            return resp.read(), resp.headers.get("Content-Type", ""), resp.geturl()
+
+    try:
+        body, ctype, final = _retrying(f"list the files of {dist}", url, get)
+    except FetchError as e:
+        if "HTTP 404" in e.message:
+            raise FetchError(
+                f"{dist}: no such project on the package index {shown(index)}" + (f" (from {env})" if env else ""),
+                "check the name, or PATCHKIT_INDEX_URL",
+            ) from None
+        raise
+    if "json" in ctype:
+        try:
+            doc = json.loads(body)
+            files = [
+                {
+                    "filename": f["filename"],
+                    "url": urljoin(final, f["url"]),
+                    "sha256": (f.get("hashes") or {}).get("sha256", ""),
+                    "yanked": bool(f.get("yanked")),
+                }
+                for f in doc["files"]
+            ]
+        except (ValueError, KeyError, TypeError) as e:
+            raise FetchError(
+                f"the package index sent a project page for {dist} that is not PEP 691 JSON ({e})",
+                "check PATCHKIT_INDEX_URL",
+            ) from None
+        return files
+    parser = _Links()
+    parser.feed(body.decode("utf-8", "replace"))
+    out = []
+    for name, href, yanked in parser.links:
+        link = urljoin(final, href)
+        frag = urlsplit(link).fragment
+        sha = frag.split("=", 1)[1] if frag.startswith("sha256=") else ""
+        out.append({"filename": name, "url": link.split("#", 1)[0], "sha256": sha, "yanked": yanked})
+    return out
+
+
+def _by_version(files: list[dict], kind: str) -> dict[str, list[dict]]:
+    """The index's files of one kind by version (the version as the file names it), yanked
+    ones left out: ``"wheel"`` (each with its ``tags``) or ``"sdist"`` (``.tar.gz``)."""
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+
+    out: dict[str, list[dict]] = {}
+    for f in files:
+        if not f["filename"].endswith(".whl" if kind == "wheel" else ".tar.gz") or f["yanked"]:
+            continue
+        try:
+            if kind == "wheel":
+                _, version, _, tags = parse_wheel_filename(f["filename"])
+                f = {**f, "tags": tags}
+            else:
+                _, version = parse_sdist_filename(f["filename"])
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            continue
+        out.setdefault(str(version), []).append(f)
+    return out
+
+
+def versions(dist: str, kind: str = "wheel") -> list[str]:
+    """Every release of ``dist`` the index has a wheel for (``kind="any"``: a wheel or an
+    sdist), yanked ones left out, oldest first."""
+    from packaging.version import Version
+
+    files = project_files(dist)
+    got = set(_by_version(files, "wheel")) | (set(_by_version(files, "sdist")) if kind == "any" else set())
+    return sorted(got, key=Version)
+
+
+def _pick(candidates: list[dict]) -> Optional[dict]:
+    """The wheel this interpreter would install: the best-ranked tag it supports."""
+    from packaging.tags import sys_tags
+
+    rank = {t: i for i, t in enumerate(sys_tags())}
+    best = [(min(rank.get(t, len(rank)) for t in c["tags"]), c["filename"], c) for c in candidates]
+    best = [b for b in best if b[0] < len(rank)]
+    return min(best, key=lambda b: b[:2])[2] if best else None
+
+
+def nearest(version: str, available: list[str], n: int = 3) -> list[str]:
+    """Up to n releases on each side of ``version``, in order."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return available[-n:]
+    i = sum(1 for a in available if Version(a) < v)
+    return available[max(0, i - n) : i + n]
+
+
+# -- wheels -----------------------------------------------------------------------------------
+
+
+def fetch_wheel(dist: str, version: str, sha256: str = "", say: Callable[[str], None] = lambda s: None) -> Path:
+    """The release wheel of ``dist==version``, from the cache or the index."""
+    return _fetch("wheel", dist, version, sha256, say)
+
+
+def fetch_sdist(dist: str, version: str, sha256: str = "", say: Callable[[str], None] = lambda s: None) -> Path:
+    """The release's source distribution (``DIST-VERSION.tar.gz``), from the cache or the
+    index: for an engine whose wheels are ten times larger than its sdist (vLLM)."""
+    return _fetch("sdist", dist, version, sha256, say)
+
+
+def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str], None]) -> Path:
+    d = wheel_dir(dist, version) if kind == "wheel" else sdist_dir(dist, version)
+    suffix = ".whl" if kind == "wheel" else ".tar.gz"
+    cached = sorted(p for p in d.glob(f"*{suffix}") if p.is_file()) if d.is_dir() else []
+    for w in cached:
+        if not sha256 or file_sha256(w) == sha256:
+            return w
+    if offline():
+        raise FetchError(
+            f"{dist} {version} is not in patchkit's cache ({d}), and {OFFLINE_ENV}=1 forbids downloading it",
+            f"unset {OFFLINE_ENV}, or put the release's {kind} in {d}",
+        )
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        want = Version(version)
+    except InvalidVersion:
+        raise FetchError(f"{dist}: {version!r} is not a version", "e.g. 0.5.13") from None
+    by_version = _by_version(project_files(dist), kind)
+    found = [f for v, fs in by_version.items() if Version(v) == want for f in fs]
+    if not found:
+        listed = sorted(by_version, key=Version)
+        close = nearest(version, listed)
+        raise FetchError(
+            f"{dist} {version}: no such release on the package index {shown(index_url()[0])}",
+            f"nearest releases: {', '.join(close)}" if close else f"the index lists no {kind} of it",
+        )
+    pick = _pick(found) if kind == "wheel" else found[0]
+    if pick is None:
+        raise FetchError(
+            f"{dist} {version}: no wheel for this platform ({', '.join(f['filename'] for f in found)})",
+            "patchkit reads the release's wheel; run it where one of these installs",
+        )
+    from patchkit.base import fsio
+
+    fsio.owned_dir(cache_dir(), d.relative_to(cache_dir()).as_posix())  # the download lands there only
+    say(f"downloading {dist}=={version} from the package index ({pick['filename']}) ...")
+    with tempfile.TemporaryDirectory(dir=d) as tmp:
+        part = Path(tmp) / pick["filename"]
+        actual = _retrying(f"download {pick['filename']}", pick["url"], lambda: _download(pick["url"], part))
+        if pick["sha256"] and actual != pick["sha256"]:
+            raise FetchError(
+                f"{pick['filename']}: sha256 mismatch: the index lists {pick['sha256']}, downloaded {actual}; "
+                "refusing to use it",
+                "a proxy or mirror served a different file; try again, or investigate the index",
+            )
+        if sha256 and actual != sha256:
+            raise FetchError(
+                f"{pick['filename']}: sha256 mismatch: pinned {sha256}, downloaded {actual}; refusing to use it",
+                "the index served a different artifact than the pin records; investigate before updating the pin",
+            )
+        dest = d / pick["filename"]
+        os.replace(part, dest)
+    say(f"cached {dest}")
+    return dest
+
+
+def _download(url: str, dest: Path) -> str:
+    """Stream ``url`` into ``dest``; its sha256.  A progress line on a terminal."""
+    h = hashlib.sha256()
+    with _request(url) as resp, open(dest, "wb") as out:
+        total = int(resp.headers.get("Content-Length") or 0)
+        show = total >= PROGRESS_MIN and _tty()
+        done, last = 0, 0.0
+        for chunk in iter(lambda: resp.read(1 << 16), b""):
+            out.write(chunk)
+            h.update(chunk)
+            done += len(chunk)
+            now = time.monotonic()
+            if show and (now - last > 0.2 or done == total):
+                last = now
+                print(f"\r  {done / 1e6:.1f}/{total / 1e6:.1f} MB {100 * done // total}%", end="", file=sys.stderr)
+        if show:
+            print(file=sys.stderr, flush=True)
+        if total and done != total:
+            raise OSError(f"the download stopped at {done} of {total} bytes")
+    return h.hexdigest()
+
+
+def _tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def unpack(wheel: Path, dest: Path, source: dict) -> None:
+    """Unpack a wheel into ``dest`` (atomically: a temp dir beside it, then a rename)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(tmp)
+        (tmp / ".patchkit").mkdir(exist_ok=True)
+        (tmp / ".patchkit" / ".gitignore").write_text("*\n")
+        (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
+        fsio.clear_entry(dest)  # a tree there (or a link planted in its place: unlinked, not followed)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def tree_source(dest: Path) -> Optional[dict]:
+    """What ``.patchkit/source.json`` says a tree was made from, or None: nothing there, or
+    what is there is not a regular file patchkit wrote (a link, a FIFO, not a JSON table)."""
+    from patchkit.base import regular
+
+    try:
+        doc = json.loads(regular.read_owned(dest, ".patchkit/source.json", 1 << 20))
+    except (OSError, ValueError, RecursionError, regular.NotRegular, regular.TooBig):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dict) -> int:
+    """Unpack the files of an sdist (``NAME-VERSION/...``) whose path under its top
+    directory starts with one of ``prefixes`` (the engine's git-layout path prefixes) into
+    ``dest``, atomically, as the repository lays them out; the number of files.  Only
+    regular files are taken; a member that would land outside ``dest`` is refused."""
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
+    n = 0
+    try:
+        with tarfile.open(sdist, "r:gz") as tar:
+            for m in tar:
+                parts = m.name.split("/", 1)
+                if len(parts) != 2 or not m.isfile():
+                    continue
+                rel = parts[1]
+                if not (rel.startswith(prefixes) or rel == "PKG-INFO"):
+                    continue
+                if rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
+                    raise FetchError(f"{sdist.name}: member {m.name!r} leads outside the tree", "a damaged sdist")
+                out = tmp / rel
+                out.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(m)
+                if src is None:
+                    continue
+                with src, open(out, "wb") as f:
+                    shutil.copyfileobj(src, f)
+                n += 1
+        (tmp / ".patchkit").mkdir(exist_ok=True)
+        (tmp / ".patchkit" / ".gitignore").write_text("*\n")
+        (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
+        fsio.clear_entry(dest)  # a tree there (or a link planted in its place: unlinked, not followed)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return n
+
+
+def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
+    """A pristine unpacked release, from the cache or the index: its sdist where the engine's
+    reference is the sdist (and the index has one), else its wheel (drift and the pristine
+    references read releases here)."""
+    # cache/trees is patchkit's own (checked without following a link); the release's own
+    # directory is never made empty in advance: another process must see it whole or not at
+    # all (fetch.unpack renames a finished tree into place).
+    dest = fsio.owned_dir(cache_dir(), "trees") / f"{engine}-{version}"
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        from patchkit.base.errors import TargetError
+
+        raise TargetError(
+            f"{dest}: not a directory patchkit made ({'a symlink' if dest.is_symlink() else 'not a directory'});"
+            " patchkit keeps its own files there",
+            "remove it (patchkit makes it again)",
+        )
+    src = tree_source(dest)
+    if src and src.get("version") == version:
+        return dest
+    from patchkit.base.target import ENGINES
+
+    info = ENGINES[engine]
+    if info.reference == "sdist":
+        try:
+            sdist = fetch_sdist(info.dist, version, say=say)
+        except FetchError as e:
+            if "no such release" not in e.message:
+                raise
+            say(f"{engine} {version}: no sdist on the index; its wheel will do")
+        else:
+            prefixes = tuple(pp for _, pp in info.layouts["git"])
+            say(f"unpacking {sdist.name} ({', '.join(prefixes)}) ...")
+            source = {"engine": engine, "source": "index", "version": version, "sdist": sdist.name}
+            unpack_sdist(sdist, dest, prefixes, source)
+            return dest
+    whl = fetch_wheel(info.dist, version, say=say)
+    unpack(whl, dest, {"engine": engine, "source": "index", "version": version, "wheel": whl.name})
+    return dest

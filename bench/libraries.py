@@ -59,7 +59,8 @@ def record_row(wheel: Path) -> tuple:
     assert rows == len(list(parse_record_file(io.StringIO(data.decode()))))
     return (
         f"RECORD: parse sglang 0.5.9's ({rows} rows)",
-        f"patchkit/core/record.py (csv): {ours * 1000:.1f} ms, import {import_ms('import patchkit.core.record'):.0f} ms",
+        f"patchkit/core/record.py (csv): {ours * 1000:.1f} ms,"
+        f" import {import_ms('import patchkit.core.record'):.0f} ms",
         f"installer.records: {theirs * 1000:.1f} ms, import {import_ms('import installer.records'):.0f} ms",
     )
 
@@ -134,7 +135,8 @@ def index_row() -> tuple:
     t_ours, t_ps = best(ours, 3), best(pypi_simple_list, 3)
     return (
         "index: list sglang's files on PyPI (PEP 691)",
-        f"patchkit/upstream/fetch.py (urllib): {t_ours:.2f} s, import {import_ms('import patchkit.upstream.fetch'):.0f} ms",
+        f"patchkit/upstream/fetch.py (urllib): {t_ours:.2f} s,"
+        f" import {import_ms('import patchkit.upstream.fetch'):.0f} ms",
         f"pypi-simple: {t_ps:.2f} s, import {import_ms('import pypi_simple'):.0f} ms;"
         f" unearth import {import_ms('import unearth'):.0f} ms",
     )

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from patchkit.base.paths import cache_dir  # noqa: E402
-from patchkit.upstream import drift
+from patchkit.upstream import drift  # noqa: E402
 
 PY = sys.executable  # replaced in main() by a venv holding patchkit installed as users install it
 PK: list[str] = []
@@ -165,11 +165,12 @@ def bench_relocate(work: Path) -> dict:
     code = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from patchkit.core.project import Project\nfrom patchkit.core.judge import Session\nfrom patchkit.base.target import "
-        "open_target\nfrom patchkit.core import relocate\n"
+        "from patchkit.core.project import Project\nfrom patchkit.core.judge import Session\n"
+        "from patchkit.base.target import open_target\nfrom patchkit.core import relocate\n"
+        "from patchkit.upstream.pristine import RELEASES\n"
         f"cat = Project.locate(pins={str(ROOT / 'upstream_pins.toml')!r}).catalog()\n"
         "op = cat.recipes['autotune-cutlass'].ops[0]\n"
-        f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}})\n"
+        f"s = Session({{'sglang': open_target('sglang', {str(tree)!r})}}, releases=RELEASES)\n"
         "t = time.perf_counter(); hits = relocate.search(s, op, skip=op.file); dt = time.perf_counter() - t\n"
         "print(dt, [(h[0], h[1], h[2].state.value) for h in hits])\n"
     )
@@ -483,15 +484,15 @@ def main() -> None:
         "- **apply** parses less than the floor does. The floor hands the four whole files (9,548 lines) to libcst;",
         "  apply finds statement boundaries with `ast` (C speed) and gives libcst a *view* of each file: only the",
         "  statements an op can read (those holding every word it declares in `Op.reads`), each other run of",
-        "  statements standing as one placeholder line (patchkit/core/view.py). A view's `pending` or `done` is confirmed",
-        "  on the op's complete scope before it is believed (an op that under-declares its words cannot hide a second",
-        "  candidate); the confirmation is cached by the scope's content, so the *first* apply of a bundle to a",
+        "  statements standing as one placeholder line (patchkit/core/view.py). A view's `pending` or `done` is",
+        "  confirmed on the op's complete scope before it is believed (an op that under-declares its words cannot hide",
+        "  a second candidate); the confirmation is cached by the scope's content, so the *first* apply of a bundle to a",
         "  release on a machine (the cold row) parses those scopes, and later ones, on any copy of that release, do",
         "  not. Every edit is checked (post-condition, idempotence, round-trip, compile()), the placeholders are",
         "  swapped back byte for byte, and files, RECORD and journal are written as one set with one commit point.",
-        "- **apply on inputs seen before** replays the plan the cache holds for them (patchkit/core/plancache.py): its key",
-        "  is a BLAKE2b digest of patchkit's code, the recipes, the targets and the options, with the bytes of every",
-        "  file that invocation's plans read (target files, journals, RECORDs). The entry (JSON) holds each file's",
+        "- **apply on inputs seen before** replays the plan the cache holds for them (patchkit/core/plancache.py): its",
+        "  key is a BLAKE2b digest of patchkit's code, the recipes, the targets and the options, with the bytes of",
+        "  every file that invocation's plans read (target files, journals, RECORDs). The entry (JSON) holds each file's",
         "  new bytes as splices of its old ones, the RECORD rows, the journal and the blobs, and what the command",
         "  prints. Under the lock every input is read again and each result checked against its digest before the",
         "  one commit protocol writes it; libcst is never imported. What is left is start-up, reading and digesting",

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core import carried, context, identity
+from patchkit.upstream.pristine import RELEASES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -173,7 +174,7 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
 
     tmp = Path(tempfile.mkdtemp(prefix="carried-"))
     derived = load(GATE_ONLY, tmp / "derived")
-    home = Session({"sglang": open_target("sglang", release_tree("sglang", "0.5.9"))})
+    home = Session({"sglang": open_target("sglang", release_tree("sglang", "0.5.9"))}, releases=RELEASES)
     head = GATE_ONLY.split("[[ops]]", 1)[0]
     blocks = []
     for n, (raw, _) in raw_ops(tomllib.loads(GATE_ONLY)).items():
@@ -192,7 +193,7 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
     def verdicts(recipe, version: str) -> list:
         tree = open_target("sglang", release_tree("sglang", version))
         flat = _flat(recipe, "sglang", list(recipe.ops), version)
-        ((_, evs),) = evaluate(Session({"sglang": tree}), [flat])
+        ((_, evs),) = evaluate(Session({"sglang": tree}, releases=RELEASES), [flat])
         return [(str(ev.state), ev.location(), ev.line, ev.message, [c.to_json() for c in ev.candidates]) for ev in evs]
 
     seen = set()

@@ -19,6 +19,7 @@ from patchkit.core import relocate, view
 from patchkit.core.judge import Session
 from patchkit.core.ops import DONE, KINDS, MISSING, Located, Op, Reads
 from patchkit.core.ops.or_operand import OrOperand
+from patchkit.upstream.pristine import RELEASES
 
 
 # -- discovery ---------------------------------------------------------------------------
@@ -298,7 +299,7 @@ def tree(tmp_path) -> Path:
 
 
 def _search(root: Path, op: Op):
-    session = Session({"sglang": open_target("sglang", root)})
+    session = Session({"sglang": open_target("sglang", root)}, releases=RELEASES)
     return relocate.search(session, _spec(op), skip="sglang/srt/gone.py")
 
 

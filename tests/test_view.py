@@ -16,6 +16,7 @@ from patchkit.base.errors import TargetError
 from patchkit.core import pyscope, view
 from patchkit.core.document import decode_source
 from patchkit.core.ops import DONE, KINDS, PENDING, OpParamError
+from patchkit.upstream.pristine import RELEASES
 
 SOURCE = '''\
 # header comment
@@ -281,7 +282,9 @@ def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree,
     recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"])
 
     def planned():
-        session = judge.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
+        session = judge.Session(
+            {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}, releases=RELEASES
+        )
         plan = planner.plan_apply(session, recipes)
         assert not plan.blockers
         viewed = {sf.logical: sf.view is not None for sf in plan.files if sf.is_python}

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from patchkit.base import term
 from patchkit.core.project import Project
+from patchkit.upstream.pristine import RELEASES
 
 OK, NOT_THERE, USAGE = 0, 1, 2
 
@@ -84,7 +85,7 @@ def open_session(opts: Options):
     needed = {e for r in recipes for e in r.engines}
     targets = opts.project.targets(opts.targets, needed)
     say_left(left)
-    return recipes, Session(targets, known=catalog.recipes)
+    return recipes, Session(targets, known=catalog.recipes, releases=RELEASES)
 
 
 def at_hand(recipes: list, have: set[str]) -> tuple[list, list]:

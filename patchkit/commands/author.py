@@ -12,6 +12,7 @@ from patchkit.authoring.examples import run_example
 from patchkit.base.errors import PatchkitError, RecipeError
 from patchkit.commands import NOT_THERE, OK, USAGE, say
 from patchkit.core.project import Project
+from patchkit.upstream.pristine import RELEASES
 
 # -- new ----------------------------------------------------------------------------------------
 
@@ -533,7 +534,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(data)
             trees[engine] = open_target(engine, root)
-        session = Session(trees)
+        session = Session(trees, releases=RELEASES)
         plan = plan_apply(session, [recipe], ignore_range=True, dry_run=True)
         if plan.blockers:
             return [f"applied to the pristine release: {b}" for b in plan.blockers]

@@ -14,6 +14,7 @@ from patchkit.core.project import Project
 from patchkit.core.report import COLORS, human
 from patchkit.upstream import drift as D
 from patchkit.upstream import fetch
+from patchkit.upstream.pristine import RELEASES
 
 ABBR = {  # matrix cells: what needs attention is in capitals
     State.APPLIED: "applied",
@@ -155,7 +156,7 @@ def drift(
     from patchkit.base.target import open_target
     from patchkit.core.judge import Session
 
-    targets = Session({e: open_target(e, p) for e, p in trees.items()}).targets
+    targets = Session({e: open_target(e, p) for e, p in trees.items()}, releases=RELEASES).targets
     if as_json:
         from patchkit.core.report import as_json as dump
 

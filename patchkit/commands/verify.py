@@ -20,6 +20,7 @@ from patchkit.base.states import State
 from patchkit.base.target import ENGINES
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
 from patchkit.core.recipe import ARCH_RE
+from patchkit.upstream.pristine import RELEASES
 
 ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
 
@@ -51,7 +52,7 @@ def _session(opts: Options):
                     engines={e: s for e, s in r.engines.items() if e in targets},
                 )
             )
-    return cut, Session(targets, known=catalog.recipes), left_out
+    return cut, Session(targets, known=catalog.recipes, releases=RELEASES), left_out
 
 
 def archs_and_why(arch: Optional[str], recipes) -> dict[str, str]:
@@ -91,7 +92,7 @@ def _variants(session, recipes, plan, notes: list):
         if f.target.engine == jit_engine:
             pristine[f.path], patched[f.path] = f.original, f.new_bytes()
     if any(o.state in (State.APPLIED, State.APPLIED_UNSURE) for r in plan.results for o in r.ops):
-        back = plan_revert(Session(session.targets, known=session.known), recipes, dry_run=True)
+        back = plan_revert(Session(session.targets, known=session.known, releases=RELEASES), recipes, dry_run=True)
         if back.blockers:
             notes.append(
                 "verify --build: the applied edits cannot be taken back in memory ("
@@ -217,7 +218,11 @@ def _check_applied(session, recipes, out: dict) -> None:
     if not applied:
         return
     ids = {r["id"] for r in applied}
-    back = plan_revert(Session(session.targets, known=session.known), [r for r in recipes if r.id in ids], dry_run=True)
+    back = plan_revert(
+        Session(session.targets, known=session.known, releases=RELEASES),
+        [r for r in recipes if r.id in ids],
+        dry_run=True,
+    )
     for r in applied:
         mine = [b for b in back.blockers if b.startswith(f"{r['id']} > ")]
         r["reverted_edits"] = sum(1 for rec, _ in back.edits() if rec == r["id"])

@@ -316,11 +316,6 @@ def _homes(session, recipe: Recipe, op: OpSpec):
     target's own when it is the home (own_release_in_range), else the release the open range
     starts at (downloaded, unless PATCHKIT_OFFLINE=1); then, only where that cannot be read,
     the releases in range in the cache, oldest first, and the pinned one."""
-    from pathlib import Path
-
-    from patchkit.base.target import Target
-    from patchkit.upstream import pristine
-
     t = session.targets[op.engine]
     own = (t.version or "").split("+", 1)[0]
     home = own_release_in_range(session, recipe, op)
@@ -332,10 +327,7 @@ def _homes(session, recipe: Recipe, op: OpSpec):
     for v in dict.fromkeys([*([start] if start else []), *_known_releases(op.engine)]):
         if v == own or not in_range(recipe, op, v):
             continue
-        key = (op.engine, v)
-        if key not in session.releases:
-            session.releases[key] = pristine.Reference(Target(op.engine, Path("/"), "package", v))
-        ref = session.releases[key]
+        ref = session.release(op.engine, v)
         if ref.available:
             yield f"{op.engine} {v}", ref
     if not home and in_range(recipe, op, own):

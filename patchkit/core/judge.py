@@ -16,7 +16,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 import libcst as cst
 
@@ -43,23 +43,40 @@ from patchkit.core import (
 )
 from patchkit.core.document import Document
 from patchkit.core.ops import Located
-from patchkit.upstream import pristine
+
+
+class Releases(Protocol):
+    """Where the judge gets pristine code (patchkit.upstream.pristine.RELEASES): the core
+    reads releases only through what the command hands it, so it imports nothing above it."""
+
+    def of(self, target: Target) -> Any:
+        """The pristine release of a target (``read``, ``module``, ``available``, ``commit``)."""
+
+    def head(self, target: Target, other_than: str) -> Any:
+        """A git checkout's HEAD as a reference, or None (see pristine.Reference.head)."""
+
+    def release(self, engine: str, version: str) -> Any:
+        """Another release of an engine, by version (a site's identity, identity.py)."""
 
 
 class Session:
-    """The targets of one invocation, their journals, and the documents read so far."""
+    """The targets of one invocation, their journals, and the documents read so far.
+    ``releases``: where pristine code comes from (``Releases``)."""
 
-    def __init__(self, targets: dict[str, Target], known: Optional[dict[str, Recipe]] = None) -> None:
+    def __init__(
+        self, targets: dict[str, Target], known: Optional[dict[str, Recipe]] = None, *, releases: Releases
+    ) -> None:
         self.targets = targets
+        self.provider = releases
         # Every recipe the catalog holds, by id: the planner checks a plan's edits against
         # those of recipes applied earlier (two recipes must not edit the same code).
         self.known: dict[str, Recipe] = known or {}
         self.journals: dict[Path, Journal] = {}
         self.files: dict[tuple[str, str], Document] = {}
         # Per (engine, root): one site-packages holds both engines, each with its own release.
-        self.references: dict[tuple[str, Path], pristine.Reference] = {}
-        self.heads: dict[tuple[str, Path], Optional[pristine.Reference]] = {}  # a checkout's HEAD
-        self.releases: dict[tuple[str, str], pristine.Reference] = {}  # other releases (identity.py)
+        self.references: dict[tuple[str, Path], Any] = {}
+        self.heads: dict[tuple[str, Path], Any] = {}  # a checkout's HEAD, or None
+        self.releases: dict[tuple[str, str], Any] = {}  # other releases (identity.py)
         self.identities: dict[tuple, Optional[identity.Identity]] = {}
         self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
         self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
@@ -98,20 +115,26 @@ class Session:
         found = self.interrupted.get(self.targets[engine].root)
         return found.journal if found is not None and recipe in found.recipes else None
 
-    def reference(self, engine: str) -> pristine.Reference:
-        """The pristine release of a target (pristine.py), opened once per invocation."""
+    def reference(self, engine: str):
+        """The pristine release of a target (``Releases.of``), opened once per invocation."""
         t = self.targets[engine]
         if (engine, t.root) not in self.references:
-            self.references[(engine, t.root)] = pristine.Reference(t)
+            self.references[(engine, t.root)] = self.provider.of(t)
         return self.references[(engine, t.root)]
 
-    def head(self, engine: str) -> Optional[pristine.Reference]:
+    def release(self, engine: str, version: str):
+        """Another release of an engine (``Releases.release``), opened once per invocation."""
+        if (engine, version) not in self.releases:
+            self.releases[(engine, version)] = self.provider.release(engine, version)
+        return self.releases[(engine, version)]
+
+    def head(self, engine: str):
         """A git checkout's committed code (HEAD), when it is not the release's tagged
         commit; None otherwise.  Code committed there is the checkout's own, not patchkit's."""
         t = self.targets[engine]
         if (engine, t.root) not in self.heads:
             ref = self.reference(engine)
-            head = pristine.Reference.head(t, other_than=ref.commit) if t.layout == "git" else None
+            head = self.provider.head(t, ref.commit) if t.layout == "git" else None
             self.heads[(engine, t.root)] = head
         return self.heads[(engine, t.root)]
 
@@ -543,7 +566,7 @@ def _as_written(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> bo
     return entry is not None and entry["sha256"] == sha256(f.original)
 
 
-def pristine_state(ref: pristine.Reference, op: OpSpec, logical: str, scope_name: str) -> State:
+def pristine_state(ref, op: OpSpec, logical: str, scope_name: str) -> State:
     """What the op finds in a reference's copy of ``logical`` (MISSING when it has none)."""
     data = ref.read(logical)
     if data is None:
@@ -560,7 +583,7 @@ def pristine_state(ref: pristine.Reference, op: OpSpec, logical: str, scope_name
     return op.impl.locate(scope).state
 
 
-def at_site(ref: pristine.Reference, op: OpSpec, ev: Verdict) -> State:
+def at_site(ref, op: OpSpec, ev: Verdict) -> State:
     """What a reference holds at the site identified in the tree: where it was found, or,
     for a site found away from the op's named file and scope (a refactor, a checkout moved
     on), where the reference has it.  Provenance by content, not by location: upstream's own

@@ -29,6 +29,7 @@ from patchkit.base.states import State
 from patchkit.base.target import ENGINES
 from patchkit.fleet import jit
 from patchkit.fleet.interp import jit_engine, prebuilt_module, probe_python
+from patchkit.upstream.pristine import RELEASES
 
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
 LEVELS = (OK, INFO, WARN, ERROR)
@@ -149,7 +150,7 @@ def _location(engine: str, root: Path, recipes) -> dict:
     loc.update(layout=t.layout, version=t.version)
     mine = per_engine(recipes, engine)
     try:
-        s = Session({engine: t})
+        s = Session({engine: t}, releases=RELEASES)
         loc["recipes"] = {r.id: r.state for r in results(s, evaluate(s, mine))}
         loc["journal_applied"] = sorted(s.journal(engine).engines.get(engine, {}).get("applied", {}))
     except PatchkitError as e:

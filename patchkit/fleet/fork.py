@@ -41,6 +41,7 @@ from patchkit.base.target import ENGINES, open_target
 from patchkit.core.judge import Session, evaluate, results
 from patchkit.core.planner import plan_apply
 from patchkit.core.transaction import commit as write_plan
+from patchkit.upstream.pristine import RELEASES
 
 BRANCH_PREFIX = "patchkit/"
 TRAILER = "Patchkit-Recipe"
@@ -346,7 +347,7 @@ def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Buil
             version=target.version,
             elsewhere=[r.id for r in recipes if not r.ops_for(engine)],
         )
-        session = Session({engine: target})
+        session = Session({engine: target}, releases=RELEASES)
         judged = evaluate(session, subs)
         verdicts = results(session, judged)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
@@ -384,7 +385,7 @@ def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Buil
                 out.steps.append(item)
                 continue
             r, res, notes = item
-            session = Session({engine: target})
+            session = Session({engine: target}, releases=RELEASES)
             plan = plan_apply(session, [r], ignore_range=True)
             if plan.blockers:
                 out.blockers += plan.blockers

@@ -43,6 +43,7 @@ from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
 from patchkit.core import record
 from patchkit.upstream import fetch
+from patchkit.upstream.pristine import RELEASES
 
 EPOCH_1980 = (1980, 1, 1, 0, 0, 0)
 COMPRESSLEVEL = 6
@@ -324,7 +325,7 @@ def build_one(
         if Version(old_di.name[: -len(".dist-info")].rsplit("-", 1)[1]) != Version(src.version):
             raise PatchkitError(f"{whl.name}: its {old_di.name} does not say version {src.version}")
         target = open_target(src.engine, tree)
-        session = Session({src.engine: target})
+        session = Session({src.engine: target}, releases=RELEASES)
         plan = plan_apply(session, mine, ignore_range=ignore_range)
         if plan.blockers:
             raise WheelBlocked(src, plan.blockers)
@@ -333,7 +334,7 @@ def build_one(
             raise WheelBlocked(src, [f"{r.id}: {r.state}" + (f" ({r.message})" if r.message else "") for r in bad])
         commit(session, plan)
         # Black's rule: judge the result once more; every recipe must read applied now.
-        again = Session({src.engine: open_target(src.engine, tree)})
+        again = Session({src.engine: open_target(src.engine, tree)}, releases=RELEASES)
         after = results(again, evaluate(again, mine))
         not_done = [r for r in after if r.state not in (State.APPLIED, State.UPSTREAM)]
         if not_done:

@@ -29,6 +29,7 @@ from patchkit.core.recipe import Catalog
 from patchkit.core.verdicts import code_hash
 from patchkit.upstream import fetch
 from patchkit.upstream.fetch import release_tree  # noqa: F401  (drift's name for it, kept for its callers)
+from patchkit.upstream.pristine import RELEASES
 
 BAD = (State.MISSING, State.AMBIGUOUS, State.MOVED)
 
@@ -56,7 +57,7 @@ def parse_spec(value: str) -> tuple[str, str, str]:
 
 def judge_release(catalog: Catalog, names: tuple[str, ...], trees: dict[str, Path]) -> list[RecipeResult]:
     recipes = [r for r in catalog.select(names) if set(r.engines) <= set(trees)]
-    session = Session({e: open_target(e, p) for e, p in trees.items()})
+    session = Session({e: open_target(e, p) for e, p in trees.items()}, releases=RELEASES)
     return results(session, evaluate(session, recipes))
 
 

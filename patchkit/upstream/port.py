@@ -48,6 +48,7 @@ from patchkit.base.states import State
 from patchkit.base.target import Target
 from patchkit.core import relocate
 from patchkit.core.ops._cst import tokens, words
+from patchkit.upstream.pristine import RELEASES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -391,7 +392,7 @@ def _on(when, engine: str):
 def _session(engine: str, tree: Target):
     from patchkit.core.judge import Session
 
-    return Session({engine: tree})
+    return Session({engine: tree}, releases=RELEASES)
 
 
 def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], list[str]]:

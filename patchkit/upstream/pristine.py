@@ -301,3 +301,20 @@ def _say(msg: str) -> None:
     import sys
 
     print(f"pristine reference: {msg}", file=sys.stderr)
+
+
+class Releases:
+    """Pristine code as the judge asks for it (patchkit.core.judge.Releases): a target's
+    release, a checkout's HEAD, another release by version.  Handed to every Session."""
+
+    def of(self, target: Target) -> Reference:
+        return Reference(target)
+
+    def head(self, target: Target, other_than: str) -> Optional[Reference]:
+        return Reference.head(target, other_than=other_than)
+
+    def release(self, engine: str, version: str) -> Reference:
+        return Reference(Target(engine, Path("/"), "package", version))
+
+
+RELEASES = Releases()

@@ -1,15 +1,17 @@
-"""The transaction: every refusal first, then the lock, then all writes or none.  This is
+"""The transaction: the lock first, then every refusal, then all writes or none.  This is
 where bytes hit the disk: target files, their RECORD and patchkit's journal are one set.
 
-``run`` (apply and revert):
+Apply and revert, in this order (patchkit/commands/apply.py), each stage run once:
 
-1. plan, reading only (patchkit/planner.py);
-2. ``check``: every refusal (a system site-packages, a file or directory that cannot be
-   written, a .patchkit that is a symlink), before any lock is taken or directory made.
+1. ``locked``: lock every target root (a flock of the root directory: it creates
+   nothing, so a dry run takes it too and reads a consistent tree); finish any
+   transaction a kill interrupted (``recover``), its records checked first
+   (patchkit/txnrecord.py: one naming anything but this run's targets is refused);
+2. read and judge (patchkit/judge.py), plan (patchkit/planner.py): pure stages, whose
+   output, the Plan, is a frozen value.  Nothing can change what they read meanwhile;
+3. ``finish``: ``check``, every refusal (a system site-packages, a file or directory that
+   cannot be written, a .patchkit that is a symlink), before any directory is made.
    ``--dry-run`` stops here, having run every check the real run runs;
-3. lock every target root; finish any transaction a kill interrupted (``recover``), its
-   records checked first (patchkit/txnrecord.py: one naming anything but this run's
-   targets is refused); if a file changed since it was read, plan again under the lock;
 4. ``write``, the one commit protocol:
 
    a. in each root, ``.patchkit/txn-pending.json`` names the transaction and every path it
@@ -21,10 +23,11 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
    e. the commit record goes, then the pending markers, then blobs nobody needs.
 
 What is written is a value, a ``Commit`` (``freeze``: every file's new and old bytes, the
-RECORD rows, the journal, the blobs), and what ``check`` looked at is one too
-(``Refusals``), so a plan made earlier can be written without the Session that made it:
-``replay`` (patchkit/plancache.py) has its refusals run again, takes the lock, and writes
-only when every input the plan read is byte-identical still.
+RECORD rows, the journal as the write leaves it, computed on copies, the blobs), and what
+``check`` looked at is one too (``Refusals``), so a plan made earlier can be written
+without the Session that made it: ``replay`` (patchkit/plancache.py) has its refusals run
+again, takes the lock, and writes only when every input the plan read is byte-identical
+still.
 
 A kill before (c) leaves every file as it was (the next run removes the temps); a kill
 after it leaves a transaction that the next ``apply`` or ``revert`` rolls forward before
@@ -40,14 +43,14 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 from patchkit import fsio, record, txnrecord
 from patchkit.errors import TargetError
 from patchkit.journal import BLOBS, PATH, Journal, sha256
 from patchkit.target import STATE_DIR
 from patchkit.target import TXN_PENDING as PENDING
-from patchkit.txnrecord import COMMIT, Interrupted, interrupted  # noqa: F401  (the judge reads them there)
+from patchkit.txnrecord import COMMIT
 
 
 def _state(root: Path) -> Path:
@@ -182,10 +185,12 @@ class Commit:
 
 def freeze(session, plan, action: str) -> Commit:
     """The Commit of a plan.  The journal is changed here, the one place (the plan's file
-    writes, op marks, records dropped and versions), so call it once, right before the write."""
-    writes = [Write(p, n, o) for p, n, o in _writes(session, plan)]
+    writes, op marks, records dropped and versions), on copies (``journals_after``): the
+    Session the stages read is left as it was loaded."""
+    after = journals_after(session, plan)
+    writes = [Write(p, n, o) for p, n, o in _writes(session, plan, after)]
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
-    mine = [j for j in session.journals.values() if j.root in roots]
+    mine = [after[r] for r in roots if r in after]
     return Commit(
         action,
         tuple(writes),
@@ -196,29 +201,41 @@ def freeze(session, plan, action: str) -> Commit:
     )
 
 
-def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
+def journals_after(session, plan) -> dict[Path, Journal]:
+    """root -> the journal as the plan's write leaves it, for each root the plan changes:
+    a copy of the session's, changed (the session's own is never)."""
+    out: dict[Path, Journal] = {}
+
+    def of(engine: str) -> Journal:
+        root = session.targets[engine].root
+        if root not in out:
+            out[root] = session.journal(engine).copy()
+        return out[root]
+
+    for engine, logical in plan.forget:  # first: a file written anew then records its own pristine
+        of(engine).forget_file(engine, logical)
+    for engine, version in plan.versions:
+        of(engine).wrote_against(engine, version)
+    for f in plan.files:
+        of(f.target.engine).record_write(f.target.engine, f.logical, f.original, f.new)
+    for m in plan.marks:
+        if m.action == "applied":
+            of(m.engine).mark_applied(m.engine, m.recipe, m.recipe_sha, m.op)
+        else:
+            of(m.engine).mark_reverted(m.engine, m.recipe, m.op)
+    return out
+
+
+def _writes(session, plan, journals: dict[Path, Journal]) -> list[tuple[Path, bytes, Optional[bytes]]]:
     """Every (path, new bytes, old bytes or None) the plan means, journal and RECORD included."""
     out: list[tuple[Path, bytes, Optional[bytes]]] = [
-        (f.real, f.new_bytes(), f.original if f.exists else None) for f in plan.files
+        (f.real, f.new, f.original if f.exists else None) for f in plan.files
     ]
     out += record.plan_updates(session, plan)
-    journals: dict[Path, Journal] = {}
-    for engine, logical in plan.forget:  # first: a file written anew then records its own pristine
-        session.journal(engine).forget_file(engine, logical)
-    for engine, version in sorted(plan.versions.items()):
-        session.journal(engine).wrote_against(engine, version)
-    for f in plan.files:
-        j = session.journal(f.target.engine)
-        j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())
-        journals[j.root] = j
-    for m in plan.marks:
-        j = session.journal(m.engine)
-        if m.action == "applied":
-            j.mark_applied(m.engine, m.recipe, m.recipe_sha, m.op)
-        else:
-            j.mark_reverted(m.engine, m.recipe, m.op)
-        journals[j.root] = j
-    for _, j in sorted(journals.items()):
+    touched = {session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files}
+    for root, j in sorted(journals.items()):
+        if root not in touched:
+            continue
         for sha, data in sorted(j.blobs.items()):
             p = j.dir / BLOBS / sha
             if not p.exists():
@@ -240,7 +257,7 @@ class Refusals:
 
 
 def check(session, plan) -> Refusals:
-    """Every refusal, before a lock is taken or a directory made (TargetError, exit 2).
+    """Every refusal, before a directory is made or a byte written (TargetError, exit 2).
     Returns what it checked."""
     roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
     files = tuple((f.real, f.where()) for f in plan.files)
@@ -440,8 +457,8 @@ def _dump(doc: dict) -> bytes:
 
 
 class Ran(NamedTuple):
-    """What ``run`` did: the plan, with what ``check`` looked at and what was written (None
-    when nothing was), and notes for the user."""
+    """What ``finish`` did: the plan, with what ``check`` looked at and what was written
+    (None when nothing was), and notes for the user (a recovery's)."""
 
     session: object
     plan: object
@@ -450,36 +467,38 @@ class Ran(NamedTuple):
     commit: Optional[Commit]
 
 
-def run(make_plan: Callable[[], tuple], action: str, dry_run: bool) -> Ran:
-    """Plan, check, lock, write.  ``make_plan()`` returns (session, plan) and reads only;
-    it is called again under the lock when an interrupted transaction was finished first
-    or a file changed after it was read."""
-    session, plan = make_plan()
+@contextlib.contextmanager
+def locked(targets: dict, dry_run: bool = False) -> Iterator[list[str]]:
+    """The first step of apply and revert: lock every target root (fsio.locked, which
+    creates nothing), then finish any transaction a kill interrupted (``recover``; not on
+    a dry run, which writes nothing and reads it as interrupted), before anything is read.
+    Yields the recovery's notes.  Inside: read, judge, plan once, then ``finish``."""
+    roots = sorted({t.root for t in targets.values()})
+    with fsio.locked(roots, create=not dry_run):
+        yield recover(roots) if not dry_run and pending_roots(roots) else []
+
+
+def finish(session, plan, action: str, dry_run: bool, notes: list[str]) -> Ran:
+    """The last steps, under ``locked``: every refusal (``check``), then the write.  The
+    plan was made under the lock, from what the session read there: nothing it read can
+    have changed, so it is written as it is.  A dry run, or a plan with blockers, writes
+    nothing."""
     refusals = check(session, plan)
+    if dry_run or plan.blockers:
+        return Ran(session, plan, notes, refusals, None)
     roots = [t.root for t in session.targets.values()]
-    if dry_run or plan.blockers or not (plan.files or plan.marks or pending_roots(roots)):
-        return Ran(session, plan, [], refusals, None)
-    notes: list[str] = []
-    with fsio.locked(roots):
-        stuck = pending_roots(roots)
-        if stuck:  # a record names only roots of this run (txnrecord): all locked already
-            notes += recover(roots)
+    if plan.files or plan.marks or notes:
         _sweep(roots, _beside([f.real for f in session.files.values()], session.targets, session.journal))
-        if stuck or _changed(session):
-            session, plan = make_plan()
-            refusals = check(session, plan)
-            if plan.blockers:
-                return Ran(session, plan, notes, refusals, None)
-        done = write(session, plan, action)
+    done = write(session, plan, action) if plan.files or plan.marks else None
     return Ran(session, plan, notes, refusals, done)
 
 
 def replay(targets: dict, reals: list[Path], made: Callable[[], Optional[Commit]], first: Callable[[], None]) -> bool:
-    """Write a Commit made earlier (the plan cache; its Refusals checked by the caller):
-    under the lock of every target root, with no transaction to finish, ``made()`` builds
-    it from the bytes on disk now, or says (None) that an input changed; ``first()`` runs
-    just before the write.  ``reals``: the target files the plan read.  False when nothing
-    was written: the caller plans afresh."""
+    """Write a Commit made earlier (the plan cache; its Refusals checked by the caller), in
+    the same order as the full path: lock every target root first; with no transaction to
+    finish, ``made()`` builds it from the bytes on disk now, or says (None) that an input
+    changed; ``first()`` runs just before the write.  ``reals``: the target files the plan
+    read.  False when nothing was written: the caller plans afresh."""
     roots = [t.root for t in targets.values()]
     with fsio.locked(roots):
         if pending_roots(roots):
@@ -509,22 +528,6 @@ def _beside(reals, targets: dict, journal) -> set[Path]:
                 out.add(Path(os.path.realpath(t.path(logical))))
         out.update(t.root.glob("*.dist-info/RECORD"))
     return out
-
-
-def _changed(session) -> bool:
-    """Did a file or journal this plan read change before the lock was taken?"""
-    for f in session.files.values():
-        try:
-            now = fsio.read_file(f.path)
-        except TargetError:
-            return True
-        if now != (f.original if f.exists else None):
-            return True
-    for j in session.journals.values():
-        now = j.path.read_bytes() if j.path.is_file() else None
-        if now != j.loaded:
-            return True
-    return False
 
 
 def commit(session, plan, action: str = "apply") -> None:

@@ -57,6 +57,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.blockers",
         "patchkit.confirm",
         "patchkit.verdicts",
+        "patchkit.verdict",  # the judge's answer, a value (what the planner and commands read)
+        "patchkit.session",  # the inputs of one invocation, read once (targets, journals, documents)
         "patchkit.judge",
         "patchkit.planner",
         "patchkit.verify.names",
@@ -109,6 +111,10 @@ KNOWN_UPWARD: dict[tuple[str, str], str] = {
     ("patchkit.judge", "patchkit.pristine"): (
         "the judge reads pristine references itself (issue 22, item 1: judge(recipes, trees, "
         "references) is to be given them)"
+    ),
+    ("patchkit.session", "patchkit.pristine"): (
+        "the session opens the pristine references the judge reads (moved out of judge.py with the "
+        "Session; it goes with the judge's references above)"
     ),
     ("patchkit.identity", "patchkit.pristine"): (
         "a site's identity is read from a release in the recipe's range, opened where it is "

@@ -284,9 +284,9 @@ def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree,
         session = judge.Session({"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)})
         plan = planner.plan_apply(session, recipes)
         assert not plan.blockers
-        viewed = {sf.logical: sf.view is not None for sf in plan.files if sf.is_python}
+        viewed = {sf.logical: sf.viewed for sf in plan.files if sf.is_python}
         return (
-            {str(d.path): d.new_bytes() for d in plan.files},
+            {str(d.path): d.new for d in plan.files},
             [(r.id, [(o.state, o.line) for o in r.ops]) for r in plan.results],
             viewed,
         )

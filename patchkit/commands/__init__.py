@@ -73,7 +73,15 @@ class Invocation:
 def open_session(opts: Options):
     """(recipes, Session): recipes validated first (a bad recipe fails before any target
     is read), then targets.  The engine (and libcst) is imported here, not at start-up."""
-    from patchkit.judge import Session
+    from patchkit.session import Session
+
+    recipes, targets, known = open_targets(opts)
+    return recipes, Session(targets, known=known)
+
+
+def open_targets(opts: Options):
+    """(recipes, targets, every recipe of the catalog by id): what a Session is opened on,
+    found before it is (apply and revert lock the targets first, then read)."""
     from patchkit.project import engines_at_hand
 
     catalog = opts.project.catalog()
@@ -84,7 +92,7 @@ def open_session(opts: Options):
     needed = {e for r in recipes for e in r.engines}
     targets = opts.project.targets(opts.targets, needed)
     say_left(left)
-    return recipes, Session(targets, known=catalog.recipes)
+    return recipes, targets, catalog.recipes
 
 
 def at_hand(recipes: list, have: set[str]) -> tuple[list, list]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from patchkit import jit, report, shape, transaction
-from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, open_targets, say
 from patchkit.errors import PatchkitError
 from patchkit.results import RecipeResult
 from patchkit.states import GOOD, State
@@ -194,7 +194,6 @@ def apply(
     excludes are left out of the bundles named (a recipe in ``named`` is applied even so).
     A recipe whose rationale carries a warning has it printed, once, before its edits are
     written."""
-    warned: set[str] = set()
     said: list[str] = []  # the warnings told, in order (the plan cache tells them again)
     left: list[str] = []
     insisted: list[str] = []  # named on their own although the profile excludes them
@@ -211,24 +210,24 @@ def apply(
 
             P.check(profile, opts.project.catalog())
 
-        def make():
-            recipes, session = open_session(opts)
-            if profile is not None:
-                left[:] = profile.left_out([r.id for r in recipes], named)
-                insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
-                recipes = [r for r in recipes if r.id not in left]
+        from patchkit.session import Session
+
+        recipes, targets, known = open_targets(opts)
+        if profile is not None:
+            left[:] = profile.left_out([r.id for r in recipes], named)
+            insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
+            recipes = [r for r in recipes if r.id not in left]
+        with transaction.locked(targets, dry_run) as recovered:
+            session = Session(targets, known=known)
             plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
             writing = {m.recipe for m in plan.marks if m.action == "applied"} if not plan.blockers else set()
-            for r in recipes:
-                w = warning(r) if r.id in writing and r.id not in warned else ""
+            for r in recipes:  # before the write, once
+                w = warning(r) if r.id in writing else ""
                 if w:
-                    warned.add(r.id)
                     said.append(f"warning: {r.id}: {w}")
                     say(said[-1], err=True)
-            return session, plan
-
-        ran = transaction.run(make, "apply", dry_run)
-        plan, notes, targets = ran.plan, list(ran.notes), ran.session.targets
+            ran = transaction.finish(session, plan, "apply", dry_run, recovered)
+        notes = list(ran.notes)
         edits = plan.edits()  # a dry run's edits count as made
         ok = not plan.blockers and all(
             r.state in GOOD
@@ -281,13 +280,13 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
         o, ok, targets, _, _ = got
         return _finish(opts, "revert", o, targets, ok, dry_run, clear_jit, [])
     from patchkit.planner import plan_revert
+    from patchkit.session import Session
 
-    def make():
-        recipes, session = open_session(opts)
-        return session, plan_revert(session, recipes, force=force, dry_run=dry_run)
-
-    ran = transaction.run(make, "revert", dry_run)
-    plan = ran.plan
+    recipes, targets, known = open_targets(opts)
+    with transaction.locked(targets, dry_run) as recovered:
+        session = Session(targets, known=known)
+        plan = plan_revert(session, recipes, force=force, dry_run=dry_run)
+        ran = transaction.finish(session, plan, "revert", dry_run, recovered)
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)

@@ -537,7 +537,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
         plan = plan_apply(session, [recipe], ignore_range=True, dry_run=True)
         if plan.blockers:
             return [f"applied to the pristine release: {b}" for b in plan.blockers]
-        made = {(f.target.engine, f.logical): f.new_bytes() for f in plan.files}
+        made = {(f.target.engine, f.logical): f.new for f in plan.files}
         wrong = []
         for c in changed:
             got = made.pop((c.engine, c.logical), c.pristine)

@@ -89,7 +89,7 @@ def _variants(session, recipes, plan, notes: list):
     pristine, patched = {}, {}
     for f in plan.files:
         if f.target.engine == jit_engine:
-            pristine[f.path], patched[f.path] = f.original, f.new_bytes()
+            pristine[f.path], patched[f.path] = f.original, f.new
     if any(o.state in (State.APPLIED, State.APPLIED_UNSURE) for r in plan.results for o in r.ops):
         back = plan_revert(Session(session.targets, known=session.known), recipes, dry_run=True)
         if back.blockers:
@@ -100,7 +100,7 @@ def _variants(session, recipes, plan, notes: list):
             )
         for f in back.files:
             if f.target.engine == jit_engine and f.path not in patched:
-                pristine[f.path], patched[f.path] = f.new_bytes(), f.original
+                pristine[f.path], patched[f.path] = f.new, f.original
     return pristine, patched
 
 

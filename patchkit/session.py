@@ -1,0 +1,121 @@
+"""The Session: the inputs of one invocation, read once, for the stages to read.
+
+The targets, their journals (as loaded: nothing here changes them; the transaction
+computes the journal a write leaves on copies), the documents read so far, the pristine
+references opened, and what the judge noted while judging (``blocked``, ``variant_notes``:
+its own answers, kept for `status`).  Every method reads, or memoizes a read.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from patchkit import pristine, txnrecord, verdicts
+from patchkit.document import Document
+from patchkit.errors import TargetError
+from patchkit.journal import Journal
+from patchkit.model import Recipe
+from patchkit.target import Target
+
+if TYPE_CHECKING:
+    from patchkit import identity
+
+
+class Session:
+    """The targets of one invocation, their journals, and the documents read so far."""
+
+    def __init__(self, targets: dict[str, Target], known: Optional[dict[str, Recipe]] = None) -> None:
+        self.targets = targets
+        # Every recipe the catalog holds, by id: the planner checks a plan's edits against
+        # those of recipes applied earlier (two recipes must not edit the same code).
+        self.known: dict[str, Recipe] = known or {}
+        self.journals: dict[Path, Journal] = {}
+        self.files: dict[tuple[str, str], Document] = {}
+        # Per (engine, root): one site-packages holds both engines, each with its own release.
+        self.references: dict[tuple[str, Path], pristine.Reference] = {}
+        self.heads: dict[tuple[str, Path], Optional[pristine.Reference]] = {}  # a checkout's HEAD
+        self.releases: dict[tuple[str, str], pristine.Reference] = {}  # other releases (identity.py)
+        self.identities: dict[tuple, Optional[identity.Identity]] = {}
+        self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
+        self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
+        # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
+        # None when a file changed too recently for its timestamps to tell a later change.
+        self.swept: dict[str, Optional[str]] = {}
+        # Recipes an interrupted apply/revert was writing when it was killed (per root).
+        self.interrupted: dict[Path, txnrecord.Interrupted] = {}
+        roots = {t.root for t in targets.values()}
+        for t in targets.values():
+            found = txnrecord.interrupted(t.root, roots)
+            if found is not None:
+                self.interrupted[t.root] = found
+
+    @functools.cached_property
+    def code(self) -> str:
+        """The digest of patchkit's own code, for caches keyed on it (once per invocation)."""
+        return verdicts.code_hash()
+
+    def target(self, engine: str, recipe: Recipe) -> Target:
+        if engine not in self.targets:
+            raise TargetError(
+                f"recipe {recipe.id} edits {engine}, but there is no {engine} target",
+                f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace",
+            )
+        return self.targets[engine]
+
+    def journal(self, engine: str) -> Journal:
+        root = self.targets[engine].root
+        if root not in self.journals:
+            self.journals[root] = Journal.load(root)
+        return self.journals[root]
+
+    def mid_write(self, engine: str, recipe: str) -> Optional[Journal]:
+        """The journal an interrupted write of this recipe would have left, or None."""
+        found = self.interrupted.get(self.targets[engine].root)
+        return found.journal if found is not None and recipe in found.recipes else None
+
+    def reference(self, engine: str) -> pristine.Reference:
+        """The pristine release of a target (pristine.py), opened once per invocation."""
+        t = self.targets[engine]
+        if (engine, t.root) not in self.references:
+            self.references[(engine, t.root)] = pristine.Reference(t)
+        return self.references[(engine, t.root)]
+
+    def head(self, engine: str) -> Optional[pristine.Reference]:
+        """A git checkout's committed code (HEAD), when it is not the release's tagged
+        commit; None otherwise.  Code committed there is the checkout's own, not patchkit's."""
+        t = self.targets[engine]
+        if (engine, t.root) not in self.heads:
+            ref = self.reference(engine)
+            head = pristine.Reference.head(t, other_than=ref.commit) if t.layout == "git" else None
+            self.heads[(engine, t.root)] = head
+        return self.heads[(engine, t.root)]
+
+    def sweep(self, engine: str) -> Target:
+        """A search of the engine's whole tree is about to read files nobody named: its
+        state is fingerprinted first (verdicts.tree_state), once, so that cached verdicts
+        are reused only while no file of the tree has changed.  Returns the target."""
+        t = self.targets[engine]
+        if engine not in self.swept:
+            self.swept[engine] = verdicts.tree_state(t)
+        return t
+
+    def file(self, engine: str, logical: str) -> Document:
+        key = (engine, logical)
+        if key not in self.files:
+            self.files[key] = Document(self.targets[engine], logical)
+        return self.files[key]
+
+    def notes(self) -> list[str]:
+        """What the user should know about the state patchkit keeps (a damaged journal)."""
+        return [
+            f"warning: {j.damaged}; read as empty (who made each edit comes from the pristine release),"
+            " and the next apply or revert rewrites it"
+            for j in self.journals.values()
+            if j.damaged
+        ]
+
+    def interrupted_recipes(self) -> dict[str, str]:
+        """recipe id -> what was interrupted ("apply" or "revert")."""
+        return {r: i.action for i in self.interrupted.values() for r in i.recipes}

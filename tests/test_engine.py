@@ -321,7 +321,7 @@ def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
 
     monkeypatch.setattr(judge.view, "build", lambda *a, **k: None)  # the whole-file path
     plan = planner.plan_apply(judge.Session(targets), recipes)
-    assert plan.files == [] and plan.blockers
+    assert plan.files == () and plan.blockers
     assert all("communicator.py" in b and "byte for byte" in b for b in plan.blockers), plan.blockers
     monkeypatch.undo()
 

@@ -493,16 +493,31 @@ def finish(session, plan, action: str, dry_run: bool, notes: list[str]) -> Ran:
     return Ran(session, plan, notes, refusals, done)
 
 
-def replay(targets: dict, reals: list[Path], made: Callable[[], Optional[Commit]], first: Callable[[], None]) -> bool:
-    """Write a Commit made earlier (the plan cache; its Refusals checked by the caller), in
-    the same order as the full path: lock every target root first; with no transaction to
-    finish, ``made()`` builds it from the bytes on disk now, or says (None) that an input
-    changed; ``first()`` runs just before the write.  ``reals``: the target files the plan
-    read.  False when nothing was written: the caller plans afresh."""
+def replay(
+    targets: dict,
+    reals: list[Path],
+    refusals: Refusals,
+    made: Optional[Callable[[], Optional[Commit]]],
+    first: Callable[[], None],
+) -> bool:
+    """Write a Commit made earlier (the plan cache), in the same order as the full path:
+    lock every target root first; with no transaction to finish, its ``refusals`` run
+    again (``refuse``), then ``made()`` builds it from the bytes on disk now, or says (None)
+    that an input changed; ``first()`` runs just before the write (and before a refusal is
+    raised).  ``made`` None: the plan wrote nothing.  ``reals``: the target files the plan
+    read.  False when nothing was done: the caller plans afresh."""
     roots = [t.root for t in targets.values()]
     with fsio.locked(roots):
         if pending_roots(roots):
             return False
+        try:
+            refuse(refusals)
+        except TargetError:
+            first()
+            raise
+        if made is None:
+            first()
+            return True
         c = made()
         if c is None:
             return False

@@ -143,17 +143,10 @@ def _replayed(look, command: str, said: list[str]):
             say(w, err=True)
             said.append(w)
 
-    try:
-        transaction.refuse(refusals)
-    except PatchkitError:
-        warn()
-        raise
-    if entry["commit"] is None:
-        warn()
-    else:
-        reals = [Path(p) for p in entry["reals"].values()]
-        if not transaction.replay(targets, reals, lambda: plancache.commit_of(entry, command), warn):
-            return None
+    reals = [Path(p) for p in entry["reals"].values()]
+    made = None if entry["commit"] is None else (lambda: plancache.commit_of(entry, command))
+    if not transaction.replay(targets, reals, refusals, made, warn):
+        return None
     return Outcome.from_json(out), out["ok"], targets, out["left"], out["insisted"]
 
 

@@ -548,11 +548,12 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
     )
 
 
-def restored_notes(session: Session, plan: Plan) -> list[str]:
-    """After a write: which files are back to the bytes they had before patchkit."""
+def restored_notes(plan: Plan, journals: dict) -> list[str]:
+    """After a write: which files are back to the bytes they had before patchkit, by the
+    journals the write left (root -> Journal: transaction.journals_after)."""
     out = []
     for f in plan.files:
-        entry = session.journal(f.target.engine).written(f.target.engine, f.logical)
+        entry = journals[f.target.root].written(f.target.engine, f.logical)
         if entry and entry["pristine"] == sha256(f.new):
             out.append(f"{f.where()}: restored byte for byte")
     return out

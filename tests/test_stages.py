@@ -246,3 +246,17 @@ def test_apply_enters_the_judges_module_a_handful_of_times(site, tmp_path):
     args = ["--recipes", str(recipes), "apply", "widen", "--dry-run", "-t", f"sglang={root}"]
     hits = count(str(Path(transaction.__file__).with_name("judge.py")), args)
     assert 1 <= sum(hits.values()) <= 3, hits
+
+
+def test_revert_says_which_files_are_back_to_their_bytes_before_patchkit(site, run_cli):
+    """The note is read from the journal the write leaves (computed on copies), not the
+    Session's, which stays as it was loaded."""
+    root, _ = site
+    before = snapshot(root)
+    assert _cli(run_cli, site, "apply", "widen")[0] == 0
+    code, out, err = _cli(run_cli, site, "revert", "widen")
+    assert code == 0 and snapshot(root) == before, err
+    assert sorted(ln for ln in out.splitlines() if "restored byte for byte" in ln) == [
+        f"{root}/sglang/srt/gate.py: restored byte for byte",
+        f"{root}/sglang/srt/kernel.cuh: restored byte for byte",
+    ], out

@@ -33,6 +33,7 @@ class Outcome:
     @classmethod
     def of(cls, session, plan, dry_run: bool) -> "Outcome":
         from patchkit.planner import restored_notes
+        from patchkit.transaction import journals_after
 
         wrote = bool(plan.files) and not dry_run
         version = None
@@ -46,7 +47,7 @@ class Outcome:
             tuple(plan.blockers),
             tuple(str(f.path) for f in plan.files),
             tuple(session.notes()),
-            tuple(plan.notes) + (tuple(restored_notes(session, plan)) if wrote else ()),
+            tuple(plan.notes) + (tuple(restored_notes(plan, journals_after(session, plan))) if wrote else ()),
             tuple(sorted(plan.jit_modules)) if wrote else (),
             version,
         )

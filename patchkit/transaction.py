@@ -373,6 +373,7 @@ def write_commit(c: Commit) -> None:
     try:
         for root in roots:
             (_state(root) / BLOBS).mkdir(parents=True, exist_ok=True)
+            fsio.ensure_ignored(_state(root))  # patchkit's state stays out of the user's `git status`
         # (a) the markers name every path before a temp exists beside it (recover() finds the temps)
         for root in roots:
             fsio.atomic_write(_state(root) / PENDING, _dump(txn))

@@ -260,3 +260,11 @@ def test_revert_says_which_files_are_back_to_their_bytes_before_patchkit(site, r
         f"{root}/sglang/srt/gate.py: restored byte for byte",
         f"{root}/sglang/srt/kernel.cuh: restored byte for byte",
     ], out
+
+
+def test_the_first_write_keeps_patchkits_state_out_of_git_status(site, run_cli):
+    """The lock no longer makes .patchkit/; the write that does also writes its .gitignore."""
+    root, _ = site
+    assert _cli(run_cli, site, "apply", "widen")[0] == 0
+    assert (root / ".patchkit" / ".gitignore").read_text() == "*\n"
+    assert not (root / ".patchkit" / "lock").exists()

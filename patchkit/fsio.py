@@ -325,9 +325,15 @@ def _open_lock_file(root: Path, make: bool) -> Optional[int]:
         if make:
             d.mkdir(exist_ok=True)
             ensure_ignored(d)
-        return os.open(d / "lock", os.O_RDWR | os.O_NOFOLLOW | (os.O_CREAT if make else 0), 0o644)
+            return os.open(d / "lock", os.O_RDWR | os.O_NOFOLLOW | os.O_CREAT, 0o644)
+        # Only to flock it: read access is enough, and a FIFO planted there must not block.
+        fd = os.open(d / "lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
         raise _cannot_lock(root, e) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _cannot_lock(root, OSError(errno.EISDIR, "not a regular file"))
+    return fd
 
 
 def _flock(fd: int, root: Path, timeout: float, handles: list[int]) -> bool:

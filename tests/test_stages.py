@@ -268,3 +268,18 @@ def test_the_first_write_keeps_patchkits_state_out_of_git_status(site, run_cli):
     assert _cli(run_cli, site, "apply", "widen")[0] == 0
     assert (root / ".patchkit" / ".gitignore").read_text() == "*\n"
     assert not (root / ".patchkit" / "lock").exists()
+
+
+@pytest.mark.parametrize("planted", ["fifo", "dir"])
+def test_what_is_not_a_lock_file_at_patchkit_lock_is_refused_without_blocking(site, run_cli, planted):
+    root, _ = site
+    (root / ".patchkit").mkdir()
+    lock = root / ".patchkit" / "lock"
+    if planted == "fifo":
+        os.mkfifo(lock)  # opened for a flock, a FIFO would block the run
+    else:
+        lock.mkdir()
+    before = snapshot(root)
+    code, out, err = _cli(run_cli, site, "apply", "widen", "--dry-run")
+    assert code == 2 and f"{root}: cannot lock the target" in err and len(err.strip().splitlines()) == 1, err
+    assert snapshot(root) == before

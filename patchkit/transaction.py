@@ -183,12 +183,13 @@ class Commit:
     keep: dict  # root -> the blobs its journal still points at (the others go after the write)
 
 
-def freeze(session, plan, action: str) -> Commit:
+def freeze(session, plan, action: str, records: Optional[list] = None) -> Commit:
     """The Commit of a plan.  The journal is changed here, the one place (the plan's file
     writes, op marks, records dropped and versions), on copies (``journals_after``): the
-    Session the stages read is left as it was loaded."""
+    Session the stages read is left as it was loaded.  ``records``: the RECORD rewrites,
+    when ``check`` has read them already."""
     after = journals_after(session, plan)
-    writes = [Write(p, n, o) for p, n, o in _writes(session, plan, after)]
+    writes = [Write(p, n, o) for p, n, o in _writes(session, plan, after, records)]
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
     mine = [after[r] for r in roots if r in after]
     return Commit(
@@ -226,12 +227,12 @@ def journals_after(session, plan) -> dict[Path, Journal]:
     return out
 
 
-def _writes(session, plan, journals: dict[Path, Journal]) -> list[tuple[Path, bytes, Optional[bytes]]]:
+def _writes(session, plan, journals: dict[Path, Journal], records=None) -> list[tuple[Path, bytes, Optional[bytes]]]:
     """Every (path, new bytes, old bytes or None) the plan means, journal and RECORD included."""
     out: list[tuple[Path, bytes, Optional[bytes]]] = [
         (f.real, f.new, f.original if f.exists else None) for f in plan.files
     ]
-    out += record.plan_updates(session, plan)
+    out += record.plan_updates(session, plan) if records is None else records
     touched = {session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files}
     for root, j in sorted(journals.items()):
         if root not in touched:
@@ -259,16 +260,22 @@ class Refusals:
 def check(session, plan) -> Refusals:
     """Every refusal, before a directory is made or a byte written (TargetError, exit 2).
     Returns what it checked."""
+    return _check(session, plan)[0]
+
+
+def _check(session, plan) -> tuple[Refusals, list]:
+    """``check``, with the RECORD rewrites it read (record.plan_updates, computed once: the
+    write writes them)."""
     roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
     files = tuple((f.real, f.where()) for f in plan.files)
-    records: list[Path] = []
+    updates: list = []
 
     def rows() -> tuple[Path, ...]:  # last, as before: a bad RECORD is told after the roots
-        records[:] = [path for path, _, _ in record.plan_updates(session, plan)]
-        return tuple(records)
+        updates[:] = record.plan_updates(session, plan)
+        return tuple(path for path, _, _ in updates)
 
     refuse(Refusals(tuple(roots), files, ()), rows)
-    return Refusals(tuple(roots), files, tuple(records))
+    return Refusals(tuple(roots), files, tuple(path for path, _, _ in updates)), updates
 
 
 def refuse(r: Refusals, records: Optional[Callable[[], tuple]] = None) -> None:
@@ -338,10 +345,10 @@ def _writable(path: Path, where: object = None, directory: bool = False) -> None
 # -- the write --------------------------------------------------------------------------------
 
 
-def write(session, plan, action: str) -> Commit:
-    """Write the plan's files, their RECORD rows and the journal as one set (steps a-e).
-    Returns what it wrote."""
-    done = freeze(session, plan, action)
+def write(session, plan, action: str, records: Optional[list] = None) -> Commit:
+    """Write the plan's files, their RECORD rows (``records``: as ``_check`` read them) and
+    the journal as one set (steps a-e).  Returns what it wrote."""
+    done = freeze(session, plan, action, records)
     write_commit(done)
     return done
 
@@ -484,13 +491,13 @@ def finish(session, plan, action: str, dry_run: bool, notes: list[str]) -> Ran:
     plan was made under the lock, from what the session read there: nothing it read can
     have changed, so it is written as it is.  A dry run, or a plan with blockers, writes
     nothing."""
-    refusals = check(session, plan)
+    refusals, records = _check(session, plan)
     if dry_run or plan.blockers:
         return Ran(session, plan, notes, refusals, None)
     roots = [t.root for t in session.targets.values()]
     if plan.files or plan.marks or notes:
         _sweep(roots, _beside([f.real for f in session.files.values()], session.targets, session.journal))
-    done = write(session, plan, action) if plan.files or plan.marks else None
+    done = write(session, plan, action, records) if plan.files or plan.marks else None
     return Ran(session, plan, notes, refusals, done)
 
 
@@ -549,8 +556,8 @@ def _beside(reals, targets: dict, journal) -> set[Path]:
 def commit(session, plan, action: str = "apply") -> None:
     """Check and write a plan already made, under the lock: for trees patchkit made itself
     (a wheel being built, a fork's worktree), where nobody else can be writing."""
-    check(session, plan)
+    _, records = _check(session, plan)
     if plan.blockers:
         raise RuntimeError("internal: commit() of a plan with blockers")
     with fsio.locked([t.root for t in session.targets.values()]):
-        write(session, plan, action)
+        write(session, plan, action, records)

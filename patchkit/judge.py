@@ -6,8 +6,9 @@ moved (relocate.py; companion ops follow their anchor), asks upstream markers
 (markers.py), and decides *who* made an edit that is there: the journal when the file is
 exactly as patchkit wrote it, otherwise the pristine release (pristine.py), or
 ``applied?`` when there is none.  Blockers that stand are found (blockers.py).  The
-answer is a ``Verdict``; ``results`` folds verdicts into the result values that every
-command reports.  This is where states are decided.
+answer is a frozen ``Verdict`` (patchkit/verdict.py, where ``results`` folds verdicts into
+the result values that every command reports); the Session it reads is patchkit/session.py.
+This is where states are decided.
 """
 
 from __future__ import annotations

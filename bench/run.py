@@ -165,7 +165,7 @@ def bench_relocate(work: Path) -> dict:
     code = (
         "import sys, time\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from patchkit.core.project import Project\nfrom patchkit.core.judge import Session\n"
+        "from patchkit.core.project import Project\nfrom patchkit.core.session import Session\n"
         "from patchkit.base.target import open_target\nfrom patchkit.core import relocate\n"
         "from patchkit.upstream.pristine import RELEASES\n"
         f"cat = Project.locate(pins={str(ROOT / 'upstream_pins.toml')!r}).catalog()\n"
@@ -485,18 +485,19 @@ def main() -> None:
         "  apply finds statement boundaries with `ast` (C speed) and gives libcst a *view* of each file: only the",
         "  statements an op can read (those holding every word it declares in `Op.reads`), each other run of",
         "  statements standing as one placeholder line (patchkit/core/view.py). A view's `pending` or `done` is",
-        "  confirmed on the op's complete scope before it is believed (an op that under-declares its words cannot hide",
-        "  a second candidate); the confirmation is cached by the scope's content, so the *first* apply of a bundle to a",
-        "  release on a machine (the cold row) parses those scopes, and later ones, on any copy of that release, do",
-        "  not. Every edit is checked (post-condition, idempotence, round-trip, compile()), the placeholders are",
-        "  swapped back byte for byte, and files, RECORD and journal are written as one set with one commit point.",
-        "- **apply on inputs seen before** replays the plan the cache holds for them (patchkit/core/plancache.py): its",
-        "  key is a BLAKE2b digest of patchkit's code, the recipes, the targets and the options, with the bytes of",
-        "  every file that invocation's plans read (target files, journals, RECORDs). The entry (JSON) holds each file's",
-        "  new bytes as splices of its old ones, the RECORD rows, the journal and the blobs, and what the command",
-        "  prints. Under the lock every input is read again and each result checked against its digest before the",
-        "  one commit protocol writes it; libcst is never imported. What is left is start-up, reading and digesting",
-        "  the inputs, and the commit protocol's fsyncs (every file and directory, as on the cold path).",
+        "  confirmed on the op's complete scope before it is believed (an op that under-declares its words cannot",
+        "  hide a second candidate); the confirmation is cached by the scope's content, so the *first* apply of a",
+        "  bundle to a release on a machine (the cold row) parses those scopes, and later ones, on any copy of that",
+        "  release, do not. Every edit is checked (post-condition, idempotence, round-trip, compile()), the",
+        "  placeholders are swapped back byte for byte, and files, RECORD and journal are written as one set with one",
+        "  commit point.",
+        "- **apply on inputs seen before** replays the plan the cache holds for them (patchkit/core/plancache.py):",
+        "  its key is a BLAKE2b digest of patchkit's code, the recipes, the targets and the options, with the bytes",
+        "  of every file that invocation's plans read (target files, journals, RECORDs). The entry (JSON) holds each",
+        "  file's new bytes as splices of its old ones, the RECORD rows, the journal and the blobs, and what the",
+        "  command prints. Under the lock every input is read again and each result checked against its digest before",
+        "  the one commit protocol writes it; libcst is never imported. What is left is start-up, reading and",
+        "  digesting the inputs, and the commit protocol's fsyncs (every file and directory, as on the cold path).",
         "- **status** on an unchanged tree is answered from the verdict cache, whose key is a BLAKE2b digest of every",
         "  input (patchkit's code and Python version, the recipes, the target files read, the journal); nothing is",
         "  parsed, and neither libcst nor hashlib (OpenSSL) is imported. On today's trees the first `status` parses",

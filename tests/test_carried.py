@@ -159,8 +159,9 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
     the recipe as port and capture write them.  Every verdict, place, message and candidate
     score is the same."""
     from patchkit.base.target import open_target
-    from patchkit.core.judge import Session, evaluate
+    from patchkit.core.judge import evaluate
     from patchkit.core.recipe import load_recipe
+    from patchkit.core.session import Session
     from patchkit.upstream.drift import release_tree
     from patchkit.upstream.port import _flat, op_toml, raw_ops
     from tests.test_port import GATE_ONLY

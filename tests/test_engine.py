@@ -16,6 +16,7 @@ from patchkit.base.errors import TargetError
 from patchkit.base.target import open_target
 from patchkit.core import judge, planner, transaction
 from patchkit.core.project import Project
+from patchkit.core.session import Session
 from patchkit.upstream.pristine import RELEASES
 from tests.conftest import ROOT
 from tests.test_sm120 import FILES, snapshot
@@ -30,7 +31,7 @@ def pair(tree):
 def test_failure_before_the_commit_point_leaves_every_file_as_it_was(pair, monkeypatch):
     s, f, _ = pair
     before = snapshot(s), snapshot(f)
-    session = judge.Session(
+    session = Session(
         {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}, releases=RELEASES
     )
     plan = planner.plan_apply(session, Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"]))
@@ -324,13 +325,13 @@ def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
     targets = {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}
 
     monkeypatch.setattr(judge.view, "build", lambda *a, **k: None)  # the whole-file path
-    plan = planner.plan_apply(judge.Session(targets, releases=RELEASES), recipes)
-    assert plan.files == [] and plan.blockers
+    plan = planner.plan_apply(Session(targets, releases=RELEASES), recipes)
+    assert plan.files == () and plan.blockers
     assert all("communicator.py" in b and "byte for byte" in b for b in plan.blockers), plan.blockers
     monkeypatch.undo()
 
     # A view leaves the unprintable tail out as a gap (restored verbatim), so apply goes ahead.
-    session = judge.Session(targets, releases=RELEASES)
+    session = Session(targets, releases=RELEASES)
     plan = planner.plan_apply(session, recipes)
     assert not plan.blockers
     transaction.commit(session, plan)

@@ -35,7 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
 
 # Known exceptions, each with its reason; an entry that no longer holds fails the test, so the
 # list only shrinks.  Edges are (importer, imported).
-KNOWN_UPWARD: dict[tuple[str, str], str] = {}  # none: the core is handed pristine code (judge.Releases)
+KNOWN_UPWARD: dict[tuple[str, str], str] = {}  # none: the core is handed pristine code (session.Releases)
 KNOWN_CYCLES: dict[frozenset, str] = {}  # none: pristine reads releases from fetch, not drift
 
 

@@ -16,9 +16,9 @@ from patchkit.base.model import OpSpec
 from patchkit.base.states import State
 from patchkit.base.target import open_target
 from patchkit.core import relocate, view
-from patchkit.core.judge import Session
 from patchkit.core.ops import DONE, KINDS, MISSING, Located, Op, Reads
 from patchkit.core.ops.or_operand import OrOperand
+from patchkit.core.session import Session
 from patchkit.upstream.pristine import RELEASES
 
 

@@ -159,7 +159,7 @@ def test_each_check_alone_stops_its_broken_op(mini, run_cli, monkeypatch, check)
     """Disable one check: its broken op now gets written.  So every check is needed."""
     root, _ = mini
     if check == "compile":
-        monkeypatch.setattr(planner, "compile_error", lambda f: None)
+        monkeypatch.setattr(planner, "compile_error", lambda f, state: None)
         recipe = "module-return"
     else:
         monkeypatch.setattr(planner, "CHECKS", {k: v for k, v in planner.CHECKS.items() if k != check})
@@ -176,7 +176,7 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
         view = object()
         path = Path("x.py")
 
-        def printed(self):
+        def printed(self, state=None):
             view_code = "def f():\n    def g():\n        nonlocal x\n"
             whole = "def f():\n    x = 1\n    def g():\n        nonlocal x\n"
             return view_code, whole.encode()
@@ -187,9 +187,9 @@ def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():
         def decode(self, data):
             return data.decode("utf-8")
 
-    assert planner.compile_error(Doc()) is None
-    Doc.printed = lambda self: ("return 5\n", b"return 5\n")
-    assert "refused by the compile check" in planner.compile_error(Doc())
+    assert planner.compile_error(Doc(), None) is None
+    Doc.printed = lambda self, state=None: ("return 5\n", b"return 5\n")
+    assert "refused by the compile check" in planner.compile_error(Doc(), None)
 
 
 # -- every other check of the planner, fired offline --------------------------------------------

@@ -1,4 +1,5 @@
-"""The transaction: refusals before any lock or directory, one commit point for files,
+"""The transaction: refusals before any directory is made (the lock, taken first, makes
+none: tests/test_stages.py), one commit point for files,
 RECORD and journal, and a write stopped half-way that status reports truthfully and one
 command finishes.  Offline: a small package-layout tree stands in for an engine."""
 
@@ -80,7 +81,7 @@ def cli(run_cli, site, *args):
 
 
 @pytest.mark.parametrize("dry_run", [True, False])
-def test_a_refused_site_is_refused_before_any_lock_or_directory(site, run_cli, monkeypatch, dry_run):
+def test_a_refused_site_is_refused_before_any_directory_is_made(site, run_cli, monkeypatch, dry_run):
     root, _ = site
     monkeypatch.setattr(record, "system_locations", lambda: [root])
     before = snapshot(root, state=True)

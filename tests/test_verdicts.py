@@ -97,7 +97,7 @@ def test_a_tree_changed_within_the_racy_window_is_not_cached(moved, monkeypatch)
 
 @pytest.mark.parametrize("worktree", [False, True])
 def test_a_commit_in_a_checkout_or_a_worktree_changes_the_key(tmp_path, worktree):
-    """A checkout's committed code is its reference (judge.Session.head), so a commit must
+    """A checkout's committed code is its reference (Session.head), so a commit must
     change the verdict key; a worktree (``git worktree add``, `patchkit fork`) has a .git
     file naming its own git directory, whose HEAD and the repository's refs count."""
     import subprocess

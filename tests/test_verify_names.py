@@ -124,7 +124,7 @@ def test_the_whole_recipe_applies_despite_upstream_noise(mini, run_cli):
 def test_without_the_names_check_the_broken_op_is_written(mini, run_cli, monkeypatch):
     """The check is what stops it: disabled, the gate-only edit gets written."""
     root, _ = mini
-    monkeypatch.setattr(planner, "names_errors", lambda f, evs: [])
+    monkeypatch.setattr(planner, "names_errors", lambda f, state, evs: [])
     code, out, err = _apply(run_cli, mini, "gate-only")
     assert code == 0, (out, err)
     assert "_is_sm120_supported" in (root / "sglang/srt/layers/communicator.py").read_text()

@@ -16,6 +16,7 @@ from patchkit.base.errors import TargetError
 from patchkit.core import pyscope, view
 from patchkit.core.document import decode_source
 from patchkit.core.ops import DONE, KINDS, PENDING, OpParamError
+from patchkit.core.session import Session
 from patchkit.upstream.pristine import RELEASES
 
 SOURCE = '''\
@@ -274,7 +275,7 @@ def test_views_expand_byte_for_byte_and_map_lines_on_whole_trees(release_dir, en
 @pytest.mark.real
 def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree, monkeypatch):
     from patchkit.base.target import open_target
-    from patchkit.core import judge, planner
+    from patchkit.core import planner
     from patchkit.core.project import Project
     from tests.conftest import ROOT
 
@@ -282,14 +283,14 @@ def test_apply_sm120_plans_the_same_bytes_and_lines_with_and_without_views(tree,
     recipes = Project.locate(recipes=str(ROOT / "recipes")).catalog().select(["sm120"])
 
     def planned():
-        session = judge.Session(
+        session = Session(
             {"sglang": open_target("sglang", s), "flashinfer": open_target("flashinfer", f)}, releases=RELEASES
         )
         plan = planner.plan_apply(session, recipes)
         assert not plan.blockers
-        viewed = {sf.logical: sf.view is not None for sf in plan.files if sf.is_python}
+        viewed = {sf.logical: sf.viewed for sf in plan.files if sf.is_python}
         return (
-            {str(d.path): d.new_bytes() for d in plan.files},
+            {str(d.path): d.new for d in plan.files},
             [(r.id, [(o.state, o.line) for o in r.ops]) for r in plan.results],
             viewed,
         )

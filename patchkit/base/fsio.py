@@ -255,49 +255,110 @@ def lock_timeout() -> float:
     return value
 
 
+# What a filesystem answers when it will not flock a directory (NFS, some FUSE mounts).
+_NO_DIR_LOCK = (errno.EBADF, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL)
+
+
 @contextlib.contextmanager
-def locked(roots: list[Path], timeout: float | None = None) -> Iterator[None]:
-    """Hold an exclusive lock on each target root (sorted, so two invocations cannot deadlock)."""
+def locked(roots: list[Path], timeout: float | None = None, create: bool = True) -> Iterator[None]:
+    """Hold an exclusive lock on each target root (sorted, so two invocations cannot deadlock).
+
+    The lock is a ``flock`` of the root directory itself, which creates nothing: a dry run
+    or a refused apply takes it and leaves the target as it was.  A ``.patchkit/lock`` that
+    is there already (an earlier patchkit's) is locked too, so a run of that release
+    excludes this one; it is opened without following a link, never created.  Where the
+    filesystem refuses to flock a directory (``_NO_DIR_LOCK``), ``.patchkit/lock`` is the
+    lock, made when missing; with ``create`` False (a dry run) it is locked only when there,
+    and the run reads unlocked otherwise: it writes nothing."""
     timeout = lock_timeout() if timeout is None else timeout
-    handles = []
+    handles: list[int] = []
     try:
         for root in sorted(set(roots)):
-            d = root / STATE_DIR_NAME
-            try:
-                if d.is_symlink():
-                    raise TargetError(
-                        f"{d}: is a symlink; patchkit keeps its journal and lock inside the target only",
-                        "remove the symlink (patchkit recreates the directory)",
-                    )
-                d.mkdir(exist_ok=True)
-                ensure_ignored(d)
-                fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-            except OSError as e:
+            fd = _open_root(root)
+            if fd is not None and not _flock(fd, root, timeout, handles):
+                fd = None  # this filesystem refuses a directory lock: the lock file is the lock
+            lock = _open_lock_file(root, make=fd is None and create)
+            if lock is not None and not _flock(lock, root, timeout, handles):
+                os.close(lock)
                 raise TargetError(
-                    f"{root}: cannot lock the target ({e.strerror})",
-                    "the location is read-only or belongs to another user (or .patchkit/lock is a symlink);"
-                    " patch a copy, or a venv you own",
-                ) from None
-            f = os.fdopen(fd, "a+")
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        f.close()
-                        raise TargetError(
-                            f"{root}: another patchkit is working on this target (waited {timeout:g}s)",
-                            f"wait for it to finish, then run again; {LOCK_TIMEOUT_ENV} sets the wait",
-                        ) from None
-                    time.sleep(0.05)
-            handles.append(f)
+                    f"{root}: cannot lock the target (this filesystem refuses flock)",
+                    "patch a copy on a local disk",
+                )
         yield
     finally:
-        for f in handles:
-            fcntl.flock(f, fcntl.LOCK_UN)
-            f.close()
+        for fd in reversed(handles):
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _cannot_lock(root: Path, e: OSError) -> TargetError:
+    return TargetError(
+        f"{root}: cannot lock the target ({e.strerror})",
+        "the location is read-only or belongs to another user (or .patchkit/lock is a symlink);"
+        " patch a copy, or a venv you own",
+    )
+
+
+def _open_root(root: Path) -> Optional[int]:
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        raise _cannot_lock(root, e) from None
+
+
+def _open_lock_file(root: Path, make: bool) -> Optional[int]:
+    """An fd of ``root/.patchkit/lock`` to flock: None when it is not there and not to be
+    made.  Never through a symlink (at .patchkit, or at the lock): a .patchkit that is one
+    is not patchkit's, and holds no lock of its own (a write refuses it: transaction.check)."""
+    d = root / STATE_DIR_NAME
+    try:
+        if d.is_symlink() and not make:
+            return None
+        if d.is_symlink():
+            raise TargetError(
+                f"{d}: is a symlink; patchkit keeps its journal and lock inside the target only",
+                "remove the symlink (patchkit recreates the directory)",
+            )
+        if not make and not os.path.lexists(d / "lock"):
+            return None
+        if make:
+            d.mkdir(exist_ok=True)
+            ensure_ignored(d)
+            return os.open(d / "lock", os.O_RDWR | os.O_NOFOLLOW | os.O_CREAT, 0o644)
+        # Only to flock it: read access is enough, and a FIFO planted there must not block.
+        fd = os.open(d / "lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise _cannot_lock(root, e) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _cannot_lock(root, OSError(errno.EISDIR, "not a regular file"))
+    return fd
+
+
+def _flock(fd: int, root: Path, timeout: float, handles: list[int]) -> bool:
+    """Wait (up to ``timeout``) for an exclusive flock of ``fd``; held, it joins ``handles``.
+    False, with ``fd`` closed, when the filesystem refuses to flock it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            handles.append(fd)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise TargetError(
+                    f"{root}: another patchkit is working on this target (waited {timeout:g}s)",
+                    f"wait for it to finish, then run again; {LOCK_TIMEOUT_ENV} sets the wait",
+                ) from None
+            time.sleep(0.05)
+        except OSError as e:
+            if e.errno not in _NO_DIR_LOCK:
+                os.close(fd)
+                raise _cannot_lock(root, e) from None
+            os.close(fd)
+            return False
 
 
 def ensure_ignored(state_dir: Path) -> None:

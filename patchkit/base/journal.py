@@ -12,6 +12,7 @@ version (patchkit/core/judge.py: _stale_record).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from pathlib import Path
@@ -50,6 +51,14 @@ class Journal:
             j.engines, why = parse(j.loaded)
             if why:
                 j.damaged = f"{j.path} is damaged ({why})"
+        return j
+
+    def copy(self) -> "Journal":
+        """A journal to change without changing this one (the transaction computes the
+        journal a write leaves on a copy: the Session the stages read stays as loaded)."""
+        j = Journal.__new__(Journal)
+        j.__dict__.update(self.__dict__)
+        j.engines, j.blobs = copy.deepcopy(self.engines), dict(self.blobs)
         return j
 
     def _eng(self, engine: str) -> dict:

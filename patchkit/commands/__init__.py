@@ -10,7 +10,6 @@ from typing import Callable, Optional
 
 from patchkit.base import term
 from patchkit.core.project import Project
-from patchkit.upstream.pristine import RELEASES
 
 OK, NOT_THERE, USAGE = 0, 1, 2
 
@@ -74,7 +73,16 @@ class Invocation:
 def open_session(opts: Options):
     """(recipes, Session): recipes validated first (a bad recipe fails before any target
     is read), then targets.  The engine (and libcst) is imported here, not at start-up."""
-    from patchkit.core.judge import Session
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
+
+    recipes, targets, known = open_targets(opts)
+    return recipes, Session(targets, known=known, releases=RELEASES)
+
+
+def open_targets(opts: Options):
+    """(recipes, targets, every recipe of the catalog by id): what a Session is opened on,
+    found before it is (apply and revert lock the targets first, then read)."""
     from patchkit.core.project import engines_at_hand
 
     catalog = opts.project.catalog()
@@ -85,7 +93,7 @@ def open_session(opts: Options):
     needed = {e for r in recipes for e in r.engines}
     targets = opts.project.targets(opts.targets, needed)
     say_left(left)
-    return recipes, Session(targets, known=catalog.recipes, releases=RELEASES)
+    return recipes, targets, catalog.recipes
 
 
 def at_hand(recipes: list, have: set[str]) -> tuple[list, list]:

@@ -11,7 +11,7 @@ from patchkit.base import shape
 from patchkit.base.errors import PatchkitError
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import GOOD, State
-from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
+from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, open_targets, say
 from patchkit.core import report, transaction
 from patchkit.fleet import jit
 
@@ -35,6 +35,7 @@ class Outcome:
     @classmethod
     def of(cls, session, plan, dry_run: bool) -> "Outcome":
         from patchkit.core.planner import restored_notes
+        from patchkit.core.transaction import journals_after
 
         wrote = bool(plan.files) and not dry_run
         version = None
@@ -48,7 +49,7 @@ class Outcome:
             tuple(plan.blockers),
             tuple(str(f.path) for f in plan.files),
             tuple(session.notes()),
-            tuple(plan.notes) + (tuple(restored_notes(session, plan)) if wrote else ()),
+            tuple(plan.notes) + (tuple(restored_notes(plan, journals_after(session, plan))) if wrote else ()),
             tuple(sorted(plan.jit_modules)) if wrote else (),
             version,
         )
@@ -145,17 +146,10 @@ def _replayed(look, command: str, said: list[str]):
             say(w, err=True)
             said.append(w)
 
-    try:
-        transaction.refuse(refusals)
-    except PatchkitError:
-        warn()
-        raise
-    if entry["commit"] is None:
-        warn()
-    else:
-        reals = [Path(p) for p in entry["reals"].values()]
-        if not transaction.replay(targets, reals, lambda: plancache.commit_of(entry, command), warn):
-            return None
+    reals = [Path(p) for p in entry["reals"].values()]
+    made = None if entry["commit"] is None else (lambda: plancache.commit_of(entry, command))
+    if not transaction.replay(targets, reals, refusals, made, warn):
+        return None
     return Outcome.from_json(out), out["ok"], targets, out["left"], out["insisted"]
 
 
@@ -196,7 +190,6 @@ def apply(
     excludes are left out of the bundles named (a recipe in ``named`` is applied even so).
     A recipe whose rationale carries a warning has it printed, once, before its edits are
     written."""
-    warned: set[str] = set()
     said: list[str] = []  # the warnings told, in order (the plan cache tells them again)
     left: list[str] = []
     insisted: list[str] = []  # named on their own although the profile excludes them
@@ -213,24 +206,25 @@ def apply(
 
             P.check(profile, opts.project.catalog())
 
-        def make():
-            recipes, session = open_session(opts)
-            if profile is not None:
-                left[:] = profile.left_out([r.id for r in recipes], named)
-                insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
-                recipes = [r for r in recipes if r.id not in left]
+        from patchkit.core.session import Session
+        from patchkit.upstream.pristine import RELEASES
+
+        recipes, targets, known = open_targets(opts)
+        if profile is not None:
+            left[:] = profile.left_out([r.id for r in recipes], named)
+            insisted[:] = [r.id for r in recipes if r.id in profile.exclude and r.id not in left]
+            recipes = [r for r in recipes if r.id not in left]
+        with transaction.locked(targets, dry_run) as recovered:
+            session = Session(targets, known=known, releases=RELEASES)
             plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=dry_run)
             writing = {m.recipe for m in plan.marks if m.action == "applied"} if not plan.blockers else set()
-            for r in recipes:
-                w = warning(r) if r.id in writing and r.id not in warned else ""
+            for r in recipes:  # before the write, once
+                w = warning(r) if r.id in writing else ""
                 if w:
-                    warned.add(r.id)
                     said.append(f"warning: {r.id}: {w}")
                     say(said[-1], err=True)
-            return session, plan
-
-        ran = transaction.run(make, "apply", dry_run)
-        plan, notes, targets = ran.plan, list(ran.notes), ran.session.targets
+            ran = transaction.finish(session, plan, "apply", dry_run, recovered)
+        notes = list(ran.notes)
         edits = plan.edits()  # a dry run's edits count as made
         ok = not plan.blockers and all(
             r.state in GOOD
@@ -283,13 +277,14 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
         o, ok, targets, _, _ = got
         return _finish(opts, "revert", o, targets, ok, dry_run, clear_jit, [])
     from patchkit.core.planner import plan_revert
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
-    def make():
-        recipes, session = open_session(opts)
-        return session, plan_revert(session, recipes, force=force, dry_run=dry_run)
-
-    ran = transaction.run(make, "revert", dry_run)
-    plan = ran.plan
+    recipes, targets, known = open_targets(opts)
+    with transaction.locked(targets, dry_run) as recovered:
+        session = Session(targets, known=known, releases=RELEASES)
+        plan = plan_revert(session, recipes, force=force, dry_run=dry_run)
+        ran = transaction.finish(session, plan, "revert", dry_run, recovered)
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)
@@ -430,7 +425,8 @@ def _as_it_stands(opts: Options, catalog, reverted: tuple[str, ...]) -> tuple[tu
     such bundle brings.  Only recipes of the engines the targets hold are judged."""
     from dataclasses import replace
 
-    from patchkit.core.judge import evaluate, results
+    from patchkit.core.judge import evaluate
+    from patchkit.core.verdict import results
 
     if opts.targets:
         engines = set(opts.project.targets(opts.targets, set()))

@@ -12,7 +12,6 @@ from patchkit.authoring.examples import run_example
 from patchkit.base.errors import PatchkitError, RecipeError
 from patchkit.commands import NOT_THERE, OK, USAGE, say
 from patchkit.core.project import Project
-from patchkit.upstream.pristine import RELEASES
 
 # -- new ----------------------------------------------------------------------------------------
 
@@ -508,9 +507,10 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
     import tempfile
 
     from patchkit.base.target import ENGINES, Target, open_target
-    from patchkit.core.judge import Session
     from patchkit.core.planner import plan_apply
     from patchkit.core.recipe import load_recipe
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
     with tempfile.TemporaryDirectory(prefix="patchkit-capture-") as tmp:
         rpath = Path(tmp) / "recipes" / f"{rid}.toml"
@@ -538,7 +538,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
         plan = plan_apply(session, [recipe], ignore_range=True, dry_run=True)
         if plan.blockers:
             return [f"applied to the pristine release: {b}" for b in plan.blockers]
-        made = {(f.target.engine, f.logical): f.new_bytes() for f in plan.files}
+        made = {(f.target.engine, f.logical): f.new for f in plan.files}
         wrong = []
         for c in changed:
             got = made.pop((c.engine, c.logical), c.pristine)

@@ -14,7 +14,6 @@ from patchkit.core.project import Project
 from patchkit.core.report import COLORS, human
 from patchkit.upstream import drift as D
 from patchkit.upstream import fetch
-from patchkit.upstream.pristine import RELEASES
 
 ABBR = {  # matrix cells: what needs attention is in capitals
     State.APPLIED: "applied",
@@ -154,7 +153,8 @@ def drift(
     good = D.ok(res)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
     from patchkit.base.target import open_target
-    from patchkit.core.judge import Session
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
     targets = Session({e: open_target(e, p) for e, p in trees.items()}, releases=RELEASES).targets
     if as_json:

@@ -77,7 +77,8 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
     if hit is not None:
         res, targets = hit
     else:
-        from patchkit.core.judge import cacheable, evaluate, results
+        from patchkit.core.judge import evaluate
+        from patchkit.core.verdict import cacheable, results
 
         if profile is not None:  # its names, with its file and line, before the catalog selects them
             from patchkit.fleet import profile as P

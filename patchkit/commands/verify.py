@@ -20,7 +20,6 @@ from patchkit.base.states import State
 from patchkit.base.target import ENGINES
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
 from patchkit.core.recipe import ARCH_RE
-from patchkit.upstream.pristine import RELEASES
 
 ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
 
@@ -28,7 +27,8 @@ ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
 def _session(opts: Options):
     """Recipes and a Session; with --target for some engines only, each recipe is cut down
     to its ops there (the device code is FlashInfer's: its tree alone can be verified)."""
-    from patchkit.core.judge import Session
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
     catalog = opts.project.catalog()
     recipes = catalog.select(opts.names)
@@ -83,14 +83,15 @@ def _variants(session, recipes, plan, notes: list):
     """{real path: bytes} of the edited files of the FlashInfer target, pristine and patched:
     apply's plan gives the patched bytes of pending edits; for edits already applied, a
     revert plan gives the pristine ones."""
-    from patchkit.core.judge import Session
     from patchkit.core.planner import plan_revert
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
     jit_engine = (ENGINES.with_jit() or ENGINES_NONE).name
     pristine, patched = {}, {}
     for f in plan.files:
         if f.target.engine == jit_engine:
-            pristine[f.path], patched[f.path] = f.original, f.new_bytes()
+            pristine[f.path], patched[f.path] = f.original, f.new
     if any(o.state in (State.APPLIED, State.APPLIED_UNSURE) for r in plan.results for o in r.ops):
         back = plan_revert(Session(session.targets, known=session.known, releases=RELEASES), recipes, dry_run=True)
         if back.blockers:
@@ -101,7 +102,7 @@ def _variants(session, recipes, plan, notes: list):
             )
         for f in back.files:
             if f.target.engine == jit_engine and f.path not in patched:
-                pristine[f.path], patched[f.path] = f.new_bytes(), f.original
+                pristine[f.path], patched[f.path] = f.new, f.original
     return pristine, patched
 
 
@@ -211,8 +212,9 @@ def _check_applied(session, recipes, out: dict) -> None:
     """On an applied recipe apply plans no edit, so its checks would check nothing: take
     its edits back in memory instead (revert's plan, with the same checks on each edit) and
     say how many were checked that way."""
-    from patchkit.core.judge import Session
     from patchkit.core.planner import plan_revert
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
     applied = [r for r in out["recipes"] if r["edits"] == 0 and r["python"] == "ok" and r["state"] == "applied"]
     if not applied:

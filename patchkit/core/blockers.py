@@ -79,9 +79,9 @@ def search(text: str, scope: str, contains: tuple[str, ...]) -> Optional[int]:
     return text.count("\n", 0, first) + 1 if first is not None else None
 
 
-def find(session, recipe: Recipe, planned: bool = False) -> list[Found]:
+def find(session, recipe: Recipe, planned: Optional[dict] = None) -> list[Found]:
     """The blockers of ``recipe`` that stand in the targets: in the files as they are, or
-    (``planned``) as the plan's in-memory edits leave them."""
+    as a plan's edits leave them (``planned``: (engine, logical) -> the file's new bytes)."""
     out = []
     for b in recipe.blockers:
         if b.engine not in session.targets:
@@ -89,7 +89,8 @@ def find(session, recipe: Recipe, planned: bool = False) -> list[Found]:
         doc = session.file(b.engine, b.file)
         if not doc.exists:
             continue
-        text = doc.new_bytes().decode("utf-8", "surrogateescape") if planned and doc.edited else doc.text
+        new = planned.get((b.engine, b.file)) if planned else None
+        text = new.decode("utf-8", "surrogateescape") if new is not None else doc.text
         line = search(text, b.scope, b.contains)
         if line is not None:
             out.append(Found(recipe.id, b.label, b.file, b.scope, str(doc.path), line, b.message))

@@ -1,10 +1,11 @@
 """A document: one file of one target, read once per invocation.
 
-It holds the file's bytes and text, the libcst module of the whole file or of a view of it
-(patchkit/core/view.py), and the edits made so far, which stay in memory: nothing here writes.
-Ops are offered a scope (``scope``) and give back an edited one (``take``); ``new_bytes``
-is the file as it would be written.  Line numbers of nodes map back to the file through
-the view.
+It holds the file's bytes and text, and the libcst module of the whole file or of a view
+of it (patchkit/core/view.py), parsed once.  A Document is read only to the stages: an edit is a
+value the planner holds (a *state*: the file's text, or its module, edited), never kept
+here.  Ops are offered a scope of a state (``scope``); ``splice`` gives the state with an
+edited scope in its place, and ``printed`` the bytes a state would write.  Line numbers
+of nodes map back to the file through the view.
 """
 
 from __future__ import annotations
@@ -102,7 +103,6 @@ class Document:
         self.view: Optional[view.View] = None  # set when the module is a view of the file
         self._module: Optional[cst.Module] = None
         self._tree: Any = None  # ast of the original text (Python files only)
-        self._edited: Any = None  # the edited state: str (text) or cst.Module (python)
         self._printed: Optional[tuple] = None  # (state, code, bytes): printing a module is costly
         self._whole: Optional[cst.Module] = None  # the whole file, parsed to check a view's answer
 
@@ -121,8 +121,6 @@ class Document:
         """From now on, parse and edit the whole file rather than a view of it."""
         self._wants = None
         if self.view is not None:
-            if self._edited is not None:
-                raise RuntimeError(f"internal: {self.logical} was edited in a view before the whole file was needed")
             self.view, self._module = None, None
 
     @property
@@ -157,20 +155,15 @@ class Document:
         return self.module
 
     def state(self):
-        """The file as edited so far in this invocation: text, or a module (maybe a view)."""
-        if self._edited is not None:
-            return self._edited
+        """The file as read: its text, or its module (maybe a view).  The state edits start from."""
         return self.module if self.is_python else self.text
 
-    @property
-    def edited(self) -> bool:
-        return self._edited is not None
-
-    # -- edits ------------------------------------------------------------------------------
-    def scope(self, name: str):
-        """(chain, node) of a scope in the current state; pyscope.ScopeError when absent.
-        A text file has one scope: its whole text (chain is None)."""
-        cur = self.state()
+    # -- edits, as values --------------------------------------------------------------------
+    def scope(self, name: str, state: Any = None):
+        """(chain, node) of a scope in ``state`` (the file as read when None);
+        pyscope.ScopeError when absent.  A text file has one scope: its whole text (chain
+        is None)."""
+        cur = self.state() if state is None else state
         if not self.is_python:
             return None, cur
         chain = pyscope.resolve(cur, name)
@@ -281,17 +274,16 @@ class Document:
                 return None
         return "".join(out)
 
-    def take(self, chain, new_scope) -> None:
-        """Accept an op's edited scope (from ``scope``) as the file's new state."""
-        self._edited = new_scope if chain is None else pyscope.splice(chain, new_scope)
+    @staticmethod
+    def splice(chain, new_scope) -> Any:
+        """The state with an op's edited scope (from ``scope``) in the place of the old."""
+        return new_scope if chain is None else pyscope.splice(chain, new_scope)
 
-    def discard(self) -> None:
-        self._edited = None
-
-    def printed(self) -> tuple[str, bytes]:
-        """(the current state's own code, the file's new bytes), printed once per state;
-        for a view the code is the view's, the bytes are the whole file's."""
-        cur = self.state()
+    def printed(self, state: Any = None) -> tuple[str, bytes]:
+        """(a state's own code, the file's bytes in that state), printed once per state (the
+        file as read when None); for a view the code is the view's, the bytes are the whole
+        file's."""
+        cur = self.state() if state is None else state
         if self._printed is None or self._printed[0] is not cur:
             code = cur.code if isinstance(cur, cst.Module) else cur
             out = self.view.expand(code) if self.view is not None and isinstance(cur, cst.Module) else code
@@ -311,12 +303,9 @@ class Document:
             ) from None
 
     def decode(self, data: bytes) -> str:
-        """Bytes of this file (``original``, ``new_bytes()``) as text in the file's own
+        """Bytes of this file (``original``, a plan's new bytes) as text in the file's own
         encoding, to compile or to show (a byte that is not valid there reads as U+FFFD)."""
         return data.decode(self.encoding, "replace")
-
-    def new_bytes(self) -> bytes:
-        return self.printed()[1]
 
     def round_trips(self) -> bool:
         """Does libcst print this file back byte for byte?  (A view is checked the same way
@@ -324,7 +313,7 @@ class Document:
         return not self.is_python or self.view is not None or self.module.code == self.text
 
     def file_line(self, line: Optional[int]) -> Optional[int]:
-        """A line of the current code (a view's, maybe) as a line of the file."""
+        """A line of the module's code (a view's, maybe) as a line of the file."""
         return self.view.file_line(line) if self.view is not None and line else line
 
     def where(self, line: Optional[int] = None) -> str:

@@ -6,26 +6,23 @@ moved (relocate.py; companion ops follow their anchor), asks upstream markers
 (markers.py), and decides *who* made an edit that is there: the journal when the file is
 exactly as patchkit wrote it, otherwise the pristine release (pristine.py), or
 ``applied?`` when there is none.  Blockers that stand are found (blockers.py).  The
-answer is a ``Verdict``; ``results`` folds verdicts into the result values that every
-command reports.  This is where states are decided.
+answer is a frozen ``Verdict`` (patchkit/core/verdict.py, where ``results`` folds verdicts into
+the result values that every command reports); the Session it reads is patchkit/core/session.py.
+This is where states are decided.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit.base.errors import OpBug, PatchkitError, TargetError
-from patchkit.base.journal import Journal, sha256
+from patchkit.base.errors import OpBug, PatchkitError
+from patchkit.base.journal import sha256
 from patchkit.base.model import OpSpec, Recipe
-from patchkit.base.results import OpResult, RecipeResult, recipe_state
 from patchkit.base.states import State
-from patchkit.base.target import Target
 from patchkit.core import (
     blockers,
     confirm,
@@ -37,175 +34,42 @@ from patchkit.core import (
     markers,
     pyscope,
     relocate,
-    txnrecord,
-    verdicts,
     view,
 )
 from patchkit.core.document import Document
 from patchkit.core.ops import Located
+from patchkit.core.session import Session
 
-
-class Releases(Protocol):
-    """Where the judge gets pristine code (patchkit.upstream.pristine.RELEASES): the core
-    reads releases only through what the command hands it, so it imports nothing above it."""
-
-    def of(self, target: Target) -> Any:
-        """The pristine release of a target (``read``, ``module``, ``available``, ``commit``)."""
-
-    def head(self, target: Target, other_than: str) -> Any:
-        """A git checkout's HEAD as a reference, or None (see pristine.Reference.head)."""
-
-    def release(self, engine: str, version: str) -> Any:
-        """Another release of an engine, by version (a site's identity, identity.py)."""
-
-
-class Session:
-    """The targets of one invocation, their journals, and the documents read so far.
-    ``releases``: where pristine code comes from (``Releases``)."""
-
-    def __init__(
-        self, targets: dict[str, Target], known: Optional[dict[str, Recipe]] = None, *, releases: Releases
-    ) -> None:
-        self.targets = targets
-        self.provider = releases
-        # Every recipe the catalog holds, by id: the planner checks a plan's edits against
-        # those of recipes applied earlier (two recipes must not edit the same code).
-        self.known: dict[str, Recipe] = known or {}
-        self.journals: dict[Path, Journal] = {}
-        self.files: dict[tuple[str, str], Document] = {}
-        # Per (engine, root): one site-packages holds both engines, each with its own release.
-        self.references: dict[tuple[str, Path], Any] = {}
-        self.heads: dict[tuple[str, Path], Any] = {}  # a checkout's HEAD, or None
-        self.releases: dict[tuple[str, str], Any] = {}  # other releases (identity.py)
-        self.identities: dict[tuple, Optional[identity.Identity]] = {}
-        self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
-        self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
-        # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
-        # None when a file changed too recently for its timestamps to tell a later change.
-        self.swept: dict[str, Optional[str]] = {}
-        # Recipes an interrupted apply/revert was writing when it was killed (per root).
-        self.interrupted: dict[Path, txnrecord.Interrupted] = {}
-        roots = {t.root for t in targets.values()}
-        for t in targets.values():
-            found = txnrecord.interrupted(t.root, roots)
-            if found is not None:
-                self.interrupted[t.root] = found
-
-    @functools.cached_property
-    def code(self) -> str:
-        """The digest of patchkit's own code, for caches keyed on it (once per invocation)."""
-        return verdicts.code_hash()
-
-    def target(self, engine: str, recipe: Recipe) -> Target:
-        if engine not in self.targets:
-            raise TargetError(
-                f"recipe {recipe.id} edits {engine}, but there is no {engine} target",
-                f"pass --target {engine}=PATH, or run `patchkit sync` to use the pinned workspace",
-            )
-        return self.targets[engine]
-
-    def journal(self, engine: str) -> Journal:
-        root = self.targets[engine].root
-        if root not in self.journals:
-            self.journals[root] = Journal.load(root)
-        return self.journals[root]
-
-    def mid_write(self, engine: str, recipe: str) -> Optional[Journal]:
-        """The journal an interrupted write of this recipe would have left, or None."""
-        found = self.interrupted.get(self.targets[engine].root)
-        return found.journal if found is not None and recipe in found.recipes else None
-
-    def reference(self, engine: str):
-        """The pristine release of a target (``Releases.of``), opened once per invocation."""
-        t = self.targets[engine]
-        if (engine, t.root) not in self.references:
-            self.references[(engine, t.root)] = self.provider.of(t)
-        return self.references[(engine, t.root)]
-
-    def release(self, engine: str, version: str):
-        """Another release of an engine (``Releases.release``), opened once per invocation."""
-        if (engine, version) not in self.releases:
-            self.releases[(engine, version)] = self.provider.release(engine, version)
-        return self.releases[(engine, version)]
-
-    def head(self, engine: str):
-        """A git checkout's committed code (HEAD), when it is not the release's tagged
-        commit; None otherwise.  Code committed there is the checkout's own, not patchkit's."""
-        t = self.targets[engine]
-        if (engine, t.root) not in self.heads:
-            ref = self.reference(engine)
-            head = self.provider.head(t, ref.commit) if t.layout == "git" else None
-            self.heads[(engine, t.root)] = head
-        return self.heads[(engine, t.root)]
-
-    def sweep(self, engine: str) -> Target:
-        """A search of the engine's whole tree is about to read files nobody named: its
-        state is fingerprinted first (verdicts.tree_state), once, so that cached verdicts
-        are reused only while no file of the tree has changed.  Returns the target."""
-        t = self.targets[engine]
-        if engine not in self.swept:
-            self.swept[engine] = verdicts.tree_state(t)
-        return t
-
-    def file(self, engine: str, logical: str) -> Document:
-        key = (engine, logical)
-        if key not in self.files:
-            self.files[key] = Document(self.targets[engine], logical)
-        return self.files[key]
-
-    def notes(self) -> list[str]:
-        """What the user should know about the state patchkit keeps (a damaged journal)."""
-        return [
-            f"warning: {j.damaged}; read as empty (who made each edit comes from the pristine release),"
-            " and the next apply or revert rewrites it"
-            for j in self.journals.values()
-            if j.damaged
-        ]
-
-    def interrupted_recipes(self) -> dict[str, str]:
-        """recipe id -> what was interrupted ("apply" or "revert")."""
-        return {r: i.action for i in self.interrupted.values() for r in i.recipes}
+# The values a verdict is read through live in patchkit/core/verdict.py (the planner and the
+# commands read them there); named here too, for the callers that import them from the judge.
+from patchkit.core.verdict import Evaluation, Verdict
 
 
 @dataclass
-class Verdict:
-    """One op judged: where its site is (file, scope, line) and its state."""
+class _Draft:
+    """A verdict being decided: the judge's working record while one ``evaluate`` runs
+    (located, followed to where the site moved, its lines added), never handed out:
+    ``evaluate`` returns each one frozen (``Verdict``)."""
 
     recipe: Recipe
     op: OpSpec
     file: Document
     located: Located
-    scope: str  # where it was located
+    scope: str
     state: State = State.MISSING
     line: Optional[int] = None
     message: str = ""
-    lines: tuple = ()  # lines of all nodes (candidates when ambiguous)
-    root: Any = None  # (module, view) the nodes were found in, for their line numbers
-    searched: bool = False  # depends on what no digest names (a reference had later): never cached
-    stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
-    impl: Any = None  # the op bound to the pristine scope (Op.relative_to), where that told its done sites
-    candidates: tuple = ()  # identity.Candidate: the places scored, best first (moved/missing/ambiguous)
+    lines: tuple = ()
+    root: Any = None
+    searched: bool = False
+    stale: bool = False
+    impl: Any = None
+    candidates: tuple = ()
 
-    @property
-    def moved(self) -> bool:
-        return self.file.logical != self.op.file or self.scope != self.op.scope
+    moved = Verdict.moved
 
-    def location(self) -> str:
-        return f"{self.file.logical}::{self.scope or '<module>'}"
-
-    def result(self, state: Optional[State] = None, message: Optional[str] = None) -> OpResult:
-        return OpResult(
-            recipe=self.recipe.id,
-            index=self.op.index,
-            kind=self.op.kind,
-            engine=self.op.engine,
-            file=self.op.file,  # the recipe's file; ``location`` says where the code is now
-            state=state or self.state,
-            line=self.line,
-            location=(self.location() + (f":{self.line}" if self.line else "")) if self.file.exists else "",
-            message=self.message if message is None else message,
-            candidates=tuple(c.to_json() for c in self.candidates),
-        )
+    def freeze(self) -> Verdict:
+        return Verdict(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
 
 # -- locating ---------------------------------------------------------------------------------
@@ -411,8 +275,9 @@ def _context(session: Session, op: OpSpec) -> Optional[Located]:
     return op.impl.check_context(texts)
 
 
-def judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
-    """One op's verdict.  An op's code that fails is a bug (exit 3), never a verdict."""
+def judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
+    """One op's verdict, as a draft (``evaluate`` freezes it).  An op's code that fails is
+    a bug (exit 3), never a verdict."""
     try:
         return _judge(session, recipe, op)
     except PatchkitError:
@@ -421,13 +286,13 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         raise OpBug(recipe.id, op.label, e) from e
 
 
-def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
+def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
     session.target(op.engine, recipe)
     f = session.file(op.engine, op.file)
     if not f.exists:
-        ev = Verdict(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
+        ev = _Draft(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:
-        ev = Verdict(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
+        ev = _Draft(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
         if ev.located.state == State.AMBIGUOUS and f.is_python:
             ev.located, ev.impl = _against_pristine(session, recipe, op, f, ev.located)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
@@ -595,7 +460,7 @@ def at_site(ref, op: OpSpec, ev: Verdict) -> State:
     return found
 
 
-def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: Verdict, ours: bool) -> tuple[State, str]:
+def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool) -> tuple[State, str]:
     """An edit is there, and the journal cannot vouch for it: the pristine release decides.
     It is upstream's when that release has it at the identified site (``at_site``), or a
     git checkout's committed code (HEAD) does; otherwise it is patchkit's, whether or not a
@@ -663,9 +528,9 @@ def _stale_record(session: Session, op: OpSpec, f: Document) -> str:
     return ""
 
 
-def _add_lines(evals: list[Verdict]) -> None:
+def _add_lines(evals: list[_Draft]) -> None:
     """Line numbers for every verdict, one codegen pass per Python module read."""
-    by_file: dict[tuple, list[Verdict]] = {}
+    by_file: dict[tuple, list[_Draft]] = {}
     for ev in evals:
         by_file.setdefault((ev.file.path, ev.root[0] if ev.root else None), []).append(ev)
     for group in by_file.values():
@@ -684,24 +549,7 @@ def _add_lines(evals: list[Verdict]) -> None:
                 ev.message += f" (candidates at lines {', '.join(map(str, ev.lines))})"
 
 
-def in_range(recipe: Recipe, session: Session) -> tuple[Optional[bool], dict]:
-    versions, verdicts = {}, []
-    for eng, spec in recipe.engines.items():
-        t = session.targets.get(eng)
-        v = t.version if t else None
-        versions[eng] = v
-        verdicts.append(None if v is None else spec.contains(v, prereleases=True))
-    if False in verdicts:
-        return False, versions
-    if None in verdicts:
-        return None, versions
-    return True, versions
-
-
-Evaluation = list[tuple[Recipe, list[Verdict]]]
-
-
-def _follow_anchors(session: Session, recipe: Recipe, evs: list[Verdict]) -> None:
+def _follow_anchors(session: Session, recipe: Recipe, evs: list[_Draft]) -> None:
     """Ops of a recipe whose file is gone follow an op of the same file that moved: they are
     looked for in the file it went to, and their message says they followed."""
     went = {}
@@ -737,8 +585,9 @@ def target_versions(session: Session, recipe: Recipe) -> dict[str, Optional[str]
 
 def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
     """Every op of each recipe judged, on the version variant of the targets' versions
-    (``Recipe.for_versions``); the recipes come back cut down to those ops, and the
-    blockers that stand are kept in ``session.blocked``."""
+    (``Recipe.for_versions``); the recipes come back cut down to those ops, each verdict
+    frozen.  The blockers that stand, and why a nearer variant was judged, are the judge's
+    notes on the session (``session.blocked``, ``session.variant_notes``), for ``results``."""
     cut = []
     for r in recipes:
         variant, note = r.for_versions(target_versions(session, r))
@@ -763,49 +612,4 @@ def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
         # takes away (apply checks it is gone afterwards): it does not block yet.
         pending = {(ev.file.logical, ev.scope) for ev in evs if ev.state == State.PENDING}
         session.blocked[r.id] = [b for b in blockers.find(session, r) if (b.file, b.scope) not in pending]
-    return out
-
-
-def cacheable(session: Session, evaluated: Evaluation) -> bool:
-    """Can these verdicts be cached, keyed on the digests of the files read and the
-    fingerprints of the trees searched?  Not when a verdict depends on something neither
-    names, or a searched tree changed too recently for its fingerprint to be trusted."""
-    if any(fp is None for fp in session.swept.values()):
-        return False
-    return not any(ev.searched for _, evs in evaluated for ev in evs)
-
-
-def results(
-    session: Session, evaluated: Evaluation, overrides: dict | None = None, skipped: frozenset = frozenset()
-) -> list[RecipeResult]:
-    """Result values for evaluated recipes.  ``overrides`` maps (recipe, op) to the OpResult
-    a plan made; ``skipped`` are recipes apply left alone because of their version range."""
-    overrides = overrides or {}
-    interrupted = session.interrupted_recipes()
-    res = []
-    for r, evs in evaluated:
-        ops = tuple(overrides.get((r.id, ev.op.index), ev.result()) for ev in evs)
-        rng, vers = in_range(r, session)
-        state = recipe_state([o.state for o in ops])
-        msg = ""
-        if r.id in skipped:
-            state = State.SKIPPED
-            msg = (
-                "out of version range ("
-                + ", ".join(f"{e} {vers[e]} not in {r.engines[e]}" for e in r.engines)
-                + "); pass --ignore-range to apply anyway"
-            )
-        elif session.blocked.get(r.id):
-            state = State.BLOCKED
-            msg = "blocked: " + "; ".join(b.describe() for b in session.blocked[r.id])
-        elif r.id in interrupted:
-            state = State.INTERRUPTED
-            msg = (
-                f"a `patchkit {interrupted[r.id]}` was killed while writing it; "
-                f"run `patchkit {interrupted[r.id]}` to finish, or the other command to go back"
-            )
-        if r.id in session.variant_notes:
-            msg = "; ".join(m for m in (msg, session.variant_notes[r.id]) if m)
-        blocked = tuple(b.to_json() for b in session.blocked.get(r.id, ()))
-        res.append(RecipeResult(r.id, state, rng, ops, msg, vers, blocked))
-    return res
+    return [(r, [ev.freeze() for ev in evs]) for r, evs in out]

@@ -207,14 +207,14 @@ def _view_source(doc) -> str:
     return src if v.expand(src) == doc.text else v.module.code
 
 
-def check(doc, scopes: list[str]) -> list[Undefined]:
-    """The names the edits of ``doc`` (a Document, edited in memory) leave undefined in the
-    scopes its ops edited; lines are the edited file's.
+def check(doc, scopes: list[str], state=None) -> list[Undefined]:
+    """The names the edits of ``doc`` (a Document; ``state``, the planner's edited value of
+    it) leave undefined in the scopes its ops edited; lines are the edited file's.
 
     On a view, a name used inside a def and bound at module level by a statement the view
     left out (``logger``, say) is bound: no edit touched that statement.  Any other name
     that reads undefined in the view is judged on the whole file."""
-    code, new = doc.printed()
+    code, new = doc.printed(state)
     if doc.view is None:
         return introduced(doc.text, doc.decode(new), scopes)
     before, after = _parse(_view_source(doc)), _parse(code)

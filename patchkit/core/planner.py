@@ -1,8 +1,11 @@
 """The planner: every edit made in memory and checked, before anything is written.
 
 ``plan_apply`` and ``plan_revert`` take the judge's verdicts, make each op's edit (or its
-inverse) on its document, and run the ``CHECKS`` on it.  A plan with blockers writes
-nothing; otherwise patchkit/core/transaction.py writes it.  Nothing here touches the disk.
+inverse) on a value of its file (the document is only read: the edited states are the
+planner's own), and run the ``CHECKS`` on it.  They return a ``Plan``, a frozen value: for
+each file written a ``Planned`` (old and new bytes), the journal's changes as data, the
+results and the blockers.  A plan with blockers writes nothing; otherwise
+patchkit/core/transaction.py writes it.  Nothing here touches the disk.
 
 The checks, each named in the message when it refuses an edit:
 
@@ -23,8 +26,9 @@ from __future__ import annotations
 
 import ast
 import difflib
-from dataclasses import dataclass, field
-from typing import Callable, NamedTuple, Optional
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Optional
 
 import libcst as cst
 
@@ -33,10 +37,13 @@ from patchkit.base.journal import sha256
 from patchkit.base.model import Recipe
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
+from patchkit.base.target import Target
 from patchkit.core import blockers, provenance
 from patchkit.core.document import Document
-from patchkit.core.judge import Session, Verdict, cacheable, evaluate, in_range, results
+from patchkit.core.judge import evaluate
 from patchkit.core.ops._cst import same_code
+from patchkit.core.session import Session
+from patchkit.core.verdict import Verdict, cacheable, in_range, results
 
 
 class Mark(NamedTuple):
@@ -49,19 +56,47 @@ class Mark(NamedTuple):
     op: int
 
 
-@dataclass
+@dataclass(frozen=True)
+class Planned:
+    """One file a plan writes, a value: where it is, the bytes it has and the bytes it gets."""
+
+    target: Target
+    logical: str
+    path: Path  # as the recipe names it, inside the target
+    real: Path  # where the bytes are written (a symlink inside the target is written through)
+    exists: bool
+    original: bytes
+    new: bytes
+    encoding: str  # the file's own (PEP 263 for Python), to show its bytes as text
+    viewed: bool = False  # edited through a view of the file (patchkit/core/view.py)
+
+    @property
+    def is_python(self) -> bool:
+        return self.logical.endswith(".py")
+
+    def where(self, line: Optional[int] = None) -> str:
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def decode(self, data: bytes) -> str:
+        return data.decode(self.encoding, "replace")
+
+
+@dataclass(frozen=True)
 class Plan:
-    results: list[RecipeResult]
-    blockers: list[str] = field(default_factory=list)
-    files: list[Document] = field(default_factory=list)  # files with new content
-    marks: list[Mark] = field(default_factory=list)
+    """What apply or revert would do, every check done: a value (``plan_apply``,
+    ``plan_revert``), which the transaction writes as it is."""
+
+    results: tuple[RecipeResult, ...]
+    blockers: tuple[str, ...] = ()
+    files: tuple[Planned, ...] = ()  # files with new content
+    marks: tuple[Mark, ...] = ()
     # The journal's other changes, as data (the transaction makes them, with the marks):
     # records of files the code contradicts, dropped; each engine's version written against.
-    forget: list[tuple[str, str]] = field(default_factory=list)  # (engine, logical file)
-    versions: dict[str, Optional[str]] = field(default_factory=dict)
-    jit_modules: set[str] = field(default_factory=set)
-    notes: list[str] = field(default_factory=list)
-    # Made only from what the session's digests and tree fingerprints name (judge.cacheable):
+    forget: tuple[tuple[str, str], ...] = ()  # (engine, logical file)
+    versions: tuple[tuple[str, Optional[str]], ...] = ()  # (engine, version), sorted
+    jit_modules: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()
+    # Made only from what the session's digests and tree fingerprints name (verdict.cacheable):
     # the plan cache may keep it (patchkit/core/plancache.py).
     cacheable: bool = False
 
@@ -134,9 +169,10 @@ CHECKS: dict[str, Callable[[Edit], Optional[str]]] = {
 }
 
 
-def compile_error(f: Document) -> Optional[str]:
-    """The ``compile`` check, on a whole edited file: None, or why it does not compile."""
-    code, new = f.printed()
+def compile_error(f: Document, state: Any) -> Optional[str]:
+    """The ``compile`` check, on a whole edited file (``state``, as the planner edited it):
+    None, or why it does not compile."""
+    code, new = f.printed(state)
     whole = f.decode(new)
     # A view's code stands for the whole file and is cheaper to compile; a construct whose
     # binding the view left out (nonlocal) can fail there alone, so the whole file decides.
@@ -151,14 +187,14 @@ def compile_error(f: Document) -> Optional[str]:
     return f"{f.where(err.lineno)}: refused by the compile check: the edited file would not compile ({err.msg})"
 
 
-def names_errors(f: Document, evs: list[Verdict]) -> list[str]:
-    """The ``names`` check, on an edited Python file: each name the edits leave undefined in
+def names_errors(f: Document, state: Any, evs: list[Verdict]) -> list[str]:
+    """The ``names`` check, on an edited Python file (``state``): each name the edits leave undefined in
     a scope an op edited, that was not undefined there before (patchkit/core/names.py),
     named with the op that edits that scope."""
     from patchkit.core import names
 
     out = []
-    for u in names.check(f, list(dict.fromkeys(ev.scope for ev in evs))):
+    for u in names.check(f, list(dict.fromkeys(ev.scope for ev in evs)), state):
         mine = [ev for ev in evs if ev.scope == u.scope] or evs
         ev = next((e for e in mine if u.name in repr(vars(e.op.impl))), mine[0])
         out.append(
@@ -176,13 +212,14 @@ def _blocker(ev: Verdict, why: str) -> str:
     return f"{ev.recipe.id} > {ev.op.label} > {ev.file.where(ev.line)}: {why}"
 
 
-def _edit(ev: Verdict, forward: bool, force: bool = False) -> Optional[str]:
-    """Make one op's edit (or its inverse) on its document, if every check passes.
-    Returns why not, or None."""
+def _edit(ev: Verdict, state: Any, forward: bool, force: bool = False) -> tuple[Optional[str], Any]:
+    """Make one op's edit (or its inverse) on ``state``, a value of its file, if every check
+    passes.  Returns (why not or None, the file's state after it)."""
     f, impl = ev.file, ev.impl or ev.op.impl  # ev.impl: bound where the judge needed a before
     if not f.round_trips():
-        return "libcst does not print this file back byte for byte, so rewriting it could lose text; edit it by hand"
-    chain, scope = f.scope(ev.scope)
+        why = "libcst does not print this file back byte for byte, so rewriting it could lose text; edit it by hand"
+        return why, state
+    chain, scope = f.scope(ev.scope, state)
     try:
         if forward:
             impl = impl.relative_to(scope)  # the checks judge the edit against where it started
@@ -191,24 +228,23 @@ def _edit(ev: Verdict, forward: bool, force: bool = False) -> Optional[str]:
         for name, check in CHECKS.items():
             why = check(e)
             if why:
-                return f"refused by the {name} check: {why}"
+                return f"refused by the {name} check: {why}", state
     except (ValueError, LookupError, cst.CSTValidationError) as err:  # the op says it cannot
-        return f"cannot {'apply' if forward else 'revert'}: {err}"
+        return f"cannot {'apply' if forward else 'revert'}: {err}", state
     except Exception as err:
         raise OpBug(ev.recipe.id, ev.op.label, err) from err
-    f.take(chain, new)
-    return None
+    return None, f.splice(chain, new)
 
 
-def _overlapped(ev: Verdict, forward: bool, earlier: list[Verdict]) -> Optional[str]:
+def _overlapped(ev: Verdict, state: Any, forward: bool, earlier: list[Verdict]) -> Optional[str]:
     """The overlap refusal within one plan, for spans that do not start on one line (a whole
-    statement replaced, and a string inside it): after the plan's earlier edits of the file,
-    the op no longer reads as the judge read it on the file as it was."""
+    statement replaced, and a string inside it): after the plan's earlier edits of the file
+    (``state``), the op no longer reads as the judge read it on the file as it was."""
     if not earlier:
         return None
     want = State.PENDING if forward else State.DONE
     try:
-        now = (ev.impl or ev.op.impl).locate(ev.file.scope(ev.scope)[1]).state
+        now = (ev.impl or ev.op.impl).locate(ev.file.scope(ev.scope, state)[1]).state
     except LookupError:  # the scope itself is gone
         now = State.MISSING
     if now == want:
@@ -225,67 +261,109 @@ def _overlapped(ev: Verdict, forward: bool, earlier: list[Verdict]) -> Optional[
     )
 
 
-def _edit_all(
-    plan: Plan, todo: list[Verdict], overrides: dict, forward: bool, dry_run: bool, force: bool = False
-) -> None:
-    """Make each op's edit (or its inverse) in memory, in order; record what was done.
-    A dry run reports each edit as still to do."""
+class Edited(NamedTuple):
+    """What ``_edit_all`` made, as values: the files to write, the op marks, the blockers,
+    each edited op's result, and every edited file's bytes (``bytes_of``: what the blockers
+    are looked for in, as the plan leaves them)."""
+
+    files: tuple[Planned, ...]
+    marks: tuple[Mark, ...]
+    blockers: tuple[str, ...]
+    overrides: dict
+    jit_modules: frozenset[str]
+    bytes_of: dict  # (engine, logical) -> new bytes, for every file an edit was made in
+
+
+def _planned(f: Document, new: bytes) -> Planned:
+    return Planned(f.target, f.logical, f.path, f.real, f.exists, f.original, new, f.encoding, f.view is not None)
+
+
+def _edit_all(todo: list[Verdict], forward: bool, dry_run: bool, force: bool = False) -> Edited:
+    """Make each op's edit (or its inverse) on the planner's own value of its file, in
+    order; the documents are only read.  A dry run reports each edit as still to do."""
     action = "applied" if forward else "reverted"
     if dry_run:
         state, said = (State.PENDING, "would be applied") if forward else (State.APPLIED, "would be reverted")
     else:
         state, said = (State.APPLIED, "applied now") if forward else (State.PENDING, "reverted now")
-    touched: list[Document] = []
+    docs: dict[int, Document] = {}  # id(document) -> the document, in the order first edited
+    states: dict[int, Any] = {}  # id(document) -> its state after the edits taken so far
     edited: dict[int, list[Verdict]] = {}  # id(document) -> the verdicts whose edit it took
+    blocked: list[str] = []
+    marks: list[Mark] = []
+    jit: set[str] = set()
+    overrides: dict = {}
     for ev in todo:
-        why = _overlapped(ev, forward, edited.get(id(ev.file), [])) or _edit(ev, forward=forward, force=force)
+        k = id(ev.file)
+        now = states.get(k)  # None: the file as read
+        why = _overlapped(ev, now, forward, edited.get(k, []))
+        if not why:
+            why, after = _edit(ev, now, forward=forward, force=force)
         if why:
-            plan.blockers.append(_blocker(ev, why))
+            blocked.append(_blocker(ev, why))
             continue
-        if ev.file not in touched:
-            touched.append(ev.file)
-        edited.setdefault(id(ev.file), []).append(ev)
-        plan.marks.append(Mark(action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
-        plan.jit_modules.update(ev.op.jit_modules)
+        docs.setdefault(k, ev.file)
+        states[k] = after
+        edited.setdefault(k, []).append(ev)
+        marks.append(Mark(action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+        jit.update(ev.op.jit_modules)
         overrides[(ev.recipe.id, ev.op.index)] = ev.result(state, said)
-    for f in touched:
-        if f.new_bytes() == f.original:
+    files: list[Planned] = []
+    bytes_of: dict = {}
+    for k, f in docs.items():
+        new = f.printed(states[k])[1]
+        bytes_of[(f.target.engine, f.logical)] = new
+        if new == f.original:
             continue
-        why = compile_error(f) if f.is_python else None
+        why = compile_error(f, states[k]) if f.is_python else None
         if why:
-            plan.blockers.append(f"{why}; nothing was written")
+            blocked.append(f"{why}; nothing was written")
             continue
-        undefined = names_errors(f, edited[id(f)]) if forward and f.is_python else []
+        undefined = names_errors(f, states[k], edited[k]) if forward and f.is_python else []
         if undefined:
-            plan.blockers += [f"{why}; nothing was written" for why in undefined]
+            blocked += [f"{why}; nothing was written" for why in undefined]
             continue
-        plan.files.append(f)
+        files.append(_planned(f, new))
+    return Edited(tuple(files), tuple(marks), tuple(blocked), overrides, frozenset(jit), bytes_of)
 
 
-def _forget_stale(plan: Plan, session: Session, evaluated) -> None:
+class Forgotten(NamedTuple):
+    """The journal's changes besides the edits (``_forget_stale``), as data."""
+
+    forget: tuple[tuple[str, str], ...]
+    marks: tuple[Mark, ...]
+    notes: tuple[str, ...]
+    versions: tuple[tuple[str, Optional[str]], ...]
+
+
+def _forget_stale(session: Session, evaluated, files, marks) -> Forgotten:
     """Records the code contradicts (an upgrade, a reinstall) are dropped with the write:
-    the journal's entry for the file (``plan.forget``), and the op marks of ops this plan
-    does not edit.  The journal then records the version of each engine the plan writes
-    into (``plan.versions``).  Only the plan changes: the transaction changes the journal."""
-    edits = plan.edits()
+    the journal's entry for the file (``forget``), and the op marks of ops this plan does
+    not edit.  The journal then records the version of each engine the plan writes into
+    (``versions``).  Only the plan says so: the transaction changes the journal."""
+    edits = {(m.recipe, m.op) for m in marks}
     stale: dict[str, set[str]] = {}
+    forget: list[tuple[str, str]] = []
+    more: list[Mark] = []
+    notes: list[str] = []
     for _, evs in evaluated:
         for ev in evs:
             if not ev.stale:
                 continue
             stale.setdefault(ev.op.engine, set()).add(ev.file.logical)
-            plan.forget.append((ev.op.engine, ev.file.logical))
+            forget.append((ev.op.engine, ev.file.logical))
             if (ev.recipe.id, ev.op.index) not in edits:
-                plan.marks.append(Mark("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
-    for engine, files in sorted(stale.items()):
+                more.append(Mark("reverted", ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+    for engine, stale_files in sorted(stale.items()):
         was, now = session.journal(engine).version(engine), session.targets[engine].version
         if was and now and was != now:
-            plan.notes.append(
+            notes.append(
                 f"{engine} was upgraded from {was} to {now} since patchkit last wrote it: its record of"
-                f" {len(files)} file(s) the upgrade replaced is dropped (those files are not your edits)"
+                f" {len(stale_files)} file(s) the upgrade replaced is dropped (those files are not your edits)"
             )
-    for engine in sorted({f.target.engine for f in plan.files} | {m.engine for m in plan.marks}):
-        plan.versions[engine] = session.targets[engine].version
+    engines = sorted({f.target.engine for f in files} | {m.engine for m in (*marks, *more)})
+    versions = tuple((e, session.targets[e].version) for e in engines)
+    return Forgotten(tuple(forget), tuple(more), tuple(notes), versions)
 
 
 # The verdicts whose site holds (or is to hold) an edit a recipe answers for.
@@ -332,21 +410,13 @@ def _overlaps(session: Session, evaluated, action: str, before: list) -> list[st
     return out
 
 
-def _discard(plan: Plan, session: Session) -> dict:
-    """A blocked plan writes nothing: forget every in-memory edit.  Returns no overrides."""
-    plan.files, plan.marks, plan.forget, plan.versions = [], [], [], {}
-    for f in session.files.values():
-        f.discard()
-    return {}
-
-
 # -- plans ------------------------------------------------------------------------------------
 
 
 def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = False, dry_run: bool = False) -> Plan:
-    """Plan (and check) every edit that applying ``recipes`` needs."""
+    """Plan (and check) every edit that applying ``recipes`` needs: a frozen Plan."""
     evaluated = evaluate(session, recipes)
-    plan = Plan(results=[])
+    blocked: list[str] = []
     skipped = set()
     for r, evs in evaluated:
         rng, _ = in_range(r, session)
@@ -356,31 +426,46 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
         for ev in evs:
             if ev.state in (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED):
                 where = f" (at {ev.location()})" if ev.state == State.MOVED else ""
-                plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
+                blocked.append(_blocker(ev, f"{ev.state}: {ev.message}{where}"))
     kept = [(r, evs) for r, evs in evaluated if r.id not in skipped]
     before = _applied_before(session, kept)
-    plan.blockers += _overlaps(session, kept, "apply", before)
-    plan.cacheable = cacheable(session, evaluated) and cacheable(session, before)
-    overrides: dict = {}
-    if not plan.blockers:
-        todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
-        _edit_all(plan, todo, overrides, forward=True, dry_run=dry_run)
-        _forget_stale(plan, session, evaluated)
-        for r, _ in evaluated:  # what the edits leave standing
-            if r.id not in skipped:
-                session.blocked[r.id] = blockers.find(session, r, planned=True)
-                plan.blockers += [
-                    f"{r.id} is blocked by {b.label} at {b.describe()}; its edits alone would not reach its goal"
-                    for b in session.blocked[r.id]
-                ]
-        for r, evs in evaluated:
-            for ev in evs:
-                if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:
-                    overrides[(r.id, ev.op.index)] = ev.result(State.APPLIED, "already applied (nothing to do)")
-    if plan.blockers:
-        overrides = _discard(plan, session)
-    plan.results = results(session, evaluated, overrides, frozenset(skipped))
-    return plan
+    blocked += _overlaps(session, kept, "apply", before)
+    cache = cacheable(session, evaluated) and cacheable(session, before)
+    if blocked:
+        return Plan(tuple(results(session, evaluated, {}, frozenset(skipped))), tuple(blocked), cacheable=cache)
+    todo = [ev for r, evs in evaluated if r.id not in skipped for ev in evs if ev.state == State.PENDING]
+    made = _edit_all(todo, forward=True, dry_run=dry_run)
+    blocked += made.blockers
+    gone = _forget_stale(session, evaluated, made.files, made.marks)
+    standing = {}  # recipe id -> the blockers the plan's edits leave standing
+    for r, _ in evaluated:  # what the edits leave standing
+        if r.id not in skipped:
+            standing[r.id] = blockers.find(session, r, planned=made.bytes_of)
+            blocked += [
+                f"{r.id} is blocked by {b.label} at {b.describe()}; its edits alone would not reach its goal"
+                for b in standing[r.id]
+            ]
+    overrides = dict(made.overrides)
+    for r, evs in evaluated:
+        for ev in evs:
+            if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:
+                overrides[(r.id, ev.op.index)] = ev.result(State.APPLIED, "already applied (nothing to do)")
+    blocked_now = {**session.blocked, **standing}
+    if blocked:  # a blocked plan writes nothing
+        res = results(session, evaluated, {}, frozenset(skipped), blocked_now)
+        return Plan(tuple(res), tuple(blocked), cacheable=cache)
+    res = results(session, evaluated, overrides, frozenset(skipped), blocked_now)
+    return Plan(
+        tuple(res),
+        (),
+        made.files,
+        made.marks + gone.marks,
+        gone.forget,
+        gone.versions,
+        made.jit_modules,
+        gone.notes,
+        cache,
+    )
 
 
 def _changed_since_write(session: Session, f: Document, engine: str) -> Optional[str]:
@@ -405,10 +490,11 @@ _NO_REFERENCE = (
 
 
 def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dry_run: bool = False) -> Plan:
-    """Plan (and check) taking back what patchkit applied for ``recipes``."""
+    """Plan (and check) taking back what patchkit applied for ``recipes``: a frozen Plan."""
     evaluated = evaluate(session, recipes)
-    plan = Plan(results=[])
+    blocked: list[str] = []
     todo: list[Verdict] = []
+    forgotten: list[Mark] = []
     overrides: dict = {}
     for r, evs in evaluated:
         for ev in evs:
@@ -417,15 +503,15 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
                 todo.append(ev)
             elif ev.state == State.APPLIED_UNSURE:
                 # --force too: it must never edit code the pristine release may have.
-                plan.blockers.append(_blocker(ev, f"{ev.state}: {ev.message}; {_NO_REFERENCE}"))
+                blocked.append(_blocker(ev, f"{ev.state}: {ev.message}; {_NO_REFERENCE}"))
             elif ev.state == State.MODIFIED or (ev.state in (State.MISSING, State.AMBIGUOUS) and ours):
                 if force:
-                    plan.marks.append(Mark("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
+                    forgotten.append(Mark("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
                     said = "would be forgotten" if dry_run else "forgotten"
                     overrides[(r.id, ev.op.index)] = ev.result(State.PENDING, f"{said} (--force): {ev.message}")
                 else:
                     why = f"{ev.state}: {ev.message}; revert it by hand, or pass --force to forget it"
-                    plan.blockers.append(_blocker(ev, why))
+                    blocked.append(_blocker(ev, why))
     if not force:
         seen: list[Document] = []
         for ev in todo:
@@ -434,42 +520,50 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
             seen.append(ev.file)
             why = _changed_since_write(session, ev.file, ev.op.engine)
             if why:
-                plan.blockers.append(
+                blocked.append(
                     f"{ev.file.where()}: {why}; revert would rewrite a file you edited."
                     " Look at it, then pass --force to revert anyway"
                 )
     before = _applied_before(session, evaluated)
-    plan.blockers += _overlaps(session, evaluated, "revert", before)
-    plan.cacheable = cacheable(session, evaluated) and cacheable(session, before)
-    if not plan.blockers:
-        # last applied, first reverted
-        _edit_all(plan, list(reversed(todo)), overrides, forward=False, dry_run=dry_run, force=force)
-        for f in plan.files:  # the invariant, --force or not: upstream's code is never reverted
-            why = provenance.upstream_lines(session, f, [ev for ev in todo if ev.file is f])
-            if why:
-                plan.blockers.append(why)
-        _forget_stale(plan, session, evaluated)
-    if plan.blockers:
-        overrides = _discard(plan, session)
-    plan.results = results(session, evaluated, overrides)
-    return plan
+    blocked += _overlaps(session, evaluated, "revert", before)
+    cache = cacheable(session, evaluated) and cacheable(session, before)
+    if blocked:
+        return Plan(tuple(results(session, evaluated)), tuple(blocked), cacheable=cache)
+    # last applied, first reverted
+    made = _edit_all(list(reversed(todo)), forward=False, dry_run=dry_run, force=force)
+    blocked += made.blockers
+    for f in made.files:  # the invariant, --force or not: upstream's code is never reverted
+        why = provenance.upstream_lines(
+            session, f, [ev for ev in todo if ev.file.target is f.target and ev.file.logical == f.logical]
+        )
+        if why:
+            blocked.append(why)
+    marks = tuple(forgotten) + made.marks
+    gone = _forget_stale(session, evaluated, made.files, marks)
+    if blocked:
+        return Plan(tuple(results(session, evaluated)), tuple(blocked), cacheable=cache)
+    res = results(session, evaluated, {**overrides, **made.overrides})
+    return Plan(
+        tuple(res), (), made.files, marks + gone.marks, gone.forget, gone.versions, made.jit_modules, gone.notes, cache
+    )
 
 
-def restored_notes(session: Session, plan: Plan) -> list[str]:
-    """After a write: which files are back to the bytes they had before patchkit."""
+def restored_notes(plan: Plan, journals: dict) -> list[str]:
+    """After a write: which files are back to the bytes they had before patchkit, by the
+    journals the write left (root -> Journal: transaction.journals_after)."""
     out = []
     for f in plan.files:
-        entry = session.journal(f.target.engine).written(f.target.engine, f.logical)
-        if entry and entry["pristine"] == sha256(f.new_bytes()):
+        entry = journals[f.target.root].written(f.target.engine, f.logical)
+        if entry and entry["pristine"] == sha256(f.new):
             out.append(f"{f.where()}: restored byte for byte")
     return out
 
 
-def unified_diff(files: list[Document], reverse: bool = False) -> str:
-    """A diff per file, with paths relative to the target root (``git apply`` there)."""
+def unified_diff(files, reverse: bool = False) -> str:
+    """A diff per file (``Planned``), with paths relative to the target root (``git apply`` there)."""
     out = []
     for f in files:
-        old, new = f.decode(f.original), f.decode(f.new_bytes())
+        old, new = f.decode(f.original), f.decode(f.new)
         if reverse:
             old, new = new, old
         rel = f.target.relpath(f.logical)

@@ -49,10 +49,10 @@ def held(old: list[str], changed: list[int], ref: list[str]) -> Optional[tuple[i
 
 
 def upstream_lines(session, f, evs) -> Optional[str]:
-    """Why reverting ``evs`` in document ``f`` (edited in memory) would change code a
-    reference holds, or None when it would not."""
+    """Why reverting ``evs`` in file ``f`` (a planner.Planned: its original and new bytes)
+    would change code a reference holds, or None when it would not."""
     old = _lines(f.original)
-    changed = _changed(old, _lines(f.new_bytes()))
+    changed = _changed(old, _lines(f.new))
     if not changed:
         return None
     engine = evs[0].op.engine

@@ -331,7 +331,7 @@ def plan_updates(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
         changes = []
         for f in files:
             for p in dict.fromkeys([Path(f.path), Path(f.real)]):
-                changes.append((p, f.new_bytes(), f.original if f.exists else None))
+                changes.append((p, f.new, f.original if f.exists else None))
         memory, before = load_memory(root)
         out += updates(root, changes, memory)
         after = render_memory(memory)

@@ -1,15 +1,17 @@
-"""The transaction: every refusal first, then the lock, then all writes or none.  This is
+"""The transaction: the lock first, then every refusal, then all writes or none.  This is
 where bytes hit the disk: target files, their RECORD and patchkit's journal are one set.
 
-``run`` (apply and revert):
+Apply and revert, in this order (patchkit/commands/apply.py), each stage run once:
 
-1. plan, reading only (patchkit/core/planner.py);
-2. ``check``: every refusal (a system site-packages, a file or directory that cannot be
-   written, a .patchkit that is a symlink), before any lock is taken or directory made.
+1. ``locked``: lock every target root (a flock of the root directory: it creates
+   nothing, so a dry run takes it too and reads a consistent tree); finish any
+   transaction a kill interrupted (``recover``), its records checked first
+   (patchkit/core/txnrecord.py: one naming anything but this run's targets is refused);
+2. read and judge (patchkit/core/judge.py), plan (patchkit/core/planner.py): pure stages, whose
+   output, the Plan, is a frozen value.  Nothing can change what they read meanwhile;
+3. ``finish``: ``check``, every refusal (a system site-packages, a file or directory that
+   cannot be written, a .patchkit that is a symlink), before any directory is made.
    ``--dry-run`` stops here, having run every check the real run runs;
-3. lock every target root; finish any transaction a kill interrupted (``recover``), its
-   records checked first (patchkit/core/txnrecord.py: one naming anything but this run's
-   targets is refused); if a file changed since it was read, plan again under the lock;
 4. ``write``, the one commit protocol:
 
    a. in each root, ``.patchkit/txn-pending.json`` names the transaction and every path it
@@ -21,10 +23,11 @@ where bytes hit the disk: target files, their RECORD and patchkit's journal are 
    e. the commit record goes, then the pending markers, then blobs nobody needs.
 
 What is written is a value, a ``Commit`` (``freeze``: every file's new and old bytes, the
-RECORD rows, the journal, the blobs), and what ``check`` looked at is one too
-(``Refusals``), so a plan made earlier can be written without the Session that made it:
-``replay`` (patchkit/core/plancache.py) has its refusals run again, takes the lock, and writes
-only when every input the plan read is byte-identical still.
+RECORD rows, the journal as the write leaves it, computed on copies, the blobs), and what
+``check`` looked at is one too (``Refusals``), so a plan made earlier can be written
+without the Session that made it: ``replay`` (patchkit/core/plancache.py) has its refusals run
+again, takes the lock, and writes only when every input the plan read is byte-identical
+still.
 
 A kill before (c) leaves every file as it was (the next run removes the temps); a kill
 after it leaves a transaction that the next ``apply`` or ``revert`` rolls forward before
@@ -40,7 +43,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
@@ -48,7 +51,7 @@ from patchkit.base.journal import BLOBS, PATH, Journal, sha256
 from patchkit.base.target import STATE_DIR
 from patchkit.base.target import TXN_PENDING as PENDING
 from patchkit.core import record, txnrecord
-from patchkit.core.txnrecord import COMMIT, Interrupted, interrupted  # noqa: F401  (the judge reads them there)
+from patchkit.core.txnrecord import COMMIT
 
 
 def _state(root: Path) -> Path:
@@ -181,12 +184,15 @@ class Commit:
     keep: dict  # root -> the blobs its journal still points at (the others go after the write)
 
 
-def freeze(session, plan, action: str) -> Commit:
+def freeze(session, plan, action: str, records: Optional[list] = None) -> Commit:
     """The Commit of a plan.  The journal is changed here, the one place (the plan's file
-    writes, op marks, records dropped and versions), so call it once, right before the write."""
-    writes = [Write(p, n, o) for p, n, o in _writes(session, plan)]
+    writes, op marks, records dropped and versions), on copies (``journals_after``): the
+    Session the stages read is left as it was loaded.  ``records``: the RECORD rewrites,
+    when ``check`` has read them already."""
+    after = journals_after(session, plan)
+    writes = [Write(p, n, o) for p, n, o in _writes(session, plan, after, records)]
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
-    mine = [j for j in session.journals.values() if j.root in roots]
+    mine = [after[r] for r in roots if r in after]
     return Commit(
         action,
         tuple(writes),
@@ -197,29 +203,41 @@ def freeze(session, plan, action: str) -> Commit:
     )
 
 
-def _writes(session, plan) -> list[tuple[Path, bytes, Optional[bytes]]]:
+def journals_after(session, plan) -> dict[Path, Journal]:
+    """root -> the journal as the plan's write leaves it, for each root the plan changes:
+    a copy of the session's, changed (the session's own is never)."""
+    out: dict[Path, Journal] = {}
+
+    def of(engine: str) -> Journal:
+        root = session.targets[engine].root
+        if root not in out:
+            out[root] = session.journal(engine).copy()
+        return out[root]
+
+    for engine, logical in plan.forget:  # first: a file written anew then records its own pristine
+        of(engine).forget_file(engine, logical)
+    for engine, version in plan.versions:
+        of(engine).wrote_against(engine, version)
+    for f in plan.files:
+        of(f.target.engine).record_write(f.target.engine, f.logical, f.original, f.new)
+    for m in plan.marks:
+        if m.action == "applied":
+            of(m.engine).mark_applied(m.engine, m.recipe, m.recipe_sha, m.op)
+        else:
+            of(m.engine).mark_reverted(m.engine, m.recipe, m.op)
+    return out
+
+
+def _writes(session, plan, journals: dict[Path, Journal], records=None) -> list[tuple[Path, bytes, Optional[bytes]]]:
     """Every (path, new bytes, old bytes or None) the plan means, journal and RECORD included."""
     out: list[tuple[Path, bytes, Optional[bytes]]] = [
-        (f.real, f.new_bytes(), f.original if f.exists else None) for f in plan.files
+        (f.real, f.new, f.original if f.exists else None) for f in plan.files
     ]
-    out += record.plan_updates(session, plan)
-    journals: dict[Path, Journal] = {}
-    for engine, logical in plan.forget:  # first: a file written anew then records its own pristine
-        session.journal(engine).forget_file(engine, logical)
-    for engine, version in sorted(plan.versions.items()):
-        session.journal(engine).wrote_against(engine, version)
-    for f in plan.files:
-        j = session.journal(f.target.engine)
-        j.record_write(f.target.engine, f.logical, f.original, f.new_bytes())
-        journals[j.root] = j
-    for m in plan.marks:
-        j = session.journal(m.engine)
-        if m.action == "applied":
-            j.mark_applied(m.engine, m.recipe, m.recipe_sha, m.op)
-        else:
-            j.mark_reverted(m.engine, m.recipe, m.op)
-        journals[j.root] = j
-    for _, j in sorted(journals.items()):
+    out += record.plan_updates(session, plan) if records is None else records
+    touched = {session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files}
+    for root, j in sorted(journals.items()):
+        if root not in touched:
+            continue
         for sha, data in sorted(j.blobs.items()):
             p = j.dir / BLOBS / sha
             if not p.exists():
@@ -241,18 +259,24 @@ class Refusals:
 
 
 def check(session, plan) -> Refusals:
-    """Every refusal, before a lock is taken or a directory made (TargetError, exit 2).
+    """Every refusal, before a directory is made or a byte written (TargetError, exit 2).
     Returns what it checked."""
+    return _check(session, plan)[0]
+
+
+def _check(session, plan) -> tuple[Refusals, list]:
+    """``check``, with the RECORD rewrites it read (record.plan_updates, computed once: the
+    write writes them)."""
     roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
     files = tuple((f.real, f.where()) for f in plan.files)
-    records: list[Path] = []
+    updates: list = []
 
     def rows() -> tuple[Path, ...]:  # last, as before: a bad RECORD is told after the roots
-        records[:] = [path for path, _, _ in record.plan_updates(session, plan)]
-        return tuple(records)
+        updates[:] = record.plan_updates(session, plan)
+        return tuple(path for path, _, _ in updates)
 
     refuse(Refusals(tuple(roots), files, ()), rows)
-    return Refusals(tuple(roots), files, tuple(records))
+    return Refusals(tuple(roots), files, tuple(path for path, _, _ in updates)), updates
 
 
 def refuse(r: Refusals, records: Optional[Callable[[], tuple]] = None) -> None:
@@ -322,10 +346,10 @@ def _writable(path: Path, where: object = None, directory: bool = False) -> None
 # -- the write --------------------------------------------------------------------------------
 
 
-def write(session, plan, action: str) -> Commit:
-    """Write the plan's files, their RECORD rows and the journal as one set (steps a-e).
-    Returns what it wrote."""
-    done = freeze(session, plan, action)
+def write(session, plan, action: str, records: Optional[list] = None) -> Commit:
+    """Write the plan's files, their RECORD rows (``records``: as ``_check`` read them) and
+    the journal as one set (steps a-e).  Returns what it wrote."""
+    done = freeze(session, plan, action, records)
     write_commit(done)
     return done
 
@@ -357,6 +381,7 @@ def write_commit(c: Commit) -> None:
     try:
         for root in roots:
             (_state(root) / BLOBS).mkdir(parents=True, exist_ok=True)
+            fsio.ensure_ignored(_state(root))  # patchkit's state stays out of the user's `git status`
         # (a) the markers name every path before a temp exists beside it (recover() finds the temps)
         for root in roots:
             fsio.atomic_write(_state(root) / PENDING, _dump(txn))
@@ -441,8 +466,8 @@ def _dump(doc: dict) -> bytes:
 
 
 class Ran(NamedTuple):
-    """What ``run`` did: the plan, with what ``check`` looked at and what was written (None
-    when nothing was), and notes for the user."""
+    """What ``finish`` did: the plan, with what ``check`` looked at and what was written
+    (None when nothing was), and notes for the user (a recovery's)."""
 
     session: object
     plan: object
@@ -451,40 +476,57 @@ class Ran(NamedTuple):
     commit: Optional[Commit]
 
 
-def run(make_plan: Callable[[], tuple], action: str, dry_run: bool) -> Ran:
-    """Plan, check, lock, write.  ``make_plan()`` returns (session, plan) and reads only;
-    it is called again under the lock when an interrupted transaction was finished first
-    or a file changed after it was read."""
-    session, plan = make_plan()
-    refusals = check(session, plan)
+@contextlib.contextmanager
+def locked(targets: dict, dry_run: bool = False) -> Iterator[list[str]]:
+    """The first step of apply and revert: lock every target root (fsio.locked, which
+    creates nothing), then finish any transaction a kill interrupted (``recover``; not on
+    a dry run, which writes nothing and reads it as interrupted), before anything is read.
+    Yields the recovery's notes.  Inside: read, judge, plan once, then ``finish``."""
+    roots = sorted({t.root for t in targets.values()})
+    with fsio.locked(roots, create=not dry_run):
+        yield recover(roots) if not dry_run and pending_roots(roots) else []
+
+
+def finish(session, plan, action: str, dry_run: bool, notes: list[str]) -> Ran:
+    """The last steps, under ``locked``: every refusal (``check``), then the write.  The
+    plan was made under the lock, from what the session read there: nothing it read can
+    have changed, so it is written as it is.  A dry run, or a plan with blockers, writes
+    nothing."""
+    refusals, records = _check(session, plan)
+    if dry_run or plan.blockers:
+        return Ran(session, plan, notes, refusals, None)
     roots = [t.root for t in session.targets.values()]
-    if dry_run or plan.blockers or not (plan.files or plan.marks or pending_roots(roots)):
-        return Ran(session, plan, [], refusals, None)
-    notes: list[str] = []
-    with fsio.locked(roots):
-        stuck = pending_roots(roots)
-        if stuck:  # a record names only roots of this run (txnrecord): all locked already
-            notes += recover(roots)
+    if plan.files or plan.marks or notes:
         _sweep(roots, _beside([f.real for f in session.files.values()], session.targets, session.journal))
-        if stuck or _changed(session):
-            session, plan = make_plan()
-            refusals = check(session, plan)
-            if plan.blockers:
-                return Ran(session, plan, notes, refusals, None)
-        done = write(session, plan, action)
+    done = write(session, plan, action, records) if plan.files or plan.marks else None
     return Ran(session, plan, notes, refusals, done)
 
 
-def replay(targets: dict, reals: list[Path], made: Callable[[], Optional[Commit]], first: Callable[[], None]) -> bool:
-    """Write a Commit made earlier (the plan cache; its Refusals checked by the caller):
-    under the lock of every target root, with no transaction to finish, ``made()`` builds
-    it from the bytes on disk now, or says (None) that an input changed; ``first()`` runs
-    just before the write.  ``reals``: the target files the plan read.  False when nothing
-    was written: the caller plans afresh."""
+def replay(
+    targets: dict,
+    reals: list[Path],
+    refusals: Refusals,
+    made: Optional[Callable[[], Optional[Commit]]],
+    first: Callable[[], None],
+) -> bool:
+    """Write a Commit made earlier (the plan cache), in the same order as the full path:
+    lock every target root first; with no transaction to finish, its ``refusals`` run
+    again (``refuse``), then ``made()`` builds it from the bytes on disk now, or says (None)
+    that an input changed; ``first()`` runs just before the write (and before a refusal is
+    raised).  ``made`` None: the plan wrote nothing.  ``reals``: the target files the plan
+    read.  False when nothing was done: the caller plans afresh."""
     roots = [t.root for t in targets.values()]
     with fsio.locked(roots):
         if pending_roots(roots):
             return False
+        try:
+            refuse(refusals)
+        except TargetError:
+            first()
+            raise
+        if made is None:
+            first()
+            return True
         c = made()
         if c is None:
             return False
@@ -512,27 +554,11 @@ def _beside(reals, targets: dict, journal) -> set[Path]:
     return out
 
 
-def _changed(session) -> bool:
-    """Did a file or journal this plan read change before the lock was taken?"""
-    for f in session.files.values():
-        try:
-            now = fsio.read_file(f.path)
-        except TargetError:
-            return True
-        if now != (f.original if f.exists else None):
-            return True
-    for j in session.journals.values():
-        now = j.path.read_bytes() if j.path.is_file() else None
-        if now != j.loaded:
-            return True
-    return False
-
-
 def commit(session, plan, action: str = "apply") -> None:
     """Check and write a plan already made, under the lock: for trees patchkit made itself
     (a wheel being built, a fork's worktree), where nobody else can be writing."""
-    check(session, plan)
+    _, records = _check(session, plan)
     if plan.blockers:
         raise RuntimeError("internal: commit() of a plan with blockers")
     with fsio.locked([t.root for t in session.targets.values()]):
-        write(session, plan, action)
+        write(session, plan, action, records)

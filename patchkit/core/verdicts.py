@@ -177,7 +177,7 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
             for rel in ("packed-refs", f"refs/tags/v{t.version}", f"refs/tags/{t.version}"):
                 out[str(common / rel)] = file_digest(common / rel)
             out[str(t.root / ".patchkit/source.json")] = _state_digest(t.root, "source.json")
-            # The checkout's committed code (judge.Session.head): HEAD and the branch it names
+            # The checkout's committed code (Session.head): HEAD and the branch it names
             # (a worktree's HEAD is its own; its branches are the repository's).
             out[str(git / "HEAD")] = file_digest(git / "HEAD")
             named = _small_text(git, "HEAD")
@@ -268,7 +268,7 @@ def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
 
 def save(k: str, session, res: list[RecipeResult]) -> None:
     """Cache ``res`` under ``k``; only for verdicts that read no file beyond session.files
-    and the trees it swept (judge.cacheable), which the caller checks."""
+    and the trees it swept (verdict.cacheable), which the caller checks."""
     from patchkit.base import fsio
     from patchkit.base.paths import cache_dir
 

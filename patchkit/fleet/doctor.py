@@ -29,7 +29,6 @@ from patchkit.base.states import State
 from patchkit.base.target import ENGINES
 from patchkit.fleet import jit
 from patchkit.fleet.interp import jit_engine, prebuilt_module, probe_python
-from patchkit.upstream.pristine import RELEASES
 
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
 LEVELS = (OK, INFO, WARN, ERROR)
@@ -139,7 +138,10 @@ def _location(engine: str, root: Path, recipes) -> dict:
     """Recipe states of one copy of an engine, plus wheel provenance and journal health."""
     from patchkit.base.model import per_engine
     from patchkit.base.target import open_target
-    from patchkit.core.judge import Session, evaluate, results
+    from patchkit.core.judge import evaluate
+    from patchkit.core.session import Session
+    from patchkit.core.verdict import results
+    from patchkit.upstream.pristine import RELEASES
 
     loc: dict = {"root": str(root)}
     try:

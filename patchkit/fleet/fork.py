@@ -38,9 +38,11 @@ from patchkit.base.model import Recipe, per_engine
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
-from patchkit.core.judge import Session, evaluate, results
+from patchkit.core.judge import evaluate
 from patchkit.core.planner import plan_apply
+from patchkit.core.session import Session
 from patchkit.core.transaction import commit as write_plan
+from patchkit.core.verdict import results
 from patchkit.upstream.pristine import RELEASES
 
 BRANCH_PREFIX = "patchkit/"

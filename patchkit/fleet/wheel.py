@@ -43,7 +43,6 @@ from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
 from patchkit.core import record
 from patchkit.upstream import fetch
-from patchkit.upstream.pristine import RELEASES
 
 EPOCH_1980 = (1980, 1, 1, 0, 0, 0)
 COMPRESSLEVEL = 6
@@ -294,9 +293,12 @@ def build_one(
     ignore_range: bool = False,
     say: Callable[[str], None] = lambda s: None,
 ) -> Built:
-    from patchkit.core.judge import Session, evaluate, results
+    from patchkit.core.judge import evaluate
     from patchkit.core.planner import plan_apply
+    from patchkit.core.session import Session
     from patchkit.core.transaction import commit
+    from patchkit.core.verdict import results
+    from patchkit.upstream.pristine import RELEASES
 
     t0 = time.monotonic()
     info = ENGINES[src.engine]

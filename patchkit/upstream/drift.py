@@ -24,8 +24,10 @@ from patchkit.base.errors import FetchError, PatchkitError
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
-from patchkit.core.judge import Session, evaluate, results
+from patchkit.core.judge import evaluate
 from patchkit.core.recipe import Catalog
+from patchkit.core.session import Session
+from patchkit.core.verdict import results
 from patchkit.core.verdicts import code_hash
 from patchkit.upstream import fetch
 from patchkit.upstream.fetch import release_tree  # noqa: F401  (drift's name for it, kept for its callers)

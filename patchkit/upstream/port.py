@@ -48,7 +48,6 @@ from patchkit.base.states import State
 from patchkit.base.target import Target
 from patchkit.core import relocate
 from patchkit.core.ops._cst import tokens, words
-from patchkit.upstream.pristine import RELEASES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -390,7 +389,8 @@ def _on(when, engine: str):
 
 
 def _session(engine: str, tree: Target):
-    from patchkit.core.judge import Session
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
 
     return Session({engine: tree}, releases=RELEASES)
 

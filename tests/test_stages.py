@@ -26,7 +26,7 @@ from patchkit.core.judge import evaluate
 from patchkit.core.planner import Plan, Planned, plan_apply
 from patchkit.core.project import Project
 from patchkit.core.session import Session
-from patchkit.core.verdict import Verdict
+from patchkit.core.verdict import Evaluation, Verdict
 from patchkit.upstream.pristine import RELEASES
 from tests.conftest import mini_sglang
 from tests.test_transaction import KERNEL, MODULE, RECIPE, snapshot
@@ -66,6 +66,19 @@ def test_verdicts_are_frozen_values(site):
         evs[0].state = "applied"
     refined = dataclasses.replace(evs[0], message="refined")  # a stage that refines one makes a new one
     assert refined.message == "refined" and evs[0].message != "refined"
+
+
+def test_the_judges_answer_is_a_value_and_the_session_holds_none_of_it(site):
+    """What the judge notes besides verdicts (blockers that stand, why a nearer variant was
+    judged) is part of its answer, not written onto the Session it read."""
+    root, recipes = site
+    session = _session(root)
+    before = set(vars(session))
+    judged = evaluate(session, _recipes(recipes))
+    assert isinstance(judged, Evaluation) and dict(judged.blocked) == {"widen": ()} and dict(judged.notes) == {}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        judged.blocked = {}
+    assert set(vars(session)) - before <= {"code"} and not hasattr(session, "blocked")  # code: memoized
 
 
 def test_a_plan_is_a_frozen_value_and_the_documents_it_read_are_unchanged(site):

@@ -586,13 +586,13 @@ def target_versions(session: Session, recipe: Recipe) -> dict[str, Optional[str]
 def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
     """Every op of each recipe judged, on the version variant of the targets' versions
     (``Recipe.for_versions``); the recipes come back cut down to those ops, each verdict
-    frozen.  The blockers that stand, and why a nearer variant was judged, are the judge's
-    notes on the session (``session.blocked``, ``session.variant_notes``), for ``results``."""
-    cut = []
+    frozen, with the blockers that stand and why a nearer variant was judged: a value
+    (``Evaluation``); the Session is only read."""
+    cut, notes = [], {}
     for r in recipes:
         variant, note = r.for_versions(target_versions(session, r))
         if note:
-            session.variant_notes[r.id] = note
+            notes[r.id] = note
         cut.append(variant)
     recipes = cut
     for r in recipes:  # what each Python file will be read for, before any is parsed
@@ -607,9 +607,10 @@ def evaluate(session: Session, recipes: list[Recipe]) -> Evaluation:
     for r, evs in out:
         _follow_anchors(session, r, evs)
     _add_lines([ev for _, evs in out for ev in evs])
+    blocked = {}
     for r, evs in out:
         # A blocker in the very scope one of the recipe's pending ops edits is what that op
         # takes away (apply checks it is gone afterwards): it does not block yet.
         pending = {(ev.file.logical, ev.scope) for ev in evs if ev.state == State.PENDING}
-        session.blocked[r.id] = [b for b in blockers.find(session, r) if (b.file, b.scope) not in pending]
-    return [(r, [ev.freeze() for ev in evs]) for r, evs in out]
+        blocked[r.id] = tuple(b for b in blockers.find(session, r) if (b.file, b.scope) not in pending)
+    return Evaluation(tuple((r, tuple(ev.freeze() for ev in evs)) for r, evs in out), blocked, notes)

@@ -390,7 +390,7 @@ def _overlaps(session: Session, evaluated, action: str, before: list) -> list[st
     The plan's recipes are checked against each other and against every recipe the
     journal says patchkit applied (``before``: _applied_before)."""
     mine = {r.id for r, _ in evaluated}
-    everything = list(evaluated) + before
+    everything = [*evaluated, *before]
     sites: dict[tuple, Verdict] = {}
     out = []
     for _, evs in everything:
@@ -450,7 +450,7 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
         for ev in evs:
             if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:
                 overrides[(r.id, ev.op.index)] = ev.result(State.APPLIED, "already applied (nothing to do)")
-    blocked_now = {**session.blocked, **standing}
+    blocked_now = {**evaluated.blocked, **standing}
     if blocked:  # a blocked plan writes nothing
         res = results(session, evaluated, {}, frozenset(skipped), blocked_now)
         return Plan(tuple(res), tuple(blocked), cacheable=cache)

@@ -1,9 +1,9 @@
 """The Session: the inputs of one invocation, read once, for the stages to read.
 
 The targets, their journals (as loaded: nothing here changes them; the transaction
-computes the journal a write leaves on copies), the documents read so far, the pristine
-references opened, and what the judge noted while judging (``blocked``, ``variant_notes``:
-its own answers, kept for `status`).  Every method reads, or memoizes a read.
+computes the journal a write leaves on copies), the documents read so far, and the pristine
+references opened (through the ``Releases`` the command hands it).  Every method reads, or
+memoizes a read; the judge's answers are its own value (verdict.Evaluation).
 """
 
 from __future__ import annotations
@@ -56,8 +56,6 @@ class Session:
         self.heads: dict[tuple[str, Path], Any] = {}  # a checkout's HEAD, or None
         self.releases: dict[tuple[str, str], Any] = {}  # other releases (identity.py)
         self.identities: dict[tuple, Optional[identity.Identity]] = {}
-        self.blocked: dict[str, list] = {}  # recipe id -> blockers.Found standing now
-        self.variant_notes: dict[str, str] = {}  # recipe id -> why the nearest variant was judged
         # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
         # None when a file changed too recently for its timestamps to tell a later change.
         self.swept: dict[str, Optional[str]] = {}

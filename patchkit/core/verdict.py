@@ -8,7 +8,8 @@ A Verdict is frozen: a stage that refines one makes a new one (``dataclasses.rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from patchkit.base.model import OpSpec, Recipe
@@ -58,7 +59,25 @@ class Verdict:
         )
 
 
-Evaluation = list[tuple[Recipe, list[Verdict]]]
+@dataclass(frozen=True)
+class Evaluation:
+    """The judge's answer for a list of recipes, a value: each recipe cut to the variant of
+    the targets' versions with its ops' verdicts (iterating gives ``(recipe, verdicts)``),
+    the blockers that stand (recipe id -> blockers.Found), and why a nearer variant was
+    judged (recipe id -> note)."""
+
+    judged: tuple[tuple[Recipe, tuple[Verdict, ...]], ...] = ()
+    blocked: Mapping[str, tuple] = field(default_factory=dict)
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[tuple[Recipe, tuple[Verdict, ...]]]:
+        return iter(self.judged)
+
+    def __len__(self) -> int:
+        return len(self.judged)
+
+    def __bool__(self) -> bool:
+        return bool(self.judged)
 
 
 def in_range(recipe: Recipe, session) -> tuple[Optional[bool], dict]:
@@ -96,9 +115,10 @@ def results(
     """Result values for evaluated recipes.  ``overrides`` maps (recipe, op) to the OpResult
     a plan made; ``skipped`` are recipes apply left alone because of their version range;
     ``blocked`` (recipe id -> blockers.Found) the blockers a plan leaves standing, else the
-    judge's (``session.blocked``)."""
+    judge's (``evaluated.blocked``)."""
     overrides = overrides or {}
-    blocked = session.blocked if blocked is None else blocked
+    blocked = evaluated.blocked if blocked is None else blocked
+    notes = evaluated.notes
     interrupted = session.interrupted_recipes()
     res = []
     for r, evs in evaluated:
@@ -122,8 +142,8 @@ def results(
                 f"a `patchkit {interrupted[r.id]}` was killed while writing it; "
                 f"run `patchkit {interrupted[r.id]}` to finish, or the other command to go back"
             )
-        if r.id in session.variant_notes:
-            msg = "; ".join(m for m in (msg, session.variant_notes[r.id]) if m)
+        if r.id in notes:
+            msg = "; ".join(m for m in (msg, notes[r.id]) if m)
         found = tuple(b.to_json() for b in blocked.get(r.id, ()))
         res.append(RecipeResult(r.id, state, rng, ops, msg, vers, found))
     return res

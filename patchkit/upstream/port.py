@@ -404,7 +404,8 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
     ops, _ = chosen_ops(recipe, engine, version)
     flat = _flat(recipe, engine, ops, version)
     session = _session(engine, tree)
-    ((_, evs),) = evaluate(session, [flat])
+    judged = evaluate(session, [flat])
+    ((_, evs),) = judged
     out = []
     for ev in evs:
         op = ev.op
@@ -438,7 +439,7 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
     edited = {(p.file, p.scope) for p in out if p.action in ("retarget", "followed")}
     standing = [
         f"{b.label} at {b.file}:{b.line}: {b.message}"
-        for b in session.blocked.get(flat.id, ())
+        for b in judged.blocked.get(flat.id, ())
         if (b.file, b.scope) not in edited
     ]
     return out, standing

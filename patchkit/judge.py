@@ -26,6 +26,7 @@ from patchkit import (
     context,
     edited,
     equivalent,
+    follow,
     fuzzed,
     identity,
     markers,
@@ -426,6 +427,27 @@ def _singled_out(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc:
     return Located(one.state, one.nodes, why), bound
 
 
+def _followed(session: Session, op: OpSpec, f: Document) -> Optional[tuple[str, Located]]:
+    """The site not found, its named def still standing: the one def it calls (follow.py:
+    one level, the same module) that holds the op's edit made, where the pristine release
+    holds it made too, as (that def, DONE there): upstream moved the code into a helper and
+    made the edit there.  None otherwise: no callee holds it, several do, one holds it
+    pending (a shared helper is not the def the recipe named: never edited), or the release
+    does not hold it (then nothing says who made it)."""
+    if op.impl.language != "python" or not op.scope or not op.impl.RELOCATABLE:
+        return None
+    module = f.whole_module()
+    found = follow.sites(op, module, op.scope)
+    if len(found) != 1 or found[0][1].state != State.DONE:
+        return None
+    name, loc = found[0]
+    ref = session.reference(op.engine)
+    if not ref.available or pristine_state(ref, op, f.logical, name) != State.DONE:
+        return None
+    said = f"not in {op.scope}, which calls {name} (same module): that holds the edit, as {ref.what} does"
+    return name, Located(State.DONE, loc.nodes, said)
+
+
 def _context(session: Session, op: OpSpec) -> Optional[Located]:
     """An op whose verdict depends on other files (Op.context_files) judges them here."""
     files = op.impl.context_files
@@ -494,6 +516,11 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
         elif got is not None:
             ev.searched = True  # not cacheable: a reference may be had later
             ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[2]}")
+    if ev.located.state == State.MISSING and not ev.located.nodes and ev.file is f and f.exists and f.is_python:
+        # Its named def still stands but the site left it for a helper the def calls.
+        followed = _followed(session, op, f)
+        if followed is not None:
+            ev = dataclasses.replace(ev, scope=followed[0], located=followed[1])
     if ev.located.state == State.PENDING:
         ev.located = _context(session, op) or ev.located
     st, reason = ev.located.state, ev.located.reason

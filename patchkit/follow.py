@@ -10,9 +10,14 @@ called by its name, or, from a method, a method of the same class called on ``se
 ``cls``.  One level only, never an import (another module's helper is another module's code).
 
 This module only finds; the judge decides (judge._followed): it believes a callee only where
-exactly one holds the op's site, done, and the pristine release holds it done there too:
-``upstream``.  A callee holding the site pending is named, never edited: a shared helper is
-not the def the recipe named, and editing it would change every caller.
+exactly one holds the op's site, done; that statement, whole, is the home release's site
+statement with the op's edit made, but for what upstream may add beside it (identity.SITE_DONE
+of its tokens, the bar a done site in its own scope meets); and the pristine release holds it
+done there too: ``upstream``.  The statement whole, a compound one with its body and arms: a
+condition upstream rewrote into a dispatcher (`if major == 9: return ...` / `elif major >= 10:`)
+is not the patch's `if major == 9: minor = ...`, though its header is.  A callee holding the
+site pending is never edited: a shared helper is not the def the recipe named, and editing it
+would change every caller.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import libcst as cst
 
 from patchkit import pyscope
 from patchkit.ops import DONE, PENDING, Located
+from patchkit.ops._cst import kids, node_tokens
 
 
 def callees(module: cst.Module, scope: str) -> list[str]:
@@ -69,6 +75,29 @@ def _calls(node: cst.CSTNode) -> Iterator[tuple[str, bool]]:
 
 def _kids(node: cst.CSTNode) -> list:
     return list(node.children)
+
+
+def statement(scope: cst.CSTNode, node: cst.CSTNode) -> tuple[str, ...]:
+    """The tokens of the innermost statement of ``scope`` that holds ``node``: a simple
+    statement's line, or a compound statement whole (its body and its ``elif``/``else``
+    arms: what a condition governs is part of what it says); () when none holds it."""
+    stack = [(scope, None)]
+    while stack:
+        n, own = stack.pop()
+        if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            own = n
+        if n is node:
+            return node_tokens(own) if own is not None else ()
+        stack.extend((c, own) for c in reversed(kids(n)))
+    return ()
+
+
+def alike(a: tuple[str, ...], b: tuple[str, ...]) -> float:
+    """The share of two token sequences in common (difflib's ratio, as the identity's site
+    part and git's rename score measure it)."""
+    import difflib
+
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() if a and b else 0.0
 
 
 def sites(op, module: cst.Module, scope: str) -> list[tuple[str, Located]]:

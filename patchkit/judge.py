@@ -427,7 +427,7 @@ def _singled_out(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc:
     return Located(one.state, one.nodes, why), bound
 
 
-def _followed(session: Session, op: OpSpec, f: Document) -> Optional[tuple[str, Located]]:
+def _followed(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> Optional[tuple[str, Located]]:
     """The site not found, its named def still standing: the one def it calls (follow.py:
     one level, the same module) that holds the op's edit made, where the pristine release
     holds it made too, as (that def, DONE there): upstream moved the code into a helper and
@@ -441,11 +441,36 @@ def _followed(session: Session, op: OpSpec, f: Document) -> Optional[tuple[str, 
     if len(found) != 1 or found[0][1].state != State.DONE:
         return None
     name, loc = found[0]
+    home = _home_statement(session, recipe, op)
+    there = follow.statement(pyscope.resolve(module, name)[-1], loc.nodes[0]) if len(loc.nodes) == 1 else ()
+    if not home or follow.alike(home, there) < identity.SITE_DONE:
+        return None
     ref = session.reference(op.engine)
     if not ref.available or pristine_state(ref, op, f.logical, name) != State.DONE:
         return None
     said = f"not in {op.scope}, which calls {name} (same module): that holds the edit, as {ref.what} does"
     return name, Located(State.DONE, loc.nodes, said)
+
+
+def _home_statement(session: Session, recipe: Recipe, op: OpSpec) -> tuple[str, ...]:
+    """The tokens of the site's statement in the identity's home release, the op's edit made
+    there (follow.statement); () when no home release holds the site pending, alone."""
+    ident = identity.of(session, recipe, op)
+    ref = next((r for label, r in identity._homes(session, recipe, op) if ident and label == ident.release), None)
+    module = ref.module(op.file) if ref is not None else None
+    if module is None:
+        return ()
+    try:
+        scope = pyscope.resolve(module, op.scope)[-1]
+        if op.impl.locate(scope).state != State.PENDING:
+            return ()
+        edited_scope = op.impl.apply(scope)
+    except (pyscope.ScopeError, ValueError, LookupError, cst.CSTValidationError):
+        return ()
+    done = op.impl.locate(edited_scope)
+    if done.state != State.DONE or len(done.nodes) != 1:
+        return ()
+    return follow.statement(edited_scope, done.nodes[0])
 
 
 def _context(session: Session, op: OpSpec) -> Optional[Located]:
@@ -518,7 +543,7 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> Verdict:
             ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[2]}")
     if ev.located.state == State.MISSING and not ev.located.nodes and ev.file is f and f.exists and f.is_python:
         # Its named def still stands but the site left it for a helper the def calls.
-        followed = _followed(session, op, f)
+        followed = _followed(session, recipe, op, f)
         if followed is not None:
             ev = dataclasses.replace(ev, scope=followed[0], located=followed[1])
     if ev.located.state == State.PENDING:

@@ -155,3 +155,73 @@ class K:
     assert follow.callees(module, "a") == ["b", "c", "e"]  # not os.path.join, imported, nor inner's d
     assert follow.callees(module, "K.m") == ["K.n", "a"]
     assert follow.callees(module, "K") == [] and follow.callees(module, "nowhere") == []
+
+
+# The statement whole: a condition's body and arms are part of what it says.
+SUFFIX_RECIPE = """
+id = "widen"
+summary = "the a suffix for major 9 only"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "replace-expr"
+engine = "sglang"
+file = "sglang/srt/jit.py"
+scope = "Ctx.__init__"
+[ops.locator]
+match = "major >= 9"
+[ops.params]
+with = "major == 9"
+"""
+SUFFIX_HOME = """
+class Ctx:
+    def __init__(self):
+        for major, minor in caps():
+            if major >= 9:
+                minor = str(minor) + "a"
+            self.archs.add((major, minor))
+"""
+SUFFIX_HELPER = """
+class Ctx:
+    def __init__(self):
+        for major, minor in caps():
+            self.archs.add(self._normalize(major, minor))
+
+    @staticmethod
+    def _normalize(major, minor):
+{body}
+        return (major, minor)
+"""
+# FlashInfer 0.6.8's dispatcher: `major == 9` leads it, but 10 and up still get the suffix.
+DISPATCHER = """        if major == 9:
+            return (major, str(minor) + "a")
+        elif major >= 10:
+            return (major, str(minor) + "a")"""
+SAME = """        if major == 9:
+            minor = str(minor) + "a\""""
+
+
+@pytest.mark.parametrize("body, want", [(DISPATCHER, "missing"), (SAME, "upstream")], ids=["dispatcher", "same"])
+def test_the_callee_statement_is_the_site_statement_whole(tmp_path, run_cli, monkeypatch, body, want):
+    now = SUFFIX_HELPER.format(body=body)
+    root = mini_sglang(tmp_path / "site", {FILE: now, "sglang/version.py": '__version__ = "0.5.12"\n'})
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "widen.toml").write_text(SUFFIX_RECIPE)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    release_in_cache(cache, "sglang", "0.5.9", {"sglang/__init__.py": "", FILE: SUFFIX_HOME})
+    release_in_cache(cache, "sglang", "0.5.12", {"sglang/__init__.py": "", FILE: now})
+    _, out, _ = run_cli("--recipes", str(tmp_path / "recipes"), "status", "widen", "-t", f"sglang={root}", "--json")
+    o = json.loads(out)["recipes"][0]["ops"][0]
+    assert o["state"] == want, o
+
+
+def test_statement_is_the_innermost_whole_and_alike_is_a_token_share():
+    import libcst as cst
+
+    scope = cst.parse_module("def f(x):\n    if x:\n        y = g(x, 1)\n    else:\n        y = 0\n").body[0]
+    call = scope.body.body[0].body.body[0].body[0].value
+    assert follow.statement(scope, call) == ("y", "=", "g", "(", "x", ",", "1", ")")
+    cond = scope.body.body[0].test
+    assert follow.statement(scope, cond)[:3] == ("if", "x", ":") and "else" in follow.statement(scope, cond)
+    assert follow.alike(("a", "b"), ("a", "b")) == 1.0 and follow.alike((), ("a",)) == 0.0

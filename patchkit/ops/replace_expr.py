@@ -43,7 +43,7 @@ def _is_block(node) -> bool:
 
 def _masked(chain: tuple, node) -> tuple[str, ...]:
     """The tokens of the occurrence's own statement (its innermost small statement, else
-    its outermost enclosing expression) with the occurrence itself as ``…``."""
+    its outermost enclosing expression) with the occurrence itself masked by one name."""
     own = next((a for a in reversed(chain) if isinstance(a, cst.BaseSmallStatement)), None)
     if own is None:
         exprs = [a for a in chain if isinstance(a, cst.BaseExpression)]
@@ -76,7 +76,7 @@ class ReplaceExpr(Op):
             )
         self.old, self.new = meaning(self.match_src), meaning(self.with_src)  # for is_applied
         self._before: tuple = ()  # labels of the occurrences where it read pending (relative_to)
-        self._only: Optional[int] = None  # bound to one occurrence by its ordinal (``only``)
+        self._only: Optional[tuple] = None  # bound to one occurrence: (its key, its rank) (``only``)
         self.count = locator.get("count", 1)
         if self.count < 1:
             raise OpParamError("locator.count", f"must be at least 1, not {self.count}")

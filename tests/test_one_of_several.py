@@ -208,3 +208,29 @@ def test_a_sibling_writing_the_same_replacement_is_told_apart_after_apply(tmp_pa
     assert [o["state"] for o in json.loads(out)["recipes"][0]["ops"]] == ["applied", "applied"], out
     code, out, err = cli("revert", "nsa")
     assert code == 0 and (root / FILE).read_text() == LATER, (out, err)
+
+
+@pytest.mark.real
+def test_on_sglang_0_5_12_apply_edits_the_bf16_default_alone_and_reverts(tmp_path, run_cli):
+    """The corpus recipe (GLM-5 guide, patch 3, with patch 2's prefill op) on the real 0.5.12:
+    of the three `"trtllm"` of `_set_default_nsa_backends` (1724, 1726, 1739) apply edits 1739
+    alone, status then reads both ops applied, revert restores the release's bytes."""
+    from patchkit import drift
+    from tests.conftest import ROOT, copy_linked
+
+    tree = copy_linked(drift.release_tree("sglang", "0.5.12"), tmp_path / "sglang")
+    path = tree / FILE
+    before = path.read_text()
+    args = ("--recipes", str(ROOT / "tests" / "corpus" / "recipes"))
+    target = ("-t", f"sglang={tree}")
+    code, out, err = run_cli(*args, "apply", "corpus-glm5guide-nsa-backends", *target)
+    assert code == 0, (out, err)
+    changed = [
+        i for i, (a, b) in enumerate(zip(before.splitlines(), path.read_text().splitlines(), strict=True), 1) if a != b
+    ]
+    assert changed == [1737, 1739, 1743], changed  # the two prefill defaults of op #1, and 1739
+    assert path.read_text().splitlines()[1738].strip() == 'self.nsa_decode_backend = "flashinfer"'
+    code, out, _ = run_cli(*args, "status", "corpus-glm5guide-nsa-backends", *target, "--json")
+    assert [o["state"] for o in json.loads(out)["recipes"][0]["ops"]] == ["applied", "applied"], out
+    code, out, err = run_cli(*args, "revert", "corpus-glm5guide-nsa-backends", *target)
+    assert code == 0 and path.read_text() == before, (out, err)

@@ -429,11 +429,13 @@ def _singled_out(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc:
 
 def _followed(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> Optional[tuple[str, Located]]:
     """The site not found, its named def still standing: the one def it calls (follow.py:
-    one level, the same module) that holds the op's edit made, where the pristine release
-    holds it made too, as (that def, DONE there): upstream moved the code into a helper and
-    made the edit there.  None otherwise: no callee holds it, several do, one holds it
-    pending (a shared helper is not the def the recipe named: never edited), or the release
-    does not hold it (then nothing says who made it)."""
+    one level, the same module) that holds the op's edit made, in a statement that is,
+    whole, the home release's site statement with the edit made (identity.SITE_DONE of its
+    tokens), where the pristine release holds it made too, as (that def, DONE there):
+    upstream moved the code into a helper and made the edit there.  None otherwise: no
+    callee holds it, several do, one holds it pending (a shared helper is not the def the
+    recipe named: never edited), its statement is another, or the release does not hold it
+    (then nothing says who made it)."""
     if op.impl.language != "python" or not op.scope or not op.impl.RELOCATABLE:
         return None
     module = f.whole_module()
@@ -447,7 +449,7 @@ def _followed(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> Opti
         return None
     ref = session.reference(op.engine)
     if not ref.available or pristine_state(ref, op, f.logical, name) != State.DONE:
-        return None
+        return None  # (without a release, the verdict is not cached: edited.upstream_in_place)
     said = f"not in {op.scope}, which calls {name} (same module): that holds the edit, as {ref.what} does"
     return name, Located(State.DONE, loc.nodes, said)
 

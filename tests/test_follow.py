@@ -61,7 +61,8 @@ def _status(tmp_path, run_cli, monkeypatch, now, released=None, scope="gen_modul
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
     release_in_cache(cache, "sglang", "0.5.9", {"sglang/__init__.py": "", FILE: home})
-    release_in_cache(cache, "sglang", "0.5.12", {"sglang/__init__.py": "", rel: released or now})
+    if released is not False:
+        release_in_cache(cache, "sglang", "0.5.12", {"sglang/__init__.py": "", rel: released or now})
     _, out, _ = run_cli("--recipes", str(tmp_path / "recipes"), "status", "widen", "-t", f"sglang={root}", "--json")
     return json.loads(out)["recipes"][0]["ops"][0]
 
@@ -71,6 +72,25 @@ def test_the_edit_upstream_made_in_the_helper_the_named_def_calls_reads_upstream
     assert o["state"] == "upstream", o
     assert o["location"] == f"{FILE}::build_inputs:{LINE}", o
     assert "calls build_inputs" in o["message"], o
+
+
+def test_with_no_release_to_read_it_is_missing_and_not_cached(tmp_path, run_cli, monkeypatch):
+    """Who made the helper's edit cannot be told without the release: missing, and the
+    verdict is not cacheable (judge.cacheable), so the release had later decides."""
+    from patchkit import judge
+    from patchkit.recipe import load_recipe
+    from patchkit.target import open_target
+
+    o = _status(tmp_path, run_cli, monkeypatch, DONE, released=False)
+    assert o["state"] == "missing", o
+    session = judge.Session({"sglang": open_target("sglang", tmp_path / "site")})
+    evaluated = judge.evaluate(session, [load_recipe(tmp_path / "recipes" / "widen.toml")])
+    assert evaluated[0][1][0].state == "missing" and not judge.cacheable(session, evaluated)
+    release_in_cache(tmp_path / "cache", "sglang", "0.5.12", {"sglang/__init__.py": "", FILE: DONE})
+    _, out, _ = run_cli(
+        "--recipes", str(tmp_path / "recipes"), "status", "widen", "-t", f"sglang={tmp_path / 'site'}", "--json"
+    )
+    assert json.loads(out)["recipes"][0]["ops"][0]["state"] == "upstream", out
 
 
 def test_a_method_calling_a_method_of_its_class_on_self(tmp_path, run_cli, monkeypatch):

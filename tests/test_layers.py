@@ -49,6 +49,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.carried",
         "patchkit.identity",
         "patchkit.edited",
+        "patchkit.follow",
         "patchkit.fuzzed",
         "patchkit.equivalent",
         "patchkit.provenance",

@@ -29,6 +29,7 @@ from patchkit.core import (
     context,
     edited,
     equivalent,
+    follow,
     fuzzed,
     identity,
     markers,
@@ -263,6 +264,104 @@ def _identified(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: 
     return Located(State.MISSING, (), why), ident
 
 
+def _singled_out(session: Session, recipe: Recipe, op: OpSpec, f: Document, loc: Located) -> tuple[Located, Any]:
+    """Several places of the op's named scope hold its pattern (or its edit, partly made):
+    the one the site's identity singles out, by the rules a move is decided by (the best
+    reaches identity.THRESHOLD and leads by MARGIN, or a tie in one scope is broken by
+    aligning the home scope's statements with it: edited.break_tie), is the site.  Then
+    (that place's Located, the op bound to it: Op.only), so that apply edits it alone and
+    its checks, status and revert read it alone.  Otherwise (loc, None): still ambiguous,
+    every place named with its score."""
+    if op.impl.language != "python" or not op.impl.RELOCATABLE:
+        return loc, None
+    try:
+        scope = f.scope(op.scope)[1]
+    except pyscope.ScopeError:
+        return loc, None
+    places = op.impl.occurrences(scope)
+    if len(places) < 2:
+        return loc, None
+    ident = identity.of(session, recipe, op)
+    if ident is None:
+        return loc, None
+    scored = []
+    for k, one in enumerate(places):
+        ctxs, line = identity.contexts_in(f, op.scope, one)
+        value, parts = identity.score(ident, ctxs) if ctxs else (0.0, ())
+        scored.append((identity.Candidate(f.logical, op.scope, line, value, parts), k))
+    scored.sort(key=lambda c: -c[0].score)  # stable: ties keep document order
+    ranked = [c for c, _ in scored]
+    best = scored[0] if identity.decide(ranked) == "moved" else None
+    if best is None and identity.decide(ranked) == "ambiguous":
+        pick = edited.break_tie(session, recipe, op, ident, ranked, {f.logical: f})
+        best = next((sc for sc in scored if sc[0] is pick), None)
+        if best is not None:
+            c = best[0]
+            best = (identity.Candidate(c.file, c.scope, c.line, c.score, (*c.parts, "aligned")), best[1])
+    if best is None or sum(r.line == best[0].line for r in ranked) > 1:
+        return loc, None  # another place on the same line: no context tells them apart
+    (c, k), bound = best, op.impl.only(scope, best[1])
+    one = bound.locate(scope)
+    if one.state not in (State.PENDING, State.DONE):
+        return loc, None
+    rest = [r for r in ranked if r.line != c.line]
+    why = (
+        f"{len(places)} places of {op.scope or '<module>'} hold the pattern or its edit; the site as in"
+        f" {ident.release} is the one at line {c.line} (similarity {c.score:.2f}: {', '.join(c.parts)})"
+    )
+    if rest:
+        why += "; the others: " + ", ".join(r.describe() for r in rest[:5])
+    return Located(one.state, one.nodes, why), bound
+
+
+def _followed(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> Optional[tuple[str, Located]]:
+    """The site not found, its named def still standing: the one def it calls (follow.py:
+    one level, the same module) that holds the op's edit made, in a statement that is,
+    whole, the home release's site statement with the edit made (identity.SITE_DONE of its
+    tokens), where the pristine release holds it made too, as (that def, DONE there):
+    upstream moved the code into a helper and made the edit there.  None otherwise: no
+    callee holds it, several do, one holds it pending (a shared helper is not the def the
+    recipe named: never edited), its statement is another, or the release does not hold it
+    (then nothing says who made it)."""
+    if op.impl.language != "python" or not op.scope or not op.impl.RELOCATABLE:
+        return None
+    module = f.whole_module()
+    found = follow.sites(op, module, op.scope)
+    if len(found) != 1 or found[0][1].state != State.DONE:
+        return None
+    name, loc = found[0]
+    home = _home_statement(session, recipe, op)
+    there = follow.statement(pyscope.resolve(module, name)[-1], loc.nodes[0]) if len(loc.nodes) == 1 else ()
+    if not home or follow.alike(home, there) < identity.SITE_DONE:
+        return None
+    ref = session.reference(op.engine)
+    if not ref.available or pristine_state(ref, op, f.logical, name) != State.DONE:
+        return None  # (without a release, the verdict is not cached: edited.upstream_in_place)
+    said = f"not in {op.scope}, which calls {name} (same module): that holds the edit, as {ref.what} does"
+    return name, Located(State.DONE, loc.nodes, said)
+
+
+def _home_statement(session: Session, recipe: Recipe, op: OpSpec) -> tuple[str, ...]:
+    """The tokens of the site's statement in the identity's home release, the op's edit made
+    there (follow.statement); () when no home release holds the site pending, alone."""
+    ident = identity.of(session, recipe, op)
+    ref = next((r for label, r in identity._homes(session, recipe, op) if ident and label == ident.release), None)
+    module = ref.module(op.file) if ref is not None else None
+    if module is None:
+        return ()
+    try:
+        scope = pyscope.resolve(module, op.scope)[-1]
+        if op.impl.locate(scope).state != State.PENDING:
+            return ()
+        edited_scope = op.impl.apply(scope)
+    except (pyscope.ScopeError, ValueError, LookupError, cst.CSTValidationError):
+        return ()
+    done = op.impl.locate(edited_scope)
+    if done.state != State.DONE or len(done.nodes) != 1:
+        return ()
+    return follow.statement(edited_scope, done.nodes[0])
+
+
 def _context(session: Session, op: OpSpec) -> Optional[Located]:
     """An op whose verdict depends on other files (Op.context_files) judges them here."""
     files = op.impl.context_files
@@ -292,9 +391,12 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
     if not f.exists:
         ev = _Draft(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:
-        ev = _Draft(recipe, op, f, _locate_checked(session, op, recipe, f, op.scope), op.scope)
-        if ev.located.state == State.AMBIGUOUS and f.is_python:
-            ev.located, ev.impl = _against_pristine(session, recipe, op, f, ev.located)
+        loc, impl = _locate_checked(session, op, recipe, f, op.scope), None
+        if loc.state == State.AMBIGUOUS and f.is_python:
+            loc, impl = _against_pristine(session, recipe, op, f, loc)
+        if impl is None and loc.state in (State.AMBIGUOUS, State.MISSING) and loc.nodes and f.is_python:
+            loc, impl = _singled_out(session, recipe, op, f, loc)
+        ev = _Draft(recipe, op, f, loc, op.scope, impl=impl)
     ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
     ident = None
     if not ours and f.exists:
@@ -329,6 +431,11 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         elif got is not None:
             ev.searched = True  # not cacheable: a reference may be had later
             ev.located = Located(State.MISSING, (), f"{ev.located.reason}; {got[2]}")
+    if ev.located.state == State.MISSING and not ev.located.nodes and ev.file is f and f.exists and f.is_python:
+        # Its named def still stands but the site left it for a helper the def calls.
+        followed = _followed(session, recipe, op, f)
+        if followed is not None:
+            ev = dataclasses.replace(ev, scope=followed[0], located=followed[1])
     if ev.located.state == State.PENDING:
         ev.located = _context(session, op) or ev.located
     st, reason = ev.located.state, ev.located.reason
@@ -396,7 +503,7 @@ def _against_pristine(session: Session, recipe: Recipe, op: OpSpec, f: Document,
     try:
         pristine = pyscope.resolve(module, op.scope)[-1]
         now = f.scope(op.scope)[1]
-        for before in (pristine, _with_siblings(recipe, op, pristine)):
+        for before in (pristine, _with_siblings(recipe, op, pristine, _siblings_bound(session, recipe, op, f, now))):
             bound = op.impl.relative_to(before)
             if bound is not op.impl and (got := bound.locate(now)).state == State.DONE:
                 return got, bound
@@ -405,14 +512,31 @@ def _against_pristine(session: Session, recipe: Recipe, op: OpSpec, f: Document,
     return loc, None
 
 
-def _with_siblings(recipe: Recipe, op: OpSpec, scope: Any) -> Any:
-    """``scope`` with each other op of the recipe that edits it, pending there, applied (in order)."""
+def _siblings_bound(session: Session, recipe: Recipe, op: OpSpec, f: Document, now: Any) -> dict:
+    """op index -> the other ops of the recipe in this scope that the site's identity binds
+    to one place of it (``_singled_out``: their pattern stands there several times)."""
+    out = {}
     for o in recipe.ops:
         if o is op or (o.engine, o.file, o.scope) != (op.engine, op.file, op.scope) or o.impl.language != "python":
             continue
+        loc = o.impl.locate(now)
+        if loc.state in (State.AMBIGUOUS, State.MISSING) and loc.nodes:
+            _, impl = _singled_out(session, recipe, o, f, loc)
+            if impl is not None:
+                out[o.index] = impl
+    return out
+
+
+def _with_siblings(recipe: Recipe, op: OpSpec, scope: Any, bound: Optional[dict] = None) -> Any:
+    """``scope`` with each other op of the recipe that edits it, pending there, applied (in
+    order); ``bound``: op index -> the op bound to its one place (``_siblings_bound``)."""
+    for o in recipe.ops:
+        if o is op or (o.engine, o.file, o.scope) != (op.engine, op.file, op.scope) or o.impl.language != "python":
+            continue
+        impl = (bound or {}).get(o.index, o.impl)
         try:
-            if o.impl.locate(scope).state == State.PENDING:
-                scope = o.impl.apply(scope)
+            if impl.locate(scope).state == State.PENDING:
+                scope = impl.apply(scope)
         except (ValueError, LookupError, cst.CSTValidationError):
             continue  # that op cannot be made here: the release as it stands is the best before
     return scope
@@ -431,13 +555,15 @@ def _as_written(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> bo
     return entry is not None and entry["sha256"] == sha256(f.original)
 
 
-def pristine_state(ref, op: OpSpec, logical: str, scope_name: str) -> State:
-    """What the op finds in a reference's copy of ``logical`` (MISSING when it has none)."""
+def pristine_state(ref, op: OpSpec, logical: str, scope_name: str, impl: Any = None) -> State:
+    """What the op (``impl``: the op bound to its site, Op.only) finds in a reference's
+    copy of ``logical`` (MISSING when it has none)."""
+    impl = impl or op.impl
     data = ref.read(logical)
     if data is None:
         return State.MISSING
     if not logical.endswith(".py"):
-        return op.impl.locate(data.decode("utf-8", "surrogateescape")).state
+        return impl.locate(data.decode("utf-8", "surrogateescape")).state
     module = ref.module(logical)
     if module is None:
         return State.MISSING
@@ -445,7 +571,7 @@ def pristine_state(ref, op: OpSpec, logical: str, scope_name: str) -> State:
         scope = pyscope.resolve(module, scope_name)[-1]
     except pyscope.ScopeError:
         return State.MISSING
-    return op.impl.locate(scope).state
+    return impl.locate(scope).state
 
 
 def at_site(ref, op: OpSpec, ev: Verdict) -> State:
@@ -453,7 +579,7 @@ def at_site(ref, op: OpSpec, ev: Verdict) -> State:
     for a site found away from the op's named file and scope (a refactor, a checkout moved
     on), where the reference has it.  Provenance by content, not by location: upstream's own
     code that moved reads upstream, never "patchkit's edit: the release does not have it"."""
-    found = pristine_state(ref, op, ev.file.logical, ev.scope)
+    found = pristine_state(ref, op, ev.file.logical, ev.scope, ev.impl)
     if found != State.DONE and (ev.file.logical, ev.scope) != (op.file, op.scope):
         if pristine_state(ref, op, op.file, op.scope) == State.DONE:
             return State.DONE

@@ -76,6 +76,9 @@ class Evaluation:
     def __len__(self) -> int:
         return len(self.judged)
 
+    def __getitem__(self, i: int) -> tuple[Recipe, tuple[Verdict, ...]]:
+        return self.judged[i]
+
     def __bool__(self) -> bool:
         return bool(self.judged)
 

@@ -169,3 +169,81 @@ def test_goal_the_match_in_another_layout_still_stands():
     assert goal("replace-expr", kept, "f", loc, params) == ("done", False)
     hex_ = src.replace("    return ok", "    return ok or major == 0xA")
     assert goal("replace-expr", hex_, "f", loc, params) == ("done", False)
+
+
+# -- bound to one of several occurrences (Op.occurrences / Op.only) -------------------------------
+# The judge binds the op to the place the site's identity singles out; the bound op reads, edits,
+# checks and reverts that place alone, and keeps to it while other edits of the scope are made.
+
+BACKENDS = """
+def pick(fp8, major, user_set):
+    if fp8:
+        if major >= 10:
+            if not user_set:
+                backend = "trtllm"
+    else:
+        if major >= 10:
+            if not user_set:
+                backend = "trtllm"
+    return "trtllm"
+"""
+
+
+def _pick(src: str, name: str = "pick"):
+    import libcst as cst
+
+    return next(s for s in cst.parse_module(src).body if getattr(s, "name", None) and s.name.value == name)
+
+
+def _code(node) -> str:
+    import libcst as cst
+
+    return cst.Module(body=[node]).code
+
+
+def test_occurrences_are_each_place_of_either_form_in_order():
+    op = KINDS["replace-expr"]({"match": '"trtllm"'}, {"with": '"flashinfer"'})
+    scope = _pick(BACKENDS.replace('backend = "trtllm"\n    return', 'backend = "flashinfer"\n    return'))
+    assert [o.state for o in op.occurrences(scope)] == ["pending", "done", "pending"]
+    # An op that makes several edits, or one already bound, offers none.
+    assert KINDS["replace-expr"]({"match": '"trtllm"', "count": 3}, {"with": '"x"'}).occurrences(scope) == ()
+    assert op.only(scope, 0).occurrences(scope) == ()
+
+
+def test_a_bound_op_edits_reads_and_reverts_its_place_alone():
+    op = KINDS["replace-expr"]({"match": '"trtllm"'}, {"with": '"flashinfer"'})
+    scope = _pick(BACKENDS)
+    assert op.locate(scope).state == "ambiguous"
+    bound = op.only(scope, 1)  # the else branch's
+    assert bound.locate(scope).state == "pending" and not bound.is_applied(scope)
+    after = bound.apply(scope)
+    want = BACKENDS.replace('backend = "trtllm"\n    return', 'backend = "flashinfer"\n    return')
+    assert _code(after) == want.lstrip("\n")
+    assert bound.locate(after).state == "done" and bound.is_applied(after)
+    assert bound.relative_to(scope) is bound
+    assert _code(bound.revert(after)) == _code(scope)
+    # The unbound op reads the edited scope as half made: it is the bound one that knows.
+    assert op.locate(after).state == "missing"
+
+
+def test_a_bound_op_keeps_its_place_when_a_sibling_writes_the_replacement_first():
+    """An ordinal of the occurrences would shift when another op of the recipe writes the
+    same replacement earlier in the scope: the bound op still finds its own place."""
+    op = KINDS["replace-expr"]({"match": '"trtllm"'}, {"with": '"flashinfer"'})
+    src = BACKENDS.replace("    if fp8:", '    prefill = "flashmla"\n    if fp8:')
+    scope = _pick(src)
+    bound = op.only(scope, 1)
+    sibling = KINDS["replace-expr"]({"match": '"flashmla"'}, {"with": '"flashinfer"'})
+    first = sibling.apply(scope)
+    assert bound.locate(first).state == "pending"
+    after = bound.apply(first)
+    assert 'if not user_set:\n                backend = "flashinfer"\n    return' in _code(after)
+    assert _code(after).count('"trtllm"') == 2
+
+
+def test_a_bound_op_whose_place_changed_reads_missing_never_another_place():
+    op = KINDS["replace-expr"]({"match": '"trtllm"'}, {"with": '"flashinfer"'})
+    scope = _pick(BACKENDS)
+    bound = op.only(scope, 1)
+    changed = _pick(BACKENDS.replace("    else:\n        if major >= 10:", "    else:\n        if major >= 12:"))
+    assert bound.locate(changed).state == "missing"

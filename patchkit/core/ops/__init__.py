@@ -140,6 +140,20 @@ class Op:
         () when its candidates are not sites one by one (the default)."""
         return ()
 
+    def occurrences(self, scope: Any) -> tuple[Located, ...]:
+        """Each place in ``scope`` where the op's edit is to be made (PENDING) or stands made
+        (DONE), in document order, as a site of its own: the judge scores them one by one
+        against the site's identity when the scope holds several (the op then reads
+        ambiguous or partially edited), and binds the op to the one singled out (``only``).
+        () when the op's places are not sites one by one (the default)."""
+        return ()
+
+    def only(self, scope: Any, k: int) -> "Op":
+        """This op bound to the k-th of ``occurrences(scope)``: it locates, applies, reverts
+        and checks its post-condition there alone (in ``scope``, and in that scope edited).
+        Only called where ``occurrences`` offered k (an op that offers none need not bind)."""
+        raise NotImplementedError
+
     def check_context(self, texts: dict[str, Optional[str]]) -> Optional[Located]:
         """The verdict's dependence on ``context_files``, given their texts (None: the file
         does not exist).  The judge asks when the site is PENDING: None keeps that verdict,

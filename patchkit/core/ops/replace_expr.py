@@ -18,6 +18,7 @@ import libcst as cst
 from patchkit.core.ops import AMBIGUOUS, DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
 from patchkit.core.ops._cst import (
     contains_seq,
+    header_tokens,
     kids,
     meaning,
     node_meaning,
@@ -34,6 +35,26 @@ def _common_words(op: "ReplaceExpr") -> tuple[str, ...]:
     theirs = set(words(op.with_src))
     common = [w for w in words(op.match_src) if w in theirs]
     return tuple(w if w.isidentifier() else repr(w) for w in common) or (op.match_src,)
+
+
+def _is_block(node) -> bool:
+    return isinstance(getattr(node, "body", None), cst.BaseSuite)
+
+
+def _masked(chain: tuple, node) -> tuple[str, ...]:
+    """The tokens of the occurrence's own statement (its innermost small statement, else
+    its outermost enclosing expression) with the occurrence itself masked by one name."""
+    own = next((a for a in reversed(chain) if isinstance(a, cst.BaseSmallStatement)), None)
+    if own is None:
+        exprs = [a for a in chain if isinstance(a, cst.BaseExpression)]
+        own = exprs[0] if exprs else node
+
+    class _Mask(cst.CSTTransformer):
+        def on_leave(self, original, updated):
+            return cst.Name("_PATCHKIT_SITE_") if original is node else updated
+
+    masked = own.visit(_Mask()) if own is not node else cst.Name("_PATCHKIT_SITE_")
+    return node_tokens(masked)
 
 
 @register("replace-expr")
@@ -55,6 +76,7 @@ class ReplaceExpr(Op):
             )
         self.old, self.new = meaning(self.match_src), meaning(self.with_src)  # for is_applied
         self._before: tuple = ()  # labels of the occurrences where it read pending (relative_to)
+        self._only: Optional[tuple] = None  # bound to one occurrence: (its key, its rank) (``only``)
         self.count = locator.get("count", 1)
         if self.count < 1:
             raise OpParamError("locator.count", f"must be at least 1, not {self.count}")
@@ -79,9 +101,53 @@ class ReplaceExpr(Op):
                     out.append((label, n))
                     continue
             stack.extend(reversed(kids(n)))
+        if self._only is not None:
+            # Bound to one place (``only``): the occurrence of that place's key, the n-th of
+            # those that share it.
+            key, nth = self._only
+            same = [o for o, k in zip(out, self._keys(scope, [n for _, n in out]), strict=True) if k == key]
+            return same[nth : nth + 1]
+        return out
+
+    def occurrences(self, scope) -> tuple[Located, ...]:
+        """Each place the match (PENDING) or the replacement (DONE) stands, in document
+        order, as a site of its own, when the op makes one edit (``count`` 1)."""
+        if self.count != 1 or self._only is not None:
+            return ()
+        return tuple(Located(PENDING if label == "m" else DONE, (n,)) for label, n in self._occurrences(scope))
+
+    def only(self, scope, k: int) -> "ReplaceExpr":
+        """Bound to the k-th of ``occurrences(scope)`` by what surrounds it, not by its
+        ordinal: the headers of the blocks it stands in and its own statement with the
+        occurrence masked (``_keys``), and its rank among occurrences that share those.
+        Apply and revert keep that key (they swap one form for the other in place), and so
+        do the recipe's other edits of the scope made first in one plan (a sibling writing
+        the same replacement elsewhere shifts every ordinal); where one changes the key's
+        own code, the bound op reads missing there and apply refuses (never another place)."""
+        occ = [n for _, n in self._occurrences(scope)]
+        keys = self._keys(scope, occ)
+        bound = copy.copy(self)
+        bound._only, bound._before = (keys[k], keys[:k].count(keys[k])), ()
+        return bound
+
+    def _keys(self, scope, nodes: list) -> list[tuple]:
+        """For each node (an occurrence in ``scope``): the header tokens of every compound
+        statement and clause it stands in, outermost first, and the tokens of its own
+        simple statement (else of its outermost expression) with the occurrence masked."""
+        want = {id(n): i for i, n in enumerate(nodes)}
+        out: list = [None] * len(nodes)
+        stack = [(scope, ())]
+        while stack:
+            n, chain = stack.pop()
+            if id(n) in want and out[want[id(n)]] is None:
+                out[want[id(n)]] = (*(header_tokens(a) for a in chain if _is_block(a)), _masked(chain, n))
+                continue
+            stack.extend((c, (*chain, n)) for c in reversed(kids(n)))
         return out
 
     def relative_to(self, before) -> "ReplaceExpr":
+        if self._only is not None:
+            return self  # bound to one place already: its sites need no before
         labels = tuple(label for label, _ in self._occurrences(before))
         if labels.count("m") != self.count or "w" not in labels:
             return self  # not pending there, or nothing to tell the sites from
@@ -135,7 +201,10 @@ class ReplaceExpr(Op):
     def is_applied(self, scope) -> bool:
         # The goal on its own, by what the code means: the match stands nowhere in the scope
         # (in any layout or spelling), and the replacement stands at least where it stood.
-        # Only nodes of the match's or the replacement's kind are read.
+        # Only nodes of the match's or the replacement's kind are read.  Bound to one
+        # place (``only``), the goal is that place's: the other occurrences are not the op's.
+        if self._only is not None:
+            return self.locate(scope).state == DONE
         kinds = (type(self.match), type(self.repl))
         said = [node_meaning(n) for n in walk(scope) if isinstance(n, kinds)]
         return self.old not in said and said.count(self.new) >= self.count

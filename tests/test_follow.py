@@ -84,6 +84,7 @@ def test_with_no_release_to_read_it_is_missing_and_not_cached(tmp_path, run_cli,
     from patchkit.core.verdict import cacheable
     from patchkit.upstream.pristine import RELEASES
 
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")  # no release to read: none in the cache, none downloaded
     o = _status(tmp_path, run_cli, monkeypatch, DONE, released=False)
     assert o["state"] == "missing", o
     session = Session({"sglang": open_target("sglang", tmp_path / "site")}, releases=RELEASES)

@@ -245,3 +245,34 @@ def test_a_bug_in_the_status_fast_path_exits_3(monkeypatch, capsys, tmp_path):
         cli.main(["status", "-t", f"sglang={tmp_path}"])
     assert e.value.code == 3
     assert "internal error: RuntimeError: a bug in targets" in capsys.readouterr().err
+
+
+def test_path_replace_prints_as_deep_replace_and_keeps_every_other_subtree():
+    from patchkit.ops._cst import path_replace
+
+    module = cst.parse_module(TRICKY)
+    nodes = [n for n in walk(module, layout=True) if n is not module]
+    for old in nodes[:: max(1, len(nodes) // 60)]:
+        new = cst.Name("swapped") if isinstance(old, cst.BaseExpression) else old.deep_clone()
+        try:
+            want = module.deep_replace(old, new)
+        except Exception:  # noqa: BLE001 - a node libcst will not take there; path_replace must refuse too
+            with pytest.raises(Exception):  # noqa: B017
+                path_replace(module, old, new)
+            continue
+        got = path_replace(module, old, new)
+        assert got.code == want.code and got.deep_equals(want)
+        kept = {id(n) for n in walk(got, layout=True)}
+        inside = {id(n) for n in walk(old, layout=True)}
+        untouched = [
+            n
+            for n in walk(module, layout=True)
+            if id(n) not in inside and not any(a is old for a in walk(n, layout=True))
+        ]
+        assert all(id(n) in kept for n in untouched)  # shared, not rebuilt
+    # A node that stands twice (one object in two places): deep_replace's answer, both swapped.
+    x = cst.Name("x")
+    twice = cst.parse_module("a = 1\n").with_changes(
+        body=[cst.SimpleStatementLine([cst.Expr(x)]), cst.SimpleStatementLine([cst.Expr(x)])]
+    )
+    assert path_replace(twice, x, cst.Name("y")).code == "y\ny\n"

@@ -272,7 +272,7 @@ def _with_stmts(node, stmts):
 
 def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
     """``scope`` with ``old`` replaced by ``new``.  Direct children of the scope's body are
-    swapped in place; only deeper nodes pay for libcst's whole-subtree deep_replace."""
+    swapped in place; deeper nodes are swapped by ``path_replace``."""
     if old is scope:
         return new
     if getattr(scope, "body", None) is old:
@@ -288,13 +288,56 @@ def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.
         # Descend only into the one statement that holds ``old``.
         for i, s in enumerate(stmts):
             if _holds(s, old):
-                return _with_stmts(scope, (*stmts[:i], s.deep_replace(old, new), *stmts[i + 1 :]))
-    return scope.deep_replace(old, new)
+                return _with_stmts(scope, (*stmts[:i], path_replace(s, old, new), *stmts[i + 1 :]))
+    return path_replace(scope, old, new)
+
+
+def _is_layout(node) -> bool:
+    t = type(node)
+    return (_KIND.get(t) or _kind(t)) != 1
 
 
 def _holds(node, target) -> bool:
-    t = type(target)
-    return any(n is target for n in walk(node, layout=(_KIND.get(t) or _kind(t)) != 1))
+    return any(n is target for n in walk(node, layout=_is_layout(target)))
+
+
+def path_replace(root: cst.CSTNode, old: cst.CSTNode, new) -> cst.CSTNode:
+    """``root.deep_replace(old, new)``, rebuilding only the nodes on the way down to ``old``:
+    every other subtree stays the very same object.  libcst's deep_replace rebuilds every
+    node of ``root``, so each statement of an edited def would be printed anew by
+    ``same_code`` (the round-trip check) and by ``node_tokens`` (cached per node).  Where
+    ``old`` is not reached by exactly one path (absent, or inside a subtree that stands
+    twice), or ``new`` is no node (a removal), deep_replace itself decides."""
+    most = 2 if _is_layout(old) else 1
+    parent: dict[int, cst.CSTNode] = {}
+    found = 0
+    stack = [root]
+    while stack:  # the whole tree: a second path to ``old`` must be seen
+        n = stack.pop()
+        if n is old:
+            found += 1
+            continue
+        for c in _children(n, most):
+            parent[id(c)] = n
+            stack.append(c)
+    if found != 1 or not isinstance(new, cst.CSTNode):
+        return root.deep_replace(old, new)
+    node, child = new, old
+    while child is not root:
+        up = parent[id(child)]
+        node, child = _swap_child(up, child, node), up
+    return node
+
+
+def _swap_child(parent: cst.CSTNode, child: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+    for name in _FIELDS[type(parent)]:
+        v = getattr(parent, name)
+        if v is child:
+            return parent.with_changes(**{name: new})
+        if isinstance(v, (list, tuple)) and any(x is child for x in v):
+            items = [new if x is child else x for x in v]
+            return parent.with_changes(**{name: items if isinstance(v, list) else tuple(items)})
+    raise LookupError(f"internal: {type(child).__name__} is not a child of {type(parent).__name__}")
 
 
 def same_code(a: cst.CSTNode, b: cst.CSTNode) -> bool:

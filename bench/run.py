@@ -360,7 +360,7 @@ def main() -> None:
             fmt(a["apply"]),
             rss(a["apply"]),
             f"{ratio(a['apply'], a['floor'])} the libcst parse floor",
-            "<= 1.3x floor",
+            "<= 1.0x floor",
         ),
         (
             "  same, first time on this machine (no view confirmed yet)",

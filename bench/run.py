@@ -52,9 +52,10 @@ def measure(cmd: list[str], cwd: Path | None = None, setup=None, runs: int = RUN
     return {"median": statistics.median(walls), "min": min(walls), "rss": max(rss), "runs": runs}
 
 
-def interleaved(cmds: list[list[str]], runs: int) -> list[dict]:
+def interleaved(cmds: list[list[str]], runs: int, setups: list | None = None) -> list[dict]:
     """measure() for several commands, taking turns, so that each sees the same machine."""
-    rounds = [[measure(c, runs=1) for c in cmds] for _ in range(runs)]
+    setups = setups or [None] * len(cmds)
+    rounds = [[measure(c, setup=s, runs=1) for c, s in zip(cmds, setups, strict=True)] for _ in range(runs)]
     out = []
     for k in range(len(cmds)):
         walls = [r[k]["median"] for r in rounds]
@@ -132,11 +133,12 @@ def bench_apply(work: Path) -> dict:
 
     apply_cmd = [*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"]
     out["apply cold"] = measure(apply_cmd, setup=setup_cold)
-    out["apply"] = measure(apply_cmd, setup=setup_planned)
+    # apply and its floor take turns (a ratio of two figures taken minutes apart on a shared
+    # machine says more about the machine than about apply).
+    out["apply"], out["floor"] = interleaved([apply_cmd, [PY, "-c", floor_code]], RUNS, [setup_planned, None])
     # The same trees again, copied afresh to the same place: byte for byte the inputs of a
     # plan the cache holds (the last run above left it), replayed without libcst.
     out["apply seen"] = measure(apply_cmd, setup=setup)
-    out["floor"] = measure([PY, "-c", floor_code])
     out["git apply"] = measure(
         ["bash", "-c", f"cd {sg} && git apply -p1 {work / 'sg.diff'} && cd {fi} && git apply -p1 {work / 'fi.diff'}"],
         setup=setup,

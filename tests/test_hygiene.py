@@ -16,7 +16,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from patchkit.base.errors import PatchkitError, TargetError
 from patchkit.commands import Options, status
 from patchkit.core import pyscope, verdicts
-from patchkit.core.ops._cst import node_tokens, walk
+from patchkit.core.ops._cst import _LAYOUT, kids, node_tokens, walk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def _reference(module: cst.Module) -> dict[int, int]:
     """libcst's public answer, several parses' worth of time: the syntactic start of each
     node that is printed (a match mapping without ``**rest`` holds whitespace it never prints)."""
     pos = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    return {id(n): pos[n].start.line for n in walk(module) if n in pos}
+    return {id(n): pos[n].start.line for n in walk(module, layout=True) if n in pos}
 
 
 def _structural(module: cst.Module, nodes, ref: dict[int, int]) -> dict[int, int]:
@@ -102,7 +102,28 @@ def test_line_numbers_equal_position_provider_on_every_node_of_tricky_code(newli
     src = TRICKY.replace("\n", newline)
     module = cst.parse_module(src if trailing else src.rstrip(newline))
     ref = _reference(module)
-    assert _structural(module, walk(module), ref) == ref
+    assert _structural(module, walk(module, layout=True), ref) == ref
+
+
+def _walk_agrees(module: cst.Module) -> None:
+    """kids() holds the nodes of libcst's own ``children`` (in field order, not printing
+    order); walk() leaves out exactly the layout nodes, which hold nothing but layout, and
+    keeps the order of the rest."""
+    every = list(walk(module, layout=True))
+    for n in every:
+        assert sorted(map(id, kids(n))) == sorted(map(id, n.children)), type(n).__name__
+        if isinstance(n, _LAYOUT):
+            assert all(isinstance(d, _LAYOUT) for d in walk(n, layout=True)), type(n).__name__
+    code = [n for n in every if not isinstance(n, _LAYOUT)]
+    got = list(walk(module))
+    assert len(got) == len(code) and all(a is b for a, b in zip(got, code, strict=True))
+    assert len(code) < len(every) / 2  # the point of leaving them out
+    code_kinds = (cst.BaseExpression, cst.BaseStatement, cst.BaseSmallStatement, cst.BaseSuite, cst.BaseElement)
+    assert not [t for t in _LAYOUT if issubclass(t, code_kinds)]  # nothing an op looks for
+
+
+def test_walk_leaves_out_only_layout_nodes_on_tricky_code():
+    _walk_agrees(cst.parse_module(TRICKY))
 
 
 def test_line_numbers_count_the_pass_line_of_an_empty_block():
@@ -112,7 +133,7 @@ def test_line_numbers_count_the_pass_line_of_an_empty_block():
     module = module.with_changes(body=[f.with_changes(body=empty), *module.body[1:]])
     assert "    pass\n    # end of f\n" in module.code
     ref = _reference(module)
-    assert _structural(module, walk(module), ref) == ref
+    assert _structural(module, walk(module, layout=True), ref) == ref
 
 
 def test_line_numbers_equal_position_provider_on_a_real_file(release_dir):
@@ -120,9 +141,10 @@ def test_line_numbers_equal_position_provider_on_a_real_file(release_dir):
     text = path.read_text()
     module = cst.parse_module(text)
     ref = _reference(module)
-    assert _structural(module, walk(module), ref) == ref
+    assert _structural(module, walk(module, layout=True), ref) == ref
     # A few nodes at a time, as ops ask, and through the regex on the file's text: the
     # statements with a unique start land on the same lines.
+    _walk_agrees(module)
     stmts = [n for n in walk(module) if isinstance(n, cst.SimpleStatementLine)]
     some = stmts[:: len(stmts) // 25]
     assert _structural(module, some, ref) == {id(n): ref[id(n)] for n in some}
@@ -223,3 +245,34 @@ def test_a_bug_in_the_status_fast_path_exits_3(monkeypatch, capsys, tmp_path):
         cli.main(["status", "-t", f"sglang={tmp_path}"])
     assert e.value.code == 3
     assert "internal error: RuntimeError: a bug in targets" in capsys.readouterr().err
+
+
+def test_path_replace_prints_as_deep_replace_and_keeps_every_other_subtree():
+    from patchkit.core.ops._cst import path_replace
+
+    module = cst.parse_module(TRICKY)
+    nodes = [n for n in walk(module, layout=True) if n is not module]
+    for old in nodes[:: max(1, len(nodes) // 60)]:
+        new = cst.Name("swapped") if isinstance(old, cst.BaseExpression) else old.deep_clone()
+        try:
+            want = module.deep_replace(old, new)
+        except Exception:  # noqa: BLE001 - a node libcst will not take there; path_replace must refuse too
+            with pytest.raises(Exception):  # noqa: B017
+                path_replace(module, old, new)
+            continue
+        got = path_replace(module, old, new)
+        assert got.code == want.code and got.deep_equals(want)
+        kept = {id(n) for n in walk(got, layout=True)}
+        inside = {id(n) for n in walk(old, layout=True)}
+        untouched = [
+            n
+            for n in walk(module, layout=True)
+            if id(n) not in inside and not any(a is old for a in walk(n, layout=True))
+        ]
+        assert all(id(n) in kept for n in untouched)  # shared, not rebuilt
+    # A node that stands twice (one object in two places): deep_replace's answer, both swapped.
+    x = cst.Name("x")
+    twice = cst.parse_module("a = 1\n").with_changes(
+        body=[cst.SimpleStatementLine([cst.Expr(x)]), cst.SimpleStatementLine([cst.Expr(x)])]
+    )
+    assert path_replace(twice, x, cst.Name("y")).code == "y\ny\n"

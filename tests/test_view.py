@@ -372,3 +372,39 @@ def test_shallow_ops_answer_the_same_on_the_shallow_scope(tmp_path):
         assert op.reads.shallow
         assert op.locate(d.shallow_scope("Config")).state == op.locate(whole).state, field_name
     assert not KINDS["set-default"]({"call": "f", "keyword": "k"}, {"value": "1", "expect": "2"}).reads.shallow
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "a\n",
+        "a\r\nb\rc\n\nd",
+        "\n\n",
+        "x\r",
+        "a\fb\n",
+        "a\x0bb",
+        "a\x1cb\x1dc\x1e",
+        "a\x85b",
+        "a\u2028b\u2029\n",
+    ],
+)
+def test_split_lines_are_the_tokenizers_lines_and_a_fresh_list_each_time(text):
+    want = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", text)
+    got = view.split_lines(text)
+    assert got == want and "".join(got) == text
+    got.append("cut")  # a caller's edit of its list is not the next caller's
+    assert view.split_lines(text) == want
+
+
+def test_a_view_keeps_the_docstring_a_future_import_follows_so_it_compiles():
+    text = (
+        '# licence\n"""The module."""\n\nfrom __future__ import annotations\n\n'
+        "import os\n\nx = 1\n\n\ndef f():\n    return os.sep\n"
+    )
+    v = view.build(text, {"f": [(("sep",), False)]})
+    assert v is not None and "pass  # patchkit-gap" in v.module.code  # a view, x = 1 left out
+    assert '"""The module."""' in v.module.code
+    compile(v.module.code, "view.py", "exec", dont_inherit=True)  # would raise without the docstring
+    assert v.expand(v.module.code) == text

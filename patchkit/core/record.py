@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path, PurePosixPath
@@ -201,7 +202,11 @@ def updates(
         key = rec.relative_to(root).as_posix()
         mem = memory.setdefault(key, {})
         pyc = {pre: rel for rel in mine if (pre := _pyc_prefix(rel))}
-        lines = [(line, *_row(line, mine, pyc)) for line in _split_lines(text)]
+        near = _near(text, [*mine, *pyc])
+        lines = [
+            (line, *_row(line, mine, pyc)) if near is None or near.search(line) else (line, None, None, None)
+            for line in _split_lines(text)
+        ]
         # A source's remembered rows hold only while every one is still as patchkit wrote it.
         for src in mine:
             entry = mem.get(src)
@@ -237,6 +242,17 @@ def updates(
         if new_text != text:
             out.append((rec, new_text.encode("utf-8"), data))
     return out
+
+
+def _near(text: str, needles: list[str]):
+    """A regex that every row of a changed source (or of its bytecode) matches: the row's
+    path stands in its line verbatim, quoted or not, when no needle holds a quote.  Only
+    those lines are read as CSV (a RECORD has thousands of rows; apply changes a few files);
+    the other rows are kept as they are.  None where that does not hold, or a bare CR (which
+    csv refuses in a row) would go unread."""
+    if not needles or any(c in n for n in needles for c in '"\r\n') or "\r" in text.replace("\r\n", ""):
+        return None
+    return re.compile("|".join(map(re.escape, needles)))
 
 
 def _row(line: str, mine: dict, pyc: dict) -> tuple[str, Optional[str], Optional[str]]:

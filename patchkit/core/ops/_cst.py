@@ -158,30 +158,84 @@ def parse_stmts(src: str, field: str) -> tuple[cst.BaseStatement, ...]:
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
+# Nodes that only lay code out: whitespace, comments, newlines, brackets, commas and the
+# operator tokens (``or``, ``+``, ``==``).  They hold nothing but other such nodes, and
+# nothing an op looks for is one, so ``walk`` leaves them out: two thirds of a module's
+# nodes, so a walk is about 3x faster.
+_LAYOUT = (
+    cst.BaseParenthesizableWhitespace,
+    cst.TrailingWhitespace,
+    cst.EmptyLine,
+    cst.Comment,
+    cst.Newline,
+    cst.Comma,
+    cst.Dot,
+    cst.Colon,
+    cst.Semicolon,
+    cst.AssignEqual,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+)
+# What a field's value is, by its type: 0 not a node, 1 a node of code, 2 a layout node.
+# Looked up by type, since isinstance(v, cst.CSTNode) goes through ABCMeta (slow).
+_KIND: dict[type, int] = {}
 
-def kids(node: cst.CSTNode) -> list:
-    """The child nodes of ``node``, read straight from its dataclass fields (libcst's
-    ``children`` rebuilds the node through a visitor, which is ~10x slower)."""
+
+def _kind(t: type) -> int:
+    k = _KIND[t] = 0 if not issubclass(t, cst.CSTNode) else 2 if issubclass(t, _LAYOUT) else 1
+    return k
+
+
+def _children(node: cst.CSTNode, most: int) -> list:
+    """The child nodes of ``node`` whose kind (``_KIND``) is at most ``most``, in field
+    order, read straight from its dataclass fields (libcst's ``children`` rebuilds the node
+    through a visitor, which is ~10x slower)."""
     names = _FIELDS.get(type(node))
     if names is None:
         names = _FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(node))
     out = []
+    kinds = _KIND
     for name in names:
         v = getattr(node, name)
-        if isinstance(v, cst.CSTNode):
-            out.append(v)
+        k = kinds.get(type(v))
+        if k is None:
+            k = _kind(type(v))
+        if k:
+            if k <= most:
+                out.append(v)
         elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if isinstance(x, cst.CSTNode))
+            for x in v:
+                k = kinds.get(type(x))
+                if k is None:
+                    k = _kind(type(x))
+                if k and k <= most:
+                    out.append(x)
     return out
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Pre-order walk over ``node`` and its descendants."""
+def kids(node: cst.CSTNode) -> list:
+    """The child nodes of ``node``, layout nodes included."""
+    return _children(node, 2)
+
+
+def walk(node: cst.CSTNode, layout: bool = False) -> Iterator[cst.CSTNode]:
+    """Pre-order walk over ``node`` and its descendants, without the layout nodes
+    (``_LAYOUT``) unless ``layout``: the nodes of code come in the same order either way."""
+    most = 2 if layout else 1
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed(kids(n)))
+        stack.extend(reversed(_children(n, most)))
 
 
 _SCOPES = (cst.FunctionDef, cst.ClassDef)
@@ -218,7 +272,7 @@ def _with_stmts(node, stmts):
 
 def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
     """``scope`` with ``old`` replaced by ``new``.  Direct children of the scope's body are
-    swapped in place; only deeper nodes pay for libcst's whole-subtree deep_replace."""
+    swapped in place; deeper nodes are swapped by ``path_replace``."""
     if old is scope:
         return new
     if getattr(scope, "body", None) is old:
@@ -234,12 +288,56 @@ def replace_node(scope: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode) -> cst.
         # Descend only into the one statement that holds ``old``.
         for i, s in enumerate(stmts):
             if _holds(s, old):
-                return _with_stmts(scope, (*stmts[:i], s.deep_replace(old, new), *stmts[i + 1 :]))
-    return scope.deep_replace(old, new)
+                return _with_stmts(scope, (*stmts[:i], path_replace(s, old, new), *stmts[i + 1 :]))
+    return path_replace(scope, old, new)
+
+
+def _is_layout(node) -> bool:
+    t = type(node)
+    return (_KIND.get(t) or _kind(t)) != 1
 
 
 def _holds(node, target) -> bool:
-    return any(n is target for n in walk(node))
+    return any(n is target for n in walk(node, layout=_is_layout(target)))
+
+
+def path_replace(root: cst.CSTNode, old: cst.CSTNode, new) -> cst.CSTNode:
+    """``root.deep_replace(old, new)``, rebuilding only the nodes on the way down to ``old``:
+    every other subtree stays the very same object.  libcst's deep_replace rebuilds every
+    node of ``root``, so each statement of an edited def would be printed anew by
+    ``same_code`` (the round-trip check) and by ``node_tokens`` (cached per node).  Where
+    ``old`` is not reached by exactly one path (absent, or inside a subtree that stands
+    twice), or ``new`` is no node (a removal), deep_replace itself decides."""
+    most = 2 if _is_layout(old) else 1
+    parent: dict[int, cst.CSTNode] = {}
+    found = 0
+    stack = [root]
+    while stack:  # the whole tree: a second path to ``old`` must be seen
+        n = stack.pop()
+        if n is old:
+            found += 1
+            continue
+        for c in _children(n, most):
+            parent[id(c)] = n
+            stack.append(c)
+    if found != 1 or not isinstance(new, cst.CSTNode):
+        return root.deep_replace(old, new)
+    node, child = new, old
+    while child is not root:
+        up = parent[id(child)]
+        node, child = _swap_child(up, child, node), up
+    return node
+
+
+def _swap_child(parent: cst.CSTNode, child: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+    for name in _FIELDS[type(parent)]:
+        v = getattr(parent, name)
+        if v is child:
+            return parent.with_changes(**{name: new})
+        if isinstance(v, (list, tuple)) and any(x is child for x in v):
+            items = [new if x is child else x for x in v]
+            return parent.with_changes(**{name: items if isinstance(v, list) else tuple(items)})
+    raise LookupError(f"internal: {type(child).__name__} is not a child of {type(parent).__name__}")
 
 
 def same_code(a: cst.CSTNode, b: cst.CSTNode) -> bool:

@@ -21,7 +21,7 @@ import re
 import libcst as cst
 
 from patchkit.core.ops import DONE, MISSING, PENDING, Located, Op, OpParamError, Reads, register
-from patchkit.core.ops._cst import code, insert_item, remove_item
+from patchkit.core.ops._cst import code, insert_item, remove_item, replace_node
 
 
 def defines(source: str, name: str) -> bool:
@@ -189,7 +189,7 @@ class EnsureImport(Op):
             index = next((i + 1 for i, a in enumerate(names) if code(a.name) == self.after), index)
         opening_ws = imp.lpar.whitespace_after if imp.lpar else None
         new_imp = imp.with_changes(names=insert_item(names, index, alias, opening_ws))
-        return module.deep_replace(imp, new_imp)
+        return replace_node(module, imp, new_imp)
 
     def revert(self, module):
         for stmt, imp in self._imports(module):
@@ -198,7 +198,7 @@ class EnsureImport(Op):
                 continue
             if len(imp.names) == 1:
                 return module.with_changes(body=[s for s in module.body if s is not stmt])
-            return module.deep_replace(imp, imp.with_changes(names=remove_item(imp.names, i)))
+            return replace_node(module, imp, imp.with_changes(names=remove_item(imp.names, i)))
         raise ValueError(f"`{self.name}` is not imported from {self.module}")
 
 

@@ -50,6 +50,10 @@ class Context:
     # The NEAR statements before (nearest first) and after the site as a diff shows them,
     # across the blocks around it (``site_run``); () for the site's own block's.
     near: tuple = ()
+    # The ifs around the site with the arm it is in, and the if/else it would fold out of
+    # (folds.py): both the site's own, in the home release.
+    arms: tuple = ()
+    fold: tuple = ()
 
     @property
     def before(self) -> tuple[Stmt, ...]:
@@ -222,23 +226,37 @@ def site_run(tree: ast.Module, line: int) -> tuple[list[ast.stmt], Optional[int]
     return run, next((k for k, s in enumerate(run) if s is site), None)
 
 
-def _near(tree: ast.Module, line: int) -> tuple:
+def _near_nodes(tree: ast.Module, line: int) -> tuple:
     """(before, nearest first; after): the NEAR statements of ``site_run`` that name
-    something, around the site."""
+    something, around the site, as nodes; () when no statement holds the line."""
     run, at = site_run(tree, line)
     if at is None:
         return ()
-    before = [stmt(s) for s in reversed(run[:at])]
-    after = [stmt(s) for s in run[at + 1 :]]
-    return tuple(tuple([st for st in side if st[0]][:NEAR]) for side in (before, after))
+    before, after = list(reversed(run[:at])), run[at + 1 :]
+    return tuple([s for s in side if stmt(s)[0]][:NEAR] for side in (before, after))
 
 
 def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
     """The context of a site starting at ``line`` of a parsed Python file: its own block
-    (siblings), and its context lines across the blocks around it (``site_run``)."""
+    (siblings), its context lines across the blocks around it (``site_run``), the arms of the
+    ifs around it and the fold it sits in (folds.py)."""
+    from patchkit import folds
+
     block, at = site_block(tree, line)
-    near = _near(tree, line) if at is not None else ()
-    return Context(file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line), near)
+    nodes = _near_nodes(tree, line) if at is not None else ()
+    near = tuple(tuple(stmt(s) for s in side) for side in nodes)
+    fold = folds.fold(tree, line, block[at], *nodes) if nodes else ()
+    return Context(
+        file,
+        scope,
+        tuple(stmt(s) for s in block),
+        at,
+        imports,
+        enclosing(tree, line),
+        near,
+        folds.arms(tree, line),
+        fold,
+    )
 
 
 _WORD = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+\d*(?![a-z])|\d+")
@@ -446,18 +464,32 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
             elif kept:
                 num += W_SCOPE * kept
                 parts.append(f"scope {kept:.0%}")
+    from patchkit import folds
+
+    against = folds.opposite(original.arms, cand.arms)
+    if against is not None:  # the other arm of the site's own if: another site (folds.py)
+        return 0.0, (f"in the other arm of `if {against}`",)
+    site_text = cand.block[cand.at][0] if cand.at is not None and cand.at < len(cand.block) else ""
+    unfolded = folds.unfold(original.fold, site_text) if original.fold and site_text else None
+    folded: tuple = ((), ())
+    if unfolded is not None:  # its if's header and other arm are in this statement now
+        site_text, folded = unfolded, original.fold[4:6]
+        parts.append(f"folded `if {original.fold[0]}`")
     if original.at is not None and cand.at is not None and original.block[original.at][0]:
-        r = _ratio(original.block[original.at][0], cand.block[cand.at][0] if cand.at < len(cand.block) else "")
+        r = _ratio(original.block[original.at][0], site_text)
         den += W_SITE
         num += W_SITE * r
         if r:
             parts.append("site" if r == 1 else f"site {r:.0%}")
     texts, heads = _pool(cand.others)
-    for side, mine, theirs in (("before", original.before, cand.before), ("after", original.after, cand.after)):
+    for side, mine, theirs, gone in (
+        ("before", original.before, cand.before, folded[0]),
+        ("after", original.after, cand.after, folded[1]),
+    ):
         want = [st for st in mine if st[0]]
         if not want:
             continue
-        got = sum(_neighbour(st, theirs, texts, heads, python) for st in want)
+        got = sum(1.0 if k in gone else _neighbour(st, theirs, texts, heads, python) for k, st in enumerate(want))
         den += W_NEAR * len(want)
         num += W_NEAR * got
         if got:

@@ -34,7 +34,8 @@ from patchkit.ops import DONE, PENDING, Located
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
-FORMAT = 5  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON
+FORMAT = 6  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON;
+# 6: the arms and the fold around the site (folds.py)
 SITE_DONE = 0.75  # a done site in its own scope: this share of the release's statement's tokens
 
 
@@ -377,8 +378,10 @@ def _load(path) -> Optional[tuple]:
                 frozenset((str(m), str(n)) for m, n in imp),
                 _header(hdr),
                 _near(near),
+                tuple((str(t), bool(side)) for t, side in arms),
+                _fold(fold),
             )
-            for f, s, blk, at, imp, hdr, near in raw
+            for f, s, blk, at, imp, hdr, near, arms, fold in raw
         )
         if any(c.at is not None and not (isinstance(c.at, int) and 0 <= c.at < len(c.block)) for c in sites):
             return None
@@ -391,6 +394,13 @@ def _near(raw) -> tuple:
     if not raw:
         return ()
     return tuple(tuple((str(a), str(b)) for a, b in side) for side in raw)
+
+
+def _fold(raw) -> tuple:
+    if not raw:
+        return ()
+    cond, side, a, b, before, after = raw
+    return str(cond), bool(side), str(a), str(b), tuple(int(k) for k in before), tuple(int(k) for k in after)
 
 
 def _header(raw) -> tuple:
@@ -406,7 +416,9 @@ def _save(path, sites) -> None:
     raw = (
         False
         if sites is None
-        else [(c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near) for c in sites]
+        else [
+            (c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near, c.arms, c.fold) for c in sites
+        ]
     )
     from patchkit import fsio
 

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from patchkit import folds
+
 NEAR = 3  # statements before and after the site that are its "context lines"
 
 Stmt = tuple[str, str]  # (normalised text, head); ("", "") is no context
@@ -236,26 +238,78 @@ def _near_nodes(tree: ast.Module, line: int) -> tuple:
     return tuple([s for s in side if stmt(s)[0]][:NEAR] for side in (before, after))
 
 
+def _if_path(tree: ast.Module, line: int) -> list[tuple[ast.If, bool]]:
+    """The ifs whose arm holds the statement starting at ``line``, outermost first, each with
+    whether it is the true arm, inside the innermost def or class holding it (an enclosing
+    function's ifs are another scope's)."""
+    out: list[tuple[ast.If, bool]] = []
+    body = tree.body
+    while body:
+        s = next((s for s in body if _spans(s, line)), None)
+        if s is None:
+            break
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out = []
+        if isinstance(s, ast.If):
+            if any(_spans(c, line) for c in s.body):
+                out.append((s, True))
+            elif any(_spans(c, line) for c in s.orelse):
+                out.append((s, False))
+            else:
+                break  # the site is the if's own header
+        body = [c for b in _blocks(s) for c in b]
+    return out
+
+
+def arms(tree: ast.Module, line: int) -> tuple:
+    """((condition, in its true arm), ...) of the ifs around a site (folds.py)."""
+    return tuple((_unparse(s.test), side) for s, side in _if_path(tree, line))
+
+
+def _one_target(s) -> Optional[str]:
+    return _unparse(s.targets[0]) if isinstance(s, ast.Assign) and len(s.targets) == 1 else None
+
+
+def fold(tree: ast.Module, line: int, site: ast.stmt, before: list, after: list) -> tuple:
+    """The if/else a site's assignment would fold out of (folds.py; ``before``/``after``: the
+    nodes of its context lines, nearest first): (condition, site in the true arm, its value,
+    the other arm's, indices of the context lines the fold takes in: the if's header and the
+    other arm's statements), or () when the innermost if/else around it does not fold: its
+    arms must be the same statements, in order, but for the site's value."""
+    target = _one_target(site)
+    if target is None:
+        return ()
+    for node, side in reversed(_if_path(tree, line)):
+        if not node.orelse:
+            continue
+        a: list[ast.stmt] = []
+        b: list[ast.stmt] = []
+        _flat(node.body if side else node.orelse, a)
+        _flat(node.orelse if side else node.body, b)
+        at = next((k for k, s in enumerate(a) if s is site), None)
+        if at is None or len(a) != len(b) or _one_target(b[at]) != target:
+            return ()
+        if any(stmt(x) != stmt(y) for k, (x, y) in enumerate(zip(a, b, strict=True)) if k != at):
+            return ()
+        va, vb = _unparse(site.value), _unparse(b[at].value)
+        if va == vb:
+            return ()
+        gone = {id(node), *(id(s) for s in b)}
+        took = [tuple(k for k, s in enumerate(nodes) if id(s) in gone) for nodes in (before, after)]
+        return (_unparse(node.test), side, va, vb, *took)
+    return ()
+
+
 def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
     """The context of a site starting at ``line`` of a parsed Python file: its own block
     (siblings), its context lines across the blocks around it (``site_run``), the arms of the
     ifs around it and the fold it sits in (folds.py)."""
-    from patchkit import folds
-
     block, at = site_block(tree, line)
     nodes = _near_nodes(tree, line) if at is not None else ()
     near = tuple(tuple(stmt(s) for s in side) for side in nodes)
-    fold = folds.fold(tree, line, block[at], *nodes) if nodes else ()
+    folded = fold(tree, line, block[at], *nodes) if nodes else ()
     return Context(
-        file,
-        scope,
-        tuple(stmt(s) for s in block),
-        at,
-        imports,
-        enclosing(tree, line),
-        near,
-        folds.arms(tree, line),
-        fold,
+        file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line), near, arms(tree, line), folded
     )
 
 
@@ -464,8 +518,6 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
             elif kept:
                 num += W_SCOPE * kept
                 parts.append(f"scope {kept:.0%}")
-    from patchkit import folds
-
     against = folds.opposite(original.arms, cand.arms)
     if against is not None:  # the other arm of the site's own if: another site (folds.py)
         return 0.0, (f"in the other arm of `if {against}`",)

@@ -140,3 +140,22 @@ def test_a_cached_identity_keeps_arms_and_fold(tmp_path):
     path = tmp_path / "x.json"
     identity._save(path, (home(),))
     assert identity._load(path) == (home(),)
+
+
+def test_a_carried_identity_keeps_arms_and_fold_through_its_toml():
+    """capture and port write them into ``[ops.identity]`` (carried.py): read back, the same."""
+    import tomllib
+
+    from patchkit import carried
+    from patchkit.hunks import toml_str
+
+    tab = carried.table("sglang 0.5.9", (home(),), "sglang")
+    (s,) = tab["sites"]
+    assert s["arms"] == ["else kv == 'fp8'", "if major >= 10", "if not b"]
+    assert s["fold"] == ["if major >= 10", "'trt'", "'fa3'"] and s["folded"] == ["after 1", "after 2", "after 3"]
+    lines = carried.toml_lines("ops", tab, toml_str)
+    back = tomllib.loads("[[ops]]\n" + "\n".join(lines))["ops"][0]["identity"]
+    _, (site,) = carried.build(back["release"], "m.py", "S.f", back["imports"], back["sites"])
+    assert (site.arms, site.fold) == (home().arms, home().fold)
+    true = context.of_site(ast.parse(NEW), line_of(NEW, 'declared["d"] = "trt" if'), "m.py", "g")
+    assert context.similarity(site, true)[1][1] == "folded `if major >= 10`"

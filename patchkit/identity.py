@@ -180,9 +180,11 @@ def contexts_in(
     return tuple(context.of_site(tree, ln, f.logical, scope, imports) for ln in lines), lines[0]
 
 
-def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
+def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[context.Context, ...]]:
     """The contexts of the op's site in a pristine release (pristine.Reference), or None
-    when the release does not hold it in the op's file and scope."""
+    when the release does not hold it in the op's file and scope.  ``line``: the one place
+    of several in the scope that the judge singled out (port's retargeted op, whose pattern
+    matches twice there: the identity is that place's)."""
     data = ref.read(op.file)
     if data is None:
         return None
@@ -198,7 +200,7 @@ def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
         loc = op.impl.locate(pyscope.resolve(module, op.scope)[-1])
     except pyscope.ScopeError:
         return None
-    if loc.state not in (DONE, PENDING) or not loc.nodes:
+    if line is None and (loc.state not in (DONE, PENDING) or not loc.nodes):
         return None
     import ast
 
@@ -206,7 +208,14 @@ def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    lines = sorted(set(pyscope.line_numbers(module, None, loc.nodes, text).values()))[:MAX_SITES]
+    if line is not None:  # one of the op's places in its scope, or none
+        places = op.impl.occurrences(pyscope.resolve(module, op.scope)[-1])
+        found = {n for one in places for n in pyscope.line_numbers(module, None, one.nodes, text).values()}
+        if line not in found:
+            return None
+        lines = [line]
+    else:
+        lines = sorted(set(pyscope.line_numbers(module, None, loc.nodes, text).values()))[:MAX_SITES]
     imports = context.imports_of(tree, op.file)
     return tuple(context.of_site(tree, ln, op.file, op.scope, imports) for ln in lines) or None
 

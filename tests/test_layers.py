@@ -45,6 +45,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "patchkit.view",
         "patchkit.document",
         # judging, planning, writing
+        "patchkit.folds",
         "patchkit.context",
         "patchkit.carried",
         "patchkit.identity",

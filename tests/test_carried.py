@@ -134,6 +134,7 @@ def test_capture_writes_each_python_ops_site_and_identity_prefers_it(tmp_path, r
                 # the method's next statements), as a diff shows them
                 "before": ["if _A or _B"],
                 "after": ["backends = ['trtllm', 'mxfp4']", "return backends"],
+                "arms": ["if _A or _B"],  # the if around it, its arm (folds.py)
             }
         ],
     }

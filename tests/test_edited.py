@@ -59,18 +59,28 @@ def test_the_alignment_pairs_the_site_with_its_own_branch_after_a_rename():
 def test_a_tie_is_broken_only_by_the_alignment_and_only_among_the_tied():
     """edited.identify: candidates that pass but do not lead read ambiguous, unless the
     home scope's alignment pairs the site with one of them."""
-    home = ast.parse(BRANCHES)
+    # Two ifs of unrelated tests (in one if's two arms, the other arm's would be another site:
+    # folds.py, and no tie; below)
+    src = BRANCHES.replace("    else:\n", "    if bf16:\n")
+    home = ast.parse(src)
     site_line = 11
     ident = identity.Identity("home", (context.of_site(home, site_line, "m.py", "f"),))
 
     class Doc:  # renamed, and the statement after both branches gone: they tie on context
         logical = "m.py"
-        tree = ast.parse(BRANCHES.replace("nsa_", "dsa_").replace("    log(self.dsa_decode_backend)\n", ""))
+        tree = ast.parse(src.replace("nsa_", "dsa_").replace("    log(self.dsa_decode_backend)\n", ""))
 
     verdict, ranked = edited.identify(ident, Doc, "f")
     assert verdict == "ambiguous" and ranked[0].score - ranked[1].score < identity.MARGIN
     verdict, ranked = edited.identify(ident, Doc, "f", home, "f")
     assert verdict == "moved" and ranked[0].line == site_line and "aligned" in ranked[0].parts
+
+    class Else(Doc):  # the if/else itself: the fp8 arm's default is scored 0, no tie to break
+        tree = ast.parse(BRANCHES.replace("nsa_", "dsa_").replace("    log(self.dsa_decode_backend)\n", ""))
+
+    ident = identity.Identity("home", (context.of_site(ast.parse(BRANCHES), site_line, "m.py", "f"),))
+    verdict, ranked = edited.identify(ident, Else, "f")
+    assert verdict == "moved" and ranked[0].line == site_line and ranked[-1].score == 0.0
 
 
 def test_edit_words_are_the_diff_of_the_scope_before_and_after_the_op():

@@ -234,3 +234,65 @@ def test_on_sglang_0_5_12_apply_edits_the_bf16_default_alone_and_reverts(tmp_pat
     assert [o["state"] for o in json.loads(out)["recipes"][0]["ops"]] == ["applied", "applied"], out
     code, out, err = run_cli(*args, "revert", "corpus-glm5guide-nsa-backends", *target)
     assert code == 0 and path.read_text() == before, (out, err)
+
+
+# 0.5.17's shape (arg_groups/overrides.py::_dsa_split_backend_resolution): the bf16 branch's
+# `if major >= 10:` / `else:` folded into one conditional expression, in the else of the
+# fp8 test, whose own arm holds another "trtllm" (folds.py).
+OVERRIDES = "sglang/srt/arg_groups/overrides.py"
+FOLDED = """
+def _dsa_split_backend_resolution(view, kv_cache_dtype, major):
+    declared = {}
+    user_set_prefill = view.dsa_prefill_backend is not None
+    user_set_decode = view.dsa_decode_backend is not None
+    if view.is_hip:
+        declared["dsa_decode_backend"] = "triton"
+    elif kv_cache_dtype == "fp8_e4m3":
+        default = "trtllm" if major >= 10 else "flashmla_kv"
+        if not user_set_prefill:
+            declared["dsa_prefill_backend"] = default
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = default
+    else:
+        if not user_set_prefill:
+            declared["dsa_prefill_backend"] = "flashmla_sparse"
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = "trtllm" if major >= 10 else "fa3"
+    return declared
+"""
+FOLDED_LINE = 1 + FOLDED[: FOLDED.index('"trtllm" if major >= 10 else "fa3"')].count("\n")
+
+
+def test_a_folded_site_reads_moved_and_its_port_applies_there_alone(tmp_path, run_cli, monkeypatch):
+    """Offline, the 0.5.20 refactor in miniature: the op reads moved to the folded statement
+    (never to the fp8 arm's default); `port` retargets it with that place's identity, whose
+    arms tell the two "trtllm" of the new scope apart: apply edits the folded statement's true
+    arm alone, status reads applied, revert restores the bytes."""
+    files = {FILE: "class ServerArgs:\n    pass\n", OVERRIDES: FOLDED, "sglang/version.py": '__version__ = "0.5.20"\n'}
+    root = mini_sglang(tmp_path / "site", files)
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "nsa.toml").write_text(RECIPE)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    release_in_cache(cache, "sglang", "0.5.9", {"sglang/__init__.py": "", FILE: HOME})
+    release_in_cache(cache, "sglang", "0.5.20", {"sglang/__init__.py": "", **files})
+    recipes = ("--recipes", str(tmp_path / "recipes"))
+    target = ("-t", f"sglang={root}")
+    code, out, _ = run_cli(*recipes, "status", "nsa", *target, "--json")
+    o = json.loads(out)["recipes"][0]["ops"][0]
+    assert o["state"] == "moved" and o["location"] == f"{OVERRIDES}::_dsa_split_backend_resolution:{FOLDED_LINE}", o
+    assert "folded `if major >= 10`" in o["message"], o
+    code, out, err = run_cli(*recipes, "port", "nsa", "--to", f"sglang={root}", "--write")
+    assert code == 0, (out, err)
+    assert "arms = [" in (tmp_path / "recipes" / "nsa.toml").read_text()
+    code, out, err = run_cli(*recipes, "apply", "nsa", *target)
+    assert code == 0, (out, err)
+    path = root / OVERRIDES
+    assert path.read_text() == FOLDED.replace(
+        '"trtllm" if major >= 10 else "fa3"', '"flashinfer" if major >= 10 else "fa3"'
+    )
+    code, out, _ = run_cli(*recipes, "status", "nsa", *target, "--json")
+    states = [(o["state"], o["location"]) for o in json.loads(out)["recipes"][0]["ops"]]
+    assert ("applied", f"{OVERRIDES}::_dsa_split_backend_resolution:{FOLDED_LINE}") in states, out
+    code, out, err = run_cli(*recipes, "revert", "nsa", *target)
+    assert code == 0 and path.read_text() == FOLDED, (out, err)

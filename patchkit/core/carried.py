@@ -18,6 +18,9 @@ author's site looked like::
     at = 2  # the site is the 2nd statement of block
     before = ["moe = self.moe_runner_backend"]  # context lines across the blocks around it,
     after = ["return moe"]                      # as a diff shows them (nearest first before)
+    arms = ["else kv == 'fp8'", "if major >= 10"]  # the ifs around the site, its arm of each
+    fold = ["if major >= 10", "'trtllm'", "'fa3'"]  # the if/else it folds out of (folds.py):
+    folded = ["after 1", "after 2"]                 # its arm, value, the other's; lines taken in
 
 Statements are written as ``ast.unparse`` prints them (a compound statement by its header,
 a def or class by its name and signature; "" for one that names nothing), imports as
@@ -60,6 +63,16 @@ def head_of(text: str) -> str:
     return _head(tree.body[0])
 
 
+def _arm(text: str) -> tuple[str, bool]:
+    """``"if C"`` / ``"else C"`` -> (C, in the true arm)."""
+    word, _, cond = text.partition(" ")
+    return cond, word == "if"
+
+
+def _arm_text(cond: str, side: bool) -> str:
+    return f"{'if' if side else 'else'} {cond}"
+
+
 def build(release: str, file: str, scope: str, imports: list[str], sites: list[dict]) -> tuple:
     """(release, contexts) from a recipe's validated ``[ops.identity]``: identity.of makes
     its Identity of them (this module sits below identity.py, which reads releases)."""
@@ -75,7 +88,15 @@ def build(release: str, file: str, scope: str, imports: list[str], sites: list[d
         near = ()
         if "before" in s or "after" in s:  # the context lines across the blocks around the site
             near = tuple(tuple((t, head_of(t)) for t in s.get(side, ())) for side in ("before", "after"))
-        ctxs.append(context.Context(file, scope, block, at, pairs, header, near))
+        arms = tuple(_arm(a) for a in s.get("arms", ()))
+        fold = ()
+        if s.get("fold"):
+            took = [
+                [int(n) - 1 for side_, n in (f.split() for f in s.get("folded", ())) if side_ == side]
+                for side in ("before", "after")
+            ]
+            fold = (*_arm(s["fold"][0]), s["fold"][1], s["fold"][2], tuple(took[0]), tuple(took[1]))
+        ctxs.append(context.Context(file, scope, block, at, pairs, header, near, arms, fold))
     return release, tuple(ctxs)
 
 
@@ -98,6 +119,13 @@ def table(release: str, contexts: tuple, package: str) -> dict:
             s["at"] = c.at - lo + 1
         if c.near:
             s["before"], s["after"] = [t for t, _ in c.near[0]], [t for t, _ in c.near[1]]
+        if c.arms:
+            s["arms"] = [_arm_text(t, side) for t, side in c.arms]
+        if c.fold:
+            s["fold"] = [_arm_text(c.fold[0], c.fold[1]), c.fold[2], c.fold[3]]
+            s["folded"] = [
+                f"{side} {k + 1}" for side, ks in zip(("before", "after"), c.fold[4:6], strict=True) for k in ks
+            ]
         sites.append(s)
     return {"release": release, "imports": imports, "sites": sites}
 
@@ -119,9 +147,9 @@ def toml_lines(prefix: str, tab: dict, toml_str) -> list[str]:
         out.append("]")
         if "at" in s:
             out.append(f"at = {s['at']}")
-        for side in ("before", "after"):
-            if side in s:
-                out.append(f"{side} = {strs(s[side])}")
+        for key in ("before", "after", "arms", "fold", "folded"):
+            if key in s:
+                out.append(f"{key} = {strs(s[key])}")
     return out
 
 

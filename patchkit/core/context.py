@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from patchkit.core import folds
+
 NEAR = 3  # statements before and after the site that are its "context lines"
 
 Stmt = tuple[str, str]  # (normalised text, head); ("", "") is no context
@@ -50,6 +52,10 @@ class Context:
     # The NEAR statements before (nearest first) and after the site as a diff shows them,
     # across the blocks around it (``site_run``); () for the site's own block's.
     near: tuple = ()
+    # The ifs around the site with the arm it is in, and the if/else it would fold out of
+    # (folds.py): both the site's own, in the home release.
+    arms: tuple = ()
+    fold: tuple = ()
 
     @property
     def before(self) -> tuple[Stmt, ...]:
@@ -222,23 +228,89 @@ def site_run(tree: ast.Module, line: int) -> tuple[list[ast.stmt], Optional[int]
     return run, next((k for k, s in enumerate(run) if s is site), None)
 
 
-def _near(tree: ast.Module, line: int) -> tuple:
+def _near_nodes(tree: ast.Module, line: int) -> tuple:
     """(before, nearest first; after): the NEAR statements of ``site_run`` that name
-    something, around the site."""
+    something, around the site, as nodes; () when no statement holds the line."""
     run, at = site_run(tree, line)
     if at is None:
         return ()
-    before = [stmt(s) for s in reversed(run[:at])]
-    after = [stmt(s) for s in run[at + 1 :]]
-    return tuple(tuple([st for st in side if st[0]][:NEAR]) for side in (before, after))
+    before, after = list(reversed(run[:at])), run[at + 1 :]
+    return tuple([s for s in side if stmt(s)[0]][:NEAR] for side in (before, after))
+
+
+def _if_path(tree: ast.Module, line: int) -> list[tuple[ast.If, bool]]:
+    """The ifs whose arm holds the statement starting at ``line``, outermost first, each with
+    whether it is the true arm, inside the innermost def or class holding it (an enclosing
+    function's ifs are another scope's)."""
+    out: list[tuple[ast.If, bool]] = []
+    body = tree.body
+    while body:
+        s = next((s for s in body if _spans(s, line)), None)
+        if s is None:
+            break
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out = []
+        if isinstance(s, ast.If):
+            if any(_spans(c, line) for c in s.body):
+                out.append((s, True))
+            elif any(_spans(c, line) for c in s.orelse):
+                out.append((s, False))
+            else:
+                break  # the site is the if's own header
+        body = [c for b in _blocks(s) for c in b]
+    return out
+
+
+def arms(tree: ast.Module, line: int) -> tuple:
+    """((condition, in its true arm), ...) of the ifs around a site (folds.py)."""
+    return tuple((_unparse(s.test), side) for s, side in _if_path(tree, line))
+
+
+def _one_target(s) -> Optional[str]:
+    return _unparse(s.targets[0]) if isinstance(s, ast.Assign) and len(s.targets) == 1 else None
+
+
+def fold(tree: ast.Module, line: int, site: ast.stmt, before: list, after: list) -> tuple:
+    """The if/else a site's assignment would fold out of (folds.py; ``before``/``after``: the
+    nodes of its context lines, nearest first): (condition, site in the true arm, its value,
+    the other arm's, indices of the context lines the fold takes in: the if's header and the
+    other arm's statements), or () when the innermost if/else around it does not fold: its
+    arms must be the same statements, in order, but for the site's value."""
+    target = _one_target(site)
+    if target is None:
+        return ()
+    for node, side in reversed(_if_path(tree, line)):
+        if not node.orelse:
+            continue
+        a: list[ast.stmt] = []
+        b: list[ast.stmt] = []
+        _flat(node.body if side else node.orelse, a)
+        _flat(node.orelse if side else node.body, b)
+        at = next((k for k, s in enumerate(a) if s is site), None)
+        if at is None or len(a) != len(b) or _one_target(b[at]) != target:
+            return ()
+        if any(stmt(x) != stmt(y) for k, (x, y) in enumerate(zip(a, b, strict=True)) if k != at):
+            return ()
+        va, vb = _unparse(site.value), _unparse(b[at].value)
+        if va == vb:
+            return ()
+        gone = {id(node), *(id(s) for s in b)}
+        took = [tuple(k for k, s in enumerate(nodes) if id(s) in gone) for nodes in (before, after)]
+        return (_unparse(node.test), side, va, vb, *took)
+    return ()
 
 
 def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
     """The context of a site starting at ``line`` of a parsed Python file: its own block
-    (siblings), and its context lines across the blocks around it (``site_run``)."""
+    (siblings), its context lines across the blocks around it (``site_run``), the arms of the
+    ifs around it and the fold it sits in (folds.py)."""
     block, at = site_block(tree, line)
-    near = _near(tree, line) if at is not None else ()
-    return Context(file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line), near)
+    nodes = _near_nodes(tree, line) if at is not None else ()
+    near = tuple(tuple(stmt(s) for s in side) for side in nodes)
+    folded = fold(tree, line, block[at], *nodes) if nodes else ()
+    return Context(
+        file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line), near, arms(tree, line), folded
+    )
 
 
 _WORD = re.compile(r"[A-Z]?[a-z]+\d*|[A-Z]+\d*(?![a-z])|\d+")
@@ -446,18 +518,30 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
             elif kept:
                 num += W_SCOPE * kept
                 parts.append(f"scope {kept:.0%}")
+    against = folds.opposite(original.arms, cand.arms)
+    if against is not None:  # the other arm of the site's own if: another site (folds.py)
+        return 0.0, (f"in the other arm of `if {against}`",)
+    site_text = cand.block[cand.at][0] if cand.at is not None and cand.at < len(cand.block) else ""
+    unfolded = folds.unfold(original.fold, site_text) if original.fold and site_text else None
+    folded: tuple = ((), ())
+    if unfolded is not None:  # its if's header and other arm are in this statement now
+        site_text, folded = unfolded, original.fold[4:6]
+        parts.append(f"folded `if {original.fold[0]}`")
     if original.at is not None and cand.at is not None and original.block[original.at][0]:
-        r = _ratio(original.block[original.at][0], cand.block[cand.at][0] if cand.at < len(cand.block) else "")
+        r = _ratio(original.block[original.at][0], site_text)
         den += W_SITE
         num += W_SITE * r
         if r:
             parts.append("site" if r == 1 else f"site {r:.0%}")
     texts, heads = _pool(cand.others)
-    for side, mine, theirs in (("before", original.before, cand.before), ("after", original.after, cand.after)):
+    for side, mine, theirs, gone in (
+        ("before", original.before, cand.before, folded[0]),
+        ("after", original.after, cand.after, folded[1]),
+    ):
         want = [st for st in mine if st[0]]
         if not want:
             continue
-        got = sum(_neighbour(st, theirs, texts, heads, python) for st in want)
+        got = sum(1.0 if k in gone else _neighbour(st, theirs, texts, heads, python) for k, st in enumerate(want))
         den += W_NEAR * len(want)
         num += W_NEAR * got
         if got:

@@ -34,7 +34,8 @@ from patchkit.core.ops import DONE, PENDING, Located
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
-FORMAT = 5  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON
+FORMAT = 6  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON;
+# 6: the arms and the fold around the site (folds.py)
 SITE_DONE = 0.75  # a done site in its own scope: this share of the release's statement's tokens
 
 
@@ -179,9 +180,11 @@ def contexts_in(
     return tuple(context.of_site(tree, ln, f.logical, scope, imports) for ln in lines), lines[0]
 
 
-def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
+def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[context.Context, ...]]:
     """The contexts of the op's site in a pristine release (pristine.Reference), or None
-    when the release does not hold it in the op's file and scope."""
+    when the release does not hold it in the op's file and scope.  ``line``: the one place
+    of several in the scope that the judge singled out (port's retargeted op, whose pattern
+    matches twice there: the identity is that place's)."""
     data = ref.read(op.file)
     if data is None:
         return None
@@ -197,7 +200,7 @@ def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
         loc = op.impl.locate(pyscope.resolve(module, op.scope)[-1])
     except pyscope.ScopeError:
         return None
-    if loc.state not in (DONE, PENDING) or not loc.nodes:
+    if line is None and (loc.state not in (DONE, PENDING) or not loc.nodes):
         return None
     import ast
 
@@ -205,7 +208,14 @@ def _of_release(ref, op: OpSpec) -> Optional[tuple[context.Context, ...]]:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    lines = sorted(set(pyscope.line_numbers(module, None, loc.nodes, text).values()))[:MAX_SITES]
+    if line is not None:  # one of the op's places in its scope, or none
+        places = op.impl.occurrences(pyscope.resolve(module, op.scope)[-1])
+        found = {n for one in places for n in pyscope.line_numbers(module, None, one.nodes, text).values()}
+        if line not in found:
+            return None
+        lines = [line]
+    else:
+        lines = sorted(set(pyscope.line_numbers(module, None, loc.nodes, text).values()))[:MAX_SITES]
     imports = context.imports_of(tree, op.file)
     return tuple(context.of_site(tree, ln, op.file, op.scope, imports) for ln in lines) or None
 
@@ -369,8 +379,10 @@ def _load(path) -> Optional[tuple]:
                 frozenset((str(m), str(n)) for m, n in imp),
                 _header(hdr),
                 _near(near),
+                tuple((str(t), bool(side)) for t, side in arms),
+                _fold(fold),
             )
-            for f, s, blk, at, imp, hdr, near in raw
+            for f, s, blk, at, imp, hdr, near, arms, fold in raw
         )
         if any(c.at is not None and not (isinstance(c.at, int) and 0 <= c.at < len(c.block)) for c in sites):
             return None
@@ -383,6 +395,13 @@ def _near(raw) -> tuple:
     if not raw:
         return ()
     return tuple(tuple((str(a), str(b)) for a, b in side) for side in raw)
+
+
+def _fold(raw) -> tuple:
+    if not raw:
+        return ()
+    cond, side, a, b, before, after = raw
+    return str(cond), bool(side), str(a), str(b), tuple(int(k) for k in before), tuple(int(k) for k in after)
 
 
 def _header(raw) -> tuple:
@@ -398,7 +417,9 @@ def _save(path, sites) -> None:
     raw = (
         False
         if sites is None
-        else [(c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near) for c in sites]
+        else [
+            (c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near, c.arms, c.fold) for c in sites
+        ]
     )
     from patchkit.base import fsio
 

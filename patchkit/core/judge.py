@@ -385,6 +385,10 @@ def judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         raise OpBug(recipe.id, op.label, e) from e
 
 
+def _ours(session: Session, recipe: Recipe, op: OpSpec) -> bool:
+    return op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+
+
 def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
     session.target(op.engine, recipe)
     f = session.file(op.engine, op.file)
@@ -396,8 +400,12 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
             loc, impl = _against_pristine(session, recipe, op, f, loc)
         if impl is None and loc.state in (State.AMBIGUOUS, State.MISSING) and loc.nodes and f.is_python:
             loc, impl = _singled_out(session, recipe, op, f, loc)
+        elif impl is None and loc.state == State.PENDING and f.is_python and _ours(session, recipe, op):
+            # Applied by patchkit at the one place of several the identity singled out: the
+            # pattern left standing at another (the fp8 arm's "trtllm") is not the site.
+            loc, impl = _singled_out(session, recipe, op, f, loc)
         ev = _Draft(recipe, op, f, loc, op.scope, impl=impl)
-    ours = op.index in session.journal(op.engine).applied_ops(op.engine, recipe.id)
+    ours = _ours(session, recipe, op)
     ident = None
     if not ours and f.exists:
         ev.located, ident = _identified(session, recipe, op, f, ev.located)

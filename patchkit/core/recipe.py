@@ -71,6 +71,9 @@ SITE_KEYS = {
     "at": "int",
     "before": "list[str]",  # the context lines across the blocks around the site, nearest first
     "after": "list[str]",
+    "arms": "list[str]",  # "if C" / "else C": the ifs around the site (folds.py)
+    "fold": "list[str]",  # ["if C" / "else C", its value, the other arm's]
+    "folded": "list[str]",  # "before N" / "after N": the context lines the fold takes in
 }
 IMPORT_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:([A-Za-z_]\w*|\*))?$")
 EXAMPLE_KEYS = {"before": "str", "after": "str"}
@@ -723,6 +726,28 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     )
 
 
+def _check_fold(ctx: _Ctx, s: dict, sw: tuple, sc: list) -> None:
+    """An identity site's ``arms``, ``fold`` and ``folded`` (carried.py, folds.py)."""
+    arm = re.compile(r"(if|else) \S.*", re.S)
+    bad = next((a for a in s.get("arms", ()) if not arm.fullmatch(a)), None)
+    if bad is not None:
+        raise ctx.fail((*sw, "arms"), [*sc, "arms"], f"{bad!r} is not an arm", "e.g. \"else kv == 'fp8'\"")
+    if "fold" in s and (len(s["fold"]) != 3 or not arm.fullmatch(s["fold"][0]) or "at" not in s):
+        why = "a fold is [arm, the site's value, the other arm's], at a site with `at`"
+        raise ctx.fail((*sw, "fold"), [*sc, "fold"], "is not a fold", why)
+    for f in s.get("folded", ()):
+        side, _, n = f.partition(" ")
+        if (
+            "fold" not in s
+            or side not in ("before", "after")
+            or not n.isdigit()
+            or not 1 <= int(n) <= len(s.get(side, ()))
+        ):
+            raise ctx.fail(
+                (*sw, "folded"), [*sc, "folded"], f"{f!r} is not a context line of the fold", '"after 1" to "after 3"'
+            )
+
+
 def _load_identity(ctx: _Ctx, t: dict, cls, kind: str, where, crumbs, engine: str, file: str, scope: str):
     """``[ops.identity]``: the site as in the release the op was written for (carried.py)."""
     from packaging.version import InvalidVersion, Version
@@ -772,6 +797,7 @@ def _load_identity(ctx: _Ctx, t: dict, cls, kind: str, where, crumbs, engine: st
         for side in ("before", "after"):
             if len(s.get(side, ())) > carried.NEAR:
                 raise ctx.fail((*sw, side), [*sc, side], f"lists {len(s[side])} statements", f"at most {carried.NEAR}")
+        _check_fold(ctx, s, sw, sc)
         if any(not re.fullmatch(r"[a-z0-9]+", w) for w in s.get("enclosing", ())):
             raise ctx.fail((*sw, "enclosing"), [*sc, "enclosing"], "must be lower-case name words",
                            'e.g. ["handle", "moe", "kernel", "config"]')  # fmt: skip

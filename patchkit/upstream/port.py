@@ -432,7 +432,8 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
             from patchkit.core import carried
 
             drafted = dataclasses.replace(op, file=p.file, scope=p.scope)
-            p.identity = identity_table(carried.TreeFiles(tree), drafted, f"{engine} {version}") or {}
+            at = ev.line if p.action == "retarget" else None  # the one place the judge singled out
+            p.identity = identity_table(carried.TreeFiles(tree), drafted, f"{engine} {version}", at) or {}
         out.append(p)
     # A blocker in the scope a moved op edits at its new place is what that op takes away
     # there, as for a pending op in its own scope (judge.evaluate).
@@ -445,7 +446,7 @@ def judge_at(recipe: Recipe, engine: str, tree: Target) -> tuple[list[OpPort], l
     return out, standing
 
 
-def identity_table(ref, op: OpSpec, label: str) -> Optional[dict]:
+def identity_table(ref, op: OpSpec, label: str, line: Optional[int] = None) -> Optional[dict]:
     """The ``[ops.identity]`` table (carried.py) of the op's site in a release
     (pristine.Reference, or carried.TreeFiles), or None when the release does not hold the
     site in the op's file and scope, or the op is not a Python op that moves with its site."""
@@ -454,7 +455,7 @@ def identity_table(ref, op: OpSpec, label: str) -> Optional[dict]:
 
     if op.impl.language != "python" or not op.impl.RELOCATABLE:
         return None
-    sites = identity._of_release(ref, op)
+    sites = identity._of_release(ref, op, line)
     return carried.table(label, sites, ENGINES[op.engine].package) if sites else None
 
 

@@ -321,6 +321,32 @@ def run_rows(g: dict) -> list[tuple]:
     ]
 
 
+def corpus_figures() -> list[str]:
+    """The corpus's figures, counted from tests/corpus/corpus.toml by the loader its tests use
+    (releases expanded over each axis); whether each cell is right is the real tier's job."""
+    from collections import Counter
+
+    sys.path.insert(0, str(ROOT))
+    from tests.test_corpus import load
+
+    _, entries, cells = load()
+    states = Counter(str(c.state) for c in cells)
+    engines = Counter(c.engine for c in cells)
+    releases = {e: sorted({c.release for c in cells if c.engine == e}) for e in engines}
+    wrong = sum(1 for c in cells if getattr(c, "known_wrong", None))
+    return [
+        "## The corpus (tests/corpus/corpus.toml)",
+        "",
+        f"{len(entries)} published edits from {len({e['source'] for e in entries})} sources, judged on every release of",
+        f"their engine's axis from the one each was written for: {len(cells)} cells, "
+        + ", ".join(f"{n} {s}" for s, n in states.most_common())
+        + "; "
+        + ", ".join(f"{engines[e]} on {e} ({len(releases[e])} releases)" for e in sorted(engines))
+        + f". Known wrong: {wrong}. Run: `.venv/bin/python -m pytest -q -m real tests/test_corpus.py`.",
+        "",
+    ]
+
+
 def main() -> None:
     global PY, PK
     work = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
@@ -527,6 +553,7 @@ def main() -> None:
         "  is fetched.",
         "",
     ]
+    md += corpus_figures()
     (ROOT / "BENCHMARKS.md").write_text("\n".join(md))
     print("\n".join(md))
     print(json.dumps({"apply": a, "relocate": r, "drift": d}, default=str, indent=1), file=sys.stderr)

@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -334,17 +335,16 @@ def corpus_figures() -> list[str]:
     engines = Counter(c.engine for c in cells)
     releases = {e: sorted({c.release for c in cells if c.engine == e}) for e in engines}
     wrong = sum(1 for c in cells if getattr(c, "known_wrong", None))
-    return [
-        "## The corpus (tests/corpus/corpus.toml)",
-        "",
-        f"{len(entries)} published edits from {len({e['source'] for e in entries})} sources, judged on every release of",
-        f"their engine's axis from the one each was written for: {len(cells)} cells, "
+    text = (
+        f"{len(entries)} published edits from {len({e['source'] for e in entries})} sources, judged on every"
+        f" release of their engine's axis from the one each was written for: {len(cells)} cells, "
         + ", ".join(f"{n} {s}" for s, n in states.most_common())
         + "; "
         + ", ".join(f"{engines[e]} on {e} ({len(releases[e])} releases)" for e in sorted(engines))
-        + f". Known wrong: {wrong}. Run: `.venv/bin/python -m pytest -q -m real tests/test_corpus.py`.",
-        "",
-    ]
+        + f". Known wrong: {wrong}. Run:"
+    )
+    run = "`.venv/bin/python -m pytest -q -m real tests/test_corpus.py`"
+    return ["## The corpus (tests/corpus/corpus.toml)", "", *textwrap.wrap(text, 110), run, ""]
 
 
 def main() -> None:

@@ -409,3 +409,24 @@ def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(t
     assert op["state"] == "missing", op
     assert "its words are in 2 files of the tree, too many to say where it went" in op["message"], op
     assert [c["location"] for c in op["candidates"]] == ["sglang/srt/gate.py::kept_gate"], op
+
+
+def test_a_site_named_by_its_line_is_read_whole_for_an_op_kind_with_one_place(tmp_path):
+    """port names the place the judge singled out (``line``) when it writes a retargeted op's
+    identity; an op kind that lists no places of its own (a field's default) has its one site
+    read as without a line, not dropped (the ported variant would carry no identity)."""
+    from patchkit.base.target import open_target
+    from patchkit.core.carried import TreeFiles
+
+    code = "class Args:\n    a: int = 1\n    max_running_requests: int = None\n    b: int = 2\n"
+    root = mini_sglang(tmp_path / "t", {"sglang/srt/args.py": code})
+    recipe = tmp_path / "mrr.toml"
+    recipe.write_text(
+        'id = "mrr"\nsummary = "s"\nrationale = "r"\n[engines]\nsglang = ">=0.5.9"\n'
+        '[[ops]]\nkind = "set-default"\nengine = "sglang"\nfile = "sglang/srt/args.py"\nscope = "Args"\n'
+        '[ops.locator]\nfield = "max_running_requests"\n[ops.params]\nvalue = "1024"\nexpect = "None"\n'
+    )
+    (op,) = load_recipe(recipe).ops
+    ref = TreeFiles(open_target("sglang", root))
+    whole = identity._of_release(ref, op)
+    assert whole is not None and [c.at for c in whole] == [c.at for c in identity._of_release(ref, op, 3)]

@@ -184,7 +184,8 @@ def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[c
     """The contexts of the op's site in a pristine release (pristine.Reference), or None
     when the release does not hold it in the op's file and scope.  ``line``: the one place
     of several in the scope that the judge singled out (port's retargeted op, whose pattern
-    matches twice there: the identity is that place's)."""
+    matches twice there: the identity is that place's; an op kind with one place in its
+    scope, which lists no places, reads its site as without ``line``)."""
     data = ref.read(op.file)
     if data is None:
         return None
@@ -200,7 +201,11 @@ def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[c
         loc = op.impl.locate(pyscope.resolve(module, op.scope)[-1])
     except pyscope.ScopeError:
         return None
-    if line is None and (loc.state not in (DONE, PENDING) or not loc.nodes):
+    found: set = set()
+    if line is not None:  # the op's places in its scope (none for a kind that has one place)
+        places = op.impl.occurrences(pyscope.resolve(module, op.scope)[-1])
+        found = {n for one in places for n in pyscope.line_numbers(module, None, one.nodes, text).values()}
+    if not found and (loc.state not in (DONE, PENDING) or not loc.nodes):
         return None
     import ast
 
@@ -208,9 +213,7 @@ def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[c
         tree = ast.parse(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    if line is not None:  # one of the op's places in its scope, or none
-        places = op.impl.occurrences(pyscope.resolve(module, op.scope)[-1])
-        found = {n for one in places for n in pyscope.line_numbers(module, None, one.nodes, text).values()}
+    if found:  # one of the op's places in its scope, or none
         if line not in found:
             return None
         lines = [line]

@@ -4,9 +4,9 @@
 For each op, ``judge`` locates its site in the recipe's file and scope, follows it when it
 moved (relocate.py; companion ops follow their anchor), asks upstream markers
 (markers.py), and decides *who* made an edit that is there: the journal when the file is
-exactly as patchkit wrote it, otherwise the pristine release (pristine.py), or
-``applied?`` when there is none.  Blockers that stand are found (blockers.py).  The
-answer is a frozen ``Verdict`` (patchkit/core/verdict.py, where ``results`` folds verdicts into
+exactly as patchkit wrote it, otherwise the pristine release (read through the Session's
+``Releases``, which the command hands it), or ``applied?`` when there is none.  Blockers
+that stand are found (blockers.py).  The answer is a frozen ``Verdict`` (patchkit/core/verdict.py, where ``results`` folds verdicts into
 the result values that every command reports); the Session it reads is patchkit/core/session.py.
 This is where states are decided.
 """
@@ -40,9 +40,6 @@ from patchkit.core import (
 from patchkit.core.document import Document
 from patchkit.core.ops import Located
 from patchkit.core.session import Session
-
-# The values a verdict is read through live in patchkit/core/verdict.py (the planner and the
-# commands read them there); named here too, for the callers that import them from the judge.
 from patchkit.core.verdict import Evaluation, Verdict
 
 

@@ -6,9 +6,10 @@ moved (relocate.py; companion ops follow their anchor), asks upstream markers
 (markers.py), and decides *who* made an edit that is there: the journal when the file is
 exactly as patchkit wrote it, otherwise the pristine release (read through the Session's
 ``Releases``, which the command hands it), or ``applied?`` when there is none.  Blockers
-that stand are found (blockers.py).  The answer is a frozen ``Verdict`` (patchkit/core/verdict.py, where ``results`` folds verdicts into
-the result values that every command reports); the Session it reads is patchkit/core/session.py.
-This is where states are decided.
+that stand are found (blockers.py).  The answer is a frozen ``Evaluation`` of ``Verdict``s
+(patchkit/core/verdict.py, where ``results`` folds verdicts into the result values that
+every command reports); the Session it reads is patchkit/core/session.py.  This is where
+states are decided.
 """
 
 from __future__ import annotations

@@ -150,3 +150,27 @@ def test_pypi_json_lists_the_releases_with_their_hashes(monkeypatch):
         fetch.fetch_wheel("sglang", "0.5.99")
     assert e.value.message == "sglang 0.5.99: no such release on the package index https://pypi.org/simple/"
     assert e.value.hint.startswith("nearest releases: ") and "0.5.23" in e.value.hint
+
+
+def _wheel(path, files: dict):
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_a_tree_another_process_unpacked_meanwhile_is_kept_whole(tmp_path):
+    """Two processes unpacking one release on a cold cache (drift on two workers): the second
+    to finish finds the first one's tree in place and keeps it, never clearing it under a
+    reader (who then found no sources); a different tree there is replaced."""
+    dest = tmp_path / "trees" / "flashinfer-0.7.1"
+    source = {"engine": "flashinfer", "source": "index", "version": "0.7.1", "wheel": "fi.whl"}
+    whl = _wheel(tmp_path / "fi.whl", {"flashinfer/__init__.py": "x = 1\n"})
+    fetch.unpack(whl, dest, source)  # the first process
+    inode = (dest / "flashinfer" / "__init__.py").stat().st_ino
+    fetch.unpack(whl, dest, source)  # the second, finishing later
+    assert (dest / "flashinfer" / "__init__.py").stat().st_ino == inode  # the same tree, never cleared
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["flashinfer-0.7.1"]  # its temp tree dropped
+    other = {**source, "wheel": "other.whl"}
+    fetch.unpack(_wheel(tmp_path / "other.whl", {"flashinfer/__init__.py": "x = 2\n"}), dest, other)
+    assert (dest / "flashinfer" / "__init__.py").read_text() == "x = 2\n" and fetch.tree_source(dest) == other

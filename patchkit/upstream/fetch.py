@@ -451,11 +451,28 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
         (tmp / ".patchkit").mkdir(exist_ok=True)
         (tmp / ".patchkit" / ".gitignore").write_text("*\n")
         (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
-        fsio.clear_entry(dest)  # a tree there (or a link planted in its place: unlinked, not followed)
-        os.replace(tmp, dest)
+        _into_place(tmp, dest, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _into_place(tmp: Path, dest: Path, source: dict) -> None:
+    """Rename a finished tree into ``dest``.  Another process unpacking the same release may
+    have put it there meanwhile, and a third may be reading it: that tree is kept and ours
+    dropped (clearing it would pull files from under the reader, who then finds no sources).
+    Anything else there (an older tree, a link planted in its place) is cleared first:
+    unlinked, never followed."""
+    if tree_source(dest) == source:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    fsio.clear_entry(dest)
+    try:
+        os.replace(tmp, dest)
+    except OSError:
+        if tree_source(dest) != source:  # not the same tree put there between the two steps
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def tree_source(dest: Path) -> Optional[dict]:
@@ -502,8 +519,7 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
         (tmp / ".patchkit").mkdir(exist_ok=True)
         (tmp / ".patchkit" / ".gitignore").write_text("*\n")
         (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
-        fsio.clear_entry(dest)  # a tree there (or a link planted in its place: unlinked, not followed)
-        os.replace(tmp, dest)
+        _into_place(tmp, dest, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

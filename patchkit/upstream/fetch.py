@@ -448,9 +448,6 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
     try:
         with zipfile.ZipFile(wheel) as z:
             z.extractall(tmp)
-        (tmp / ".patchkit").mkdir(exist_ok=True)
-        (tmp / ".patchkit" / ".gitignore").write_text("*\n")
-        (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
         _into_place(tmp, dest, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -458,11 +455,15 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
 
 
 def _into_place(tmp: Path, dest: Path, source: dict) -> None:
-    """Rename a finished tree into ``dest``.  Another process unpacking the same release may
+    """Record what a finished tree was made from (``.patchkit/source.json``, which
+    ``tree_source`` reads) and rename it into ``dest``.  Another process unpacking the same release may
     have put it there meanwhile, and a third may be reading it: that tree is kept and ours
     dropped (clearing it would pull files from under the reader, who then finds no sources).
     Anything else there (an older tree, a link planted in its place) is cleared first:
     unlinked, never followed."""
+    (tmp / ".patchkit").mkdir(exist_ok=True)
+    (tmp / ".patchkit" / ".gitignore").write_text("*\n")
+    (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
     if tree_source(dest) == source:
         shutil.rmtree(tmp, ignore_errors=True)
         return
@@ -516,9 +517,6 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
                 with src, open(out, "wb") as f:
                     shutil.copyfileobj(src, f)
                 n += 1
-        (tmp / ".patchkit").mkdir(exist_ok=True)
-        (tmp / ".patchkit" / ".gitignore").write_text("*\n")
-        (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
         _into_place(tmp, dest, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,15 +22,7 @@ import libcst as cst
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
 from patchkit.base.target import Target
-from patchkit.core import pyscope, view
-
-_AST_DEFS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-_COMPOUND = tuple(
-    getattr(ast, n)
-    for n in ("FunctionDef", "AsyncFunctionDef", "ClassDef", "If", "For", "AsyncFor", "While", "With", "AsyncWith")
-    + ("Try", "TryStar", "Match")
-    if hasattr(ast, n)
-)
+from patchkit.core import outline, pyscope, view
 
 
 def decode_source(path: Path, data: bytes, python: bool) -> tuple[str, str, str]:
@@ -103,6 +95,7 @@ class Document:
         self.view: Optional[view.View] = None  # set when the module is a view of the file
         self._module: Optional[cst.Module] = None
         self._tree: Any = None  # ast of the original text (Python files only)
+        self._outline: Optional[outline.Outline] = None  # its outline (patchkit/core/outline.py)
         self._printed: Optional[tuple] = None  # (state, code, bytes): printing a module is costly
         self._whole: Optional[cst.Module] = None  # the whole file, parsed to check a view's answer
 
@@ -126,8 +119,8 @@ class Document:
     @property
     def module(self) -> cst.Module:
         if self._module is None:
-            tree = self.tree  # first: a file that would crash libcst is refused here
-            self.view = view.build(self.text, self._wants, tree) if self._wants and tree else None
+            shape = self.outline  # first: a file that would crash libcst is refused here
+            self.view = view.build(self.text, self._wants, shape) if self._wants and shape else None
             if self.view is not None:
                 self._module = self.view.module
                 return self._module
@@ -149,6 +142,19 @@ class Document:
         if self._tree is None and self.is_python:
             self._tree = python_ast(self.text, self.where)
         return self._tree
+
+    @property
+    def outline(self) -> Optional[outline.Outline]:
+        """The original text's outline (None for a file that is not Python): read from the
+        cache when these bytes were outlined before (so CPython's parser accepted them, as
+        ``tree`` asks), else made from ``tree`` and cached."""
+        if self._outline is None and self.is_python:
+            got = outline.read(self.original, view.split_lines(self.text)) if self._tree is None else None
+            if got is None:
+                got = outline.of_tree(self.tree)
+                outline.remember(self.original, got)
+            self._outline = got
+        return self._outline
 
     def whole_module(self) -> cst.Module:
         self.whole()
@@ -198,8 +204,8 @@ class Document:
         lines = view.split_lines(self.text)
         spans = []
         for st in node.body:
-            if isinstance(st, _COMPOUND):
-                first = view.first_line(st)
+            if st.kind in ("def", "compound"):
+                first = st.first
                 head = lines[first - 1]
                 if st.col_offset != len(head) - len(head.lstrip(" \t")) or st.end_lineno is None:
                     return None  # shares its first line with other code: not cut out cleanly
@@ -223,13 +229,13 @@ class Document:
         return self.text if src is None else src
 
     def _scope_node(self, name: str) -> Any:
-        """The ``ast`` node of def/class ``name`` (the module for ""), as pyscope.resolve
-        finds it; None when the file does not parse or the name is not one def/class."""
-        node: Any = self.tree
+        """The outline of def/class ``name`` (the module's for ""), as pyscope.resolve finds
+        it; None when the file does not parse or the name is not one def/class."""
+        node: Any = self.outline
         if node is None:
             return None
         for part in name.split(".") if name else ():
-            hits = [d for d in getattr(node, "body", ()) if isinstance(d, _AST_DEFS) and d.name == part]
+            hits = [d for d in node.body if d.kind == "def" and d.name == part]
             if len(hits) != 1:
                 return None
             node = hits[0]
@@ -241,7 +247,7 @@ class Document:
         node = self._scope_node(name) if name else None
         if node is None:
             return None
-        return view.first_line(node), node.end_lineno
+        return node.first, node.end_lineno
 
     def _scope_source(self, name: str, leave_out: list[tuple[int, int]] = ()) -> Optional[str]:
         """The source of def/class ``name`` dedented to column 0 (the module's for "", only
@@ -261,7 +267,7 @@ class Document:
         removed = sum(last - first for first, last in leave_out)
         if not name:
             return "".join(lines)
-        start = view.first_line(node)
+        start = node.first
         seg = lines[start - 1 : node.end_lineno - removed]
         indent = seg[0][: len(seg[0]) - len(seg[0].lstrip(" \t"))]
         out = []

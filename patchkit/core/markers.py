@@ -16,6 +16,7 @@ from patchkit.base.model import OpSpec
 from patchkit.core import relocate, view
 from patchkit.core.ops import DONE
 from patchkit.core.ops._cst import ast_near, contains_seq, tokens
+from patchkit.core.outline import Outline, Stmt
 
 MARKER_SPAN = 60  # lines: a marker recognises one local piece of code, not a whole module
 
@@ -46,12 +47,12 @@ def hit(session, op: OpSpec, anywhere: bool, recipe=None) -> Optional[str]:
                 if own and m.scope and span is None:
                     continue  # the marker's scope is not in its file: it cannot stand there
                 text = data.decode("utf-8", "replace")
-                tree = f.tree if own else None
-                line = statement_line(text, frags, words, tree, span)
+                shape = f.outline if own and data == f.original else None
+                line = statement_line(text, frags, words, None, span, outline=shape)
                 if line and recipe is not None:  # only now worth asking where the recipe's own edits stand
                     ours = _own_edits(session, recipe, op.engine, logical)
                     if ours:
-                        line = statement_line(text, frags, words, tree, span, ours)
+                        line = statement_line(text, frags, words, None, span, ours, outline=shape)
                 if line:
                     return f"upstream marker matched at {logical}:{line}"
     return None
@@ -75,7 +76,7 @@ def _own_edits(session, recipe, engine: str, logical: str) -> list[tuple[int, in
 
     spans = []
     f = session.file(engine, logical)
-    if not f.exists or not f.is_python or f.tree is None:
+    if not f.exists or not f.is_python or f.outline is None:
         return spans
     for op in recipe.ops:
         if op.engine != engine or op.file != logical:
@@ -87,7 +88,7 @@ def _own_edits(session, recipe, engine: str, logical: str) -> list[tuple[int, in
         if loc.state != DONE or not loc.nodes:
             continue
         for line in pyscope.line_numbers(f.module, f.view, loc.nodes, f.text).values():
-            inner = _statements_at(f.tree, line)[-1:]
+            inner = _statements_at(near(f.text, f.outline, [line]) or f.tree, line)[-1:]
             spans += [(view.first_line(s), s.end_lineno or s.lineno) for s in inner]
     return spans
 
@@ -107,6 +108,49 @@ def _statements_at(tree: ast.Module, line: int) -> list:
     return out
 
 
+def near(text: str, shape: Optional[Outline], hot: list[int]) -> Optional[ast.Module]:
+    """The ``ast`` of the statements that hold the lines ``hot``, parsed alone rather than
+    with the whole file: for each line, the innermost statement of the file's outline
+    (patchkit/core/outline.py) around it that is not a def or class, at its own lines and
+    indentation (an indented one under an ``if 1:`` header on the line above).  A module of
+    those statements, with the file's line numbers; None when it cannot be made (then the
+    whole file is parsed)."""
+    if shape is None:
+        return None
+    lines = view.split_lines(text)
+    picked: dict[int, Stmt] = {}
+    for line in hot:
+        body, inner = shape.body, None
+        while body:
+            s = next((s for s in body if s.first <= line <= s.end_lineno), None)
+            if s is None:
+                break
+            if s.kind != "def":
+                inner = s
+                break
+            body = s.body
+        if inner is not None:
+            picked[inner.first] = inner
+    out: list = []
+    for s in sorted(picked.values(), key=lambda s: s.first):
+        if s.first > len(lines) or s.end_lineno > len(lines):
+            return None
+        head = lines[s.first - 1].encode("utf-8", "surrogateescape")  # col_offset counts UTF-8 bytes
+        if head[: s.col_offset].strip(b" \t\f"):
+            return None  # another statement starts the line: the cut would start inside it
+        seg = "".join(lines[s.first - 1 : s.end_lineno])
+        indented = s.col_offset > 0
+        if indented and s.first < 2:
+            return None
+        src = "\n" * (s.first - 2) + "if 1:\n" + seg if indented else "\n" * (s.first - 1) + seg
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        out += tree.body[0].body if indented else tree.body
+    return ast.Module(body=out, type_ignores=[])
+
+
 def statement_line(
     text: str,
     frags,
@@ -114,19 +158,23 @@ def statement_line(
     tree: Optional[ast.Module] = None,
     within: Optional[tuple[int, int]] = None,
     exclude: list[tuple[int, int]] = (),
+    outline: Optional[Outline] = None,
 ) -> Optional[int]:
     """Line of the smallest statement whose tokens contain every fragment.  Uses ``ast``
     (C speed) for statement boundaries, and visits only statements around a line holding
     the rarest word; only statements holding all words are tokenized.  Defs, classes and
     statements longer than MARKER_SPAN lines do not count: fragments scattered over a
     whole class are not upstream's version of an edit.  ``within``: only statements inside
-    these (first, last) lines count (a marker's scope)."""
+    these (first, last) lines count (a marker's scope).  ``outline``: the text's outline,
+    with which only the statements around those lines are parsed (``near``)."""
     lines = view.split_lines(text)
     first = min((w.decode() for w in words), key=text.count) if words else ""
     lo, hi = within or (1, len(lines))
     hot = [i for i, ln in enumerate(lines, 1) if first in ln and lo <= i <= hi]
     if not hot:
         return None
+    if tree is None:
+        tree = near(text, outline, hot)
     if tree is None:
         try:
             tree = ast.parse(text)

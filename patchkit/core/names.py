@@ -22,6 +22,7 @@ import ast
 from collections import Counter
 from typing import NamedTuple, Optional
 
+from patchkit.core.outline import module_bindings
 from patchkit.core.view import split_lines
 
 
@@ -138,40 +139,6 @@ def introduced(before, after, scopes: list[str], bound=None) -> list[Undefined]:
     return out
 
 
-def _module_bindings(tree: ast.Module) -> Counter:
-    """How many times each name is bound at module level (imports, assignments, defs,
-    classes, loop and ``with`` targets, also under ``if``/``try``), not inside defs."""
-    out: Counter = Counter()
-
-    def targets(node) -> None:
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name):
-                out[n.id] += 1
-
-    def visit(stmts) -> None:
-        for s in stmts:
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                out[s.name] += 1
-                continue
-            if isinstance(s, (ast.Import, ast.ImportFrom)):
-                for a in s.names:
-                    out[a.asname or a.name.split(".")[0]] += 1
-            elif isinstance(s, ast.Assign):
-                for t in s.targets:
-                    targets(t)
-            elif isinstance(s, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
-                targets(s.target)
-            elif isinstance(s, (ast.With, ast.AsyncWith)):
-                for item in s.items:
-                    if item.optional_vars is not None:
-                        targets(item.optional_vars)
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                visit(getattr(s, field, ()) or ())
-
-    visit(tree.body)
-    return out
-
-
 def _function_lines(tree: ast.Module):
     """A test: does a line stand inside a def or lambda (code that runs later, once the module
     has bound all its names)?  The defs' spans are gathered once, on first use."""
@@ -218,9 +185,9 @@ def check(doc, scopes: list[str], state=None) -> list[Undefined]:
     if doc.view is None:
         return introduced(doc.text, doc.decode(new), scopes)
     before, after = _parse(_view_source(doc)), _parse(code)
-    if before is None or after is None or doc.tree is None:
+    if before is None or after is None or doc.outline is None:
         return []
-    outside = _module_bindings(doc.tree) - _module_bindings(before)
+    outside = Counter(doc.outline.bindings) - module_bindings(before)
     in_function = _function_lines(after)
     hits = introduced(before, after, scopes, lambda n, ln: bool(outside[n]) and in_function(ln))
     if not hits:

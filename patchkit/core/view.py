@@ -6,7 +6,8 @@ patterns (``Op.reads.patterns``, data the op sets; ``patterns`` below).  A view 
 with each other run of statements replaced by one placeholder line
 (``pass  # patchkit-gap-<nonce>-<k>``) at that block's indentation:
 
-- statement boundaries come from ``ast`` (C speed, ~50x libcst);
+- statement boundaries come from ``ast`` (C speed, ~50x libcst), through the file's outline
+  (patchkit/core/outline.py: cached by the file's bytes, so a release's file is parsed once);
 - the text kept is the file's own bytes, so libcst sees the same nodes, comments and layout
   there, and an op finds exactly what it would find in the whole file: a statement left out
   holds none of its patterns, and a placeholder matches nothing;
@@ -26,18 +27,19 @@ from __future__ import annotations
 import ast
 import bisect
 import io
+import os
 import re
-import secrets
 import tokenize
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
+from patchkit.core import outline
 from patchkit.core.ops._cst import words
+from patchkit.core.outline import Outline
 
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # lines as the tokenizer counts them
 _ODD_BREAK = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")  # where str.splitlines also breaks
 _WS = re.compile(r"[ \t\f]*")
@@ -97,13 +99,6 @@ def patterns(op) -> list:
     return [(None, r.whole_statements)] if r.patterns is None else [(p, r.whole_statements) for p in r.patterns]
 
 
-def _docstring(s: ast.stmt) -> bool:
-    """Is ``s`` a module's docstring?  Kept in a view: it is all that may stand before a
-    ``from __future__`` import, so with it left out the view would not compile (and the
-    ``compile`` check would compile the whole file instead: 0.12 s on server_args.py)."""
-    return isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
-
-
 def first_line(s: ast.stmt) -> int:
     """The first line of a statement, its decorators included."""
     return min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))])
@@ -114,7 +109,7 @@ def _units(stmts: list, start: int) -> list[tuple[int, int, list]]:
     starts right after the previous one, so comments above a statement travel with it."""
     units: list = []
     for s in stmts:
-        first, end = first_line(s), s.end_lineno or s.lineno
+        first, end = s.first, s.end_lineno
         if units and first <= units[-1][1]:
             a, b, ss = units[-1]
             units[-1] = (a, max(b, end), [*ss, s])
@@ -135,16 +130,19 @@ def first_indent(text: str) -> Optional[str]:
     return "    "
 
 
-def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) -> Optional[View]:
+def build(text: str, wants: dict[str, list], tree: Union[ast.Module, Outline, None] = None) -> Optional[View]:
     """A view of ``text`` for ``wants``: {scope qualname: [(pattern, whole), ...]}, each
     pattern a tuple of code fragments whose words a statement must all hold to be read
     (None: read every statement of that scope), and ``whole`` true when the op compares
-    whole statements (Reads.whole_statements)."""
+    whole statements (Reads.whole_statements).  ``tree``: the text's outline
+    (patchkit/core/outline.py), or its ``ast``."""
     if tree is None:
         try:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             return None
+    if isinstance(tree, ast.Module):
+        tree = outline.of_tree(tree)
     if not tree.body:
         return None
     root = _Scope()
@@ -174,12 +172,12 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
             pieces.append(("gap", a, b, indent, first))
 
     def block(stmts: list, start: int, scope: _Scope, top: bool) -> bool:
-        names = [s.name for s in stmts if isinstance(s, _DEFS)]
+        names = [s.name for s in stmts if s.kind == "def"]
         if any(names.count(n) != 1 for n in scope.children):
             return False  # missing or defined twice: the whole file decides what that means
         for a, b, ss in _units(stmts, start):
             seg = "".join(lines[a - 1 : b])
-            d = ss[0] if len(ss) == 1 and isinstance(ss[0], _DEFS) else None
+            d = ss[0] if len(ss) == 1 and ss[0].kind == "def" else None
             read = any(all(w in seg for w in p) for p in scope.patterns)
             inner = scope.children.get(d.name) if d else None
             if read and d and not scope.whole:
@@ -192,14 +190,17 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
             elif read or (
                 top
                 and (
-                    all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in ss)
-                    or (ss[0] is stmts[0] and _docstring(ss[0]))
+                    all(s.kind == "import" for s in ss)
+                    # The module's docstring: all that may stand before a `from __future__`
+                    # import, so without it the view would not compile (and the compile
+                    # check would compile the whole file: 0.12 s on server_args.py).
+                    or (ss[0] is stmts[0] and ss[0].kind == "doc")
                 )
             ):
                 keep(a, b)
                 continue
             if inner is not None:
-                body = first_line(d.body[0])
+                body = d.body[0].first
                 if body <= d.lineno:  # `class A: x = 1`: nothing to leave out
                     keep(a, b)
                     continue
@@ -207,7 +208,7 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
                 if not block(d.body, body, inner, False):
                     return False
             else:
-                first = first_line(ss[0])
+                first = ss[0].first
                 gap(a, b, _WS.match(lines[first - 1]).group(), first)
         return True
 
@@ -221,7 +222,7 @@ def build(text: str, wants: dict[str, list], tree: Optional[ast.Module] = None) 
     if not any(p[0] == "gap" for p in pieces):
         return None  # the view would be the whole file
 
-    nonce = secrets.token_hex(6)
+    nonce = os.urandom(6).hex()
     parts, gaps, marks, vline = [], [], [], 1
     for p in pieces:
         chunk = "".join(lines[p[1] - 1 : p[2]])

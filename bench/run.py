@@ -127,9 +127,11 @@ def bench_apply(work: Path) -> dict:
         return fresh_pair(work)
 
     def setup_cold():
-        # No confirmation of a view's answer is cached (patchkit/core/confirm.py): the first apply
-        # of this bundle to this release on a machine parses each op's complete scope.
+        # No confirmation of a view's answer is cached (patchkit/core/confirm.py), and no file's
+        # outline (patchkit/core/outline.py): the first apply of this bundle to this release on
+        # a machine parses each op's complete scope, and each file whole with ast.
         shutil.rmtree(cache_dir() / "confirmed", ignore_errors=True)
+        shutil.rmtree(cache_dir() / "outlines", ignore_errors=True)
         return setup_planned()
 
     apply_cmd = [*PK, "apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}"]
@@ -365,6 +367,15 @@ def main() -> None:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print("\n".join(f"| {a_} | {b} | {c} | {d_} | {e} |" for a_, b, c, d_, e in run_rows(g)))
+        return
+    if only == "apply":  # apply's rows alone, printed, BENCHMARKS.md kept
+        try:
+            a = bench_apply(work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        for k in ("apply", "apply cold", "floor", "apply seen", "git apply", "sed"):
+            print(f"{k:11} median {a[k]['median']:.3f} s  min {a[k]['min']:.3f} s  rss {a[k]['rss']} KiB")
+        print(f"apply / floor {a['apply']['median'] / a['floor']['median']:.2f}x")
         return
     try:
         g = bench_run(work)

@@ -216,9 +216,9 @@ def test_each_kind_says_what_it_reads(kind, locator, params, want):
     assert op.reads == want
     # Views take exactly that data.
     if want.patterns is None:
-        assert view.patterns(op) == [(None, want.whole_statements)]
+        assert view.patterns(op) == [(None, want.whole_statements, want.shallow)]
     else:
-        assert view.patterns(op) == [(p, want.whole_statements) for p in want.patterns]
+        assert view.patterns(op) == [(p, want.whole_statements, want.shallow) for p in want.patterns]
 
 
 def test_sites_default_to_patterns():

@@ -87,6 +87,19 @@ pass  # GAP5
             assert src[v.file_line(i) - 1] == line
 
 
+def test_a_shallow_op_reads_only_its_scopes_simple_statements():
+    """A field's op (Reads.shallow) is not shown a method or an ``if`` that holds its words:
+    its candidates are the scope's own simple statements; an op that is not shallow is."""
+    src = SOURCE.replace("        a = 1\n", "        a = self.limit\n        if self.limit:\n            a = 2\n")
+    shallow = view.build(src, {"Config": [(("limit",), False, True)]})
+    assert "limit: Optional[int] = None" in shallow.module.code and "self.limit" not in shallow.module.code
+    deep = view.build(src, {"Config": [(("limit",), False, False)]})
+    assert "a = self.limit" in deep.module.code and "if self.limit:" in deep.module.code
+    inside = view.build(src, {"Config.method": [(("limit",), False, True)]})
+    assert "a = self.limit" in inside.module.code and "if self.limit:" not in inside.module.code
+    assert shallow.expand(shallow.module.code) == deep.expand(deep.module.code) == src
+
+
 def test_no_view_when_nothing_can_be_left_out_or_a_scope_is_unclear():
     assert view.build(SOURCE, {"": [(None, False)]}) is None  # every statement is read
     assert view.build(SOURCE, {"Nope.method": [(("x",), False)]}) is None  # the whole file says why

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Optional
@@ -366,7 +365,7 @@ def write_commit(c: Commit) -> None:
     roots = list(c.roots)
     primary = roots[0]
     txn = {
-        "id": secrets.token_hex(8),
+        "id": os.urandom(8).hex(),
         "action": c.action,
         "recipes": list(c.recipes),
         "primary": str(primary),

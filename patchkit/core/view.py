@@ -48,6 +48,7 @@ _WS = re.compile(r"[ \t\f]*")
 @dataclass
 class _Scope:
     patterns: list = field(default_factory=list)  # word tuples; () keeps every statement
+    shallow: list = field(default_factory=list)  # the same, read in the scope's simple statements only
     children: dict = field(default_factory=dict)  # name -> _Scope, along wanted scope chains
     whole: bool = False  # an op here compares whole statements: keep matching defs whole
 
@@ -94,9 +95,10 @@ def _lines(text: str) -> tuple[str, ...]:
 
 def patterns(op) -> list:
     """What ``op`` (an Op) reads, as ``build`` takes it for the op's scope: its
-    ``Reads.patterns``, each with ``Reads.whole_statements``."""
+    ``Reads.patterns``, each with ``Reads.whole_statements`` and ``Reads.shallow``."""
     r = op.reads
-    return [(None, r.whole_statements)] if r.patterns is None else [(p, r.whole_statements) for p in r.patterns]
+    pats = [None] if r.patterns is None else r.patterns
+    return [(p, r.whole_statements, r.shallow) for p in pats]
 
 
 def first_line(s: ast.stmt) -> int:
@@ -131,10 +133,12 @@ def first_indent(text: str) -> Optional[str]:
 
 
 def build(text: str, wants: dict[str, list], tree: Union[ast.Module, Outline, None] = None) -> Optional[View]:
-    """A view of ``text`` for ``wants``: {scope qualname: [(pattern, whole), ...]}, each
-    pattern a tuple of code fragments whose words a statement must all hold to be read
-    (None: read every statement of that scope), and ``whole`` true when the op compares
-    whole statements (Reads.whole_statements).  ``tree``: the text's outline
+    """A view of ``text`` for ``wants``: {scope qualname: [(pattern, whole[, shallow]), ...]},
+    each pattern a tuple of code fragments whose words a statement must all hold to be read
+    (None: read every statement of that scope), ``whole`` true when the op compares whole
+    statements (Reads.whole_statements), and ``shallow`` true when its candidates are only
+    the scope's own simple statements (Reads.shallow): then a def, class or other compound
+    statement holding the words is not read for it.  ``tree``: the text's outline
     (patchkit/core/outline.py), or its ``ast``."""
     if tree is None:
         try:
@@ -150,8 +154,9 @@ def build(text: str, wants: dict[str, list], tree: Union[ast.Module, Outline, No
         node = root
         for part in qual.split(".") if qual else ():
             node = node.children.setdefault(part, _Scope())
-        for p, whole in pats:
-            node.patterns.append(() if p is None else tuple(w for frag in p for w in words(frag)))
+        for p, whole, *shallow in pats:
+            ws = () if p is None else tuple(w for frag in p for w in words(frag))
+            (node.shallow if shallow and shallow[0] else node.patterns).append(ws)
             node.whole = node.whole or whole
     lines = split_lines(text)
     pieces: list = []  # ("keep", a, b) or ("gap", a, b, indent): 1-based, inclusive
@@ -178,12 +183,17 @@ def build(text: str, wants: dict[str, list], tree: Union[ast.Module, Outline, No
         for a, b, ss in _units(stmts, start):
             seg = "".join(lines[a - 1 : b])
             d = ss[0] if len(ss) == 1 and ss[0].kind == "def" else None
-            read = any(all(w in seg for w in p) for p in scope.patterns)
+            read = any(all(w in seg for w in p) for p in scope.patterns) or (
+                bool(scope.shallow)
+                and all(s.kind not in ("def", "compound") for s in ss)
+                and any(all(w in seg for w in p) for p in scope.shallow)
+            )
             inner = scope.children.get(d.name) if d else None
             if read and d and not scope.whole:
                 # A def read by expression-matching ops: read inside it with the same patterns.
                 inner = _Scope(
                     [*scope.patterns, *(inner.patterns if inner else ())],
+                    inner.shallow if inner else [],
                     inner.children if inner else {},
                     bool(inner and inner.whole),
                 )

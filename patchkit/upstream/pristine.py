@@ -122,9 +122,9 @@ class Reference:
         except InvalidVersion:
             raise PatchkitError(f"{v!r} is not a release version") from None
         dist = ENGINES[self.target.engine].dist
-        from patchkit.upstream import fetch
+        from patchkit.base.paths import wheels_dir
 
-        d = fetch.wheel_dir(dist, public)
+        d = wheels_dir(dist) / public  # fetch.wheel_dir, without importing the index client
         cached = sorted(w for w in d.glob("*.whl") if w.is_file()) if d.is_dir() else []  # a FIFO is not a wheel
         installed = None if cached else installed_from(self.target.root, dist, public)
         if cached:
@@ -140,6 +140,8 @@ class Reference:
                 f"{dist} {public}: downloading the release's wheel once into {d} to compare with (pip keeps no "
                 "copy patchkit can read: only a wheel installed from a file, named in its direct_url.json)"
             )
+            from patchkit.upstream import fetch
+
             whl = fetch.fetch_wheel(dist, public, say=_say)
         from patchkit.base import regular
 

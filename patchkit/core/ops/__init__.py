@@ -69,9 +69,11 @@ class Reads:
     shallow          Every candidate is a simple statement directly in the scope's body (a
                      class's field, a module's import) or the scope's own header (a def's
                      parameter): a compound statement nested in the scope (a method, an
-                     ``if``) never holds one.  A view's answer is then confirmed on the scope
-                     with those compound statements left out (Document.shallow_scope), so a
-                     6,000-line class is not parsed to confirm one field.
+                     ``if``) never holds one.  A view shows the op only those simple
+                     statements (a method holding its words is left out for it), and its
+                     answer is confirmed on the scope with the compound statements left out
+                     (Document.shallow_scope), so a 6,000-line class is not parsed to confirm
+                     one field.
     """
 
     patterns: Optional[Patterns] = None

@@ -146,7 +146,7 @@ def test_an_outline_entry_that_is_a_link_or_a_fifo_is_a_miss(tmp_path, cache):
     _entry(cache, SOURCE).parent.mkdir(parents=True)
     _entry(cache, SOURCE).symlink_to(victim)
     assert outline.read(SOURCE.encode(), view.split_lines(SOURCE)) is None
-    _doc(tmp_path, SOURCE).outline
+    assert _doc(tmp_path, SOURCE).outline is not None
     assert not _entry(cache, SOURCE).is_symlink() and victim.read_text().startswith('{"format": 1')
     os.unlink(_entry(cache, SOURCE))
     os.mkfifo(_entry(cache, SOURCE))
@@ -157,7 +157,7 @@ def test_a_file_python_refuses_is_refused_though_never_outlined(tmp_path, cache)
     from patchkit.base.errors import TargetError
 
     with pytest.raises(TargetError, match="does not parse as Python"):
-        _doc(tmp_path, "def f(:\n").outline
+        _ = _doc(tmp_path, "def f(:\n").outline
     assert not (cache / "outlines").exists()
 
 

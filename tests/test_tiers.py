@@ -103,3 +103,39 @@ def test_offline_tier_refuses_the_network_and_names_the_test(tmp_path):
     for name, what in REFUSED.items():
         expected = f"test_inner.py::{name}: tried to {what} in the offline tier ({OFFLINE_ENV}=1)"
         assert any(expected in p for p in outcomes[name]), (name, outcomes[name])
+
+
+GROUPED = """
+import os
+
+import pytest
+
+pytestmark = pytest.mark.xdist_group("one")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_where(i):
+    with open(os.path.join(os.environ["GROUP_OUT"], f"ran-{i}"), "w") as f:
+        f.write(os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+
+def test_an_xdist_group_runs_on_one_worker(tmp_path):
+    """`make test` relies on it (tests sharing a module fixture or patchkit's drift cache carry
+    one xdist_group): under pytest 9 with pytest-xdist 3.8 a group was silently split."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    (tmp_path / "out").mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["GROUP_OUT"] = str(tmp_path / "out")
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-q"]
+    proc = subprocess.run(
+        [*cmd, "-n", "2", "--dist", "loadgroup", str(tmp_path / "test_grouped.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workers = {(tmp_path / "out" / f"ran-{i}").read_text() for i in range(6)}
+    assert len(workers) == 1, workers

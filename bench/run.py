@@ -406,7 +406,7 @@ def main() -> None:
             "<= 1.0x floor",
         ),
         (
-            "  same, first time on this machine (no view confirmed yet)",
+            "  same, first time on this machine (no view confirmed, no file outlined yet)",
             fmt(a["apply cold"]),
             rss(a["apply cold"]),
             f"{ratio(a['apply cold'], a['floor'])} the libcst parse floor",

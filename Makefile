@@ -23,8 +23,10 @@ demo: setup
 
 # Offline tier: everything not marked `real`.  tests/conftest.py turns the network off for it
 # (a socket, a name look-up, or pip/git reaching an index fails the test, naming it).
-# On FAST_JOBS pytest-xdist workers: 35 s on 2 loaded cores, against 82 s in one process.
-FAST_JOBS ?= 2
+# On FAST_JOBS pytest-xdist workers.  On 2 cores, 3 workers: 38 s idle, 51 s beside one busy
+# process, 58 s beside two; 2 workers: 34, 59 and 73 s (a third keeps the tier's share of a
+# machine another job is using).
+FAST_JOBS ?= 3
 test-fast: setup
 	PATCHKIT_OFFLINE_TESTS=1 $(BIN)/python -m pytest -q -m "not real" -n $(FAST_JOBS) --dist loadgroup
 

@@ -4,7 +4,6 @@ recipe.py and pins.py, which all need it: it imports only primitives."""
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +43,7 @@ def _too_big(path: Path, what: str, error: type[PatchkitError]) -> PatchkitError
 
 
 def _unreadable(path: Path, what: str, e: OSError, error: type[PatchkitError]) -> PatchkitError:
-    if e.errno in (errno.EACCES, errno.EPERM):
-        hint = "this user may not read it; fix its permissions"
-    elif e.errno == errno.ELOOP:
-        hint = "a symlink loop; replace the symlink with the real file"
-    else:
-        hint = "fix the cause, then run the command again"
-    return error(f"{path}: the {what} cannot be read ({e.strerror or e})", hint)
+    return error(f"{path}: the {what} cannot be read ({e.strerror or e})", regular.unreadable_hint(e))
 
 
 def decode_utf8(raw: bytes, shown: str, what: str, error: type[PatchkitError] = PatchkitError) -> str:

@@ -159,11 +159,15 @@ def not_regular(path: Path, kind: str) -> TargetError:
     )
 
 
-def cannot_read(path: Path, e: OSError) -> TargetError:
+def unreadable_hint(e: OSError, otherwise: str = "") -> str:
+    """What to do about a file that cannot be read, by the error's errno (``otherwise`` is
+    added to the permissions hint: another way round it)."""
     if e.errno in (errno.EACCES, errno.EPERM):
-        hint = "this user may not read it; fix its permissions, or patch a copy you own"
-    elif e.errno == errno.ELOOP:
-        hint = "a symlink loop; replace the symlink with the real file"
-    else:
-        hint = "fix the cause, then run the command again"
-    return TargetError(f"{path}: cannot be read ({e.strerror or e})", hint)
+        return "this user may not read it; fix its permissions" + (f", or {otherwise}" if otherwise else "")
+    if e.errno == errno.ELOOP:
+        return "a symlink loop; replace the symlink with the real file"
+    return "fix the cause, then run the command again"
+
+
+def cannot_read(path: Path, e: OSError) -> TargetError:
+    return TargetError(f"{path}: cannot be read ({e.strerror or e})", unreadable_hint(e, "patch a copy you own"))

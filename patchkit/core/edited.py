@@ -314,8 +314,6 @@ def changed_elsewhere(session, op: OpSpec, ident: identity.Identity) -> list[tup
     (its head the same, or half its tokens), in a file holding most of its words, scored
     against the identity, best first: where the site went when its pattern changed with the
     move (an argument renamed as a class and module were)."""
-    from patchkit.base import fsio
-    from patchkit.base.errors import TargetError
     from patchkit.core import relocate
 
     if op.impl.language != "python" or not op.scope or len(ident.sites) != 1 or ident.sites[0].at is None:
@@ -331,13 +329,7 @@ def changed_elsewhere(session, op: OpSpec, ident: identity.Identity) -> list[tup
     if len(files) > MAX_FILES:
         return []
     out = []
-    for logical, path in files:
-        try:
-            data = fsio.read_file(path)
-        except TargetError:
-            continue  # a FIFO, a directory, an unreadable file: no site we could vouch for
-        if data is None:
-            continue
+    for logical, data in relocate.read_each(files):
         if sum(w.encode() in data for w in words) < MOST * len(words):
             continue
         f = session.file(op.engine, logical)

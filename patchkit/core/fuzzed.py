@@ -24,8 +24,6 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from patchkit.base import fsio
-from patchkit.base.errors import TargetError
 from patchkit.base.model import OpSpec
 from patchkit.core.ops.text_hunk import FUZZ
 
@@ -63,14 +61,7 @@ def upstream(session, op: OpSpec, named) -> Optional[tuple[object, int, str]]:
         files = relocate.candidates(target, os.path.splitext(op.file)[1], (word,))
         if len(files) > MAX_FILES:
             return None
-        held = []
-        for logical, path in files:
-            try:
-                data = fsio.read_file(path)
-            except TargetError:
-                continue  # a FIFO, a directory, an unreadable file: no site we could vouch for
-            if data is not None and word in data:
-                held.append(logical)
+        held = [logical for logical, data in relocate.read_each(files) if word in data]
         docs = [session.file(op.engine, lf) for lf in held]
     found = [(d, p) for d in docs if d.exists for p in [_places(op, d.text)] if p is not None]
     if len(found) > 1:  # a twin (the same check in a MoE kernel): git's tie-break, the basename

@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from patchkit.base import fsio
-from patchkit.base.errors import TargetError
 from patchkit.base.model import OpSpec
 from patchkit.core import relocate, view
 from patchkit.core.ops import DONE
@@ -36,12 +34,8 @@ def hit(session, op: OpSpec, anywhere: bool, recipe=None) -> Optional[str]:
             continue
         frags = [tokens(c) for c in m.contains]
         words = tuple(w for c in m.contains for w in relocate.word_bytes(c))
-        for logical, path in _files(session, op, m.file, f, anywhere):
-            try:
-                data = fsio.read_file(path)
-            except TargetError:
-                continue  # a FIFO, a directory, an unreadable file: no marker we could vouch for
-            if data is not None and all(w in data for w in words):
+        for logical, data in relocate.read_each(_files(session, op, m.file, f, anywhere)):
+            if all(w in data for w in words):
                 own = logical == m.file
                 span = f.scope_span(m.scope) if own and m.scope else None
                 if own and m.scope and span is None:

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
@@ -207,6 +207,20 @@ def logical_of(target: Target, path: Path) -> str | None:
     return None
 
 
+def read_each(files) -> Iterator[tuple[str, bytes]]:
+    """(logical, bytes) of each of ``files`` ((logical, path) pairs) that is a regular
+    file patchkit can read.  A FIFO, a directory or an unreadable file is passed over: no
+    site we could vouch for stands there (fsio.read_file checks what it opens before reading
+    a byte, and never blocks)."""
+    for logical, path in files:
+        try:
+            data = fsio.read_file(path)
+        except TargetError:
+            continue
+        if data is not None:
+            yield logical, data
+
+
 def candidates(target: Target, suffix: str, words: tuple[bytes, ...]) -> list[tuple[str, Path]]:
     """Files that may hold a site: with words, those ``grep -F`` finds the first word in
     (C speed over thousands of files, and no Python walk of the tree); the caller checks
@@ -268,14 +282,8 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
     words = needles(op)
     hits = []
     chosen = []
-    for logical, path in candidates(target, suffix, words):
+    for logical, data in read_each(candidates(target, suffix, words)):
         if logical == skip:
-            continue
-        try:
-            data = fsio.read_file(path)
-        except TargetError:
-            continue  # a FIFO, a directory, an unreadable file: no site we could vouch for
-        if data is None:
             continue
         if all(w in data for w in words) and could_hold(op, data.decode("utf-8", "replace")):
             chosen.append(logical)

@@ -117,6 +117,13 @@ def _network_command(args) -> str | None:
 
 
 @pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory, monkeypatch):
+    """Each test has its own $XDG_STATE_HOME: the journals' mirrors one test leaves are never
+    another's proof, and the user's own ~/.local/state/patchkit is never read or written."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
+@pytest.fixture(autouse=True)
 def _offline_guard(request, monkeypatch):
     """In the offline tier: the network is off, and a test that reaches for it fails by name."""
     if not offline_tier(request.config):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base import journal
 from patchkit.base.engines import ENGINES, EngineError, parse
 from patchkit.base.target import open_target
 from tests.conftest import ROOT
@@ -214,10 +215,17 @@ def test_vllm_in_every_layout_with_its_sdist_as_the_reference(tmp_path, monkeypa
     code, _, err = run_cli("--recipes", str(rec), "apply", "vllm-allreduce-fusion", *t)
     assert code == 0, err
     assert "or current_platform.is_device_capability_family(120)" in (sp / "vllm/config/vllm.py").read_text()
-    (sp / ".patchkit" / "journal.json").unlink()  # lost: the sdist says who made the edit
+    (sp / ".patchkit" / "journal.json").unlink()  # lost, and its mirror too: nothing proves the edit
+    journal.mirror_path(sp).unlink()
     code, out, err = run_cli("--recipes", str(rec), "status", "vllm-allreduce-fusion", *t, "--json")
     op = json.loads(out)["recipes"][0]["ops"][0]
-    assert op["state"] == "applied" and "vllm 0.33.0's sdist does not have it" in json.dumps(op), out
+    assert op["state"] == "someone-else" and "vllm 0.33.0's sdist does not have it" in json.dumps(op), out
+    code, _, err = run_cli("--recipes", str(rec), "revert", "vllm-allreduce-fusion", *t)
+    assert (
+        code == 1 and "or current_platform.is_device_capability_family(120)" in (sp / "vllm/config/vllm.py").read_text()
+    )
+    code, _, err = run_cli("--recipes", str(rec), "adopt", "vllm-allreduce-fusion", *t)
+    assert code == 0, err
     code, _, err = run_cli("--recipes", str(rec), "revert", "vllm-allreduce-fusion", *t)
     assert code == 0 and (sp / "vllm/config/vllm.py").read_text() == GATE, err
     # The unpacked sdist is a git layout (csrc/ beside vllm/); its reference is itself.

@@ -329,6 +329,7 @@ def test_hostile_input(case, tmp_path, capsys, monkeypatch):
         "PATCHKIT_PINS": str(inside / "upstream_pins.toml"),
         "PATCHKIT_CACHE": str(inside / "cache"),
         "HOME": str(inside / "home"),
+        "XDG_STATE_HOME": str(inside / "state"),  # the journals' mirrors: `remove` can take them
         "PATCHKIT_LOCK_TIMEOUT": "0.3",
     }
     env.update({k: _expand(v, where) for k, v in case.get("env", {}).items()})

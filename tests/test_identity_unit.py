@@ -298,7 +298,8 @@ WIDEN_GATE = gate_recipe("gate")
 
 
 def test_an_edit_committed_past_the_tag_is_the_checkouts_own_code(tmp_path, run_cli, monkeypatch):
-    """The edit stands in the work tree, no journal: patchkit's (the tag does not have it).
+    """The edit stands in the work tree, no journal: someone else's (the tag does not have
+    it, and no record of patchkit's proves it patchkit's: never patchkit's by elimination).
     Once committed, HEAD holds it: the checkout's own code, ``upstream`` (and a cached
     verdict from before the commit is not reused: the cache is keyed on HEAD)."""
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
@@ -316,7 +317,7 @@ def test_an_edit_committed_past_the_tag_is_the_checkouts_own_code(tmp_path, run_
     args = ("--recipes", str(recipes), "status", "gate", "-t", f"sglang={repo}", "--json")
     __import__("time").sleep(1.1)  # older than the verdict cache's racy window
     first = run_cli(*args)
-    assert json.loads(first[1])["recipes"][0]["ops"][0]["state"] == "applied", first
+    assert json.loads(first[1])["recipes"][0]["ops"][0]["state"] == "someone-else", first
     git(repo, "commit", "-q", "-am", "widen the gate upstream")
     second = run_cli(*args)
     assert "recipes" in json.loads(second[1]), second

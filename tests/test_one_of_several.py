@@ -145,12 +145,12 @@ def test_upstream_at_that_place_in_a_file_changed_elsewhere(tmp_path, run_cli, m
     assert (code, o["state"]) == (0, "upstream"), o
 
 
-def test_the_same_edit_by_hand_reads_applied_not_upstream(tmp_path, run_cli, monkeypatch):
+def test_the_same_edit_by_hand_reads_someone_elses_not_upstream(tmp_path, run_cli, monkeypatch):
     """Made by someone (no journal) where the release has the pattern: the release does not
-    have it there, so it is not upstream's."""
+    have it there, so it is not upstream's; nothing proves it patchkit's either."""
     _, _, op = _world(tmp_path, run_cli, monkeypatch, DONE, released=LATER)
     code, o = op("status", "nsa")
-    assert (code, o["state"]) == (0, "applied"), o
+    assert (code, o["state"]) == (0, "someone-else"), o
 
 
 # Where identity does not single one out, the op stays ambiguous (and apply writes nothing).

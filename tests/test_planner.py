@@ -455,6 +455,7 @@ def test_revert_never_rewrites_a_line_the_pristine_release_holds(gates, tmp_path
     _wheel(tmp_path, upstream + "\n# the release's copy, not byte for byte the tree's\n")
     assert json.loads(cli("status", "r", "--json")[1])["recipes"][0]["ops"][0]["state"] == "upstream"
     monkeypatch.setattr(judge, "at_site", lambda ref, op, ev: State.PENDING)  # "the release does not have it"
+    monkeypatch.setattr(judge.proof, "recorded", lambda *a: "a forged proof")  # "and patchkit wrote it"
     monkeypatch.setattr(verdicts, "load", lambda key, targets: None)  # judged afresh, not from the cache
     assert json.loads(cli("status", "r", "--json")[1])["recipes"][0]["ops"][0]["state"] == "applied"
     before = snapshot(root)

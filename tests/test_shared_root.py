@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base import journal
+
 SG = {
     "sglang/__init__.py": "",
     "sglang/version.py": '__version__ = "0.5.9"\n',
@@ -99,12 +101,32 @@ def test_every_command_on_one_site_packages_with_and_without_a_journal(shared, r
     code, out, err = run_cli(*pre, "drift", "both", "--to", f"sglang={sp}", "--to", f"flashinfer={sp}")
     assert code == 0 and "#2 list-element   applied   flashinfer/jit/comm.py:2" in out, err
 
-    # The journal is lost: who made each edit comes from each engine's own release.
+    # The journal is lost: its mirror in the user's state directory still proves patchkit's edit.
     shutil.rmtree(sp / ".patchkit")
     code, out, err = run_cli(*pre, "status", "both", *t, "--json")
     ops = json.loads(out)["recipes"][0]["ops"]
     assert [o["state"] for o in ops] == ["upstream", "applied"], err
+    assert "the journal's mirror records these very bytes at the site" in json.dumps(ops[1])
+    # The mirror lost too: nothing proves the edit patchkit's, and the release lacks it, so
+    # someone else made it; revert will not touch it (--force neither) until it is adopted.
+    mirror = journal.mirror_path(sp)
+    kept = mirror.read_bytes()
+    mirror.unlink()
+    code, out, err = run_cli(*pre, "status", "both", *t, "--json")
+    ops = json.loads(out)["recipes"][0]["ops"]
+    assert code == 0 and [o["state"] for o in ops] == ["upstream", "someone-else"], (out, err)
     assert "flashinfer-python 0.6.3's wheel does not have it" in json.dumps(ops[1])
+    before = (sp / "flashinfer/jit/comm.py").read_bytes()
+    for force in ([], ["--force"]):
+        code, out, err = run_cli(*pre, "revert", "both", *t, *force)
+        assert code == 1 and "someone else made this edit" in err, (out, err)
+        assert (sp / "flashinfer/jit/comm.py").read_bytes() == before
+    code, out, err = run_cli(*pre, "apply", "both", *t)  # the goal is reached: nothing written twice
+    assert code == 0 and "nothing to apply" in out and (sp / "flashinfer/jit/comm.py").read_bytes() == before, out
+    code, out, err = run_cli(*pre, "adopt", "both", *t)
+    assert code == 0 and "adopted 1 op(s)" in out, (out, err)
+    assert _states(run_cli, pre, t) == (0, ["upstream", "applied"])
+    assert kept  # (the mirror an apply wrote was there to lose)
     code, _, err = run_cli(*pre, "verify", "both", *t)
     assert code == 0, err
     code, _, err = run_cli(*pre, "revert", "both", *t)
@@ -142,7 +164,7 @@ def test_sglang_0_5_13_and_flashinfer_0_7_4_in_one_site_packages(release_dir, tm
     assert states("sm120")["allreduce-fusion"] == "applied"
     code, _, err = run_cli(*pre, "verify", "sm120", *t)
     assert code == 0, err
-    shutil.rmtree(sp / ".patchkit")  # the journal is lost
+    shutil.rmtree(sp / ".patchkit")  # the journal is lost: its mirror proves the edits patchkit's
     got = states("sm120")
     assert (got["allreduce-fusion"], got["max-running-requests"]) == ("applied", "applied")
     code, _, err = run_cli(*pre, "revert", "sm120", *t)

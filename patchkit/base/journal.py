@@ -87,19 +87,28 @@ class Journal:
         """Ops written into the patched wheel installed here (immutable once installed)."""
         return self.wheels.get((engine, recipe), set())
 
-    def mark_applied(self, engine: str, recipe: str, recipe_sha: str, op: int) -> None:
+    def mark_applied(self, engine: str, recipe: str, recipe_sha: str, op: int, file: str = "", site: str = "") -> None:
+        """Record that patchkit wrote this op; ``site``: the digest of the code it left at the
+        op's site in ``file`` (patchkit/core/proof.py), the proof a later reader checks."""
         entry = self._eng(engine)["applied"].setdefault(recipe, {"sha256": recipe_sha, "ops": []})
         entry["sha256"] = recipe_sha
         if op not in entry["ops"]:
             entry["ops"] = sorted([*entry["ops"], op])
+        if site:
+            entry.setdefault("sites", {})[str(op)] = {"file": file, "digest": site}
 
     def mark_reverted(self, engine: str, recipe: str, op: int) -> None:
         applied = self._eng(engine)["applied"]
         entry = applied.get(recipe)
         if entry:
             entry["ops"] = [i for i in entry["ops"] if i != op]
+            entry.get("sites", {}).pop(str(op), None)
             if not entry["ops"]:
                 del applied[recipe]
+
+    def site(self, engine: str, recipe: str, op: int) -> dict | None:
+        """{"file", "digest"}: what patchkit recorded it left at this op's site, or None."""
+        return _site(self.engines, engine, recipe, op)
 
     # file guard ---------------------------------------------------------------------------
     def written(self, engine: str, logical: str) -> dict | None:
@@ -168,12 +177,83 @@ def shape_error(engines) -> str:
                 return f"engines.{eng}.applied.{rid} has the wrong shape"
             if not isinstance(entry.get("sha256", ""), str):
                 return f"engines.{eng}.applied.{rid}.sha256 is not a string"
+            sites = entry.get("sites", {})
+            if not isinstance(sites, dict) or not all(
+                isinstance(v, dict) and all(isinstance(v.get(k), str) for k in ("file", "digest"))
+                for v in sites.values()
+            ):
+                return f"engines.{eng}.applied.{rid}.sites has the wrong shape"
         for lf, f in e.get("files", {}).items():
             if not isinstance(f, dict) or not all(isinstance(f.get(k), str) for k in ("sha256", "pristine")):
                 return f"engines.{eng}.files.{lf} has the wrong shape"
             if "/" in f["sha256"] or "." in f["sha256"]:
                 return f"engines.{eng}.files.{lf}.sha256 is not a digest"
     return ""
+
+
+def _site(engines: dict, engine: str, recipe: str, op: int) -> dict | None:
+    entry = engines.get(engine, {}).get("applied", {}).get(recipe, {})
+    if op not in entry.get("ops", ()):
+        return None
+    return entry.get("sites", {}).get(str(op))
+
+
+# -- the mirror -------------------------------------------------------------------------------
+# The journal lives in the target, where `rm -rf .patchkit`, a `git clean -fdx` or a
+# reinstall can take it.  A copy of it, keyed by the target's path, is kept in the user's
+# state directory, so that one accident cannot lose the proof of patchkit's edits.  The
+# mirror only ever proves an edit that is there: an op it records, whose site holds the very
+# bytes it records (patchkit/core/judge.py); it never makes an absent edit read as patchkit's.
+
+
+def mirror_path(root: Path) -> Path:
+    from patchkit.base.paths import journal_mirror
+
+    return journal_mirror(root)
+
+
+def write_mirror(root: Path, engines: dict) -> None:
+    """Best effort, after a commit: the mirror is a second copy, never the only one.  Written
+    as patchkit's own file (no link followed), mode 0600."""
+    from patchkit.base import fsio
+    from patchkit.base.paths import state_dir
+
+    doc = {"format": FORMAT, "root": str(Path(root).absolute()), "engines": engines}
+    p = mirror_path(root)
+    try:
+        data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+        fsio.write_owned(state_dir(), f"journals/{p.name}", data, mode=0o600)
+    except Exception:  # noqa: BLE001 - the commit is done; a copy that cannot be kept is no failure
+        pass
+
+
+def read_mirror(root: Path) -> bytes | None:
+    """The mirror's bytes for this root: a regular file only (never through a link), at most
+    4 MiB; None when there is none or it cannot be read."""
+    from patchkit.base import regular
+
+    try:
+        return regular.read(mirror_path(root), 1 << 22, follow=False)
+    except (OSError, regular.NotRegular, regular.TooBig):
+        return None
+
+
+def mirror_engines(root: Path, data: bytes | None) -> dict:
+    """The mirrored journal's engines (``read_mirror``'s bytes) for this root: {} when there
+    are none, or they are not of the right shape, or name another root."""
+    if data is None:
+        return {}
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("root") != str(Path(root).absolute()) or doc.get("format") != FORMAT:
+        return {}
+    return {} if shape_error(doc.get("engines")) else doc["engines"]
+
+
+def mirrored_site(engines: dict, engine: str, recipe: str, op: int) -> dict | None:
+    return _site(engines, engine, recipe, op)
 
 
 def _wheel_provenance(root: Path) -> dict[tuple[str, str], set[int]]:

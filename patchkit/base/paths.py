@@ -29,6 +29,24 @@ def config_dir() -> Path:
     return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "patchkit"
 
 
+def state_dir() -> Path:
+    """$XDG_STATE_HOME/patchkit, default ~/.local/state/patchkit: what patchkit must not lose
+    (the mirror of each target's journal, patchkit/base/journal.py)."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state") / "patchkit"
+
+
+def journal_mirror(root: Path) -> Path:
+    """Where the copy of a target's journal is kept (patchkit/base/journal.py): one file per
+    target root, named by a digest of its absolute path."""
+    try:  # BLAKE2 without hashlib: the fast `status` keys its cache on this path
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - other Pythons
+        from hashlib import blake2b
+    key = blake2b(str(Path(root).absolute()).encode(), digest_size=16).hexdigest()
+    return state_dir() / "journals" / f"{key}.json"
+
+
 def user_recipes_dir() -> Path:
     """The user's own recipes, for every project: ``config_dir()/recipes``."""
     return config_dir() / "recipes"

@@ -90,12 +90,14 @@ def recipe_state(op_states: list[State]) -> State:
         if bad in op_states:
             return bad
     if State.PENDING in op_states:
-        some = State.APPLIED in op_states or State.APPLIED_UNSURE in op_states
+        some = any(s in op_states for s in (State.APPLIED, State.APPLIED_UNSURE, State.FOREIGN))
         return State.PARTIAL if some else State.PENDING
     if State.MOVED in op_states:
         return State.MOVED
     if State.APPLIED_UNSURE in op_states:
         return State.APPLIED_UNSURE
+    if State.FOREIGN in op_states:
+        return State.FOREIGN
     if op_states and all(s == State.UPSTREAM for s in op_states):
         return State.UPSTREAM
     return State.APPLIED

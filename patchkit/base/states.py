@@ -21,6 +21,10 @@ class State(str, Enum):
     APPLIED = "applied"  # post-condition holds, and the pristine release does not have it: patchkit's
     UPSTREAM = "upstream"  # the pristine release has the edit (or an upstream marker matches)
     APPLIED_UNSURE = "applied?"  # the edit is there; with no pristine release to compare, who made it is unknown
+    # The edit is there, the pristine release does not have it, and no record of patchkit's
+    # proves patchkit wrote it: someone else made it (a hand edit, another tool).  Its goal
+    # is reached; apply writes nothing, revert never touches it; `patchkit adopt` takes it on.
+    FOREIGN = "someone-else"
     MOVED = "moved"  # found, but not in the named file/scope
     SKIPPED = "skipped"  # out of version range; apply left it alone
     PARTIAL = "partial"  # some ops applied, some pending
@@ -37,5 +41,5 @@ class State(str, Enum):
 VERDICTS = tuple(s for s in State if s is not State.DONE)
 # A recipe in one of these is where the user asked it to be after `apply`: its edits are in
 # the code.  (`applied?` too: the code does it; only *who* wrote it is unknown, which is
-# revert's concern, and revert refuses it.)
-GOOD = (State.APPLIED, State.UPSTREAM, State.APPLIED_UNSURE)
+# revert's concern, and revert refuses it; `someone-else` likewise.)
+GOOD = (State.APPLIED, State.UPSTREAM, State.APPLIED_UNSURE, State.FOREIGN)

@@ -65,6 +65,31 @@ def revert(ctx, names, target, python, as_json, dry_run, force, clear_jit_cache,
 
 @cli.command()
 @target_options
+@click.option("--dry-run", "-n", is_flag=True, help="Say what would be adopted, write nothing.")
+@click.pass_context
+def adopt(ctx, names, target, python, as_json, dry_run):
+    """Take on edits someone else made, as patchkit's own (`someone-else` -> `applied`).
+
+    \b
+    patchkit calls an edit its own only where its record proves it: the file as patchkit
+    wrote it, or the very bytes at the op's site, in the target's journal or in its
+    mirror ($XDG_STATE_HOME/patchkit/journals).  An edit that is there without such a proof,
+    and that the pristine release does not have, reads `someone-else`: apply leaves it,
+    revert never touches it.  When you know it is patchkit's (its record was lost with the
+    target's .patchkit/) or want patchkit to own it, adopt records it; then `revert` takes
+    it back like any edit patchkit made.  Only the journal is written; `upstream` and
+    `applied?` edits are never adopted.  Exit 0 when no op is left someone else's.
+
+    \b
+      patchkit adopt max-running-requests --python ~/venv/bin/python
+    """
+    from patchkit.commands.apply import adopt_command
+
+    sys.exit(adopt_command(invocation(ctx, python), names, target, as_json, dry_run))
+
+
+@cli.command()
+@target_options
 @click.option(
     "--build", is_flag=True, help="Also compile the CUDA the edits reach, pristine and patched, with nvcc, to PTX."
 )
@@ -113,7 +138,8 @@ def status(ctx, names, target, python, as_json, quiet):
 
     \b
     States:
-      applied      patchkit's edit is there (the pristine release lacks it)
+      applied      patchkit's edit is there, and patchkit's record proves it wrote it
+      someone-else the edit is there, but not patchkit's: someone else made it (see adopt)
       applied?     the edit is there; with no pristine release, who made it is unknown
       upstream     the release already does it: retire the recipe
       pending      the site is found, the edit is not made yet
@@ -125,7 +151,7 @@ def status(ctx, names, target, python, as_json, quiet):
       blocked      a blocker the recipe declares stands: its goal is not reached
       skipped      the target's version is outside the recipe's range
       interrupted  a kill stopped an apply/revert mid-write; the next one finishes it
-    Exit 0 only if every named recipe is applied, applied? or upstream; a recipe the
+    Exit 0 only if every named recipe is applied, applied?, someone-else or upstream; a recipe the
     profile excludes counts as it should be while none of its edits is in the code.
     """
     from patchkit.commands.status import status_command

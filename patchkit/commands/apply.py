@@ -295,6 +295,31 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
     return _finish(opts, "revert", o, ran.session.targets, ok, dry_run, clear_jit, ran.notes)
 
 
+def adopt(opts: Options, dry_run: bool = False) -> int:
+    """Record edits someone else made (``someone-else``) as patchkit's: the journal alone
+    is written.  Exit 0 when no op of the recipes is left someone else's."""
+    from patchkit.core.planner import plan_adopt
+    from patchkit.core.session import Session
+    from patchkit.upstream.pristine import RELEASES
+
+    recipes, targets, known = open_targets(opts)
+    with transaction.locked(targets, dry_run) as recovered:
+        session = Session(targets, known=known, releases=RELEASES)
+        plan = plan_adopt(session, recipes, dry_run=dry_run)
+        ran = transaction.finish(session, plan, "adopt", dry_run, recovered)
+    edits = plan.edits()
+    ok = not plan.blockers and all(
+        o.state != State.FOREIGN or (o.recipe, o.index) in edits for r in plan.results for o in r.ops
+    )
+    o = Outcome.of(ran.session, plan, dry_run)
+    notes = list(ran.notes)
+    if edits and not dry_run:
+        notes.append(f"adopted {len(edits)} op(s): patchkit's journal now records them as patchkit's")
+    elif not edits:
+        notes.append("nothing to adopt: no op reads someone-else")
+    return _finish(opts, "adopt", o, ran.session.targets, ok, dry_run, False, notes)
+
+
 def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> int:
     """Print a unified diff: of what apply would write, or (--applied) of what is applied now."""
     from patchkit.core.planner import plan_apply, plan_revert, unified_diff
@@ -392,6 +417,15 @@ def revert_command(
     opts = inv.options(names, target, as_json)
     code = revert(opts, dry_run=dry_run, force=force, clear_jit=clear_jit)
     return save_profile(prof, "revert", tuple(names), code, dry_run, opts) if prof is not None else code
+
+
+def adopt_command(
+    inv: Invocation, names: tuple[str, ...], target: tuple[str, ...], as_json: bool, dry_run: bool
+) -> int:
+    """`patchkit adopt`: names are required."""
+    if not names:
+        raise PatchkitError("adopt needs recipe or bundle names", "e.g. `patchkit adopt max-running-requests`")
+    return adopt(inv.options(names, target, as_json), dry_run=dry_run)
 
 
 def save_profile(profile, action: str, names: tuple[str, ...], code: int, dry_run: bool, opts: Options) -> int:

@@ -35,7 +35,7 @@ def _engines(opts: Options) -> set[str]:
 
 
 # An excluded recipe is as the profile wants while none of its edits is in the code.
-_PRESENT = (State.APPLIED, State.APPLIED_UNSURE, State.MODIFIED)
+_PRESENT = (State.APPLIED, State.APPLIED_UNSURE, State.MODIFIED, State.FOREIGN)
 
 
 def _as_excluded(r, profile):

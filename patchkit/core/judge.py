@@ -34,6 +34,7 @@ from patchkit.core import (
     fuzzed,
     identity,
     markers,
+    proof,
     pyscope,
     relocate,
     view,
@@ -452,10 +453,10 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         # the edit, and either way the edit is patchkit's (never "upstream", never "modified").
         ours_done, ours_gone = ours or op.index in mid.applied_ops(op.engine, recipe.id), False
     if st == State.DONE:
-        if (mid is not None and ours_done) or (ours and _as_written(session, recipe, op, ev.file)):
+        if mid is not None and ours_done:
             ev.state = State.APPLIED
         else:
-            ev.state, reason = _who_made_it(session, recipe, op, ev, ours)
+            ev.state, reason = _provenance(session, recipe, op, ev, ours)
     elif st == State.PENDING:
         stale = _stale_record(session, op, ev.file) if ours_gone else ""
         if stale:
@@ -551,14 +552,15 @@ def _with_siblings(recipe: Recipe, op: OpSpec, scope: Any, bound: Optional[dict]
 # -- who made an edit ------------------------------------------------------------------------
 
 
-def _as_written(session: Session, recipe: Recipe, op: OpSpec, f: Document) -> bool:
-    """Is this file exactly what patchkit wrote (or did a patched wheel install it)?  Then
-    an edit patchkit recorded is patchkit's, with no pristine release to read."""
-    j = session.journal(op.engine)
-    if op.index in j.by_wheel(op.engine, recipe.id):
-        return True
-    entry = j.written(op.engine, f.logical)
-    return entry is not None and entry["sha256"] == sha256(f.original)
+def _provenance(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool) -> tuple[State, str]:
+    """Who made an edit that is there.  patchkit, only where its own record proves it
+    (proof.recorded: the file as patchkit wrote it, or the site's very bytes recorded, in
+    the journal or its mirror, or a patched wheel); otherwise the pristine release decides
+    between upstream and someone else (``_who_made_it``)."""
+    why = proof.recorded(session, recipe, op, ev)
+    if why:
+        return State.APPLIED, "" if why == proof.AS_WRITTEN else f"patchkit's edit: {why}"
+    return _who_made_it(session, recipe, op, ev, ours)
 
 
 def pristine_state(ref, op: OpSpec, logical: str, scope_name: str, impl: Any = None) -> State:
@@ -593,10 +595,12 @@ def at_site(ref, op: OpSpec, ev: Verdict) -> State:
 
 
 def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool) -> tuple[State, str]:
-    """An edit is there, and the journal cannot vouch for it: the pristine release decides.
-    It is upstream's when that release has it at the identified site (``at_site``), or a
-    git checkout's committed code (HEAD) does; otherwise it is patchkit's, whether or not a
-    journal remembers it.  With no release to read, ``applied?``."""
+    """An edit is there, and no record of patchkit's proves patchkit wrote it: the pristine
+    release decides.  It is upstream's when that release has it at the identified site
+    (``at_site``), or a git checkout's committed code (HEAD) does.  Otherwise someone else
+    made it (``someone-else``), or, where the journal names the op but the site no longer
+    holds the bytes patchkit wrote, patchkit's edit was changed since (``modified``).
+    Never "patchkit's" by elimination.  With no release to read, ``applied?``."""
     ref = session.reference(op.engine)
     found: Optional[State] = None
     if ref.available:
@@ -613,14 +617,26 @@ def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours:
             return State.UPSTREAM, f"{ref.what} has this edit (patchkit's record of it is from before an upgrade)"
         return State.UPSTREAM, ev.located.reason
     if found is not None:
-        said = "" if ours else f"patchkit's edit: {ref.what} does not have it (no journal remembers it)"
-        return State.APPLIED, said
+        if ours:
+            return State.MODIFIED, (
+                "patchkit applied this op, but the code at its site is not what patchkit wrote there"
+                f" (changed since; {ref.what} does not have it either): the edit there is not provably patchkit's"
+            )
+        return State.FOREIGN, (
+            f"the edit is there, but patchkit did not write it: {ref.what} does not have it and no record of"
+            " patchkit's (journal, its mirror, a patched wheel) proves these bytes; someone else made it."
+            f" apply leaves it, revert never touches it; `patchkit adopt {recipe.id}` makes it patchkit's"
+        )
     ev.searched = True  # not cacheable: a reference may be had later
     if not ours and op.markers:
         hit = markers.hit(session, op, anywhere=False, recipe=recipe)
         if hit:
             return State.UPSTREAM, hit
-    why = "patchkit's journal says patchkit wrote it, but the file changed since" if ours else "no journal remembers it"
+    why = (
+        "patchkit's journal names it, but the code at its site is not what patchkit wrote"
+        if ours
+        else "no record of patchkit's proves it"
+    )
     return State.APPLIED_UNSURE, (
         f"the edit is there, but who made it cannot be told ({why}; no pristine release to compare: {ref.why_not})"
     )
@@ -703,7 +719,7 @@ def _follow_anchors(session: Session, recipe: Recipe, evs: list[_Draft]) -> None
             ev.message = f"{follow}; pending there"
         elif loc.state == State.DONE:
             ev.file, ev.scope, ev.located = there, ev.op.scope, loc
-            ev.state, why = _who_made_it(session, recipe, ev.op, ev, False)
+            ev.state, why = _provenance(session, recipe, ev.op, ev, False)
             ev.message = f"{follow}; {why}" if why else follow
         else:
             ev.message = f"{ev.op.file} does not exist; {follow}, but this op's site is not there either"

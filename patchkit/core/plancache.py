@@ -387,6 +387,7 @@ def save(look: Lookup, session, refusals, commit, warnings: list[str], outcome: 
     inputs.update((p, sha) for p, sha in look.records.items() if any(p.startswith(r + "/") for r in roots))
     for j in session.journals.values():
         inputs[str(j.path)] = digest(j.loaded) if j.loaded is not None else None
+    inputs.update(session.mirrors)  # the journals' mirrors the judge leaned on (core/proof.py)
     writes = []
     ws = commit.writes if commit is not None else ()
     for n, w in enumerate(ws):

@@ -38,7 +38,7 @@ from patchkit.base.model import Recipe
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
 from patchkit.base.target import Target
-from patchkit.core import blockers, provenance
+from patchkit.core import blockers, proof, provenance
 from patchkit.core.document import Document
 from patchkit.core.judge import evaluate
 from patchkit.core.ops._cst import same_code
@@ -54,6 +54,8 @@ class Mark(NamedTuple):
     recipe: str
     recipe_sha: str
     op: int
+    file: str = ""  # applied: the logical file of the op's site
+    site: str = ""  # applied: the digest of the code the edit leaves there (patchkit/core/proof.py)
 
 
 @dataclass(frozen=True)
@@ -212,13 +214,14 @@ def _blocker(ev: Verdict, why: str) -> str:
     return f"{ev.recipe.id} > {ev.op.label} > {ev.file.where(ev.line)}: {why}"
 
 
-def _edit(ev: Verdict, state: Any, forward: bool, force: bool = False) -> tuple[Optional[str], Any]:
+def _edit(ev: Verdict, state: Any, forward: bool, force: bool = False) -> tuple[Optional[str], Any, str]:
     """Make one op's edit (or its inverse) on ``state``, a value of its file, if every check
-    passes.  Returns (why not or None, the file's state after it)."""
+    passes.  Returns (why not or None, the file's state after it, the digest of the site
+    the edit leaves: the proof the journal keeps, "" for a revert)."""
     f, impl = ev.file, ev.impl or ev.op.impl  # ev.impl: bound where the judge needed a before
     if not f.round_trips():
         why = "libcst does not print this file back byte for byte, so rewriting it could lose text; edit it by hand"
-        return why, state
+        return why, state, ""
     chain, scope = f.scope(ev.scope, state)
     try:
         if forward:
@@ -228,12 +231,13 @@ def _edit(ev: Verdict, state: Any, forward: bool, force: bool = False) -> tuple[
         for name, check in CHECKS.items():
             why = check(e)
             if why:
-                return f"refused by the {name} check: {why}", state
+                return f"refused by the {name} check: {why}", state, ""
+        site = proof.digest(impl, new, impl.locate(new)) if forward else ""
     except (ValueError, LookupError, cst.CSTValidationError) as err:  # the op says it cannot
-        return f"cannot {'apply' if forward else 'revert'}: {err}", state
+        return f"cannot {'apply' if forward else 'revert'}: {err}", state, ""
     except Exception as err:
         raise OpBug(ev.recipe.id, ev.op.label, err) from err
-    return None, f.splice(chain, new)
+    return None, f.splice(chain, new), site
 
 
 def _overlapped(ev: Verdict, state: Any, forward: bool, earlier: list[Verdict]) -> Optional[str]:
@@ -297,15 +301,16 @@ def _edit_all(todo: list[Verdict], forward: bool, dry_run: bool, force: bool = F
         k = id(ev.file)
         now = states.get(k)  # None: the file as read
         why = _overlapped(ev, now, forward, edited.get(k, []))
+        site = ""
         if not why:
-            why, after = _edit(ev, now, forward=forward, force=force)
+            why, after, site = _edit(ev, now, forward=forward, force=force)
         if why:
             blocked.append(_blocker(ev, why))
             continue
         docs.setdefault(k, ev.file)
         states[k] = after
         edited.setdefault(k, []).append(ev)
-        marks.append(Mark(action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index))
+        marks.append(Mark(action, ev.op.engine, ev.recipe.id, ev.recipe.sha256, ev.op.index, ev.file.logical, site))
         jit.update(ev.op.jit_modules)
         overrides[(ev.recipe.id, ev.op.index)] = ev.result(state, said)
     files: list[Planned] = []
@@ -367,7 +372,7 @@ def _forget_stale(session: Session, evaluated, files, marks) -> Forgotten:
 
 
 # The verdicts whose site holds (or is to hold) an edit a recipe answers for.
-_HELD = (State.PENDING, State.APPLIED, State.APPLIED_UNSURE)
+_HELD = (State.PENDING, State.APPLIED, State.APPLIED_UNSURE, State.FOREIGN)
 
 
 def _applied_before(session: Session, evaluated) -> list:
@@ -450,6 +455,8 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
         for ev in evs:
             if ev.state == State.APPLIED and (r.id, ev.op.index) not in overrides:
                 overrides[(r.id, ev.op.index)] = ev.result(State.APPLIED, "already applied (nothing to do)")
+            elif ev.state == State.FOREIGN:  # its goal is reached: never written a second time
+                overrides[(r.id, ev.op.index)] = ev.result(State.FOREIGN, f"nothing to do: {ev.message}")
     blocked_now = {**evaluated.blocked, **standing}
     if blocked:  # a blocked plan writes nothing
         res = results(session, evaluated, {}, frozenset(skipped), blocked_now)
@@ -504,6 +511,16 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
             elif ev.state == State.APPLIED_UNSURE:
                 # --force too: it must never edit code the pristine release may have.
                 blocked.append(_blocker(ev, f"{ev.state}: {ev.message}; {_NO_REFERENCE}"))
+            elif ev.state == State.FOREIGN:
+                # --force too: revert takes back only what patchkit can prove it wrote.
+                blocked.append(
+                    _blocker(
+                        ev,
+                        f"{ev.state}: someone else made this edit (nothing proves patchkit wrote it), so revert"
+                        f" will not touch it, with or without --force; undo it by hand, or `patchkit adopt {r.id}`"
+                        " first if it is patchkit's edit whose record was lost",
+                    )
+                )
             elif ev.state == State.MODIFIED or (ev.state in (State.MISSING, State.AMBIGUOUS) and ours):
                 if force:
                     forgotten.append(Mark("reverted", ev.op.engine, r.id, r.sha256, ev.op.index))
@@ -546,6 +563,34 @@ def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dr
     return Plan(
         tuple(res), (), made.files, marks + gone.marks, gone.forget, gone.versions, made.jit_modules, gone.notes, cache
     )
+
+
+def plan_adopt(session: Session, recipes: list[Recipe], dry_run: bool = False) -> Plan:
+    """Take on, on purpose, edits someone else made (``someone-else``): the journal records
+    each as patchkit's, with the digest of the code at its site as it stands, so that
+    `status` reads it `applied` and `revert` may take it back.  No target file is written.
+    Meant for patchkit's own edits whose record was lost; an edit the pristine release holds
+    (``upstream``) or whose maker is unknown (``applied?``) is never adopted."""
+    evaluated = evaluate(session, recipes)
+    marks: list[Mark] = []
+    overrides: dict = {}
+    blocked: list[str] = []
+    said = "would be adopted" if dry_run else "adopted: patchkit's now (revert takes it back)"
+    for r, evs in evaluated:
+        for ev in evs:
+            if ev.state != State.FOREIGN:
+                continue
+            site = proof.of_verdict(ev)
+            if not site:
+                blocked.append(_blocker(ev, "its site cannot be read back as code, so no proof of it can be kept"))
+                continue
+            marks.append(Mark("applied", ev.op.engine, r.id, r.sha256, ev.op.index, ev.file.logical, site))
+            overrides[(r.id, ev.op.index)] = ev.result(State.FOREIGN if dry_run else State.APPLIED, said)
+    cache = cacheable(session, evaluated)
+    if blocked:
+        return Plan(tuple(results(session, evaluated)), tuple(blocked), cacheable=cache)
+    versions = tuple(sorted({(m.engine, session.targets[m.engine].version) for m in marks}))
+    return Plan(tuple(results(session, evaluated, overrides)), (), (), tuple(marks), (), versions, cacheable=False)
 
 
 def restored_notes(plan: Plan, journals: dict) -> list[str]:

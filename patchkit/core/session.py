@@ -50,6 +50,8 @@ class Session:
         # those of recipes applied earlier (two recipes must not edit the same code).
         self.known: dict[str, Recipe] = known or {}
         self.journals: dict[Path, Journal] = {}
+        self.mirror_read: dict[Path, dict] = {}  # root -> the mirrored journal's engines
+        self.mirrors: dict[str, Optional[str]] = {}  # the mirror files read: path -> digest
         self.files: dict[tuple[str, str], Document] = {}
         # Per (engine, root): one site-packages holds both engines, each with its own release.
         self.references: dict[tuple[str, Path], Any] = {}
@@ -85,6 +87,19 @@ class Session:
         if root not in self.journals:
             self.journals[root] = Journal.load(root)
         return self.journals[root]
+
+    def mirror(self, engine: str) -> dict:
+        """The engines of the target's journal mirror (patchkit/base/journal.py), read once;
+        what was read is kept in ``mirrors`` (path -> digest or None), so that a cached
+        verdict or plan that leaned on it is keyed on its bytes."""
+        from patchkit.base import journal
+
+        root = self.targets[engine].root
+        if root not in self.mirror_read:
+            data = journal.read_mirror(root)
+            self.mirrors[str(journal.mirror_path(root))] = verdicts.digest_of(data) if data is not None else None
+            self.mirror_read[root] = journal.mirror_engines(root, data)
+        return self.mirror_read[root]
 
     def mid_write(self, engine: str, recipe: str) -> Optional[Journal]:
         """The journal an interrupted write of this recipe would have left, or None."""

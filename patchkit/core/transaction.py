@@ -46,7 +46,7 @@ from typing import Callable, Iterator, NamedTuple, Optional
 
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
-from patchkit.base.journal import BLOBS, PATH, Journal, sha256
+from patchkit.base.journal import BLOBS, PATH, Journal, sha256, write_mirror
 from patchkit.base.target import STATE_DIR
 from patchkit.base.target import TXN_PENDING as PENDING
 from patchkit.core import record, txnrecord
@@ -221,7 +221,7 @@ def journals_after(session, plan) -> dict[Path, Journal]:
         of(f.target.engine).record_write(f.target.engine, f.logical, f.original, f.new)
     for m in plan.marks:
         if m.action == "applied":
-            of(m.engine).mark_applied(m.engine, m.recipe, m.recipe_sha, m.op)
+            of(m.engine).mark_applied(m.engine, m.recipe, m.recipe_sha, m.op, m.file, m.site)
         else:
             of(m.engine).mark_reverted(m.engine, m.recipe, m.op)
     return out
@@ -425,6 +425,8 @@ def write_commit(c: Commit) -> None:
         ) from None
     for root, keep in sorted(c.keep.items()):
         _drop(root, keep)
+    for root, engines in sorted(c.journals.items()):  # the journal's second copy (journal.py)
+        write_mirror(Path(root), engines)
 
 
 def _committed(txn: dict) -> bool:

@@ -276,7 +276,10 @@ def save(k: str, session, res: list[RecipeResult]) -> None:
     if provenance is None:
         return
     entry = {
-        "files": {str(f.path): (digest_of(f.original) if f.exists else None) for f in session.files.values()},
+        "files": {
+            **{str(f.path): (digest_of(f.original) if f.exists else None) for f in session.files.values()},
+            **session.mirrors,  # the journals' mirrors the judge leaned on (core/proof.py)
+        },
         "trees": dict(session.swept),
         "provenance": provenance,
         "results": [r.to_json() for r in res],

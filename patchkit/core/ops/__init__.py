@@ -127,6 +127,27 @@ class Op:
     def revert(self, scope: Any) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def site_text(self, scope: Any, located: Located) -> str:
+        """The code at the site ``located`` found in ``scope``, as it reads: what the
+        provenance proof digests (patchkit/core/proof.py).  Python ops: each site node's
+        code; a text op: its lines (``site_lines``)."""
+        if located.nodes and all(isinstance(n, int) for n in located.nodes):
+            text = scope if isinstance(scope, str) else scope.code
+            lines = text.splitlines(True)
+            out = []
+            for n in located.nodes:
+                first, count = self.site_lines(n)
+                out.append("".join(lines[max(first - 1, 0) : first - 1 + count]))
+            return "\x00".join(out)
+        import libcst as cst
+
+        empty = cst.Module(body=[])
+        return "\x00".join(empty.code_for_node(n) for n in located.nodes)
+
+    def site_lines(self, line: int) -> tuple[int, int]:
+        """(first line, number of lines) of a text op's site whose node is ``line``."""
+        return line, 1
+
     def relative_to(self, before: Any) -> "Op":
         """This op judged against ``before``, a state of its scope where it reads pending
         (the scope an apply started from, or the pristine release's).  An op whose done

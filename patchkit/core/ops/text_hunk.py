@@ -153,6 +153,10 @@ class TextHunk(Op):
         olds, news = _runs(text, self.old), _runs(text, self.new)
         return _outside(olds, self.old, news, self.new), _outside(news, self.new, olds, self.old)
 
+    def site_lines(self, line: int) -> tuple[int, int]:
+        # A DONE node is the hunk's first changed line; the site is the whole edited block.
+        return line - self._first_change, len(self._new_lines)
+
     def locate(self, scope: Union[str, object]) -> Located:
         text = self._text(scope)
         olds, news = self._both(text)

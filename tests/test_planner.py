@@ -393,6 +393,41 @@ message = "fusion_backend raises on SM120"
     assert cli("apply", "r")[0] == 0  # the blocker gone, the same recipe applies
 
 
+BLOCKER = """
+[[blockers]]
+engine = "sglang"
+file = "sglang/srt/gates.py"
+scope = "fusion_backend"
+contains = ["if major not in (9, 10):", "requires SM90 or SM10X"]
+message = "fusion_backend raises on SM120"
+"""
+
+# The gate gone from the code, its words left in prose: a docstring and comments quote it.
+QUOTED = GATES.replace(
+    '    if major not in (9, 10):\n        raise ValueError("requires SM90 or SM10X")\n',
+    '    """Upstream dropped `if major not in (9, 10): raise ValueError("requires SM90 or SM10X")`."""\n'
+    "    # if major not in (9, 10):\n"
+    '    #     raise ValueError("requires SM90 or SM10X")\n',
+)
+
+
+def test_a_blocker_quoted_only_in_prose_does_not_block(gates):
+    """A blocker matches code: its pattern in a docstring or a comment blocks nothing."""
+    root, path, recipe, cli = gates
+    recipe("r", "cutlass", extra=BLOCKER)
+    path.write_text(QUOTED)
+    code, out, err = cli("status", "r", "--json")
+    doc = json.loads(out)["recipes"][0]
+    assert doc["state"] == "pending" and doc["blockers"] == [], doc
+    code, out, err = cli("apply", "r")
+    assert code == 0, (out, err)
+    assert "blocked" not in out + err
+    gate = '    if major not in (9, 10):  # code again\n        raise ValueError("requires SM90 or SM10X")\n'
+    path.write_text(QUOTED.replace('    return "trtllm"', gate + '    return "trtllm"'))
+    code, out, err = cli("status", "r", "--json")
+    assert json.loads(out)["recipes"][0]["state"] == "blocked", out
+
+
 def test_a_file_libcst_cannot_print_back_is_refused(gates, monkeypatch):
     """libcst drops an indented comment line after a last, unindented statement."""
     root, path, recipe, cli = gates

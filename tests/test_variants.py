@@ -99,3 +99,54 @@ def test_a_blocker_holds_for_the_real_version_outside_the_range():
     cut, said = narrow.for_versions({"sglang": "0.5.14"})
     assert [o.index for o in cut.ops] == [1, 4] and said.startswith("no variant for sglang 0.5.14")
     assert [b.index for b in cut.blockers] == [1]
+
+
+# -- a blocker matches code, never prose: comments and docstrings are left out --------------
+
+PY_QUOTED = '''\
+"""Once, this module's gate read `if major not in (9, 10): raise` with "requires SM90 or SM10X"."""
+
+
+def _resolve_backend(major):
+    """Used to say: if major not in (9, 10): raise ValueError("requires SM90 or SM10X")."""
+    # if major not in (9, 10):
+    #     raise ValueError("requires SM90 or SM10X")
+    "if major not in (9, 10): requires SM90 or SM10X"  # a bare string runs nothing either
+    return "trtllm"
+'''
+
+PY_CODE = PY_QUOTED.replace(
+    '    return "trtllm"\n',
+    "    if major not in (9, 10):  # the gate\n"
+    '        raise ValueError("requires SM90 or SM10X")\n'
+    '    return "trtllm"\n',
+)
+GATE = ("if major not in (9, 10):", "requires SM90 or SM10X")
+
+
+@pytest.mark.parametrize("scope", ["_resolve_backend", ""])
+def test_a_blocker_quoted_in_comments_and_docstrings_does_not_stand(scope):
+    assert blockers.search(PY_QUOTED, scope, GATE, "sglang/srt/x.py") is None
+    assert blockers.search(PY_CODE, scope, GATE, "sglang/srt/x.py") == 9
+    assert blockers.search(PY_CODE, scope, ("requires SM90",), "sglang/srt/x.py") == 10  # a raise's string is code
+
+
+def test_a_blocker_in_cuda_text_skips_its_comments_not_its_strings():
+    quoted = (
+        "// #if (__CUDA_ARCH__ < 1200)\n"
+        "/* upstream used to write\n   #if (__CUDA_ARCH__ < 1200) here */\n"
+        'const char* url = "http://x//y"; // #if (__CUDA_ARCH__ < 1200)\n'
+        "int n = 1'000; // #if (__CUDA_ARCH__ < 1200)\n"
+        "#if defined(__CUDA_ARCH__)\n#endif\n"
+    )
+    frag = ("#if (__CUDA_ARCH__ < 1200)",)
+    assert blockers.search(quoted, "", frag, "include/flashinfer/comm.cuh") is None
+    code = quoted + "#if (__CUDA_ARCH__ < 1200)  // the gate\n"
+    assert blockers.search(code, "", frag, "include/flashinfer/comm.cuh") == 8
+    assert blockers.search('s = "a /* b";\nint x; /* c */ GATE\n', "", ("GATE",), "csrc/x.cu") == 2
+
+
+def test_masking_keeps_every_offset_and_line():
+    for text, file in [(PY_CODE, "x.py"), ("a /* b\nc */ d // e\n", "x.cuh"), ("x = 'é'  # ü\n", "x.py")]:
+        m = blockers.masked(text, file)
+        assert len(m) == len(text) and m.count("\n") == text.count("\n")

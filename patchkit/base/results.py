@@ -84,16 +84,36 @@ class RecipeResult(NamedTuple):
         )
 
 
+# An op in one of these stops `apply` (planner.plan_apply refuses the plan, nothing is
+# written): a recipe holding one is not pending, whatever its other ops read.  In this order
+# the first one held names the recipe.
+REFUSED = (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED)
+
+
 def recipe_state(op_states: list[State]) -> State:
-    """Fold op states into a recipe state (the rule is part of the JSON contract)."""
-    for bad in (State.INTERRUPTED, State.MISSING, State.AMBIGUOUS, State.MODIFIED):
+    """Fold op states into a recipe state (the rule is part of the JSON contract; README:
+    states).  The first rule that holds decides:
+
+    1. ``interrupted`` when an op is (a killed write; the next apply or revert finishes it);
+    2. ``missing``, ``ambiguous``, ``modified``, ``moved``, the first of these an op reads:
+       apply refuses each (``REFUSED``), so the recipe cannot be applied as it stands, even
+       when its other ops read ``pending``;
+    3. ``partial`` when an op is ``pending`` and another ``applied`` or ``applied?``;
+       ``pending`` when an op is ``pending`` (the others ``upstream``);
+    4. ``applied?`` when an op is (the edits are there, who made one is unknown);
+    5. ``upstream`` when every op is;
+    6. ``applied`` (every op ``applied`` or ``upstream``).
+
+    ``blocked``, ``skipped`` and a recipe's ``interrupted`` are decided above the ops, on the
+    recipe (verdict.results)."""
+    if State.INTERRUPTED in op_states:
+        return State.INTERRUPTED
+    for bad in REFUSED:
         if bad in op_states:
             return bad
     if State.PENDING in op_states:
         some = any(s in op_states for s in (State.APPLIED, State.APPLIED_UNSURE, State.FOREIGN))
         return State.PARTIAL if some else State.PENDING
-    if State.MOVED in op_states:
-        return State.MOVED
     if State.APPLIED_UNSURE in op_states:
         return State.APPLIED_UNSURE
     if State.FOREIGN in op_states:

@@ -77,7 +77,18 @@ def drift(ctx, names, to, across, bisect, jobs, as_json, html):
     \b
     Every op is judged on the PRISTINE release: pending (still applies), upstream (the
     release already does it; retire the recipe), moved (found elsewhere: see location),
-    missing, ambiguous.  Exit 0 when nothing is missing, ambiguous or moved.
+    missing, ambiguous.  A recipe with an op moved, missing, ambiguous or modified reads so
+    itself (apply refuses it), and blocked while a blocker it declares stands.
+
+    \b
+    Exit codes:
+      0  every recipe judged (on every release, with --across) reads pending, partial,
+         upstream, applied or applied?: apply would apply it or finds it done (a recipe
+         whose range leaves the release out is judged on its nearest variant and
+         named; apply skips it without --ignore-range)
+      1  a recipe reads moved, missing, ambiguous, modified, blocked or interrupted
+      2  a usage, recipe or download error
+      3  a bug in patchkit
 
     \b
       patchkit drift --to sglang==0.5.13
@@ -92,7 +103,9 @@ def drift(ctx, names, to, across, bisect, jobs, as_json, html):
 @cli.command()
 @click.argument("engine")
 @click.argument("version")
-@click.option("--force", is_flag=True, help="Move the pin even if a recipe would be missing, ambiguous or moved.")
+@click.option(
+    "--force", is_flag=True, help="Move the pin even if a recipe would be moved, missing, ambiguous or blocked."
+)
 @click.pass_context
 def pin(ctx, engine, version, force):
     """Move ENGINE's pin in upstream_pins.toml to VERSION, after a drift preflight.

@@ -165,16 +165,26 @@ def drift(
         say(human(res, targets))
         if retire:
             say(f"\nupstream already does {', '.join(retire)}: retire these recipes before moving the pin.")
-        bad = [r.id for r in res if r.state in D.BAD]
-        say(
-            f"\n{'ok' if good else 'needs work'}: "
-            + (
-                f"{', '.join(bad)} must be fixed before upgrading"
-                if bad
-                else "every recipe still applies or is upstream"
-            )
-        )
+        say("\n" + summary(res))
     return OK if good else NOT_THERE
+
+
+def summary(res) -> str:
+    """drift's last line: ``ok: every recipe still applies or is upstream`` only when apply
+    would apply every recipe there (none moved, missing, ambiguous, modified, blocked or
+    interrupted: ``drift.FINE``) and the release is in every recipe's range; else what is
+    left, by recipe and state."""
+    bad = [r for r in res if r.state not in D.FINE]
+    if bad:
+        return "needs work: " + ", ".join(f"{r.id} ({r.state})" for r in bad) + " must be fixed before upgrading"
+    outside = D.out_of_range(res)
+    if outside:
+        return (
+            f"ok, but out of range: {', '.join(outside)} (this release is outside the recipe's [engines] range: "
+            "its nearest variant was judged, and apply skips it without --ignore-range; widen the range or "
+            "`patchkit port` it)"
+        )
+    return "ok: every recipe still applies or is upstream"
 
 
 def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list[str]:
@@ -244,7 +254,7 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
     else:
         matrix = run(versions)
         shown = versions
-    good = all(r["state"] not in D.BAD for v in shown for r in matrix[v])
+    good = all(not D.bad(matrix[v]) for v in shown)
     if html:
         _write_html(html, engine, spec, shown, matrix, changes)
     if as_json:
@@ -289,8 +299,8 @@ def pin(project: Project, engine: str, version: str, force: bool) -> int:
     code = drift(project, (), (f"{engine}=={version}",), None, False, False, 2)
     if code != OK and not force:
         say(
-            f"\npin not moved: a recipe would be missing, ambiguous or moved on {engine} {version}; fix the "
-            "recipes, or pass --force",
+            f"\npin not moved: a recipe would be moved, missing, ambiguous, modified or blocked on {engine} "
+            f"{version}; fix the recipes, or pass --force",
             err=True,
         )
         return NOT_THERE

@@ -33,7 +33,12 @@ from patchkit.upstream import fetch
 from patchkit.upstream.fetch import release_tree  # noqa: F401  (drift's name for it, kept for its callers)
 from patchkit.upstream.pristine import RELEASES
 
-BAD = (State.MISSING, State.AMBIGUOUS, State.MOVED)
+# A recipe in one of these would be applied by `apply` on that release, or needs nothing
+# there: its ops read pending or upstream (applied, on a tree given by path), none moved,
+# missing, ambiguous or modified (results.recipe_state folds those into the recipe), and no
+# blocker stands.  Anything else (moved, missing, ambiguous, modified, blocked, interrupted)
+# is what apply refuses or cannot vouch for: drift exits 1.
+FINE = (State.PENDING, State.PARTIAL, State.UPSTREAM, State.APPLIED, State.APPLIED_UNSURE)
 
 
 def parse_spec(value: str) -> tuple[str, str, str]:
@@ -64,7 +69,23 @@ def judge_release(catalog: Catalog, names: tuple[str, ...], trees: dict[str, Pat
 
 
 def ok(res: list[RecipeResult]) -> bool:
-    return not any(r.state in BAD for r in res)
+    """Would apply apply every recipe on that release (or find it done)?  (``FINE``)"""
+    return all(r.state in FINE for r in res)
+
+
+def bad(res: "list[RecipeResult] | list[dict]") -> list[str]:
+    """The recipes that keep ``ok`` from holding (results, or their JSON)."""
+    return [r["id"] if isinstance(r, dict) else r.id for r in res if _state(r) not in FINE]
+
+
+def out_of_range(res: list[RecipeResult]) -> list[str]:
+    """The recipes whose version range leaves the release out: judged on their nearest
+    variant, which apply skips there (without --ignore-range)."""
+    return [r.id for r in res if r.in_range is False]
+
+
+def _state(r) -> State:
+    return State(r["state"] if isinstance(r, dict) else r.state)
 
 
 # -- across releases --------------------------------------------------------------------------

@@ -11,6 +11,20 @@
 The name joins an existing ``from MODULE import (...)``, keeping its layout (parenthesised,
 one name per line, trailing comma).  With no such import, a new statement goes after the
 last top-level import.
+
+The goal is the name bound at the module's top level from the module that provides it, so
+two refactors are read as such (README: ensure-import and shims):
+
+* a module moved into a package (``sglang/srt/utils.py`` -> ``sglang/srt/utils/common.py``,
+  the old path left as a re-export shim ``utils/__init__.py``: ``from .common import *``):
+  the name bound, last, from a module of MODULE's own package line (``from
+  sglang.srt.utils.common import NAME`` for MODULE ``sglang.srt.utils``, or through the shim,
+  ``from sglang.srt.utils import NAME`` for MODULE ``sglang.srt.utils.common``) is the goal
+  reached: done, where it reads pending by the import's words alone;
+* the op's own file become a shim (its whole body imports, ``from X import *`` among them,
+  and ``__all__``): its code moved to X, and an import added here would bind the name where
+  nothing uses it: missing, naming X (never pending).  A shim that star-imports MODULE
+  itself may bind the name already and is judged as before.
 """
 
 from __future__ import annotations
@@ -140,10 +154,70 @@ class EnsureImport(Op):
                     return stmt, imp
         return imports[0] if imports else (None, None)
 
+    def _kin(self, source: str) -> bool:
+        """Is ``source`` MODULE, or a module of its package line (one a dotted prefix of the
+        other): where a module moved into a package binds the same name, or its shim does."""
+        m = self.module
+        return bool(source) and (source == m or source.startswith(m + ".") or m.startswith(source + "."))
+
+    def _bound_from_kin(self, module):
+        """The top-level statement that binds the name last, when it imports it from a
+        module of MODULE's package line; else None."""
+        held = None
+        for stmt in module.body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == self.name:
+                held = None
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                source = _binding(small, self.name)
+                if source is not None:
+                    held = stmt if self._kin(source) else None
+        return held
+
+    def _shim_of(self, module) -> str:
+        """What this module re-exports, when it is a shim (every top-level statement an
+        import, a docstring or an ``__all__``; a ``from X import *`` among them) of modules
+        other than MODULE: X, else ""."""
+        stars = []
+        for i, stmt in enumerate(module.body):
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                return ""
+            for small in stmt.body:
+                if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                    dots = "." * len(small.relative)
+                    stars.append(dots + (code(small.module) if small.module is not None else ""))
+                elif isinstance(small, (cst.Import, cst.ImportFrom)):
+                    continue
+                elif i == 0 and isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString):
+                    continue  # the docstring
+                elif isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and "__all__" in code(small):
+                    continue
+                else:
+                    return ""
+        # A relative star import may be MODULE itself (``from .common import *`` in
+        # sglang/srt/utils/__init__.py, for MODULE sglang.srt.utils.common): not a shim of another.
+        others = [
+            x
+            for x in stars
+            if not (x == self.module or ("." + self.module).endswith("." + x.lstrip(".")) and x.startswith("."))
+        ]
+        return ", ".join(others) if stars and len(others) == len(stars) else ""
+
     def locate(self, module) -> Located:
         for stmt, imp in self._imports(module):
             if self._has(imp) is not None:
                 return Located(DONE, (stmt,))
+        kin = self._bound_from_kin(module)
+        if kin is not None:
+            return Located(
+                DONE, (kin,), f"`{self.name}` is bound from a module of {self.module}'s package (a moved module's shim)"
+            )
+        shim = self._shim_of(module)
+        if shim:
+            return Located(
+                MISSING,
+                reason=f"this module is a re-export shim of {shim} (`from {shim.split(', ')[0]} import *`): its code "
+                f"moved there, and an import of `{self.name}` here would bind it where nothing uses it",
+            )
         stmt, _ = self._target(module)
         if stmt is not None:
             return Located(PENDING, (stmt,))
@@ -152,8 +226,9 @@ class EnsureImport(Op):
 
     def is_applied(self, module) -> bool:
         # The goal on its own: what the module's top level leaves bound to the name, statement
-        # after statement, is the name imported from the module (an assignment, a def or
-        # another import after it would rebind the name).
+        # after statement, is the name imported from the module, or from a module of its
+        # package line (``_kin``: a module moved into a package, or its shim); an assignment,
+        # a def or another import after it would rebind the name.
         held = False
         for stmt in module.body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == self.name:
@@ -161,7 +236,7 @@ class EnsureImport(Op):
             for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
                 source = _binding(small, self.name)
                 if source is not None:
-                    held = source == self.module
+                    held = self._kin(source)
         return held
 
     @staticmethod

@@ -98,11 +98,12 @@ def recipe_state(op_states: list[State]) -> State:
     2. ``missing``, ``ambiguous``, ``modified``, ``moved``, the first of these an op reads:
        apply refuses each (``REFUSED``), so the recipe cannot be applied as it stands, even
        when its other ops read ``pending``;
-    3. ``partial`` when an op is ``pending`` and another ``applied`` or ``applied?``;
-       ``pending`` when an op is ``pending`` (the others ``upstream``);
+    3. ``partial`` when an op is ``pending`` and another ``applied``, ``applied?`` or
+       ``someone-else``; ``pending`` when an op is ``pending`` (the others ``upstream``);
     4. ``applied?`` when an op is (the edits are there, who made one is unknown);
-    5. ``upstream`` when every op is;
-    6. ``applied`` (every op ``applied`` or ``upstream``).
+    5. ``someone-else`` when an op is (its edit is there, made by someone else);
+    6. ``upstream`` when every op is;
+    7. ``applied`` (every op ``applied`` or ``upstream``).
 
     ``blocked``, ``skipped`` and a recipe's ``interrupted`` are decided above the ops, on the
     recipe (verdict.results)."""

@@ -83,7 +83,8 @@ def drift(ctx, names, to, across, bisect, jobs, as_json, html):
     \b
     Exit codes:
       0  every recipe judged (on every release, with --across) reads pending, partial,
-         upstream, applied or applied?: apply would apply it or finds it done (a recipe
+         upstream, applied, applied? or someone-else: apply would apply it or finds it
+         done (a recipe
          whose range leaves the release out is judged on its nearest variant and
          named; apply skips it without --ignore-range)
       1  a recipe reads moved, missing, ambiguous, modified, blocked or interrupted

@@ -23,6 +23,7 @@ ABBR = {  # matrix cells: what needs attention is in capitals
     State.MISSING: "MISSING",
     State.AMBIGUOUS: "AMBIG",
     State.PARTIAL: "partial",
+    State.FOREIGN: "someone-else",
     State.MODIFIED: "modified",
     State.SKIPPED: "skipped",
     State.INTERRUPTED: "INTERRUPTED",

@@ -38,7 +38,7 @@ from patchkit.upstream.pristine import RELEASES
 # missing, ambiguous or modified (results.recipe_state folds those into the recipe), and no
 # blocker stands.  Anything else (moved, missing, ambiguous, modified, blocked, interrupted)
 # is what apply refuses or cannot vouch for: drift exits 1.
-FINE = (State.PENDING, State.PARTIAL, State.UPSTREAM, State.APPLIED, State.APPLIED_UNSURE)
+FINE = (State.PENDING, State.PARTIAL, State.UPSTREAM, State.APPLIED, State.APPLIED_UNSURE, State.FOREIGN)
 
 
 def parse_spec(value: str) -> tuple[str, str, str]:

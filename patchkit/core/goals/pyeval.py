@@ -206,6 +206,17 @@ def scope_of(node: ast.AST) -> Scope:
     else:
         _collect(getattr(node, "body", []), False, out, globs)
         kind = "module"
+        # a function that declares a name global and binds it binds the module's, when called
+        for f in ast.walk(node):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names: dict[str, list[Binding]] = {}
+                declared: set[str] = set()
+                _collect(f.body, False, names, declared)
+                for g in sorted(declared & set(names)):
+                    out.setdefault(g, []).append(Binding(None, (), True))
+        return Scope(out, frozenset(), kind)
+    for g in globs:
+        out.pop(g, None)  # bound in the module, not here
     return Scope(out, frozenset(globs), kind)
 
 

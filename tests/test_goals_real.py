@@ -90,3 +90,25 @@ def test_sglang_0523_admits_sm120_in_its_own_words():
     src = wheel_file("sglang", "0.5.23", "sglang/srt/layers/moe/moe_runner/deep_gemm_sm120.py")
     assert admits("not _is_sm120", src, "use_swizzle", SM120, preds)[0] is False
     assert admits("not _is_sm120", src, "use_swizzle", SM100, preds)[0] is True
+
+
+def test_vllm_0330_allreduce_rms_fusion_gate():
+    """vLLM 0.33.0's enable_allreduce_rms_fusion: `... and current_platform.is_cuda() and
+    has_flashinfer() and (is_device_capability_family(100) or is_device_capability(90))`."""
+    import tarfile
+
+    sd = fetch.fetch_sdist(ENGINES["vllm"].dist, "0.33.0")
+    with tarfile.open(sd) as tar:
+        src = tar.extractfile("vllm-0.33.0/vllm/config/vllm.py").read().decode()
+    fn = find_scope(ast.parse(src), "enable_allreduce_rms_fusion")
+    ret = [n for n in fn.body if isinstance(n, ast.Return)][-1]
+    gate = ret.value.values[-1]
+    assert "is_device_capability_family(100)" in ast.unparse(gate)
+    preds = ENGINES["vllm"].predicates
+    got = [admits(segment(src, gate), src, fn.name, d, preds)[0] for d in (SM120, SM100, Device.parse("sm103"), SM90)]
+    assert got == [False, True, True, True]
+    widened = segment(src, gate) + " or current_platform.is_device_capability_family(120)"
+    assert admits(widened, src, fn.name, SM120, preds)[0] is True
+    # the whole return: false on SM120 whatever the configuration; on SM100 it rests on it
+    assert admits(segment(src, ret.value), src, fn.name, SM120, preds)[0] is False
+    assert admits(segment(src, ret.value), src, fn.name, SM100, preds)[0] is None

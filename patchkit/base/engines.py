@@ -35,9 +35,15 @@ _OPTIONAL = {
     "requires": "a list of engine names",
     "template": "[python file, class, function, C++ file]",
     "jit": "a table: specs = LOGICAL_DIR, prebuilt = DIST, cache = DIR, cache_env = VAR",
+    "predicates": 'a table: "is_sm100_supported()" = "major == 10" (or = { means = "...", cuda = "12.8" })',
 }
 _JIT_KEYS = ("specs", "prebuilt", "cache", "cache_env")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+# What a predicate's meaning may name besides its parameters and the other predicates it calls:
+# the device (patchkit/core/goals/device.py) in capability terms.
+DEVICE_NAMES = ("major", "minor", "capability", "sm", "platform")
+_PREDICATE_KEYS = ("means", "cuda")
+_CUDA = re.compile(r"^\d+\.\d+$")
 
 
 class EngineInfo(NamedTuple):  # NamedTuples: `status` imports this module at start-up
@@ -52,6 +58,9 @@ class EngineInfo(NamedTuple):  # NamedTuples: `status` imports this module at st
     template: tuple[str, ...] = ()
     jit: Optional[dict] = None
     source: str = ""  # the file it was defined in
+    # device predicates: (pattern, meaning, CUDA it needs or ""), in the file's order; read by
+    # patchkit/core/goals/pyeval.py (the engines.toml comments say what each one means)
+    predicates: tuple[tuple[str, str, str], ...] = ()
 
 
 class EngineError(PatchkitError):
@@ -154,6 +163,10 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
             not isinstance(jit, dict) or set(jit) - set(_JIT_KEYS) or not all(isinstance(v, str) for v in jit.values())
         ):
             raise fail("jit", f"jit must be a table of strings ({', '.join(_JIT_KEYS)})", _OPTIONAL["jit"])
+        predicates = _predicates(
+            t.get("predicates", {}),
+            lambda why, key: fail("predicates", f"{key}: {why}" if key else why, _OPTIONAL["predicates"]),
+        )
         if name in known or name in out:
             raise fail("", f"engine {name!r} is defined twice", "give each engine one definition")
         out[name] = EngineInfo(
@@ -167,8 +180,60 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
             template=tuple(template),
             jit=dict(jit) if jit else None,
             source=path,
+            predicates=predicates,
         )
     return out
+
+
+def _predicates(table, fail) -> tuple[tuple[str, str, str], ...]:
+    """The ``predicates`` table, checked: each key a pattern (a name, attribute or call whose
+    arguments are parameter names: ``is_device_capability(cap)``, ``get_platform().is_sm120``),
+    each value a Python expression over the device's names, the pattern's parameters and the
+    other predicates, or a table ``{ means = EXPR, cuda = "X.Y" }``."""
+    import ast
+
+    if not isinstance(table, dict):
+        raise fail("predicates must be a table", "")
+    out = []
+    for key, value in table.items():
+        try:
+            pat = ast.parse(key, mode="eval").body
+        except SyntaxError:
+            raise fail("not a Python expression", repr(key)) from None
+        params: list[str] = []
+        node = pat
+        while isinstance(node, (ast.Call, ast.Attribute)):
+            if isinstance(node, ast.Call):
+                if node.keywords or not all(isinstance(a, ast.Name) for a in node.args):
+                    raise fail("a pattern's call takes parameter names only", repr(key))
+                params += [a.id for a in node.args]
+                node = node.func
+            else:
+                node = node.value
+        if not isinstance(node, ast.Name):
+            raise fail("a pattern is a name, attribute or call (is_sm90_supported())", repr(key))
+        if isinstance(value, str):
+            means, cuda = value, ""
+        elif isinstance(value, dict) and set(value) <= set(_PREDICATE_KEYS) and "means" in value:
+            means, cuda = value["means"], value.get("cuda", "")
+        else:
+            raise fail(f"a predicate is an expression or a table of {', '.join(_PREDICATE_KEYS)}", repr(key))
+        if not isinstance(means, str) or not isinstance(cuda, str) or (cuda and not _CUDA.match(cuda)):
+            raise fail('means is an expression, cuda a version "X.Y"', repr(key))
+        try:
+            tree = ast.parse(means, mode="eval")
+        except SyntaxError:
+            raise fail(f"its meaning {means!r} is not a Python expression", repr(key)) from None
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        free = sorted(
+            {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called}
+            - set(DEVICE_NAMES)
+            - set(params)
+        )
+        if free:
+            raise fail(f"its meaning names {', '.join(free)}: not the device ({', '.join(DEVICE_NAMES)})", repr(key))
+        out.append((key, means, cuda))
+    return tuple(out)
 
 
 def _shipped() -> dict[str, EngineInfo]:
@@ -197,7 +262,7 @@ def _shipped() -> dict[str, EngineInfo]:
 
 def _from_row(r: list) -> EngineInfo:
     """An EngineInfo from its JSON row (lists where the value holds tuples), every field typed."""
-    name, dist, package, layouts, marker, reference, requires, template, jit, source = r
+    name, dist, package, layouts, marker, reference, requires, template, jit, source, predicates = r
     info = EngineInfo(
         name,
         dist,
@@ -209,8 +274,10 @@ def _from_row(r: list) -> EngineInfo:
         tuple(template),
         jit,
         source,
+        tuple((p, m, c) for p, m, c in predicates),
     )
     texts = (name, dist, package, marker, reference, source, *requires, *template)
+    texts += tuple(x for row in info.predicates for x in row)
     if not all(isinstance(x, str) for x in texts) or not (jit is None or isinstance(jit, dict)):
         raise TypeError("not an engine row")
     if not all(isinstance(x, str) for v in info.layouts.values() for pair in v for x in pair):

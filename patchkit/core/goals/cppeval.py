@@ -1,0 +1,233 @@
+"""Does a C++/CUDA gate already admit a device?  Three-valued, over tree-sitter's C++ tree.
+
+Kernels are gated twice: at compile time (``#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >=
+900 && __CUDA_ARCH__ < 1200``, which compiles the body out of an SM120 build) and at run time
+(``if (major == 10 || major == 12)``).  This module evaluates either for a ``Device`` in Kleene
+logic (True, False, None for unknown), as pyeval.py does for Python: ``__CUDA_ARCH__`` is the
+device's ``cuda_arch`` (1200 for 12.0; the device pass of the compile, where a kernel's body
+is), ``defined(__CUDA_ARCH__)`` is true, other macros are unknown unless the caller defines
+them; a runtime check reads only the identifiers the caller binds (``{"major": "major"}``).
+
+The expression is parsed with tree-sitter's C++ grammar, the project's rule for C++ (a
+maintained parser, not regexes).  It is an optional dependency (``pip install
+patchkit[goals]``): without it, or on a parse error, every verdict is unknown, and the
+explanation says why.  Pure: text in, verdict out; no file is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Optional, Union
+
+from patchkit.core.goals.device import Device
+from patchkit.core.goals.pyeval import kleene_and, kleene_not, kleene_or
+
+Value = Optional[int]  # C's truth values are ints; None: unknown
+# what an identifier of a runtime check may stand for (or an int the caller knows)
+QUANTITIES = ("major", "minor", "sm", "cuda_arch")
+_PARSER = None
+
+
+def available() -> bool:
+    """Whether tree-sitter and its C++ grammar are installed (the ``goals`` extra)."""
+    return _parser() is not None
+
+
+def _parser():
+    global _PARSER
+    if _PARSER is None:
+        try:
+            import tree_sitter
+            import tree_sitter_cpp
+        except ImportError:
+            return None
+        _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_cpp.language()))
+    return _PARSER
+
+
+class _Eval:
+    def __init__(self, device: Device, idents: Mapping[str, int], defined: Mapping[str, bool], preproc: bool):
+        self.device, self.idents, self.defined, self.preproc = device, idents, defined, preproc
+        self.why: list[str] = []
+
+    def unknown(self, node, why: str) -> None:
+        if not self.why:
+            self.why.append(f"`{node.text.decode(errors='replace')}` {why}")
+        return None
+
+    def value(self, node) -> Value:
+        t = node.type
+        if t == "parenthesized_expression":
+            inner = [c for c in node.named_children if c.type != "comment"]
+            return self.value(inner[0]) if len(inner) == 1 else self.unknown(node, "is not one expression")
+        if t == "number_literal":
+            n = _int(node.text.decode())
+            return n if n is not None else self.unknown(node, "is no int literal")
+        if t in ("true", "false"):
+            return 1 if t == "true" else 0
+        if t == "identifier":
+            name = node.text.decode()
+            if name in self.idents:
+                return self.idents[name]
+            return self.unknown(node, "is not known here" + (" (a macro the build may define)" if self.preproc else ""))
+        if t == "preproc_defined":
+            ids = [c for c in node.named_children if c.type == "identifier"]
+            if len(ids) != 1:
+                return self.unknown(node, "is not modelled")
+            name = ids[0].text.decode()
+            if name in self.defined:
+                return int(self.defined[name])
+            return self.unknown(node, "depends on the build's macros")
+        if t == "unary_expression":
+            op = node.child_by_field_name("operator").text.decode()
+            v = self.value(node.child_by_field_name("argument"))
+            if op == "!":
+                k = kleene_not(None if v is None else v != 0)
+                return None if k is None else int(k)
+            if v is None:
+                return None
+            if op == "-":
+                return -v
+            if op == "+":
+                return v
+            return self.unknown(node, "is an operation not modelled")
+        if t == "binary_expression":
+            return self.binary(node)
+        if t == "conditional_expression":
+            c = self.value(node.child_by_field_name("condition"))
+            a, b = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
+            if c is not None:
+                return self.value(a if c else b)
+            va, vb = self.value(a), self.value(b)
+            return va if va is not None and va == vb else None
+        if t == "call_expression":
+            return self.unknown(node, "is a call (a function-like macro or a function) not modelled")
+        return self.unknown(node, "is not modelled")
+
+    def binary(self, node) -> Value:
+        op = node.child_by_field_name("operator").text.decode()
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if op in ("&&", "||"):
+            parts = [_truth(self.value(left)), _truth(self.value(right))]
+            k = kleene_and(parts) if op == "&&" else kleene_or(parts)
+            return None if k is None else int(k)
+        a, b = self.value(left), self.value(right)
+        if a is None or b is None:
+            return None
+        cmp = {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}
+        if op in cmp:
+            return int(cmp[op])
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op in ("/", "%") and b != 0:
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C truncates toward zero
+            return q if op == "/" else a - q * b
+        return self.unknown(node, "is an operation not modelled")
+
+
+def _truth(v: Value) -> Optional[bool]:
+    return None if v is None else v != 0
+
+
+def _int(text: str) -> Optional[int]:
+    s = text.lower().rstrip("ul")
+    try:
+        if s.startswith("0x"):
+            return int(s, 16)
+        if s.startswith("0b"):
+            return int(s, 2)
+        if len(s) > 1 and s.startswith("0"):
+            return int(s, 8)
+        return int(s.replace("'", ""))
+    except ValueError:
+        return None
+
+
+def _line(shown: str, verdict: Optional[bool], device: Device, why: list[str]) -> str:
+    word = {True: "true", False: "false", None: "unknown"}[verdict]
+    line = f"`{shown}` is {word} for {device}"
+    return line + (f": {why[0]}" if verdict is None and why else "")
+
+
+def evaluate_if(
+    condition: str,
+    device: Device,
+    defines: Optional[Mapping[str, Union[int, bool]]] = None,
+) -> tuple[Optional[bool], str]:
+    """Whether a preprocessor condition (``#if``/``#elif`` with or without the directive)
+    holds in the device pass of a compile for ``device``, and why in a line.  ``defines``:
+    macros the caller knows (name -> value; False: known undefined); ``__CUDA_ARCH__`` is
+    the device's unless given there."""
+    text = " ".join(condition.replace("\\\n", " ").split())
+    for d in ("#elif", "#if"):
+        if text.startswith(d + " ") or text.startswith(d + "("):
+            text = text[len(d) :].strip()
+            break
+    parser = _parser()
+    if parser is None:
+        return None, f"`{text}` is unknown for {device}: tree-sitter is not installed (pip install patchkit[goals])"
+    macros: dict[str, Union[int, bool]] = {"__CUDA_ARCH__": device.cuda_arch, **(defines or {})}
+    idents = {k: int(v) for k, v in macros.items() if v is not False}
+    defined = {k: v is not False for k, v in macros.items()}
+    tree = parser.parse(f"#if {text}\n#endif\n".encode())
+    node = tree.root_node.children[0] if tree.root_node.children else None
+    if tree.root_node.has_error or node is None or node.type != "preproc_if":
+        return None, f"`{text}` is unknown for {device}: not a preprocessor condition"
+    ev = _Eval(device, idents, defined, preproc=True)
+    verdict = _truth(ev.value(node.child_by_field_name("condition")))
+    return verdict, _line(text, verdict, device, ev.why)
+
+
+def evaluate_cpp(
+    expr: str,
+    device: Device,
+    names: Optional[Mapping[str, Union[str, int]]] = None,
+) -> tuple[Optional[bool], str]:
+    """Whether a C++ runtime condition (``major == 10 || major == 12``) is true on ``device``,
+    and why in a line.  ``names``: identifier -> what it holds, one of ``QUANTITIES``
+    ("major", "minor", "sm", "cuda_arch") or an int; any other identifier is unknown."""
+    text = " ".join(expr.split())
+    parser = _parser()
+    if parser is None:
+        return None, f"`{text}` is unknown for {device}: tree-sitter is not installed (pip install patchkit[goals])"
+    q = {"major": device.major, "minor": device.minor, "sm": device.sm, "cuda_arch": device.cuda_arch}
+    idents: dict[str, int] = {}
+    for k, v in (names or {}).items():
+        if isinstance(v, str):
+            if v not in q:
+                raise ValueError(f"{k}: {v!r} is not one of {', '.join(QUANTITIES)}")
+            idents[k] = q[v]
+        else:
+            idents[k] = int(v)
+    tree = parser.parse(f"auto __patchkit_gate = ({text});\n".encode())
+    root = tree.root_node
+    decl = root.children[0] if root.children else None
+    init = decl.child_by_field_name("declarator") if decl is not None and decl.type == "declaration" else None
+    value = init.child_by_field_name("value") if init is not None else None
+    if root.has_error or len(root.children) != 1 or value is None:
+        return None, f"`{text}` is unknown for {device}: not a C++ expression"
+    ev = _Eval(device, idents, {}, preproc=False)
+    verdict = _truth(ev.value(value))
+    return verdict, _line(text, verdict, device, ev.why)
+
+
+def preproc_conditions(source: str) -> Optional[list[tuple[int, str]]]:
+    """The ``#if``/``#elif`` conditions of a C++/CUDA source, as (line, condition text), in
+    order; None without tree-sitter."""
+    parser = _parser()
+    if parser is None:
+        return None
+    out: list[tuple[int, str]] = []
+    stack = [parser.parse(source.encode()).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in ("preproc_if", "preproc_elif"):
+            cond = node.child_by_field_name("condition")
+            if cond is not None:
+                out.append((cond.start_point[0] + 1, cond.text.decode(errors="replace")))
+        stack.extend(reversed(node.children))
+    return out

@@ -179,15 +179,15 @@ def test_state_comes_from_the_code(pair, run_cli):
     code, out, err = run_cli("apply", "max-running-requests", *t)
     assert code == 0, err
     assert (s / ".patchkit" / "journal.json").read_text() == pristine
-    # Deleting the journal loses no provenance: who made the edit comes from the pristine
-    # release (the wheel), so it is still patchkit's, and revert takes it back.
+    # Deleting the journal loses no provenance: its mirror in the user's state directory
+    # still proves the edit patchkit's, and revert takes it back.
     import shutil
 
     shutil.rmtree(s / ".patchkit")
     code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
     op = json.loads(out)["recipes"][0]["ops"][0]
     assert code == 0 and op["state"] == "applied", op
-    assert "does not have it (no journal remembers it)" in op["message"]
+    assert "the journal's mirror records these very bytes at the site" in op["message"]
     code, out, err = run_cli("revert", "max-running-requests", *t)
     assert code == 0, err
     assert "max_running_requests: Optional[int] = None" in sa.read_text()

@@ -233,6 +233,7 @@ def test_upstreams_own_code_moved_with_no_marker_is_upstream_and_revert_never_re
         return judge.pristine_state(ref, op, ev.file.logical, ev.scope)
 
     monkeypatch.setattr(judge, "at_site", by_location)
+    monkeypatch.setattr(judge.proof, "recorded", lambda *a: "a forged proof")  # and by elimination, "ours"
     monkeypatch.setattr(verdicts, "load", lambda key, targets: None)  # judged afresh, not from the cache
     # and planned afresh: the plan cache keys on patchkit's code as it is on disk, which a
     # monkeypatch does not change (the first revert's plan, "nothing to revert", would replay)

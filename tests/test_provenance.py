@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, git, git_layout
 
+from patchkit.base import journal
 from patchkit.base.target import ENGINES
 from patchkit.upstream import fetch
 
@@ -103,6 +104,7 @@ def test_no_reference_says_applied_unsure_and_revert_refuses(tree, run_cli, monk
     t = ["-t", f"sglang={s}"]
     assert run_cli("apply", "max-running-requests", *t)[0] == 0
     (s / ".patchkit" / "journal.json").unlink()
+    journal.mirror_path(s).unlink()  # every record of patchkit's lost
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
     code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
@@ -131,7 +133,11 @@ def test_a_git_checkout_is_judged_against_its_tagged_commit(release_dir, tmp_pat
     shutil.rmtree(repo / ".patchkit")
     code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
     op = json.loads(out)["recipes"][0]["ops"][0]
-    assert op["state"] == "applied" and "at v0.5.9 does not have it" in op["message"], op
+    assert op["state"] == "applied" and "mirror" in op["message"], op  # the journal's mirror proves it
+    journal.mirror_path(repo).unlink()
+    code, out, _ = run_cli("status", "max-running-requests", *t, "--json")
+    op = json.loads(out)["recipes"][0]["ops"][0]
+    assert op["state"] == "someone-else" and "at v0.5.9 does not have it" in op["message"], op
     # Upstream's tagged commit carrying the edit makes it upstream's, journal or not.
     git(repo, "commit", "-q", "-am", "upstream takes the change")
     git(repo, "tag", "-f", "v0.5.9")
@@ -172,9 +178,11 @@ def test_relocation_never_takes_a_module_level_look_alike(tree, run_cli):
     assert "server_args.py" not in r["ops"][0]["location"]
 
 
-def test_revert_force_takes_back_an_insert_the_user_commented(tree, release_dir, run_cli):
-    """The README's promise: --force reverts a file the user edited.  Comments the user
-    wrote inside and above the inserted block go with it; the rest of the file is theirs."""
+def test_revert_force_never_takes_back_an_insert_the_user_wrote_into(tree, release_dir, run_cli):
+    """The user wrote a comment into patchkit's inserted block: the bytes at the site are no
+    longer what patchkit wrote, so the insert is not provably patchkit's.  It reads
+    `modified`; revert refuses, and --force only forgets patchkit's record, writing no byte:
+    the block with the user's note stays, someone else's from then on."""
     s = tree("sglang")
     t = ["-t", f"sglang={s}"]
     assert run_cli("apply", "moe-backend-sm120", *t)[0] == 0
@@ -183,8 +191,12 @@ def test_revert_force_takes_back_an_insert_the_user_commented(tree, release_dir,
     anchor = '            self.moe_runner_backend = "flashinfer_cutlass"\n            logger.info(\n'
     assert anchor in text
     sa.write_text(text.replace(anchor, "            # my note: this made GLM-5 work\n" + anchor, 1))
+    mine = sa.read_bytes()
+    code, out, err = run_cli("status", "moe-backend-sm120", *t, "--json")
+    assert json.loads(out)["recipes"][0]["ops"][0]["state"] == "modified", out
     code, _, err = run_cli("revert", "moe-backend-sm120", *t)
-    assert code == 1 and "changed since patchkit wrote it" in err
+    assert code == 1 and sa.read_bytes() == mine, err
     code, _, err = run_cli("revert", "moe-backend-sm120", "--force", *t)
-    assert code == 0, err
-    assert sa.read_bytes() == (release_dir("sglang", "0.5.9") / SERVER_ARGS).read_bytes()
+    assert code == 0 and sa.read_bytes() == mine, err
+    code, out, err = run_cli("status", "moe-backend-sm120", *t, "--json")
+    assert json.loads(out)["recipes"][0]["ops"][0]["state"] == "someone-else", out

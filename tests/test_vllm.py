@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base import journal
 from patchkit.upstream import drift
 from tests.conftest import ROOT, copy_linked
 
@@ -95,9 +96,14 @@ def test_every_command_on_an_installed_vllm_and_an_unpacked_sdist(tmp_path, run_
     assert "            current_platform.is_device_capability_family(100)\n" in text
     assert "or current_platform.is_device_capability_family(120)" in text
     assert state() == "applied"
-    shutil.rmtree(sp / ".patchkit")  # the journal is lost: vLLM 0.33.0's sdist says who made it
+    shutil.rmtree(sp / ".patchkit")  # the journal is lost: its mirror proves the edit patchkit's
     code, out, err = run_cli(*PRE, "status", RECIPE, *t, "--json")
-    assert "vllm 0.33.0's sdist does not have it" in out, out + err
+    assert "the journal's mirror records these very bytes at the site" in out, out + err
+    journal.mirror_path(sp).unlink()  # and the mirror: someone else's (vLLM 0.33.0's sdist lacks it)
+    code, out, err = run_cli(*PRE, "status", RECIPE, *t, "--json")
+    assert "someone-else" in out and "vllm 0.33.0's sdist does not have it" in out, out + err
+    assert run_cli(*PRE, "revert", RECIPE, *t)[0] == 1 and gate.read_text() == text
+    assert run_cli(*PRE, "adopt", RECIPE, *t)[0] == 0
     code, out, err = run_cli(*PRE, "revert", RECIPE, *t)
     assert code == 0 and gate.read_bytes() == before, err
     assert state() == "pending"

@@ -132,6 +132,9 @@ class Recipe:
     sha256: str
     blockers: tuple[Blocker, ...] = ()
     verify: VerifySpec = VerifySpec()
+    # The hardware the recipe is for ("sm120"): its ops' goals (patchkit/core/goal.py) are
+    # judged on it.  "" when the recipe names none: then its ops are judged by their text alone.
+    device: str = ""
 
     def variants(self) -> list[tuple[When, tuple[int, ...]]]:
         """(when, op indices) per version variant, in file order; () holds the common ops."""

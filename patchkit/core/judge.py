@@ -32,6 +32,7 @@ from patchkit.core import (
     equivalent,
     follow,
     fuzzed,
+    goal,
     identity,
     markers,
     proof,
@@ -445,6 +446,9 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
             ev = dataclasses.replace(ev, scope=followed[0], located=followed[1])
     if ev.located.state == State.PENDING:
         ev.located = _context(session, op) or ev.located
+    if not ours and session.mid_write(op.engine, recipe.id) is None:
+        # The goal the op is for may hold already, in other words (goal.py): never pending.
+        ev.located = _goal(session, recipe, op, ev) or ev.located
     st, reason = ev.located.state, ev.located.reason
     ours_done, ours_gone = ours, ours  # who made an edit that is there; whether one should be
     mid = session.mid_write(op.engine, recipe.id)
@@ -452,7 +456,9 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         # A kill stopped a write of this recipe half-way: its files may hold either side of
         # the edit, and either way the edit is patchkit's (never "upstream", never "modified").
         ours_done, ours_gone = ours or op.index in mid.applied_ops(op.engine, recipe.id), False
-    if st == State.DONE:
+    if st in (State.UPSTREAM, State.FOREIGN, State.APPLIED_UNSURE):  # decided by the goal (_goal)
+        ev.state = st
+    elif st == State.DONE:
         if mid is not None and ours_done:
             ev.state = State.APPLIED
         else:
@@ -491,6 +497,82 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
     if ev.file.is_python and ev.op.impl.language == "python" and ev.file.exists and _cst_nodes(ev.located):
         ev.root = (ev.file.module, ev.file.view)
     return ev
+
+
+def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[Located]:
+    """The op's goal reached without it (goal.py): at its pending site (the gate there already
+    gives the answer its edit is for), or, its pattern gone, at the one device gate of its
+    scope.  Then who reached it: upstream when the pristine release's code reaches it too,
+    else someone else (``applied?`` with no release to read).  None when the goal is not
+    shown reached (the verdict stands)."""
+    device = goal.device_of(recipe)
+    loc, f = ev.located, ev.file
+    if device is None or goal.direction(op) is None or not f.exists or not f.is_python:
+        return None
+    if op.impl.language != "python":
+        return None
+    ref = session.reference(op.engine)
+    if loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):
+        got = goal.in_place(op, f.text, ev.scope, loc.nodes[0], None, device)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            pristine = _pristine_site(ref, op, ev.file.logical, ev.scope)
+            return pristine is not None and goal.in_place(op, text, ev.scope, pristine, None, device) is not None
+
+        where = f"at its site in {ev.scope or 'the module'}"
+    elif loc.state == State.MISSING and not loc.nodes and ev.file is session.file(op.engine, op.file):
+        home = next(
+            (
+                r.read(op.file)
+                for _, r in identity._homes(session, recipe, op)
+                if pristine_state(r, op, op.file, op.scope) == State.PENDING
+            ),
+            None,
+        )
+        if home is None:
+            return None
+        home_text = home.decode("utf-8", "surrogateescape")
+        got = goal.in_scope(op, f.text, home_text, device)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return goal.in_scope(op, text, home_text, device) is not None
+
+        where = f"in {op.scope or 'the module'}"
+    else:
+        return None
+    nodes = (got.line,) if got.line else ()
+    if not ref.available:
+        ev.searched = True  # not cacheable: a reference may be had later
+        return Located(
+            State.APPLIED_UNSURE,
+            nodes,
+            f"{got.why}; who reached it cannot be told (no pristine release: {ref.why_not})",
+        )
+    data = ref.read(ev.file.logical)
+    if data == f.original or (data is not None and there(data.decode("utf-8", "surrogateescape"))):
+        return Located(State.UPSTREAM, nodes, f"the goal is reached {where}, in upstream's own words: {got.why}")
+    return Located(
+        State.FOREIGN,
+        nodes,
+        f"the goal is reached {where}, but not by patchkit and not in {ref.what}: {got.why}; someone else made"
+        " this edit. apply leaves it, revert never touches it",
+    )
+
+
+def _pristine_site(ref, op: OpSpec, logical: str, scope_name: str):
+    """The op's pending site node in a reference's copy of ``logical``, or None."""
+    module = ref.module(logical) if ref.available else None
+    if module is None:
+        return None
+    try:
+        loc = op.impl.locate(pyscope.resolve(module, scope_name)[-1])
+    except pyscope.ScopeError:
+        return None
+    return loc.nodes[0] if loc.state == State.PENDING and len(loc.nodes) == 1 else None
 
 
 def _cst_nodes(loc: Located) -> bool:

@@ -39,6 +39,7 @@ TOP_KEYS = {
     "variants": "list[table]",
     "blockers": "list[table]",
     "verify": "table",
+    "device": "str",
 }
 VERIFY_KEYS = {"arch": "list[str]", "count": "list[str]", "expect": "list[table]"}
 EXPECT_KEYS = {"kind": "str", "arch": "str", "module": "str", "instruction": "str", "as_arch": "str"}
@@ -444,6 +445,19 @@ def _load(path: Path, errors: list | None) -> Recipe:
     ctx.stop_if_failed(0)
     blockers = tuple(blockers_)
     verify = _load_verify(ctx, data["verify"], ops) if "verify" in data else VerifySpec()
+    device = data.get("device", "").strip()
+    if device:
+        from patchkit.core.goals.device import Device
+
+        try:
+            Device.parse(device)
+        except ValueError as e:
+            raise ctx.fail(
+                ("device",),
+                ["device"],
+                str(e),
+                'name a compute capability: "sm120", "12.0"',
+            ) from None
     return Recipe(
         id=rid,
         summary=data["summary"].strip(),
@@ -455,6 +469,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
         sha256=hashlib.sha256(raw_bytes).hexdigest(),
         blockers=blockers,
         verify=verify,
+        device=device,
     )
 
 

@@ -1,0 +1,195 @@
+"""Goals in the judge: an op that widens or narrows a device gate is *for* the gate's answer
+on the recipe's device, not for its text.
+
+``or-operand`` adds a disjunct, so it can only widen a gate: its goal is "the gate admits the
+device".  ``and-operand`` adds a conjunct: "the gate refuses it".  ``list-element`` adds (or
+removes) an element of a device list (``supported_major_versions=[9, 10]``, arch strings):
+"the list admits (refuses) it".  A recipe names its device (``device = "sm120"``), and the
+engine definitions say what each device check means (``predicates``, patchkit/base/engines.toml);
+patchkit/core/goals/pyeval.py evaluates a gate in three values, unknown never counting as true.
+
+Two questions, each answered only when the code proves it:
+
+* ``in_place``: the op's pattern is found (``pending``), but the gate there already gives the
+  goal's answer (``major >= 12`` among its operands): the edit would change nothing the
+  goal is about, so writing it would be a duplicate;
+* ``in_scope``: the pattern is not found, and the op's named scope holds exactly one device
+  gate of the op's shape, as its home release's scope did (where the op's site was that
+  gate): that gate is the site in other words, and it gives the goal's answer.  Several gates,
+  or none, and nothing is concluded: a look-alike is never the site.
+
+Who reached the goal (upstream, or someone else) is the judge's to say, from the pristine
+release's answer to the same question.  Pure: reads what it is handed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Any, NamedTuple, Optional
+
+from patchkit.core.goals import pyeval
+from patchkit.core.goals.device import Device
+
+# The devices a gate's answer is compared across: an expression whose answer is the same on
+# all of them does not depend on the device (a constant, a flag), and is not a gate.
+_PROBES = tuple(Device.parse(d) for d in ("sm80", "sm90", "sm100", "sm120", "sm121"))
+
+
+class Reached(NamedTuple):
+    """The goal holds at a gate: where (its first line in the file) and why, in words."""
+
+    line: int
+    why: str
+
+
+def device_of(recipe: Any) -> Optional[Device]:
+    name = getattr(recipe, "device", "") or ""
+    try:
+        return Device.parse(name) if name else None
+    except ValueError:
+        return None
+
+
+def direction(op: Any) -> Optional[bool]:
+    """The answer the op's edit is for: True (admit) or False (refuse), None when its kind
+    states no device goal."""
+    if op.kind == "or-operand":
+        return True
+    if op.kind == "and-operand":
+        return False
+    if op.kind == "list-element":
+        return getattr(op.impl, "action", "add") == "add"
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _tree(text: str) -> Optional[ast.Module]:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _predicates(engine: str) -> tuple:
+    from patchkit.base.target import ENGINES
+
+    try:
+        return tuple(ENGINES[engine].predicates)
+    except KeyError:
+        return ()
+
+
+def _answer(node: ast.expr, collection: bool, device: Device, env) -> Optional[bool]:
+    return pyeval.list_admits(node, device, env) if collection else pyeval.evaluate(node, device, env)
+
+
+def _env(tree: ast.Module, scope_name: str, engine: str):
+    scope = pyscope_ast(tree, scope_name)
+    return pyeval.env_for(tree, scope, _predicates(engine)), scope
+
+
+def pyscope_ast(tree: ast.Module, scope_name: str) -> Optional[ast.AST]:
+    return pyeval.find_scope(tree, scope_name) if scope_name else tree
+
+
+def _expr(code: str) -> Optional[ast.expr]:
+    try:
+        return ast.parse("(\n" + code.strip() + "\n)", mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
+def _word(v: Optional[bool], collection: bool) -> str:
+    if collection:
+        return {True: "admits", False: "does not admit", None: "may or may not admit"}[v]
+    return {True: "is true", False: "is false", None: "is unknown"}[v]
+
+
+def in_place(
+    op: Any, text: str, scope_name: str, site_node: Any, line: Optional[int], device: Device
+) -> Optional[Reached]:
+    """The gate at a pending site already gives the goal's answer for ``device``."""
+    want = direction(op)
+    tree = _tree(text)
+    if want is None or tree is None:
+        return None
+    import libcst as cst
+
+    node = _expr(cst.Module(body=[]).code_for_node(site_node))
+    if node is None:
+        return None
+    collection = isinstance(node, (ast.List, ast.Tuple, ast.Set))
+    env, scope = _env(tree, scope_name, op.engine)
+    if scope_name and scope is None:
+        return None
+    got = _answer(node, collection, device, env)
+    if got is not want:
+        return None
+    shown = " ".join(ast.unparse(node).split())
+    return Reached(
+        line or 0, f"`{shown}` already {_word(got, collection)} for {device}: the edit would change nothing it is for"
+    )
+
+
+def gates(tree: ast.Module, scope: ast.AST, engine: str, collection: bool, device: Device) -> list:
+    """The device gates of a scope: maximal expressions (collections, for a list op) whose
+    answer is known on ``device`` and differs across devices, as (node, answer), in order.
+    A nested def or class is another scope, not looked into."""
+    env = pyeval.env_for(tree, scope if scope is not tree else None, _predicates(engine))
+    out: list = []
+
+    def visit(n: ast.AST, top: bool) -> None:
+        if not top and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return
+        if isinstance(n, ast.expr) and _is_gate(n, collection, env):
+            out.append((n, _answer(n, collection, device, env)))
+            return
+        for c in ast.iter_child_nodes(n):
+            visit(c, False)
+
+    for st in getattr(scope, "body", []):
+        visit(st, False)
+    return out
+
+
+def _is_gate(n: ast.expr, collection: bool, env) -> bool:
+    if collection != isinstance(n, (ast.List, ast.Tuple, ast.Set)):
+        return False
+    if not collection and not isinstance(n, (ast.BoolOp, ast.Compare, ast.UnaryOp, ast.Call, ast.Attribute, ast.Name)):
+        return False
+    answers = set()
+    for d in _PROBES:
+        a = _answer(n, collection, d, env)
+        if a is None:
+            return False
+        answers.add(a)
+    return len(answers) > 1
+
+
+def in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """The pattern is not in the scope; the scope's one device gate is the site in other
+    words (its home release's scope had one gate, which held the op's pattern), and it gives
+    the goal's answer."""
+    want = direction(op)
+    tree, home = _tree(text), _tree(home_text) if home_text is not None else None
+    if want is None or tree is None or home is None:
+        return None
+    collection = op.kind == "list-element"
+    scope, home_scope = pyscope_ast(tree, op.scope), pyscope_ast(home, op.scope)
+    if scope is None or home_scope is None:
+        return None
+    before = gates(home, home_scope, op.engine, collection, device)
+    if len(before) != 1 or before[0][1] is want:
+        return None  # the home scope's gate is not one, or it gave the answer already
+    now = gates(tree, scope, op.engine, collection, device)
+    if len(now) != 1 or now[0][1] is not want:
+        return None
+    node = now[0][0]
+    shown = " ".join(ast.unparse(node).split())
+    was = " ".join(ast.unparse(before[0][0]).split())
+    return Reached(
+        node.lineno,
+        f"the one device gate of {op.scope or 'the module'} (it was `{was}`) now reads `{shown}`,"
+        f" which {_word(want, collection)} for {device}: the goal is reached in other words",
+    )

@@ -164,9 +164,26 @@ def test_each_check_alone_stops_its_broken_op(mini, run_cli, monkeypatch, check)
     else:
         monkeypatch.setattr(planner, "CHECKS", {k: v for k, v in planner.CHECKS.items() if k != check})
         recipe = next(k for k, (_, c) in BROKEN.items() if c == check)
+    # The read-back check judges the plan's bytes as a whole and stops broken ops too (the
+    # next test): set aside here, so that each check is seen alone.
+    monkeypatch.setattr(planner, "_read_back", lambda session, recipes, made, gone: ([], made.marks))
     before = snapshot(root)
     _apply(run_cli, mini, recipe)
     assert snapshot(root) != before, f"without the {check} check, its broken op should have been written"
+
+
+@pytest.mark.parametrize("check", ["idempotence", "round-trip"])
+def test_the_read_back_check_alone_stops_an_op_that_does_not_read_back(mini, run_cli, monkeypatch, check):
+    """Without the per-op check, the plan's bytes judged as if written (the read-back check)
+    still refuse the op that would not read `applied`, or whose revert would not give the
+    bytes back: nothing is written, and the message names the check."""
+    root, _ = mini
+    monkeypatch.setattr(planner, "CHECKS", {k: v for k, v in planner.CHECKS.items() if k != check})
+    recipe = next(k for k, (_, c) in BROKEN.items() if c == check)
+    before = snapshot(root)
+    code, out, err = _apply(run_cli, mini, recipe)
+    assert code == 1 and "refused by the read-back check" in err, (out, err)
+    assert snapshot(root) == before
 
 
 def test_compile_error_is_judged_on_the_whole_file_when_a_view_cannot_say():

@@ -78,15 +78,19 @@ def test_pristine_pending_apply_applied_revert_with_the_pristine_release(world):
     assert path.read_text() == SOURCE
 
 
-def test_without_the_pristine_release_apply_works_and_status_says_it_cannot_tell(world):
+def test_without_the_pristine_release_apply_is_refused_since_it_could_not_be_read_back(world):
+    """Once applied, only the pristine release can tell which `True` is the edit's: without
+    it, patchkit could not read its own edit back (it would read `ambiguous`), so the
+    read-back check refuses the apply and nothing is written.  With the release, it applies."""
     path, cli, op, wheel = world
+    code, out, err = cli("apply", "fuse")
+    assert code == 1 and "refused by the read-back check" in err and "ambiguous" in err, (out, err)
+    assert path.read_text() == SOURCE
+    wheel()
     code, out, err = cli("apply", "fuse")
     assert code == 0, (out, err)
     assert path.read_text() == SOURCE.replace("is_sm100_supported()", "True")
-    code, o = op("status", "fuse")
-    assert o["state"] == "ambiguous" and "only the pristine release can tell" in o["message"], o
-    code, out, err = cli("revert", "fuse")
-    assert code != 0 and path.read_text() == SOURCE.replace("is_sm100_supported()", "True")  # never a guess
+    assert op("status", "fuse")[1]["state"] == "applied"
 
 
 # Two ops of one recipe write the same `"flashinfer"` into one scope (the GLM-5 guide on sglang
@@ -119,12 +123,12 @@ def test_two_ops_writing_the_same_replacement_apply_read_applied_and_revert(tmp_
 
     source = "import os\n" + NSA
     path, cli, op, wheel = _world(tmp_path, run_cli, monkeypatch, NSA_RECIPE, "sglang/srt/server_args.py", source)
+    code, out, err = cli("apply", "fuse")  # without the release it could not be read back: refused
+    assert code == 1 and "refused by the read-back check" in err and path.read_text() == source, (out, err)
+    wheel()
     code, out, err = cli("apply", "fuse")
     assert code == 0, (out, err)
     assert path.read_text() == source.replace('"flashmla_sparse"', '"flashinfer"').replace('"trtllm"', '"flashinfer"')
-    code, out, err = cli("revert", "fuse")  # without the release: which `"flashinfer"` is whose, never a guess
-    assert code != 0 and "only the pristine release can tell" in out + err, (out, err)
-    wheel()
     code, out, err = cli("status", "fuse", "--json")
     assert code == 0 and {o["state"] for o in json.loads(out)["recipes"][0]["ops"]} == {"applied"}, out
     code, out, err = cli("revert", "fuse")

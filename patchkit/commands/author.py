@@ -201,6 +201,18 @@ class {cls}:
 # [ops.params]
 # with = "pass"
 
+# --- wrap-stmts: put consecutive statements inside a new if / with / try (a guard around a block)
+# [[ops]]
+# kind = "wrap-stmts"
+# engine = "{engine}"
+# file = "{pyfile}"
+# scope = "{func}"
+# [ops.locator]
+# match = "self.todo_hook()\\nself.todo_ready = True"  # the run, exactly as upstream writes it
+# [ops.params]
+# header = "if not todo_skip:"
+# # footer = "except ImportError:\\n    pass"  # a try's clauses
+
 # --- delete-stmt: take one statement out; revert puts it back between its neighbours
 # [[ops]]
 # kind = "delete-stmt"

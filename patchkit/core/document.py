@@ -78,13 +78,15 @@ def python_ast(text: str, where) -> ast.Module:
 
 
 class Document:
-    def __init__(self, target: Target, logical: str) -> None:
+    def __init__(self, target: Target, logical: str, planned: Optional[bytes] = None) -> None:
+        """``planned``: the bytes a plan would leave there (the planner's read-back check
+        judges them as if written); None: the file as it is on disk."""
         self.target, self.logical = target, logical
         self.path: Path = target.path(logical)
         # Where the bytes are written: a symlink inside the target is written through, so
         # it stays a link (Target.path refuses one that leads outside).
         self.real: Path = Path(os.path.realpath(self.path))
-        data = fsio.read_file(self.path)
+        data = fsio.read_file(self.path) if planned is None else planned
         self.exists = data is not None
         self.original: bytes = data or b""
         self.is_python = logical.endswith(".py")

@@ -25,6 +25,7 @@ The checks, each named in the message when it refuses an edit:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
@@ -458,6 +459,10 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
             elif ev.state == State.FOREIGN:  # its goal is reached: never written a second time
                 overrides[(r.id, ev.op.index)] = ev.result(State.FOREIGN, f"nothing to do: {ev.message}")
     blocked_now = {**evaluated.blocked, **standing}
+    marks = made.marks
+    if not blocked and made.marks:
+        why, marks = _read_back(session, [r for r, _ in evaluated if r.id not in skipped], made, gone)
+        blocked += why
     if blocked:  # a blocked plan writes nothing
         res = results(session, evaluated, {}, frozenset(skipped), blocked_now)
         return Plan(tuple(res), tuple(blocked), cacheable=cache)
@@ -466,13 +471,66 @@ def plan_apply(session: Session, recipes: list[Recipe], ignore_range: bool = Fal
         tuple(res),
         (),
         made.files,
-        made.marks + gone.marks,
+        marks + gone.marks,
         gone.forget,
         gone.versions,
         made.jit_modules,
         gone.notes,
         cache,
     )
+
+
+def _read_back(session: Session, recipes: list[Recipe], made: Edited, gone: Forgotten) -> tuple[list[str], tuple]:
+    """The read-back check, as Black checks its own output: the plan's bytes are judged by the
+    same judge, as if written (Session.as_planned).  Every op the plan edits must read
+    `applied`, by patchkit's own record, and the revert planned on those bytes must give back
+    the bytes of every file exactly; otherwise (why, ...) names the op, and nothing is written.
+    Returns (blockers, the marks, each with the digest of its site as the judge reads it
+    there: the proof the journal keeps is the judge's own reading)."""
+    from patchkit.core.transaction import journals_after
+
+    trial = Plan((), (), made.files, made.marks + gone.marks, gone.forget, gone.versions)
+    after = session.as_planned(
+        {(f.target.engine, f.logical): f.new for f in made.files}, journals_after(session, trial)
+    )
+    wrote = {(m.recipe, m.op): m for m in made.marks}
+    judged = evaluate(after, [r for r in recipes if any(m.recipe == r.id for m in made.marks)])
+    out: list[str] = []
+    marks = []
+    by_key = {(r.id, ev.op.index): ev for r, evs in judged for ev in evs}
+    for key, m in wrote.items():
+        ev = by_key.get(key)
+        if ev is None or ev.state != State.APPLIED:
+            said = f"{ev.state}: {ev.message}" if ev is not None else "it is not judged at all"
+            where = ev.file.where(ev.line) if ev is not None else m.file
+            out.append(
+                f"{m.recipe} > op #{m.op} > {where}: refused by the read-back check: after apply, patchkit would"
+                f" read this op {said}, so it could not tell its own edit later; nothing was written"
+            )
+            continue
+        marks.append(m._replace(file=ev.file.logical, site=proof.of_verdict(ev) or m.site))
+    if out:
+        return out, made.marks
+    # The revert of this apply: of the ops it writes (an op someone else made stays out).
+    mine = [
+        dataclasses.replace(r, ops=tuple(o for o in r.ops if (r.id, o.index) in wrote))
+        for r in recipes
+        if any(m.recipe == r.id for m in made.marks)
+    ]
+    back = _plan_revert(after, mine, False, True)
+    if back.blockers:
+        return [
+            f"refused by the read-back check: the revert of this apply could not be planned ({b}); nothing was written"
+            for b in back.blockers
+        ], made.marks
+    undone = {(f.target.engine, f.logical): f.new for f in back.files}
+    for f in made.files:
+        if undone.get((f.target.engine, f.logical)) != f.original:
+            out.append(
+                f"{f.where()}: refused by the read-back check: reverting this apply would not give back the file's"
+                " bytes exactly; nothing was written"
+            )
+    return out, tuple(marks)
 
 
 def _changed_since_write(session: Session, f: Document, engine: str) -> Optional[str]:
@@ -498,6 +556,10 @@ _NO_REFERENCE = (
 
 def plan_revert(session: Session, recipes: list[Recipe], force: bool = False, dry_run: bool = False) -> Plan:
     """Plan (and check) taking back what patchkit applied for ``recipes``: a frozen Plan."""
+    return _plan_revert(session, recipes, force, dry_run)
+
+
+def _plan_revert(session: Session, recipes: list[Recipe], force: bool, dry_run: bool) -> Plan:
     evaluated = evaluate(session, recipes)
     blocked: list[str] = []
     todo: list[Verdict] = []

@@ -144,6 +144,20 @@ class Session:
             self.files[key] = Document(self.targets[engine], logical)
         return self.files[key]
 
+    def as_planned(self, files: dict, journals: dict) -> "Session":
+        """This session as a plan would leave the targets: ``files`` ((engine, logical) ->
+        the bytes planned) read as if written, ``journals`` (root -> Journal) as the write
+        would leave them; every other file is read from disk, and the pristine references and
+        identities already opened are shared (they do not depend on the targets' bytes).
+        Nothing is written: the planner judges a plan's bytes on it before they are."""
+        s = Session(self.targets, self.known, releases=self.provider)
+        s.references, s.heads, s.releases, s.identities = self.references, self.heads, self.releases, self.identities
+        s.interrupted = {}
+        s.journals = dict(journals)
+        for key, data in files.items():
+            s.files[key] = Document(self.targets[key[0]], key[1], planned=data)
+        return s
+
     def notes(self) -> list[str]:
         """What the user should know about the state patchkit keeps (a damaged journal)."""
         return [

@@ -61,6 +61,16 @@ class Context:
                     out.append((owner, i))
         return out
 
+    def runs_of(self, scope, pred) -> list[tuple]:
+        """(owner, index) of each statement for which ``pred`` holds, in this context."""
+        headers = self._clause_headers(scope) if "inside" in self.tok else None
+        return [
+            (owner, i)
+            for owner, body in blocks(scope)
+            for i in range(len(body))
+            if pred(body[i]) and self.holds(owner, i, 1, headers)
+        ]
+
     def gaps(self, scope) -> list[tuple]:
         """(owner, index) of each place between ``after`` and ``before`` (inside ``inside``):
         where a deleted statement stood."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from tests.conftest import MINIMAL_RECIPE, ROOT, pk
 
 
@@ -168,3 +170,46 @@ def test_completion_offers_recipe_and_bundle_names(tmp_path, run_cli, monkeypatc
     }
     assert _complete(run_cli, monkeypatch, f"{recipes} fork sync m") == ["max-running-requests", "moe-backend-sm120"]
     assert _complete(run_cli, monkeypatch, f"patchkit --recipes {tmp_path / 'nowhere'} apply a") == []  # never an error
+
+
+# -- an empty path variable is an unset one -------------------------------------------------------
+
+PATH_VARS = ("PATCHKIT_CACHE", "PATCHKIT_PINS", "PATCHKIT_RECIPES", "PATCHKIT_INDEX_URL", "XDG_CONFIG_HOME")
+
+
+def test_env_value_treats_empty_and_blank_as_unset(monkeypatch):
+    from patchkit.base import paths
+
+    for value, got in (("", None), ("  ", None), ("/x", "/x"), ("rel", "rel")):
+        monkeypatch.setenv("PATCHKIT_CACHE", value)
+        assert paths.env_value("PATCHKIT_CACHE") == got
+    monkeypatch.delenv("PATCHKIT_CACHE")
+    assert paths.env_value("PATCHKIT_CACHE") is None
+    monkeypatch.setenv("HOME", "/h")
+    monkeypatch.setenv("PATCHKIT_CACHE", "")
+    assert str(paths.cache_dir()) == "/h/.cache/patchkit"
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_empty_path_variables_write_nothing_into_the_working_directory(tmp_path, value):
+    """``PATCHKIT_CACHE=`` (or any PATCHKIT_* path variable, or XDG_CONFIG_HOME, set empty)
+    means the default: the cache goes to ~/.cache/patchkit, not into the working directory."""
+    import subprocess
+
+    recipes, tree = _world(tmp_path)
+    cwd, home = tmp_path / "cwd", tmp_path / "home"
+    cwd.mkdir()
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), **dict.fromkeys(PATH_VARS, value)}
+    env["PYTHONPATH"] = str(ROOT)
+    for args in (["list"], ["apply", "r", "-t", f"sglang={tree}"], ["status", "r", "-t", f"sglang={tree}"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "patchkit", "--recipes", str(recipes), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, (args, r.stderr)
+        assert sorted(os.listdir(cwd)) == [], (args, os.listdir(cwd))
+    assert (home / ".cache" / "patchkit").is_dir()

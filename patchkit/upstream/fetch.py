@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from patchkit.base import fsio
+from patchkit.base import fsio, paths
 from patchkit.base.errors import FetchError
 from patchkit.base.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
 
@@ -72,7 +72,7 @@ def sdist_dir(dist: str, version: str) -> Path:
 def index_url() -> tuple[str, str]:
     """(the index's simple API URL, the variable that named it, or "" for PyPI)."""
     for env in INDEX_ENVS:
-        value = os.environ.get(env, "").strip()
+        value = (paths.env_value(env) or "").strip()
         if value:
             return (value if value.endswith("/") else value + "/"), env
     return DEFAULT_INDEX, ""
@@ -161,7 +161,7 @@ _CREDENTIALS: dict[str, tuple[str, Optional[str]]] = {}  # host[:port] -> creden
 
 
 def _netrc(host: str) -> tuple[Optional[str], Optional[str]]:
-    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    path = paths.env_value("NETRC") or os.path.expanduser("~/.netrc")
     if not os.path.isfile(path):
         return None, None
     import netrc
@@ -178,7 +178,7 @@ def _ssl_context():
     bundle pip was told to use (PIP_CERT), as pip's index URL is honoured too."""
     import ssl
 
-    cafile = os.environ.get("PIP_CERT")
+    cafile = paths.env_value("PIP_CERT")
     return ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None)
 
 

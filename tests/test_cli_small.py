@@ -213,3 +213,49 @@ def test_empty_path_variables_write_nothing_into_the_working_directory(tmp_path,
         assert r.returncode == 0, (args, r.stderr)
         assert sorted(os.listdir(cwd)) == [], (args, os.listdir(cwd))
     assert (home / ".cache" / "patchkit").is_dir()
+
+
+# -- inputs that crashed (exit 3): one line, exit 2, nothing made ---------------------------------
+
+
+def test_new_with_an_id_too_long_for_a_file_name_makes_no_recipes_directory(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cwd").mkdir()
+    code, out, err = run_cli("new", "a" * 300, cwd=tmp_path / "cwd")
+    assert code == 2 and "is not a valid recipe id" in err and len(err.splitlines()) == 1, err
+    code, out, err = run_cli("new", "x", "--out", f"d/{'a' * 300}/x.toml")
+    assert code == 2 and "cannot be written (File name too long)" in err and len(err.splitlines()) == 1, err
+    assert os.listdir(tmp_path / "cwd") == []  # neither ./recipes/ nor d/ was left behind
+
+
+def test_check_of_a_directory_this_user_may_not_read_is_one_line(tmp_path, run_cli, monkeypatch):
+    """``check /proc/1/root`` (or any directory whose listing is refused) was a
+    PermissionError from Path.is_dir (exit 3)."""
+    import errno
+
+    locked, listdir = tmp_path / "locked", os.listdir
+
+    def refused(p="."):
+        if str(p) == str(locked):
+            raise PermissionError(errno.EACCES, "Permission denied", str(p))
+        return listdir(p)
+
+    monkeypatch.setattr(os, "listdir", refused)
+    locked.mkdir()
+    code, out, err = run_cli("check", str(tmp_path / "locked"), cwd=tmp_path)
+    assert code == 2 and err == (
+        f"patchkit: error: {tmp_path / 'locked'}: cannot be read (Permission denied) "
+        "(hint: this user may not read it; fix its permissions)\n"
+    ), err
+
+
+def test_check_proc_1_root(tmp_path, run_cli):
+    try:
+        os.listdir("/proc/1/root")
+        pytest.skip("this user may read /proc/1/root")
+    except PermissionError:
+        pass
+    except OSError:
+        pytest.skip("no /proc/1/root here")
+    code, out, err = run_cli("check", "/proc/1/root", cwd=tmp_path)
+    assert code == 2 and "/proc/1/root: cannot be read (Permission denied)" in err and len(err.splitlines()) == 1

@@ -114,14 +114,13 @@ def test_a_token_as_the_urls_user_name_is_neither_printed_nor_on_twines_command_
     assert seen["env"]["TWINE_USERNAME"] == secret
 
 
-def test_shown_url_masks_user_information_even_in_a_url_that_does_not_parse():
-    from patchkit.commands.publish import shown_url
-
-    assert shown_url("https://tok@h:1/p?q#f") == "https://***@h:1/p?q#f"
-    assert shown_url("https://u:pw@h/") == "https://***@h/"
-    assert shown_url("http://tok@[::1/") == "http://***@[::1/"
-    assert shown_url("https://h/p@x") == "https://h/p@x"  # an @ in the path is no credential
-    assert shown_url("https://h/") == "https://h/"
+def test_shown_masks_user_information_even_in_a_url_that_does_not_parse():
+    assert fetch.shown("https://tok@h:1/p?q#f", "***@") == "https://***@h:1/p?q#f"
+    assert fetch.shown("https://u:pw@h/", "***@") == "https://***@h/"
+    assert fetch.shown("http://tok@[::1/") == "http://[::1/"
+    assert fetch.shown("http://tok@[::1]:8/s/") == "http://[::1]:8/s/"  # brackets kept (hostname drops them)
+    assert fetch.shown("https://h/p@x") == "https://h/p@x"  # an @ in the path is no credential
+    assert fetch.shown("https://h/") == "https://h/"
 
 
 @pytest.fixture

@@ -26,20 +26,9 @@ from patchkit.commands import NOT_THERE, OK, say
 from patchkit.commands.wheel import build
 from patchkit.core.project import Project
 from patchkit.fleet import wheel as W
+from patchkit.upstream import fetch
 
 CREDENTIALS_HINT = "put them in TWINE_USERNAME and TWINE_PASSWORD, or in ~/.pypirc; hosts read ~/.netrc or keyring"
-
-
-def shown_url(url: str) -> str:
-    """``url`` fit for a message and a log: its user information, if any, is ``***`` (the
-    user name may itself be the secret: an index token as ``https://TOKEN@host/``).  Works
-    on text, so a URL that does not parse is shown masked too."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    userinfo, at, hostport = rest[:end].rpartition("@")
-    return f"{scheme}://***@{hostport}{rest[end:]}" if at else url
 
 
 def _without_user(url: str) -> tuple[str, str | None]:
@@ -52,10 +41,16 @@ def _without_user(url: str) -> tuple[str, str | None]:
 
 
 def check_url(url: str) -> str:
-    """``url`` as messages show it (shown_url); one that is not http(s) or carries a
-    password is a PatchkitError, which shows it masked too."""
-    parts = urlsplit(url)
-    shown = shown_url(url)
+    """``url`` as messages show it (user information as ``***``); one that does not parse, is not http(s) or
+    carries a password is a PatchkitError, which shows it masked too."""
+    shown = fetch.shown(url, "***@")  # the user name may be a token
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (read for its check: a port that is not a number is a ValueError)
+    except ValueError as e:  # e.g. http://[::1/: a bracket left open
+        raise PatchkitError(
+            f"--repository-url {shown!r}: not a URL ({e})", "e.g. --repository-url http://index:8080/"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PatchkitError(
             f"--repository-url {shown!r}: not an http(s) URL", "e.g. --repository-url http://index:8080/"

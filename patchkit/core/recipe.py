@@ -87,7 +87,9 @@ BLOCKER_KEYS = {
     "when": "table",
 }
 MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]", "proposed": "str"}
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+ID_MAX = 100  # an id names files (ID.toml, state entries): well inside a file name's 255 bytes
+ID_RE = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{ID_MAX - 1}}}$")
+ID_HINT = f"use at most {ID_MAX} lowercase letters, digits and dashes"
 SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -364,7 +366,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
                 ("id",),
                 ["id"],
                 f"{rid!r} is not a valid recipe id",
-                "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'",
+                f"{ID_HINT}, e.g. 'allreduce-fusion'",
             )
         if rid != path.stem:
             raise ctx.fail(
@@ -383,7 +385,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
                     ("bundles",),
                     ["bundles"],
                     f"{b!r} is not a valid bundle name",
-                    "use lowercase letters, digits and dashes, e.g. 'sm120'",
+                    f"{ID_HINT}, e.g. 'sm120'",
                 )
     engines: dict[str, SpecifierSet] = {}
     for eng, spec in data.get("engines", {}).items():

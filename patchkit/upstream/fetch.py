@@ -74,6 +74,13 @@ def index_url() -> tuple[str, str]:
     for env in INDEX_ENVS:
         value = (paths.env_value(env) or "").strip()
         if value:
+            try:
+                urlsplit(value).port  # noqa: B018  (read for its check: a bad port is a ValueError)
+            except ValueError as e:  # e.g. http://[::1: a bracket left open
+                raise FetchError(
+                    f"{env}={shown(value, '***@')!r}: not a URL ({e})",
+                    f"set {env} to a simple-API URL, like {DEFAULT_INDEX}, or unset it",
+                ) from None
             return (value if value.endswith("/") else value + "/"), env
     return DEFAULT_INDEX, ""
 
@@ -82,12 +89,16 @@ def offline() -> bool:
     return os.environ.get(OFFLINE_ENV) == "1"
 
 
-def shown(url: str) -> str:
-    """A URL fit for a message: no password."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
+def shown(url: str, mask: str = "") -> str:
+    """A URL fit for a message and a log: its user information (``user:password@``; the user
+    name alone may be the secret, a token as ``https://TOKEN@host/``) replaced by ``mask``.
+    Works on the text, so a URL that does not parse is shown without it too."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    _, at, hostport = rest[:end].rpartition("@")
+    return f"{scheme}://{mask}{hostport}{rest[end:]}" if at else url
 
 
 # -- the index --------------------------------------------------------------------------------

@@ -259,3 +259,45 @@ def test_check_proc_1_root(tmp_path, run_cli):
         pytest.skip("no /proc/1/root here")
     code, out, err = run_cli("check", "/proc/1/root", cwd=tmp_path)
     assert code == 2 and "/proc/1/root: cannot be read (Permission denied)" in err and len(err.splitlines()) == 1
+
+
+# -- control characters from a recipe never reach the terminal raw --------------------------------
+
+
+def test_recipe_text_with_escapes_is_shown_escaped_on_a_terminal_and_colour_stays(tmp_path):
+    """A summary that erases the line above (``\\x1b[1A\\x1b[2K``) or a rationale that hides
+    what follows (``\\x1b[8m``) is shown escaped by list and show, on a terminal with colour
+    on too; patchkit's own colour escapes are still written."""
+    recipes, tree = _world(tmp_path)
+    hostile = RECIPE.replace(
+        'summary = "widen a list"', 'summary = "widen\\u001b[1A\\u001b[2K\\rX"\nrationale = "x\\u001b[8mhidden"'
+    )
+    (recipes / "r.toml").write_text(hostile)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    base = ["--recipes", str(recipes), "--color=always"]
+    out = _on_a_terminal([*base, "list"], env, tmp_path)
+    assert "widen\\x1b[1A\\x1b[2K\\rX" in out and "\x1b[1A" not in out and "\rX" not in out, repr(out)
+    out = _on_a_terminal([*base, "show", "r"], env, tmp_path)
+    assert "x\\x1b[8mhidden" in out and "\x1b[8m" not in out, repr(out)
+    out = _on_a_terminal([*base, "status", "r", "-t", f"sglang={tree}"], env, tmp_path)
+    assert "\x1b[33mpending" in out or ESC + "3" in out, repr(out)  # the state's colour is patchkit's own
+
+
+def test_term_escapes_controls_but_not_its_own_styles_nor_raw_data(capsys):
+    from patchkit.base import term
+
+    label = term.style("applied", fg="green")
+    term.echo(f"{label} \x1b[2K\r\x9b1A\u202e ok\tend")
+    assert capsys.readouterr().out == "applied \\x1b[2K\\r\\x9b1A\\u202e ok\tend\n"  # not a terminal: colour stripped
+    assert term.style("a\x1b[8m", fg="red") == "\x1b[31ma\\x1b[8m\x1b[0m"  # styled text is made printable too
+    term.echo("a\x0cb", raw=True)
+    assert capsys.readouterr().out == "a\x0cb\n"
+
+
+def test_a_diff_keeps_the_sources_form_feed(tmp_path, run_cli):
+    """`diff` is a patch: its bytes are written as they are (a form feed in Python source stays one)."""
+    recipes, tree = _world(tmp_path)
+    (tree / "sglang/srt/x.py").write_text('\x0c\ndef f():\n    return ["a"]\n')
+    code, out, err = run_cli("--recipes", str(recipes), "diff", "r", "-t", f"sglang={tree}")
+    assert code == 0, err
+    assert "\x0c" in out and "\\x0c" not in out and '+    return ["a", "b"]' in out, repr(out)

@@ -23,6 +23,7 @@ else:  # pragma: no cover
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from patchkit.base import term
 from patchkit.base.config import decode_utf8, read_config
 from patchkit.base.errors import RecipeError
 from patchkit.base.model import Blocker, Example, Expectation, Marker, OpSpec, Recipe, VerifySpec, When
@@ -1015,7 +1016,7 @@ class Catalog:
             line = f"patchkit: warning: {b.error} (skipped; `patchkit check` lists every error)"
             if line not in _WARNED:
                 _WARNED.add(line)
-                print(line, file=sys.stderr)
+                term.echo(line, err=True)
 
 
 _WARNED: set[str] = set()

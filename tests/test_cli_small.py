@@ -301,3 +301,14 @@ def test_a_diff_keeps_the_sources_form_feed(tmp_path, run_cli):
     code, out, err = run_cli("--recipes", str(recipes), "diff", "r", "-t", f"sglang={tree}")
     assert code == 0, err
     assert "\x0c" in out and "\\x0c" not in out and '+    return ["a", "b"]' in out, repr(out)
+
+
+def test_completion_shows_a_summarys_escapes_escaped(tmp_path, run_cli, monkeypatch):
+    recipes, _ = _world(tmp_path)
+    (recipes / "r.toml").write_text(RECIPE.replace('summary = "widen a list"', 'summary = "widen\\u001b[2K"'))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("_PATCHKIT_COMPLETE", "zsh_complete")
+    monkeypatch.setenv("COMP_WORDS", f"patchkit --recipes {recipes} show r")
+    monkeypatch.setenv("COMP_CWORD", "4")
+    code, out, err = run_cli()
+    assert code == 0 and "widen\\x1b[2K" in out and "\x1b" not in out, repr(out)

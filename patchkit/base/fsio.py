@@ -16,6 +16,7 @@ import errno
 import fcntl
 import math
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -86,17 +87,67 @@ def temp_name(name: str) -> str:
     return f".{name}.{os.urandom(6).hex()}{TEMP_SUFFIX}"
 
 
-def new_temp(path: Path, dir_fd: Optional[int] = None) -> tuple[int, Path]:
+# temp_name's form: what sweep_temps may remove, and nothing else.
+_TEMP_FORM = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}" + re.escape(TEMP_SUFFIX))
+
+
+def new_temp(path: Path, dir_fd: Optional[int] = None, hold: bool = False) -> tuple[int, Path]:
     """A new, empty temp file beside ``path`` (a bare name when ``dir_fd`` is given), made
-    with O_EXCL|O_NOFOLLOW: nothing planted under its name can be written through."""
+    with O_EXCL|O_NOFOLLOW: nothing planted under its name can be written through.  With
+    ``hold``, flock'd until its fd is closed: sweep_temps never removes it (a directory
+    another run may be writing into at the same time, as `wheel -o`'s)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):
         tmp = path.with_name(temp_name(path.name))
+        name = tmp.name if dir_fd is not None else tmp
         try:
-            return os.open(tmp.name if dir_fd is not None else tmp, flags, 0o600, dir_fd=dir_fd), tmp
+            fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
         except FileExistsError:
             continue
+        if not hold:
+            return fd, tmp
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:  # a sweep between the open and the lock removed it: take another name
+            if os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=dir_fd, follow_symlinks=False)):
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
     raise FileExistsError(errno.EEXIST, "no free temp name", str(path))
+
+
+def sweep_temps(d: Path, suffix: str) -> None:
+    """Remove from ``d`` the temp files a killed patchkit left there for files named
+    ``*suffix`` (a SIGKILL runs no cleanup).  Only what patchkit itself made: a name of
+    temp_name's form, a regular file (a link, directory or FIFO is never opened, followed
+    or removed), owned by this user, and not held by a live writer (new_temp's ``hold``).
+    Best effort: what cannot be checked stays."""
+    try:
+        dir_fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(dir_fd):
+            m = _TEMP_FORM.fullmatch(name)
+            if m is None or not m["name"].endswith(suffix):
+                continue
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                    continue
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+                try:
+                    if not os.path.samestat(os.fstat(fd), st):
+                        continue  # replaced since it was looked at
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live run's
+                    if os.path.samestat(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), st):
+                        os.unlink(name, dir_fd=dir_fd)
+                finally:
+                    os.close(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 def _write_temp(path: Path, data: bytes, mode: Optional[int], dir_fd: Optional[int], durable: bool) -> Path:

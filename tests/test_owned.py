@@ -359,6 +359,38 @@ def test_a_wheel_is_written_beside_itself_never_through_a_planted_name(tmp_path,
     assert oct(dest.stat().st_mode & 0o777) == "0o644"
 
 
+def test_a_cache_patchkit_cannot_write_says_so(tmp_path, monkeypatch):
+    """A read-only cache was "not a directory patchkit made (Permission denied)"."""
+    from patchkit.base.errors import TargetError
+
+    def refused(path, mode=0o777, *, dir_fd=None):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "mkdir", refused)
+    with pytest.raises(TargetError) as e:
+        fsio.owned_dir(tmp_path, "trees")
+    assert str(e.value) == (
+        f"{tmp_path}: patchkit's cache cannot be written (Permission denied) (hint: make it writable "
+        "(chmod u+w; chattr -i), free space, or set PATCHKIT_CACHE to a directory you can write)"
+    )
+
+
+def test_drift_into_an_immutable_cache_says_the_cache_cannot_be_written(tmp_path, cache, run_cli, monkeypatch, chattr):
+    from tests.conftest import release_in_cache
+
+    release_in_cache(
+        cache, "sglang", "0.5.9", {"sglang/__init__.py": "", "sglang/version.py": '__version__ = "0.5.9"\n'}
+    )
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(RECIPE)
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    chattr(cache, "+i")
+    code, out, err = run_cli("--recipes", str(tmp_path / "recipes"), "drift", "--to", "sglang==0.5.9")
+    assert code == 2 and err.startswith(f"patchkit: error: {cache}: patchkit's cache cannot be written ("), err
+    assert "not a directory patchkit made" not in err and len(err.splitlines()) == 1, err
+
+
 def _pkg_tree(tmp_path: Path) -> Path:
     tree = tmp_path / "tree"
     (tree / "pkg-1.0.dist-info").mkdir(parents=True)

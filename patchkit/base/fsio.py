@@ -211,6 +211,13 @@ def owned_dir(base: Path, rel: str) -> Path:
         os.close(open_dir(base, parts, create=True))
     except OSError as e:
         at = [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+        if e.errno in _NOT_HERE or e.errno in _FULL:  # read-only, immutable, another user's, full
+            here = next((p.parent for p in [base, *at] if not os.path.lexists(p)), base / rel)
+            raise TargetError(
+                f"{here}: patchkit's cache cannot be written ({e.strerror})",
+                "make it writable (chmod u+w; chattr -i), free space, or set PATCHKIT_CACHE to a directory you can"
+                " write",
+            ) from None
         bad = next((p for p in at if p.is_symlink() or (p.exists() and not p.is_dir())), base / rel)
         what = "a symlink" if bad.is_symlink() else "not a directory" if bad.exists() else e.strerror
         raise TargetError(

@@ -11,6 +11,7 @@ patchkit owns every component is opened with ``O_NOFOLLOW`` too (regular.open_di
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import fcntl
@@ -18,6 +19,7 @@ import math
 import os
 import re
 import stat
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator, Optional
@@ -47,6 +49,42 @@ def cannot_write(path: Path, e: OSError) -> TargetError:
             " patch a copy, or a venv you own",
         )
     return TargetError(f"{path}: cannot write here ({e.strerror or e})", "fix the cause, then run the command again")
+
+
+# Linux inode attributes (chattr(1), linux/fs.h) that refuse a rename over, or into, what
+# carries them, even to root: checked before a transaction's commit point.
+FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long)
+FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
+
+
+def inode_flags(path: Path) -> int:
+    """``path``'s inode flags (FS_IOC_GETFLAGS), 0 where they cannot be read: another OS, a
+    filesystem without them, a link (never followed), nothing there."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    try:
+        buf = array.array("i", [0])  # the kernel reads and writes an int, whatever the macro says
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+        return buf[0]
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
+def refusing_attribute(path: Path) -> Optional[str]:
+    """What stops a rename over or into ``path``, said for a message ("append-only (chattr
+    +a)", "immutable (chattr +i)"), or None."""
+    flags = inode_flags(path)
+    if flags & FS_IMMUTABLE_FL:
+        return "immutable (chattr +i)"
+    if flags & FS_APPEND_FL:
+        return "append-only (chattr +a)"
+    return None
 
 
 def crash_point(label: str) -> None:

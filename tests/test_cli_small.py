@@ -283,12 +283,13 @@ def test_recipe_text_with_escapes_is_shown_escaped_on_a_terminal_and_colour_stay
     assert "\x1b[33mpending" in out or ESC + "3" in out, repr(out)  # the state's colour is patchkit's own
 
 
-def test_term_escapes_controls_but_not_its_own_styles_nor_raw_data(capsys):
+def test_term_escapes_controls_but_not_its_own_styles_nor_raw_data(capsys, monkeypatch):
     from patchkit.base import term
 
+    monkeypatch.setattr(term, "_color", False)  # --color=never (an earlier in-process run may have left always)
     label = term.style("applied", fg="green")
     term.echo(f"{label} \x1b[2K\r\x9b1A\u202e ok\tend")
-    assert capsys.readouterr().out == "applied \\x1b[2K\\r\\x9b1A\\u202e ok\tend\n"  # not a terminal: colour stripped
+    assert capsys.readouterr().out == "applied \\x1b[2K\\r\\x9b1A\\u202e ok\tend\n"  # colour off: stripped
     assert term.style("a\x1b[8m", fg="red") == "\x1b[31ma\\x1b[8m\x1b[0m"  # styled text is made printable too
     term.echo("a\x0cb", raw=True)
     assert capsys.readouterr().out == "a\x0cb\n"

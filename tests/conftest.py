@@ -470,3 +470,23 @@ position = "after"
 [ops.params]
 code = "_is_sm120_supported = _is_cuda and is_sm120_supported()"
 """
+
+
+@pytest.fixture
+def chattr():
+    """chattr(path, "+i" | "+a") sets a file attribute, undone after the test; skips the test
+    where chattr or the filesystem cannot (not root, tmpfs, no e2fsprogs)."""
+    done: list[tuple[Path, str]] = []
+
+    def set_flag(path: Path, flag: str) -> None:
+        exe = shutil.which("chattr")
+        if exe is None:
+            pytest.skip("no chattr here")
+        r = subprocess.run([exe, flag, str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"chattr {flag} is not supported here ({r.stderr.strip()})")
+        done.append((path, "-" + flag[1:]))
+
+    yield set_flag
+    for path, undo in reversed(done):
+        subprocess.run([shutil.which("chattr") or "chattr", undo, str(path)], capture_output=True)

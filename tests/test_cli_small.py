@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from tests.conftest import MINIMAL_RECIPE, ROOT, pk
 
 
@@ -168,3 +170,146 @@ def test_completion_offers_recipe_and_bundle_names(tmp_path, run_cli, monkeypatc
     }
     assert _complete(run_cli, monkeypatch, f"{recipes} fork sync m") == ["max-running-requests", "moe-backend-sm120"]
     assert _complete(run_cli, monkeypatch, f"patchkit --recipes {tmp_path / 'nowhere'} apply a") == []  # never an error
+
+
+# -- an empty path variable is an unset one -------------------------------------------------------
+
+PATH_VARS = ("PATCHKIT_CACHE", "PATCHKIT_PINS", "PATCHKIT_RECIPES", "PATCHKIT_INDEX_URL", "XDG_CONFIG_HOME")
+
+
+def test_env_value_treats_empty_and_blank_as_unset(monkeypatch):
+    from patchkit.base import paths
+
+    for value, got in (("", None), ("  ", None), ("/x", "/x"), ("rel", "rel")):
+        monkeypatch.setenv("PATCHKIT_CACHE", value)
+        assert paths.env_value("PATCHKIT_CACHE") == got
+    monkeypatch.delenv("PATCHKIT_CACHE")
+    assert paths.env_value("PATCHKIT_CACHE") is None
+    monkeypatch.setenv("HOME", "/h")
+    monkeypatch.setenv("PATCHKIT_CACHE", "")
+    assert str(paths.cache_dir()) == "/h/.cache/patchkit"
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_empty_path_variables_write_nothing_into_the_working_directory(tmp_path, value):
+    """``PATCHKIT_CACHE=`` (or any PATCHKIT_* path variable, or XDG_CONFIG_HOME, set empty)
+    means the default: the cache goes to ~/.cache/patchkit, not into the working directory."""
+    import subprocess
+
+    recipes, tree = _world(tmp_path)
+    cwd, home = tmp_path / "cwd", tmp_path / "home"
+    cwd.mkdir()
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), **dict.fromkeys(PATH_VARS, value)}
+    env["PYTHONPATH"] = str(ROOT)
+    for args in (["list"], ["apply", "r", "-t", f"sglang={tree}"], ["status", "r", "-t", f"sglang={tree}"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "patchkit", "--recipes", str(recipes), *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, (args, r.stderr)
+        assert sorted(os.listdir(cwd)) == [], (args, os.listdir(cwd))
+    assert (home / ".cache" / "patchkit").is_dir()
+
+
+# -- inputs that crashed (exit 3): one line, exit 2, nothing made ---------------------------------
+
+
+def test_new_with_an_id_too_long_for_a_file_name_makes_no_recipes_directory(tmp_path, run_cli, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cwd").mkdir()
+    code, out, err = run_cli("new", "a" * 300, cwd=tmp_path / "cwd")
+    assert code == 2 and "is not a valid recipe id" in err and len(err.splitlines()) == 1, err
+    code, out, err = run_cli("new", "x", "--out", f"d/{'a' * 300}/x.toml")
+    assert code == 2 and "cannot be written (File name too long)" in err and len(err.splitlines()) == 1, err
+    assert os.listdir(tmp_path / "cwd") == []  # neither ./recipes/ nor d/ was left behind
+
+
+def test_check_of_a_directory_this_user_may_not_read_is_one_line(tmp_path, run_cli, monkeypatch):
+    """``check /proc/1/root`` (or any directory whose listing is refused) was a
+    PermissionError from Path.is_dir (exit 3)."""
+    import errno
+
+    locked, listdir = tmp_path / "locked", os.listdir
+
+    def refused(p="."):
+        if str(p) == str(locked):
+            raise PermissionError(errno.EACCES, "Permission denied", str(p))
+        return listdir(p)
+
+    monkeypatch.setattr(os, "listdir", refused)
+    locked.mkdir()
+    code, out, err = run_cli("check", str(tmp_path / "locked"), cwd=tmp_path)
+    assert code == 2 and err == (
+        f"patchkit: error: {tmp_path / 'locked'}: cannot be read (Permission denied) "
+        "(hint: this user may not read it; fix its permissions)\n"
+    ), err
+
+
+def test_check_proc_1_root(tmp_path, run_cli):
+    try:
+        os.listdir("/proc/1/root")
+        pytest.skip("this user may read /proc/1/root")
+    except PermissionError:
+        pass
+    except OSError:
+        pytest.skip("no /proc/1/root here")
+    code, out, err = run_cli("check", "/proc/1/root", cwd=tmp_path)
+    assert code == 2 and "/proc/1/root: cannot be read (Permission denied)" in err and len(err.splitlines()) == 1
+
+
+# -- control characters from a recipe never reach the terminal raw --------------------------------
+
+
+def test_recipe_text_with_escapes_is_shown_escaped_on_a_terminal_and_colour_stays(tmp_path):
+    """A summary that erases the line above (``\\x1b[1A\\x1b[2K``) or a rationale that hides
+    what follows (``\\x1b[8m``) is shown escaped by list and show, on a terminal with colour
+    on too; patchkit's own colour escapes are still written."""
+    recipes, tree = _world(tmp_path)
+    hostile = RECIPE.replace(
+        'summary = "widen a list"', 'summary = "widen\\u001b[1A\\u001b[2K\\rX"\nrationale = "x\\u001b[8mhidden"'
+    )
+    (recipes / "r.toml").write_text(hostile)
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    base = ["--recipes", str(recipes), "--color=always"]
+    out = _on_a_terminal([*base, "list"], env, tmp_path)
+    assert "widen\\x1b[1A\\x1b[2K\\rX" in out and "\x1b[1A" not in out and "\rX" not in out, repr(out)
+    out = _on_a_terminal([*base, "show", "r"], env, tmp_path)
+    assert "x\\x1b[8mhidden" in out and "\x1b[8m" not in out, repr(out)
+    out = _on_a_terminal([*base, "status", "r", "-t", f"sglang={tree}"], env, tmp_path)
+    assert "\x1b[33mpending" in out or ESC + "3" in out, repr(out)  # the state's colour is patchkit's own
+
+
+def test_term_escapes_controls_but_not_its_own_styles_nor_raw_data(capsys, monkeypatch):
+    from patchkit.base import term
+
+    monkeypatch.setattr(term, "_color", False)  # --color=never (an earlier in-process run may have left always)
+    label = term.style("applied", fg="green")
+    term.echo(f"{label} \x1b[2K\r\x9b1A\u202e ok\tend")
+    assert capsys.readouterr().out == "applied \\x1b[2K\\r\\x9b1A\\u202e ok\tend\n"  # colour off: stripped
+    assert term.style("a\x1b[8m", fg="red") == "\x1b[31ma\\x1b[8m\x1b[0m"  # styled text is made printable too
+    term.echo("a\x0cb", raw=True)
+    assert capsys.readouterr().out == "a\x0cb\n"
+
+
+def test_a_diff_keeps_the_sources_form_feed(tmp_path, run_cli):
+    """`diff` is a patch: its bytes are written as they are (a form feed in Python source stays one)."""
+    recipes, tree = _world(tmp_path)
+    (tree / "sglang/srt/x.py").write_text('\x0c\ndef f():\n    return ["a"]\n')
+    code, out, err = run_cli("--recipes", str(recipes), "diff", "r", "-t", f"sglang={tree}")
+    assert code == 0, err
+    assert "\x0c" in out and "\\x0c" not in out and '+    return ["a", "b"]' in out, repr(out)
+
+
+def test_completion_shows_a_summarys_escapes_escaped(tmp_path, run_cli, monkeypatch):
+    recipes, _ = _world(tmp_path)
+    (recipes / "r.toml").write_text(RECIPE.replace('summary = "widen a list"', 'summary = "widen\\u001b[2K"'))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("_PATCHKIT_COMPLETE", "zsh_complete")
+    monkeypatch.setenv("COMP_WORDS", f"patchkit --recipes {recipes} show r")
+    monkeypatch.setenv("COMP_CWORD", "4")
+    code, out, err = run_cli()
+    assert code == 0 and "widen\\x1b[2K" in out and "\x1b" not in out, repr(out)

@@ -155,6 +155,15 @@ def test_a_user_adds_an_engine_without_code(user_engine, tmp_path, run_cli):
         (USER_ENGINE.replace('package = [["tiny/", "tiny/"]]', 'package = [["../x", "x"]]'), 6, "leads outside"),
         (USER_ENGINE.replace("[tinyeng]", "[sglang]").replace("tinyeng.", "sglang."), 1, "'sglang' is defined twice"),
         ("[tinyeng\n", 1, "not valid TOML"),
+        # names that become path components of the cache must stay one component
+        (USER_ENGINE.replace('dist = "tiny-eng"', 'dist = "../../x"'), 2, "[tinyeng] dist: '../../x' is not a package"),
+        (USER_ENGINE.replace('dist = "tiny-eng"', 'dist = ".."'), 2, "[tinyeng] dist: '..' is not a package-index"),
+        (USER_ENGINE.replace('dist = "tiny-eng"', 'dist = "a/b"'), 2, "[tinyeng] dist: 'a/b' is not a package-index"),
+        (USER_ENGINE.replace('git_marker = "src/tiny"', 'git_marker = "../x"'), 5, "git_marker: '../x' leads outside"),
+        (USER_ENGINE + '[tinyeng.jit]\nprebuilt = "../p"\n', 9, "[tinyeng] jit: jit.prebuilt '../p' is not a"),
+        (USER_ENGINE + '[tinyeng.jit]\ncache = "/etc"\n', 9, "[tinyeng] jit: jit.cache '/etc' leads outside"),
+        (USER_ENGINE + '[tinyeng.jit]\ncache = "a/../../b"\n', 9, "jit.cache 'a/../../b' leads outside"),
+        (USER_ENGINE + '[tinyeng.jit]\ncache_env = "A B"\n', 9, "jit.cache_env 'A B' is not an environment"),
     ],
 )
 def test_a_bad_definition_is_one_line_with_file_and_line(user_engine, run_cli, text, line, message):
@@ -334,3 +343,16 @@ def test_a_vllm_release_comes_from_its_sdist_and_from_its_wheel_only_without_one
     with pytest.raises(FetchError, match="vllm-0.32.0.tar.gz: sha256 mismatch: the index lists"):
         fetch.fetch_sdist("vllm", "0.32.0")
     assert not any((vllm_index / "cache" / "sdists" / "vllm" / "0.32.0").iterdir())
+
+
+def test_a_planted_cache_entry_with_a_dist_leading_outside_is_a_miss(tmp_path, monkeypatch):
+    """The shipped table's cached JSON is read back only if each dist is one path component."""
+    from patchkit.base import engines
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    assert engines._shipped()["sglang"].dist == "sglang"
+    (entry,) = (tmp_path / "cache" / "engines").iterdir()
+    rows = json.loads(entry.read_text())
+    rows[0][1] = "../../outside"
+    entry.write_text(json.dumps(rows))
+    assert engines._shipped()["sglang"].dist == "sglang"

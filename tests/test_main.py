@@ -151,7 +151,8 @@ def test_style_writes_clicks_bytes(fg):
 @pytest.mark.parametrize("setting", [None, "auto", "always", "never"])
 def test_echo_strips_or_keeps_colour_as_click_echo_does(setting, capsys, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
-    text = "x " + click.style("applied", fg="green") + " é"
+    assert term.style("applied", fg="green") == click.style("applied", fg="green")  # the same bytes
+    text = "x " + term.style("applied", fg="green") + " é"  # echo writes only the escapes style made
     term.set_color(setting or "auto")
     term.echo(text)
     term.echo(text, err=True)

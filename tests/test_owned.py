@@ -359,6 +359,121 @@ def test_a_wheel_is_written_beside_itself_never_through_a_planted_name(tmp_path,
     assert oct(dest.stat().st_mode & 0o777) == "0o644"
 
 
+def test_a_cache_patchkit_cannot_write_says_so(tmp_path, monkeypatch):
+    """A read-only cache was "not a directory patchkit made (Permission denied)"."""
+    from patchkit.base.errors import TargetError
+
+    def refused(path, mode=0o777, *, dir_fd=None):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "mkdir", refused)
+    with pytest.raises(TargetError) as e:
+        fsio.owned_dir(tmp_path, "trees")
+    assert str(e.value) == (
+        f"{tmp_path}: patchkit's cache cannot be written (Permission denied) (hint: make it writable "
+        "(chmod u+w; chattr -i), free space, or set PATCHKIT_CACHE to a directory you can write)"
+    )
+
+
+def test_drift_into_an_immutable_cache_says_the_cache_cannot_be_written(tmp_path, cache, run_cli, monkeypatch, chattr):
+    from tests.conftest import release_in_cache
+
+    release_in_cache(
+        cache, "sglang", "0.5.9", {"sglang/__init__.py": "", "sglang/version.py": '__version__ = "0.5.9"\n'}
+    )
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(RECIPE)
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    chattr(cache, "+i")
+    code, out, err = run_cli("--recipes", str(tmp_path / "recipes"), "drift", "--to", "sglang==0.5.9")
+    assert code == 2 and err.startswith(f"patchkit: error: {cache}: patchkit's cache cannot be written ("), err
+    assert "not a directory patchkit made" not in err and len(err.splitlines()) == 1, err
+
+
+def _pkg_tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "tree"
+    (tree / "pkg-1.0.dist-info").mkdir(parents=True)
+    (tree / "pkg-1.0.dist-info" / "METADATA").write_text("Name: pkg\nVersion: 1.0\n")
+    (tree / "pkg.py").write_text("x = 1\n")
+    return tree
+
+
+def test_a_killed_wheels_temp_is_removed_by_the_next_run_and_nothing_else(tmp_path, victim):
+    """A SIGKILL during `wheel` leaves ``.NAME.whl.RANDOM.patchkit-tmp`` (megabytes) in -o:
+    the next `wheel` into that directory removes it.  It removes nothing else: not another
+    name (even a near one), not a link, directory or FIFO of that form, not a file another
+    user owns, not a temp a live run holds (it flocks its temp while writing)."""
+    import subprocess
+    import sys
+
+    from patchkit.fleet.wheel import write_wheel
+
+    out = tmp_path / "dist"
+    out.mkdir()
+    dest = out / "pkg-1.0-py3-none-any.whl"
+    left = out / fsio.temp_name("pkg-0.9-py3-none-any.whl")  # as a killed run leaves it
+    left.write_bytes(b"PK" * 1000)
+    keep = {
+        "a.whl": "file",
+        ".a.whl.patchkit-tmp": "file",
+        ".a.whl.0123456789a.patchkit-tmp": "file",  # 11 hex digits: not temp_name's
+        ".a.tar.gz.0123456789ab.patchkit-tmp": "file",  # not a wheel's
+        ".b.whl.0123456789ab.patchkit-tmp": "link",
+        ".c.whl.0123456789ab.patchkit-tmp": "dir",
+        ".d.whl.0123456789ab.patchkit-tmp": "fifo",
+        ".e.whl.0123456789ab.patchkit-tmp": "held",
+    }
+    if os.geteuid() == 0:
+        keep[".f.whl.0123456789ab.patchkit-tmp"] = "foreign"
+    for name, kind in keep.items():
+        p = out / name
+        if kind == "link":
+            p.symlink_to(victim / "secret.py")
+        elif kind == "dir":
+            p.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(p)
+        else:
+            p.write_text("x")
+            if kind == "foreign":
+                os.chown(p, 65534, 65534)
+    holder = subprocess.Popen(  # a live run writing its temp: flock'd, as new_temp(hold=True) does
+        [sys.executable, "-c", "import fcntl,sys; f=open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print(1, flush=True); sys.stdin.read()", str(out / ".e.whl.0123456789ab.patchkit-tmp")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "1"
+        write_wheel(_pkg_tree(tmp_path), "pkg-1.0.dist-info", dest, set())
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert not left.exists()
+    assert sorted(p.name for p in out.iterdir()) == sorted([*keep, dest.name])
+    _untouched(victim)
+
+
+def test_a_temp_swept_before_its_writer_locks_it_is_made_again(tmp_path):
+    """new_temp(hold=True) checks, once it holds the lock, that its name is still its file."""
+    real = os.open
+    swept = []
+
+    def open_then_sweep(path, flags, mode=0o777, *, dir_fd=None):
+        fd = real(path, flags, mode, dir_fd=dir_fd)
+        if flags & os.O_CREAT and not swept:
+            swept.append(path)
+            os.unlink(path)  # what a sweep in another process could do right here
+        return fd
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(os, "open", open_then_sweep):
+        fd, tmp = fsio.new_temp(tmp_path / "x.whl", hold=True)
+    os.close(fd)
+    assert swept and str(tmp) != str(swept[0]) and tmp.exists()
+
+
 # -- a pinned tree cloned from git ----------------------------------------------------------------
 
 

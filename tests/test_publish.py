@@ -44,10 +44,83 @@ def test_a_password_in_the_url_is_refused_without_being_shown(tmp_path):
     p = _pk("publish", "x", "--from", "sglang==0.5.9", "--repository-url", url, env={}, cwd=tmp_path)
     assert p.returncode == 2 and secret not in p.stdout + p.stderr, p.stdout + p.stderr
     assert p.stderr.strip() == (
-        f"patchkit: error: --repository-url http://{USER}:****@127.0.0.1:9/: carries a password, which would sit on "
+        "patchkit: error: --repository-url http://***@127.0.0.1:9/: carries a password, which would sit on "
         "a command line and in logs (hint: put them in TWINE_USERNAME and TWINE_PASSWORD, or in ~/.pypirc; hosts "
         "read ~/.netrc or keyring)"
     )
+
+
+def _offline_world(tmp_path: Path) -> tuple[dict, list[str]]:
+    """A recipe and a hand-made sglang 0.5.9 release wheel in a private cache: the env and
+    the leading arguments of a `publish` that builds offline."""
+    import zipfile
+
+    from tests.conftest import MINIMAL_RECIPE, release_in_cache
+
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "r.toml").write_text(MINIMAL_RECIPE.format(id="r"))
+    meta = "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n"
+    wheel = "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    whl = release_in_cache(tmp_path / "cache", "sglang", "0.5.9", {
+        "sglang/__init__.py": "", "sglang/version.py": '__version__ = "0.5.9"\n',
+        "sglang/srt/x.py": 'def f():\n    return ["a"]\n', "sglang-0.5.9.dist-info/METADATA": meta,
+        "sglang-0.5.9.dist-info/WHEEL": wheel, "sglang-0.5.9.dist-info/RECORD": "",
+    })  # fmt: skip
+    assert zipfile.is_zipfile(whl)
+    env = {"PATCHKIT_CACHE": str(tmp_path / "cache"), "PATCHKIT_OFFLINE": "1", "HOME": str(tmp_path)}
+    return env, ["--recipes", str(tmp_path / "recipes"), "publish", "r", "--from", "sglang==0.5.9"]
+
+
+@pytest.mark.parametrize("userinfo", ["__token__:", ""])
+def test_a_token_as_the_urls_user_name_is_neither_printed_nor_on_twines_command_line(tmp_path, userinfo, monkeypatch):
+    """``https://TOKEN@host/`` (a token as the user name): publish --dry-run prints the URL
+    as ``***@host`` and twine's command line without it; the upload passes the user name in
+    twine's environment (TWINE_USERNAME), never in its argv.  With a password too it is
+    refused, and the line shows neither."""
+    secret = "pypi-" + secrets.token_hex(8)
+    url = f"https://{userinfo}{secret}@127.0.0.1:9/simple/"
+    env, args = _offline_world(tmp_path)
+    p = _pk(*args, "--repository-url", url, "--dry-run", "-o", str(tmp_path / "dist"), env=env, cwd=tmp_path)
+    both = p.stdout + p.stderr
+    assert secret not in both, both
+    if userinfo:  # a password: refused, before anything is built
+        assert p.returncode == 2 and "https://***@127.0.0.1:9/simple/: carries a password" in p.stderr, both
+        return
+    assert p.returncode == 0, both
+    assert "TWINE_USERNAME=*** " in p.stdout and "--repository-url https://127.0.0.1:9/simple/ " in p.stdout, both
+
+    # The upload itself: what twine is given (subprocess.run stands in for it).
+    from patchkit.commands import publish
+
+    seen, run = {}, subprocess.run
+
+    def twine(cmd, **kw):
+        if cmd[0] != "twine":
+            return run(cmd, **kw)
+        seen.update(cmd=cmd, env=kw.get("env"))
+        return subprocess.CompletedProcess(cmd, 0, f"Uploading to https://{secret}@127.0.0.1:9/simple/\n", "")
+
+    monkeypatch.setattr(publish, "twine_command", lambda: ["twine"])
+    monkeypatch.setattr(publish.subprocess, "run", twine)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)  # no upstream_pins.toml above (the checkout's pins a real wheel's sha256)
+    from patchkit.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--repository-url", url, "-o", str(tmp_path / "dist")])
+    assert e.value.code == 0
+    assert not any(secret in a for a in seen["cmd"]) and "https://127.0.0.1:9/simple/" in seen["cmd"], seen["cmd"]
+    assert seen["env"]["TWINE_USERNAME"] == secret
+
+
+def test_shown_masks_user_information_even_in_a_url_that_does_not_parse():
+    assert fetch.shown("https://tok@h:1/p?q#f", "***@") == "https://***@h:1/p?q#f"
+    assert fetch.shown("https://u:pw@h/", "***@") == "https://***@h/"
+    assert fetch.shown("http://tok@[::1/") == "http://[::1/"
+    assert fetch.shown("http://tok@[::1]:8/s/") == "http://[::1]:8/s/"  # brackets kept (hostname drops them)
+    assert fetch.shown("https://h/p@x") == "https://h/p@x"  # an @ in the path is no credential
+    assert fetch.shown("https://h/") == "https://h/"
 
 
 @pytest.fixture

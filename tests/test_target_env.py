@@ -291,7 +291,7 @@ def test_an_immutable_file_is_exit_2_with_nothing_written(site, run_cli, what):
     _chattr(root / what, "+i")
     try:
         code, out, err = cli(run_cli, site, "apply", "widen")
-        assert_env_error(code, err, "not writable", "immutable")
+        assert_env_error(code, err, "is immutable (chattr +i)", "nothing was written", "chattr -i")
         assert snapshot(root, state=True) == before and not temps(root)
     finally:
         subprocess.run(["chattr", "-i", str(root / what)], check=True)

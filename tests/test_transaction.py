@@ -118,6 +118,74 @@ def test_files_record_and_journal_are_written_as_one_set(site, run_cli):
     )
 
 
+# -- chattr +a / +i: refused before the commit point ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flag,rel,message",
+    [
+        ("+a", "sglang/srt", "sglang/srt: is append-only (chattr +a), so patchkit cannot replace files in it"),
+        ("+a", "sglang/srt/gate.py", "sglang/srt/gate.py: is append-only (chattr +a), so patchkit cannot replace it"),
+        ("+a", ".patchkit/written", ".patchkit/written: is append-only (chattr +a)"),
+        ("+i", ".patchkit/written", ".patchkit/written: "),
+        ("+a", ".patchkit", ".patchkit: is append-only (chattr +a)"),
+        ("+a", "sglang-0.5.9.dist-info", "sglang-0.5.9.dist-info: is append-only (chattr +a)"),  # RECORD's
+    ],
+)
+def test_an_append_only_or_immutable_directory_or_file_is_refused_before_the_commit_point(
+    site, run_cli, chattr, flag, rel, message
+):
+    """Such an attribute refuses the renames even to root: the write used to stop after the
+    commit point (``interrupted``, temps left); now it is one line, exit 2, nothing written."""
+    root, _ = site
+    assert cli(run_cli, site, "apply", "widen")[0] == 0  # .patchkit/written exists, with blobs
+    assert cli(run_cli, site, "revert", "widen")[0] == 0
+    before = snapshot(root, state=True)
+    chattr(root / rel, flag)
+    code, out, err = cli(run_cli, site, "apply", "widen")
+    assert code == 2 and f"{root}/{message}" in err and "nothing was written" in err, err
+    assert len([ln for ln in err.splitlines() if ln.startswith("patchkit: error:")]) == 1, err
+    assert snapshot(root, state=True) == before
+    assert not list(root.rglob("*.patchkit-tmp")) and not (root / ".patchkit" / transaction.PENDING).exists()
+    code, out, err = cli(run_cli, site, "status", "widen")
+    assert "interrupted" not in out and "pending" in out, out
+
+
+def test_the_attribute_check_reads_the_inode_flags(site, monkeypatch):
+    """The check itself, the ioctl mocked (for filesystems without chattr): FS_APPEND_FL or
+    FS_IMMUTABLE_FL on the directory or on the file is a refusal naming it."""
+    import fcntl
+
+    root, _ = site
+    flagged: dict[str, int] = {}
+
+    def ioctl(fd, request, buf, mutate=False):
+        assert request == fsio.FS_IOC_GETFLAGS
+        buf[0] = flagged.get(os.readlink(f"/proc/self/fd/{fd}"), 0)
+        return 0
+
+    monkeypatch.setattr(fcntl, "ioctl", ioctl)
+    gate = root / "sglang/srt/gate.py"
+    transaction._writable(gate)  # no flags: fine
+    for where, flag, said in [
+        (
+            gate.parent,
+            fsio.FS_APPEND_FL,
+            f"{gate.parent}: is append-only (chattr +a), so patchkit cannot replace files",
+        ),
+        (gate, fsio.FS_IMMUTABLE_FL, "sglang/srt/gate.py: is immutable (chattr +i), so patchkit cannot replace it"),
+        (gate, fsio.FS_APPEND_FL | 0x80000, "sglang/srt/gate.py: is append-only (chattr +a)"),  # with extents
+    ]:
+        flagged.clear()
+        flagged[str(where)] = flag
+        with pytest.raises(TargetError) as e:
+            transaction._writable(gate, where="sglang/srt/gate.py")
+        assert str(e.value).startswith(said), str(e.value)
+    flagged.clear()
+    flagged[str(gate)] = 0x80000  # extents only: nothing that refuses a rename
+    transaction._writable(gate)
+
+
 def test_a_failure_before_the_commit_point_leaves_everything_as_it_was(site, run_cli, monkeypatch):
     root, _ = site
     before = snapshot(root)

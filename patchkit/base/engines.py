@@ -44,6 +44,15 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 DEVICE_NAMES = ("major", "minor", "capability", "sm", "platform")
 _PREDICATE_KEYS = ("means", "cuda")
 _CUDA = re.compile(r"^\d+\.\d+$")
+# A package-index name (PEP 508): one path component of the cache (wheels/DIST/...), never
+# "..", "/" or a leading dot.
+_DIST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _relative(p: str) -> bool:
+    """A path that stays inside the directory it is joined to: relative, no ".." part."""
+    return bool(p) and not p.startswith("/") and "\\" not in p and ".." not in p.split("/")
 
 
 class EngineInfo(NamedTuple):  # NamedTuples: `status` imports this module at start-up
@@ -125,6 +134,10 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
                 raise fail(k, f"{k} must be a non-empty string", _KEYS[k])
         if not re.match(r"^[A-Za-z0-9_]+$", t["package"]):
             raise fail("package", f"{t['package']!r} is not an import name", _KEYS["package"])
+        if not _DIST.match(t["dist"]):
+            raise fail("dist", f"{t['dist']!r} is not a package-index name (letters, digits, . _ -)", _KEYS["dist"])
+        if not _relative(t["git_marker"]):
+            raise fail("git_marker", f"{t['git_marker']!r} leads outside the tree", _KEYS["git_marker"])
         if t["reference"] not in REFERENCES:
             raise fail("reference", f"{t['reference']!r} is not a reference kind", _KEYS["reference"])
         layouts = t["layouts"]
@@ -167,6 +180,14 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
             t.get("predicates", {}),
             lambda why, key: fail("predicates", f"{key}: {why}" if key else why, _OPTIONAL["predicates"]),
         )
+        for k, ok, why in (
+            ("prebuilt", _DIST.match, "is not a package-index name"),
+            ("specs", _relative, "leads outside the tree"),
+            ("cache", _relative, "leads outside its directory"),
+            ("cache_env", _VAR.match, "is not an environment variable's name"),
+        ):
+            if jit and k in jit and not ok(jit[k]):
+                raise fail("jit", f"jit.{k} {jit[k]!r} {why}", _OPTIONAL["jit"])
         if name in known or name in out:
             raise fail("", f"engine {name!r} is defined twice", "give each engine one definition")
         out[name] = EngineInfo(
@@ -279,6 +300,8 @@ def _from_row(r: list) -> EngineInfo:
     texts = (name, dist, package, marker, reference, source, *requires, *template)
     texts += tuple(x for row in info.predicates for x in row)
     if not all(isinstance(x, str) for x in texts) or not (jit is None or isinstance(jit, dict)):
+        raise TypeError("not an engine row")
+    if not _DIST.match(dist):  # a planted entry must not lead downloads out of the cache either
         raise TypeError("not an engine row")
     if not all(isinstance(x, str) for v in info.layouts.values() for pair in v for x in pair):
         raise TypeError("not an engine row")

@@ -11,12 +11,15 @@ patchkit owns every component is opened with ``O_NOFOLLOW`` too (regular.open_di
 
 from __future__ import annotations
 
+import array
 import contextlib
 import errno
 import fcntl
 import math
 import os
+import re
 import stat
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator, Optional
@@ -46,6 +49,42 @@ def cannot_write(path: Path, e: OSError) -> TargetError:
             " patch a copy, or a venv you own",
         )
     return TargetError(f"{path}: cannot write here ({e.strerror or e})", "fix the cause, then run the command again")
+
+
+# Linux inode attributes (chattr(1), linux/fs.h) that refuse a rename over, or into, what
+# carries them, even to root: checked before a transaction's commit point.
+FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long)
+FS_IMMUTABLE_FL, FS_APPEND_FL = 0x10, 0x20
+
+
+def inode_flags(path: Path) -> int:
+    """``path``'s inode flags (FS_IOC_GETFLAGS), 0 where they cannot be read: another OS, a
+    filesystem without them, a link (never followed), nothing there."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    try:
+        buf = array.array("i", [0])  # the kernel reads and writes an int, whatever the macro says
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+        return buf[0]
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
+def refusing_attribute(path: Path) -> Optional[str]:
+    """What stops a rename over or into ``path``, said for a message ("append-only (chattr
+    +a)", "immutable (chattr +i)"), or None."""
+    flags = inode_flags(path)
+    if flags & FS_IMMUTABLE_FL:
+        return "immutable (chattr +i)"
+    if flags & FS_APPEND_FL:
+        return "append-only (chattr +a)"
+    return None
 
 
 def crash_point(label: str) -> None:
@@ -86,17 +125,67 @@ def temp_name(name: str) -> str:
     return f".{name}.{os.urandom(6).hex()}{TEMP_SUFFIX}"
 
 
-def new_temp(path: Path, dir_fd: Optional[int] = None) -> tuple[int, Path]:
+# temp_name's form: what sweep_temps may remove, and nothing else.
+_TEMP_FORM = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}" + re.escape(TEMP_SUFFIX))
+
+
+def new_temp(path: Path, dir_fd: Optional[int] = None, hold: bool = False) -> tuple[int, Path]:
     """A new, empty temp file beside ``path`` (a bare name when ``dir_fd`` is given), made
-    with O_EXCL|O_NOFOLLOW: nothing planted under its name can be written through."""
+    with O_EXCL|O_NOFOLLOW: nothing planted under its name can be written through.  With
+    ``hold``, flock'd until its fd is closed: sweep_temps never removes it (a directory
+    another run may be writing into at the same time, as `wheel -o`'s)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):
         tmp = path.with_name(temp_name(path.name))
+        name = tmp.name if dir_fd is not None else tmp
         try:
-            return os.open(tmp.name if dir_fd is not None else tmp, flags, 0o600, dir_fd=dir_fd), tmp
+            fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
         except FileExistsError:
             continue
+        if not hold:
+            return fd, tmp
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:  # a sweep between the open and the lock removed it: take another name
+            if os.path.samestat(os.fstat(fd), os.stat(name, dir_fd=dir_fd, follow_symlinks=False)):
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
     raise FileExistsError(errno.EEXIST, "no free temp name", str(path))
+
+
+def sweep_temps(d: Path, suffix: str) -> None:
+    """Remove from ``d`` the temp files a killed patchkit left there for files named
+    ``*suffix`` (a SIGKILL runs no cleanup).  Only what patchkit itself made: a name of
+    temp_name's form, a regular file (a link, directory or FIFO is never opened, followed
+    or removed), owned by this user, and not held by a live writer (new_temp's ``hold``).
+    Best effort: what cannot be checked stays."""
+    try:
+        dir_fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(dir_fd):
+            m = _TEMP_FORM.fullmatch(name)
+            if m is None or not m["name"].endswith(suffix):
+                continue
+            with contextlib.suppress(OSError):
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                    continue
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+                try:
+                    if not os.path.samestat(os.fstat(fd), st):
+                        continue  # replaced since it was looked at
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live run's
+                    if os.path.samestat(os.stat(name, dir_fd=dir_fd, follow_symlinks=False), st):
+                        os.unlink(name, dir_fd=dir_fd)
+                finally:
+                    os.close(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 def _write_temp(path: Path, data: bytes, mode: Optional[int], dir_fd: Optional[int], durable: bool) -> Path:
@@ -160,6 +249,13 @@ def owned_dir(base: Path, rel: str) -> Path:
         os.close(open_dir(base, parts, create=True))
     except OSError as e:
         at = [base.joinpath(*parts[: i + 1]) for i in range(len(parts))]
+        if e.errno in _NOT_HERE or e.errno in _FULL:  # read-only, immutable, another user's, full
+            here = next((p.parent for p in [base, *at] if not os.path.lexists(p)), base / rel)
+            raise TargetError(
+                f"{here}: patchkit's cache cannot be written ({e.strerror})",
+                "make it writable (chmod u+w; chattr -i), free space, or set PATCHKIT_CACHE to a directory you can"
+                " write",
+            ) from None
         bad = next((p for p in at if p.is_symlink() or (p.exists() and not p.is_dir())), base / rel)
         what = "a symlink" if bad.is_symlink() else "not a directory" if bad.exists() else e.strerror
         raise TargetError(

@@ -11,9 +11,18 @@ from typing import Optional
 CACHE_ENV = "PATCHKIT_CACHE"
 
 
+def env_value(name: str) -> Optional[str]:
+    """An environment variable that names a path or a URL, or None when it is unset, empty
+    or only blanks: ``PATCHKIT_CACHE=`` means the default, never the working directory (the
+    one reading of every such variable: PATCHKIT_CACHE, PATCHKIT_PINS, PATCHKIT_RECIPES,
+    the index URLs, XDG_CONFIG_HOME, NETRC, PIP_CERT, CUDA_HOME)."""
+    value = os.environ.get(name, "")
+    return value if value.strip() else None
+
+
 def cache_dir() -> Path:
-    """~/.cache/patchkit, or $PATCHKIT_CACHE."""
-    return Path(os.environ.get(CACHE_ENV, Path.home() / ".cache" / "patchkit"))
+    """~/.cache/patchkit, or $PATCHKIT_CACHE (set and not empty)."""
+    return Path(env_value(CACHE_ENV) or Path.home() / ".cache" / "patchkit")
 
 
 def wheels_dir(dist: str) -> Path:
@@ -25,7 +34,7 @@ def wheels_dir(dist: str) -> Path:
 def config_dir() -> Path:
     """$XDG_CONFIG_HOME/patchkit, default ~/.config/patchkit (a relative XDG_CONFIG_HOME is
     ignored, as the XDG base directory specification says)."""
-    base = os.environ.get("XDG_CONFIG_HOME", "")
+    base = env_value("XDG_CONFIG_HOME") or ""
     return (Path(base) if os.path.isabs(base) else Path.home() / ".config") / "patchkit"
 
 

@@ -119,7 +119,7 @@ def _complete_names(ctx, param, incomplete):
         cat = invocation(ctx).project.catalog()
     except Exception:
         return []
-    items = [(r.id, r.summary) for r in cat.recipes.values()]
+    items = [(r.id, term.printable(r.summary)) for r in cat.recipes.values()]  # zsh and fish show it
     items += [(b, "bundle: " + " ".join(ids)) for b, ids in cat.bundles.items()]
     return [CompletionItem(n, help=h) for n, h in items if n.startswith(incomplete)]
 

@@ -114,5 +114,6 @@ def say_left(left: list) -> None:
         say(f"note: {r.id} not judged: it edits {engines}, which has no tree here (name it to be told why)", err=True)
 
 
-def say(msg: str = "", err: bool = False) -> None:
-    term.echo(msg, err=err)
+def say(msg: str = "", err: bool = False, raw: bool = False) -> None:
+    """One line for the user (control characters escaped: term.echo), or ``raw`` data."""
+    term.echo(msg, err=err, raw=raw)

@@ -354,7 +354,7 @@ def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> in
         if text:
             # One block per target; paths are relative to its root (`git apply` / `patch -p1` there).
             say(f"# {engine}: {t.root}")
-            say(text.rstrip("\n"))
+            say(text.rstrip("\n"), raw=True)  # the patch's own bytes (a form feed stays one)
             printed = True
     if not printed:
         what = "applied by patchkit" if applied else "to apply"

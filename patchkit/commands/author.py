@@ -3,6 +3,7 @@ the examples they carry, run), and `capture` (a recipe from a hand edit of a tre
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -311,12 +312,10 @@ def template(rid: str, engine: str, shown_path: str = "") -> str:
 def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
     """Write a commented template recipe (``-`` as --out: to stdout)."""
     from patchkit.base.target import ENGINES
-    from patchkit.core.recipe import ID_RE
+    from patchkit.core.recipe import ID_HINT, ID_RE
 
     if not ID_RE.fullmatch(rid):
-        raise RecipeError(
-            f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'my-fix'"
-        )
+        raise RecipeError(f"{rid!r} is not a valid recipe id", f"{ID_HINT}, e.g. 'my-fix'")
     engine = engine or next(iter(ENGINES))
     if engine not in ENGINES:
         raise PatchkitError(f"--engine {engine!r}: unknown engine", f"engines: {', '.join(ENGINES)}")
@@ -325,13 +324,7 @@ def new(project: Project, rid: str, engine: str, out: Optional[str]) -> int:
         return OK
     path = _recipe_path(project, rid, out)
     text = template(rid, engine, str(path))
-    _make_dir(path, out)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        raise PatchkitError(f"{path}: already exists", "choose another id, or delete the file first") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    _write_new(path, out, text)
     say(f"wrote {path}: edit it, then `patchkit check {path}`")
     return OK
 
@@ -352,12 +345,17 @@ def _paths(project: Project, given: tuple[str, ...]) -> list[Path]:
     out: list[Path] = []
     for g in given:
         p = Path(g)
-        if p.is_dir():
-            out += sorted(p / n for n in os.listdir(p) if n.endswith(".toml"))
-        elif p.exists() or p.is_symlink():
-            out.append(p)
-        else:
-            raise PatchkitError(f"{g}: no such recipe file or directory", "name .toml files or directories of them")
+        try:
+            if p.is_dir():
+                out += sorted(p / n for n in os.listdir(p) if n.endswith(".toml"))
+            elif p.exists() or p.is_symlink():
+                out.append(p)
+            else:
+                raise PatchkitError(f"{g}: no such recipe file or directory", "name .toml files or directories of them")
+        except OSError as e:  # e.g. /proc/1/root: this user may not look inside
+            from patchkit.base.regular import unreadable_hint
+
+            raise PatchkitError(f"{g}: cannot be read ({e.strerror or e})", unreadable_hint(e)) from None
     return out
 
 
@@ -489,13 +487,31 @@ def check(project: Project, given: tuple[str, ...], as_json: bool = False) -> in
 # -- capture ------------------------------------------------------------------------------------
 
 
-def _make_dir(path: Path, out: Optional[str]) -> None:
-    """The recipe's directory, made if absent; without --out, saying so (it is ./recipes,
-    where no project was found: the recipe makes this directory a project)."""
-    if path.parent.is_dir():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not out:
+def _write_new(path: Path, out: Optional[str], text: str) -> None:
+    """A new recipe file (never over one), in its directory, made if absent; without --out,
+    saying so (it is ./recipes, where no project was found: the recipe makes this directory a
+    project).  A file that cannot be written is one line, and leaves no directory made for it."""
+    made = [d for d in (path.parent, *path.parent.parents) if not os.path.isdir(d)]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise PatchkitError(f"{path}: already exists", "choose another id or --out, or delete the file first") from None
+    except OSError as e:
+        for d in made:  # nearest first (the ones never made fail too); one that holds a file stays
+            try:
+                d.rmdir()
+            except OSError:
+                if os.path.lexists(d):
+                    break
+        short = e.errno == errno.ENAMETOOLONG
+        raise PatchkitError(
+            f"{path}: cannot be written ({e.strerror or e})",
+            "a shorter path, or --out FILE elsewhere" if short else "a directory this user may write, or --out FILE",
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    if made and not out:
         say(f"created {path.parent}/: no project in . or above (a directory with upstream_pins.toml or "
             "recipes/*.toml); this one is one from now on. --out FILE writes elsewhere.")  # fmt: skip
 
@@ -507,7 +523,7 @@ def _recipe_path(project: Project, rid: str, out: Optional[str]) -> Path:
             f"--out {path}: a recipe's file is named after its id",
             f"write it to {path.with_name(rid + '.toml')}, or choose the id {path.stem!r}",
         )
-    if path.exists() or path.is_symlink():
+    if os.path.lexists(path):  # False, not an error, for a name too long to exist (_write_new says it)
         raise PatchkitError(f"{path}: already exists", "choose another id or --out, or delete the file first")
     return path
 
@@ -569,13 +585,11 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
     """A recipe from a hand edit: written only when it reproduces the edit exactly (with
     ``partial``: the changes it can express, the rest listed with file:line)."""
     from patchkit.authoring import capture as cap
-    from patchkit.core.recipe import ID_RE
+    from patchkit.core.recipe import ID_HINT, ID_RE
     from patchkit.upstream import pristine
 
     if not ID_RE.fullmatch(rid):
-        raise RecipeError(
-            f"{rid!r} is not a valid recipe id", "use lowercase letters, digits and dashes, e.g. 'my-fix'"
-        )
+        raise RecipeError(f"{rid!r} is not a valid recipe id", f"{ID_HINT}, e.g. 'my-fix'")
     if not target_args:
         raise PatchkitError("capture needs the edited tree", f"e.g. `patchkit capture {rid} -t sglang=./sglang`")
     path = _recipe_path(project, rid, out)
@@ -608,13 +622,7 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
             say(f"capture: {w}", err=True)
         say("capture: nothing was written (the recipe would not reproduce the edit exactly)", err=True)
         return NOT_THERE
-    _make_dir(path, out)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        raise PatchkitError(f"{path}: already exists", "choose another id or --out, or delete the file first") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    _write_new(path, out, text)
     kinds = ", ".join(sorted({op.kind for op in ops}))
     if failed:
         say(

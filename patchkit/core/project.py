@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from patchkit.base import regular
+from patchkit.base import paths, regular
 
 # The config files' readers and the recipe directories live in config.py, below recipe.py and
 # pins.py (which this module imports); they are re-exported here, where callers knew them.
@@ -56,7 +56,7 @@ def _explicit_pins(value: str, label: str, hint: str) -> Path:
 def find_pins(start: Optional[Path] = None) -> Optional[Path]:
     """``PATCHKIT_PINS``, else the nearest upstream_pins.toml in ``start`` (the working
     directory) or above, else None (commands that need no workspace work without one)."""
-    env = os.environ.get(PINS_ENV)
+    env = paths.env_value(PINS_ENV)
     if env:
         return _explicit_pins(
             env,
@@ -100,10 +100,8 @@ def recipe_dirs(
     user's (``$XDG_CONFIG_HOME/patchkit/recipes``), the ones shipped with patchkit (unless
     PATCHKIT_NO_SHIPPED_RECIPES=1).  A directory reached twice counts once, at its nearest
     place."""
-    from patchkit.base import paths
-
     out: list[RecipeDir] = [RecipeDir(Path(g), PATH, True, f"--recipes {g}") for g in given]
-    for entry in os.environ.get(RECIPES_ENV, "").split(os.pathsep):
+    for entry in (paths.env_value(RECIPES_ENV) or "").split(os.pathsep):
         if entry:
             if "\0" in entry:
                 raise PatchkitError(f"{RECIPES_ENV}={entry!r}: a path holds a NUL byte", "name the path without it")
@@ -161,7 +159,7 @@ class Project:
             )
         else:
             pins_path = find_pins()
-        explicit = bool(pins or os.environ.get(PINS_ENV))
+        explicit = bool(pins or paths.env_value(PINS_ENV))
         base = pins_path.parent if pins_path else Path.cwd()
         dirs = recipe_dirs(given, pins_path, explicit)
         ENGINES.add_dirs(rd.path for rd in dirs)  # the user's engine definitions (engines.py)

@@ -23,6 +23,7 @@ else:  # pragma: no cover
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from patchkit.base import term
 from patchkit.base.config import decode_utf8, read_config
 from patchkit.base.errors import RecipeError
 from patchkit.base.model import Blocker, Example, Expectation, Marker, OpSpec, Recipe, VerifySpec, When
@@ -88,7 +89,9 @@ BLOCKER_KEYS = {
     "when": "table",
 }
 MARKER_KEYS = {"file": "str", "scope": "str", "contains": "list[str]", "proposed": "str"}
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+ID_MAX = 100  # an id names files (ID.toml, state entries): well inside a file name's 255 bytes
+ID_RE = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{ID_MAX - 1}}}$")
+ID_HINT = f"use at most {ID_MAX} lowercase letters, digits and dashes"
 SCOPE_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -365,7 +368,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
                 ("id",),
                 ["id"],
                 f"{rid!r} is not a valid recipe id",
-                "use lowercase letters, digits and dashes, e.g. 'allreduce-fusion'",
+                f"{ID_HINT}, e.g. 'allreduce-fusion'",
             )
         if rid != path.stem:
             raise ctx.fail(
@@ -384,7 +387,7 @@ def _load(path: Path, errors: list | None) -> Recipe:
                     ("bundles",),
                     ["bundles"],
                     f"{b!r} is not a valid bundle name",
-                    "use lowercase letters, digits and dashes, e.g. 'sm120'",
+                    f"{ID_HINT}, e.g. 'sm120'",
                 )
     engines: dict[str, SpecifierSet] = {}
     for eng, spec in data.get("engines", {}).items():
@@ -1028,7 +1031,7 @@ class Catalog:
             line = f"patchkit: warning: {b.error} (skipped; `patchkit check` lists every error)"
             if line not in _WARNED:
                 _WARNED.add(line)
-                print(line, file=sys.stderr)
+                term.echo(line, err=True)
 
 
 _WARNED: set[str] = set()

@@ -333,6 +333,19 @@ def _writable(path: Path, where: object = None, directory: bool = False) -> None
     d = path if directory else path.parent
     while not d.exists() and d != d.parent:  # a directory the write will make (.patchkit)
         d = d.parent
+    # An attribute refuses the renames even to root, and os.access does not see append-only:
+    # refused here, before the commit point, not half-way through the write (said first: it
+    # is the precise reason).
+    for at in (d,) if directory or not path.exists() else (d, path):
+        attr = fsio.refusing_attribute(at)
+        if attr is not None:
+            named = where if at == path and where else at
+            raise TargetError(
+                f"{named}: is {attr}, so patchkit cannot replace {'files in it' if at == d else 'it'};"
+                " nothing was written",
+                f"remove the attribute (chattr -{attr[-2]} {at}), or patch a copy",
+            )
+
     ok = os.access(d, os.W_OK | os.X_OK) and (directory or not path.exists() or os.access(path, os.W_OK))
     if not ok:
         raise TargetError(

@@ -105,9 +105,12 @@ def probe_python(python: str, timeout: float = 60) -> dict:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise TargetError(f"--python {python}: the probe failed ({last})", "is it a Python 3.8+ interpreter?")
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?") from None
+        facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError, RecursionError):
+        facts = None
+    if not shape.fits(facts, PROBE_ENTRY["facts"]):  # e.g. /bin/echo: it exits 0, and echoes JSON
+        raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?")
+    return facts
 
 
 def python_targets(

@@ -207,8 +207,11 @@ def write_wheel(tree: Path, dist_info: str, dest: Path, executables: set[str]) -
     dt = zip_date_time()
     # The output directory may be shared: the temp is patchkit's own (random name, O_EXCL,
     # never through a link planted there), and the rename replaces whatever stands at dest.
+    # A run killed while writing (7 MB and more) left its temp: the next run removes such
+    # leftovers (patchkit's temp form, regular, this user's, held by no live run).
+    fsio.sweep_temps(dest.parent, ".whl")
     try:
-        fd, tmp = fsio.new_temp(dest)
+        fd, tmp = fsio.new_temp(dest, hold=True)
     except OSError as e:
         raise fsio.cannot_write(dest, e) from None
     try:

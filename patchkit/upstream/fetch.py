@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Optional
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from patchkit.base import fsio
+from patchkit.base import fsio, paths
 from patchkit.base.errors import FetchError
 from patchkit.base.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
 
@@ -72,8 +72,15 @@ def sdist_dir(dist: str, version: str) -> Path:
 def index_url() -> tuple[str, str]:
     """(the index's simple API URL, the variable that named it, or "" for PyPI)."""
     for env in INDEX_ENVS:
-        value = os.environ.get(env, "").strip()
+        value = (paths.env_value(env) or "").strip()
         if value:
+            try:
+                urlsplit(value).port  # noqa: B018  (read for its check: a bad port is a ValueError)
+            except ValueError as e:  # e.g. http://[::1: a bracket left open
+                raise FetchError(
+                    f"{env}={shown(value, '***@')!r}: not a URL ({e})",
+                    f"set {env} to a simple-API URL, like {DEFAULT_INDEX}, or unset it",
+                ) from None
             return (value if value.endswith("/") else value + "/"), env
     return DEFAULT_INDEX, ""
 
@@ -82,12 +89,16 @@ def offline() -> bool:
     return os.environ.get(OFFLINE_ENV) == "1"
 
 
-def shown(url: str) -> str:
-    """A URL fit for a message: no password."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
+def shown(url: str, mask: str = "") -> str:
+    """A URL fit for a message and a log: its user information (``user:password@``; the user
+    name alone may be the secret, a token as ``https://TOKEN@host/``) replaced by ``mask``.
+    Works on the text, so a URL that does not parse is shown without it too."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    return urlunsplit(parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "")))
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    _, at, hostport = rest[:end].rpartition("@")
+    return f"{scheme}://{mask}{hostport}{rest[end:]}" if at else url
 
 
 # -- the index --------------------------------------------------------------------------------
@@ -161,7 +172,7 @@ _CREDENTIALS: dict[str, tuple[str, Optional[str]]] = {}  # host[:port] -> creden
 
 
 def _netrc(host: str) -> tuple[Optional[str], Optional[str]]:
-    path = os.environ.get("NETRC") or os.path.expanduser("~/.netrc")
+    path = paths.env_value("NETRC") or os.path.expanduser("~/.netrc")
     if not os.path.isfile(path):
         return None, None
     import netrc
@@ -178,7 +189,7 @@ def _ssl_context():
     bundle pip was told to use (PIP_CERT), as pip's index URL is honoured too."""
     import ssl
 
-    cafile = os.environ.get("PIP_CERT")
+    cafile = paths.env_value("PIP_CERT")
     return ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None)
 
 

@@ -94,7 +94,7 @@ def find_nvcc(explicit: Optional[str] = None) -> Path:
         if p.is_file() and os.access(p, os.X_OK):
             return p
         raise PatchkitError(f"--nvcc {explicit}: no executable nvcc there", NO_NVCC_HINT)
-    home = os.environ.get("CUDA_HOME")
+    home = paths.env_value("CUDA_HOME")
     if home:
         p = Path(home) / "bin" / "nvcc"
         if p.is_file() and os.access(p, os.X_OK):

@@ -29,7 +29,7 @@ from typing import Optional
 
 from patchkit.base.model import OpSpec, Recipe, holds
 from patchkit.core import context, pyscope
-from patchkit.core.ops import DONE, PENDING, Located
+from patchkit.core.ops import AMBIGUOUS, DONE, PENDING, Located
 
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
@@ -45,6 +45,9 @@ class Identity:
 
     release: str  # e.g. "sglang 0.5.9"
     sites: tuple[context.Context, ...]
+    # The op could not single out its site there (its pattern stands at several places of its
+    # scope): no place of another release can be shown to be the site either (``of``).
+    ambiguous: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,6 +195,8 @@ def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[c
     text = data.decode("utf-8", "surrogateescape")
     if op.impl.language != "python":
         loc = op.impl.locate(text)
+        if loc.state == AMBIGUOUS and line is None:
+            return AMBIGUOUS_HOME
         lines = sorted({n for n in loc.nodes if isinstance(n, int)}) if loc.state in (DONE, PENDING) else []
         return tuple(context.of_lines(text, ln, op.file) for ln in lines[:MAX_SITES]) or None
     module = ref.module(op.file)
@@ -201,6 +206,8 @@ def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[c
         loc = op.impl.locate(pyscope.resolve(module, op.scope)[-1])
     except pyscope.ScopeError:
         return None
+    if loc.state == AMBIGUOUS and line is None:
+        return AMBIGUOUS_HOME
     found: set = set()
     if line is not None:  # the op's places in its scope (none for a kind that has one place)
         places = op.impl.occurrences(pyscope.resolve(module, op.scope)[-1])
@@ -373,6 +380,8 @@ def _load(path) -> Optional[tuple]:
         raw = json.loads(data)
         if raw is False:
             return False  # the release does not hold the site (also worth remembering)
+        if raw == AMBIGUOUS_HOME:
+            return AMBIGUOUS_HOME
         sites = tuple(
             context.Context(
                 str(f),
@@ -420,6 +429,8 @@ def _save(path, sites) -> None:
     raw = (
         False
         if sites is None
+        else AMBIGUOUS_HOME
+        if sites == AMBIGUOUS_HOME
         else [
             (c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near, c.arms, c.fold) for c in sites
         ]
@@ -429,9 +440,14 @@ def _save(path, sites) -> None:
     fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
 
 
+AMBIGUOUS_HOME = "ambiguous"  # _of_release: the op's pattern stands at several places there
+
+
 def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:
     """The op's identity (once per invocation), or None when no release in range that
-    patchkit can read holds the site."""
+    patchkit can read holds the site.  The first home release that holds the op's pattern
+    decides: where the op cannot single its site out there (ambiguous where it was written),
+    the identity says so (``ambiguous``), and no other release is asked."""
     if op.identity is not None:  # carried in the recipe (capture, port; carried.py): as written
         return Identity(*op.identity)
     key = (recipe.id, recipe.sha256, op.index)
@@ -444,6 +460,9 @@ def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:
         if sites is None:
             sites = _of_release(ref, op)
             _save(path, sites)
+        if sites == AMBIGUOUS_HOME:
+            found = Identity(label, (), ambiguous=True)
+            break
         if sites:
             found = Identity(label, sites)
             break

@@ -407,7 +407,17 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         ev = _Draft(recipe, op, f, loc, op.scope, impl=impl)
     ours = _ours(session, recipe, op)
     ident = None
-    if not ours and f.exists:
+    home = identity.of(session, recipe, op) if not ours and ev.located.state != State.DONE else None
+    if home is not None and home.ambiguous:
+        # Ambiguity carries forward: where it was written the op cannot single its site out,
+        # so no place of this release can be shown to be it (never pending, never moved).
+        said = (
+            f"its pattern stands at several places of {op.scope or 'the module'} in {home.release}, the release it"
+            " was written for, so which one is its site cannot be told there, nor here; give the op context"
+            " (after/before/inside, or a narrower scope) to single it out"
+        )
+        ev.located = Located(State.AMBIGUOUS, ev.located.nodes, said)
+    elif not ours and f.exists:
         ev.located, ident = _identified(session, recipe, op, f, ev.located)
     if ev.located.state == State.MISSING and not ours:
         session.sweep(op.engine)

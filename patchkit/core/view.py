@@ -219,7 +219,10 @@ def build(text: str, wants: dict[str, list], tree: Union[ast.Module, Outline, No
                     return False
             else:
                 first = ss[0].first
-                gap(a, b, _WS.match(lines[first - 1]).group(), first)
+                # A placeholder's line is the line the whole file numbers its first statement
+                # at: a decorated def's is its `def` line, not its first decorator's.
+                at = ss[0].lineno if ss[0].kind == "def" else first
+                gap(a, b, _WS.match(lines[first - 1]).group(), at)
         return True
 
     if not block(tree.body, 1, root, True):

@@ -26,6 +26,9 @@ class OpResult(NamedTuple):
     # Places scored against the site's identity, best first: {"location", "line", "score",
     # "matched"} (identity.Candidate.to_json); for moved, missing and ambiguous verdicts.
     candidates: tuple = ()
+    # What decided the state: the evidence and the rule of the decision table
+    # (patchkit/core/decision.py); {} where no judge decided it (a plan's own result).
+    evidence: dict = {}
 
     def to_json(self) -> dict:
         return {
@@ -38,6 +41,7 @@ class OpResult(NamedTuple):
             "location": self.location,
             "message": self.message,
             "candidates": list(self.candidates),
+            "evidence": dict(self.evidence),
         }
 
     @classmethod
@@ -53,6 +57,7 @@ class OpResult(NamedTuple):
             o["location"],
             o["message"],
             tuple(o.get("candidates", ())),
+            dict(o.get("evidence", {})) if isinstance(o.get("evidence", {}), dict) else {},
         )
 
 

@@ -28,6 +28,7 @@ from patchkit.core import (
     blockers,
     confirm,
     context,
+    decision,
     edited,
     equivalent,
     follow,
@@ -66,6 +67,7 @@ class _Draft:
     stale: bool = False
     impl: Any = None
     candidates: tuple = ()
+    evidence: Any = None
 
     moved = Verdict.moved
 
@@ -460,46 +462,53 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         # The goal the op is for may hold already, in other words (goal.py): never pending.
         ev.located = _goal(session, recipe, op, ev) or ev.located
     st, reason = ev.located.state, ev.located.reason
-    ours_done, ours_gone = ours, ours  # who made an edit that is there; whether one should be
     mid = session.mid_write(op.engine, recipe.id)
-    if mid is not None:
-        # A kill stopped a write of this recipe half-way: its files may hold either side of
-        # the edit, and either way the edit is patchkit's (never "upstream", never "modified").
-        ours_done, ours_gone = ours or op.index in mid.applied_ops(op.engine, recipe.id), False
-    if st in (State.UPSTREAM, State.FOREIGN, State.APPLIED_UNSURE):  # decided by the goal (_goal)
-        ev.state = st
-    elif st == State.DONE:
-        if mid is not None and ours_done:
-            ev.state = State.APPLIED
-        else:
-            ev.state, reason = _provenance(session, recipe, op, ev, ours)
-    elif st == State.PENDING:
-        stale = _stale_record(session, op, ev.file) if ours_gone else ""
-        if stale:
-            ev.stale, ours_gone, ours_done = True, False, False
-        ev.state = State.MODIFIED if ours_gone else (State.MOVED if ev.moved else State.PENDING)
-        if ours_gone:
+    # A kill stopped a write of this recipe half-way: its files may hold either side of the
+    # edit, and either way the edit is patchkit's (never "upstream", never "modified").
+    killed = (op.index in mid.applied_ops(op.engine, recipe.id)) if mid is not None else None
+    if st == State.DONE:
+        ev.state, said, e, rule = _provenance(session, recipe, op, ev, ours, killed)
+        reason = said if said or rule not in (1, 3) else reason
+    else:
+        goal_by = decision.GOAL_BY.get(st, "")
+        found = State.PENDING if goal_by else st
+        stale = ""
+        if ours and killed is None and (st == State.PENDING or (st == State.MISSING and ev.located.nodes)):
+            stale = _stale_record(session, op, ev.file)
+            ev.stale = bool(stale)
+        named = (ours or bool(killed)) and not stale  # the journal's (or a killed write's) record stands
+        marker = ""
+        if not goal_by and not named and op.markers and st in (State.PENDING, State.MISSING):
+            hit = markers.hit(session, op, anywhere=st != State.PENDING or ev.moved, recipe=recipe)
+            marker = hit or ""
+        e = decision.Evidence(
+            found,
+            ev.moved,
+            neither=st == State.MISSING and bool(ev.located.nodes),
+            journal=ours,
+            killed=killed,
+            goal=goal_by,
+            stale=stale,
+            marker=marker,
+        )
+        ev.state, rule = decision.decide(e)
+        if rule == 10:
             reason = (
                 "patchkit applied this op, but the code no longer shows it"
                 if not ev.moved
                 else f"patchkit applied this op, but it is not there now ({reason})"
             )
+        elif rule == 11:
+            # The site is there, holding neither side of the edit (a default set by hand to a
+            # third value): patchkit's edit was there, and the code changed since.
+            reason = f"patchkit applied this op, but the code changed since: {reason}"
+        elif rule == 12:
+            reason = marker
         elif stale:
             reason = f"patchkit's record of this edit is stale: {stale}" + (f"; {reason}" if reason else "")
-    elif st == State.MISSING and ours_gone and ev.located.nodes and not _stale_record(session, op, ev.file):
-        # The site is there, holding neither side of the edit (a default set by hand to a
-        # third value): patchkit's edit was there, and the code changed since.
-        ev.state = State.MODIFIED
-        reason = f"patchkit applied this op, but the code changed since: {reason}"
-    else:
-        ev.state = st
-        if ours and st == State.MISSING:
+        elif ours and ev.state == State.MISSING:
             reason += " (patchkit had applied it)"
-    if ev.state in (State.PENDING, State.MISSING, State.MOVED) and not ours_done and op.markers:
-        anywhere = ev.state != State.PENDING
-        hit = markers.hit(session, op, anywhere=anywhere, recipe=recipe)
-        if hit:
-            ev.state, reason = State.UPSTREAM, hit
+    ev.evidence = e.to_json(rule)
     if ev.state == State.MISSING and not ours:
         said = equivalent.hint(session, op, [c.to_json() for c in ev.candidates])
         reason = "; ".join(r for r in (reason, said) if r)
@@ -644,15 +653,43 @@ def _with_siblings(recipe: Recipe, op: OpSpec, scope: Any, bound: Optional[dict]
 # -- who made an edit ------------------------------------------------------------------------
 
 
-def _provenance(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool) -> tuple[State, str]:
-    """Who made an edit that is there.  patchkit, only where its own record proves it
-    (proof.recorded: the file as patchkit wrote it, or the site's very bytes recorded, in
-    the journal or its mirror, or a patched wheel); otherwise the pristine release decides
-    between upstream and someone else (``_who_made_it``)."""
-    why = proof.recorded(session, recipe, op, ev)
-    if why:
-        return State.APPLIED, "" if why == proof.AS_WRITTEN else f"patchkit's edit: {why}"
-    return _who_made_it(session, recipe, op, ev, ours)
+def _provenance(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool, killed=None) -> tuple:
+    """Who made an edit that is there (the site reads done), decided by the table
+    (decision.py) from the evidence: patchkit's record proving it (proof.recorded: the file
+    as patchkit wrote it, or the site's very bytes recorded, in the journal or its mirror, or
+    a patched wheel), else what the pristine release or HEAD holds at the site
+    (``_pristine``).  Never "patchkit's" by elimination.  (state, message, Evidence, rule)."""
+    why = "" if killed is not None and (ours or killed) else proof.recorded(session, recipe, op, ev)
+    holds, marker, said = (
+        (None, "", "") if why or killed is not None and (ours or killed) else _pristine(session, recipe, op, ev, ours)
+    )
+    e = decision.Evidence(State.DONE, ev.moved, journal=ours, killed=killed, proof=why, pristine=holds, marker=marker)
+    state, rule = decision.decide(e)
+    if rule == 1:
+        msg = ""
+    elif rule == 2:
+        msg = "" if why == proof.AS_WRITTEN else f"patchkit's edit: {why}"
+    elif rule in (3, 6) and state == State.UPSTREAM:
+        msg = said or marker or ev.located.reason
+    elif rule == 4:
+        msg = (
+            "patchkit applied this op, but the code at its site is not what patchkit wrote there"
+            f" (changed since; {said} does not have it either): the edit there is not provably patchkit's"
+        )
+    elif rule == 5:
+        msg = (
+            f"the edit is there, but patchkit did not write it: {said} does not have it and no record of"
+            " patchkit's (journal, its mirror, a patched wheel) proves these bytes; someone else made it."
+            f" apply leaves it, revert never touches it; `patchkit adopt {recipe.id}` makes it patchkit's"
+        )
+    else:
+        who = (
+            "patchkit's journal names it, but the code at its site is not what patchkit wrote"
+            if ours
+            else "no record of patchkit's proves it"
+        )
+        msg = f"the edit is there, but who made it cannot be told ({who}; no pristine release to compare: {said})"
+    return state, msg, e, rule
 
 
 def pristine_state(ref, op: OpSpec, logical: str, scope_name: str, impl: Any = None) -> State:
@@ -686,13 +723,12 @@ def at_site(ref, op: OpSpec, ev: Verdict) -> State:
     return found
 
 
-def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool) -> tuple[State, str]:
-    """An edit is there, and no record of patchkit's proves patchkit wrote it: the pristine
-    release decides.  It is upstream's when that release has it at the identified site
-    (``at_site``), or a git checkout's committed code (HEAD) does.  Otherwise someone else
-    made it (``someone-else``), or, where the journal names the op but the site no longer
-    holds the bytes patchkit wrote, patchkit's edit was changed since (``modified``).
-    Never "patchkit's" by elimination.  With no release to read, ``applied?``."""
+def _pristine(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: bool) -> tuple:
+    """The evidence of the pristine release for an edit that is there and that no record of
+    patchkit's proves: (True: it, or a git checkout's committed code (HEAD), holds the edit at
+    the identified site (``at_site``) / False: it lacks it / None: no release can be read,
+    an upstream marker that matches then, what says so).  The third item names the release
+    (or says why none can be read, or what HEAD holds)."""
     ref = session.reference(op.engine)
     found: Optional[State] = None
     if ref.available:
@@ -702,36 +738,17 @@ def _who_made_it(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours:
             found = at_site(ref, op, ev)
     head = session.head(op.engine) if not ours and found != State.DONE else None
     if head is not None and at_site(head, op, ev) == State.DONE:
-        return State.UPSTREAM, f"{head.what} has this edit: it is the checkout's own code, not patchkit's"
+        return True, "", f"{head.what} has this edit: it is the checkout's own code, not patchkit's"
     if found == State.DONE:
         if ours:
             ev.stale = True
-            return State.UPSTREAM, f"{ref.what} has this edit (patchkit's record of it is from before an upgrade)"
-        return State.UPSTREAM, ev.located.reason
+            return True, "", f"{ref.what} has this edit (patchkit's record of it is from before an upgrade)"
+        return True, "", ""
     if found is not None:
-        if ours:
-            return State.MODIFIED, (
-                "patchkit applied this op, but the code at its site is not what patchkit wrote there"
-                f" (changed since; {ref.what} does not have it either): the edit there is not provably patchkit's"
-            )
-        return State.FOREIGN, (
-            f"the edit is there, but patchkit did not write it: {ref.what} does not have it and no record of"
-            " patchkit's (journal, its mirror, a patched wheel) proves these bytes; someone else made it."
-            f" apply leaves it, revert never touches it; `patchkit adopt {recipe.id}` makes it patchkit's"
-        )
+        return False, "", ref.what
     ev.searched = True  # not cacheable: a reference may be had later
-    if not ours and op.markers:
-        hit = markers.hit(session, op, anywhere=False, recipe=recipe)
-        if hit:
-            return State.UPSTREAM, hit
-    why = (
-        "patchkit's journal names it, but the code at its site is not what patchkit wrote"
-        if ours
-        else "no record of patchkit's proves it"
-    )
-    return State.APPLIED_UNSURE, (
-        f"the edit is there, but who made it cannot be told ({why}; no pristine release to compare: {ref.why_not})"
-    )
+    hit = markers.hit(session, op, anywhere=False, recipe=recipe) if not ours and op.markers else ""
+    return None, hit or "", ref.why_not
 
 
 def _stale_record(session: Session, op: OpSpec, f: Document) -> str:
@@ -811,7 +828,8 @@ def _follow_anchors(session: Session, recipe: Recipe, evs: list[_Draft]) -> None
             ev.message = f"{follow}; pending there"
         elif loc.state == State.DONE:
             ev.file, ev.scope, ev.located = there, ev.op.scope, loc
-            ev.state, why = _provenance(session, recipe, ev.op, ev, False)
+            ev.state, why, e, rule = _provenance(session, recipe, ev.op, ev, False)
+            ev.evidence = e.to_json(rule)
             ev.message = f"{follow}; {why}" if why else follow
         else:
             ev.message = f"{ev.op.file} does not exist; {follow}, but this op's site is not there either"

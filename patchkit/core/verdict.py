@@ -36,6 +36,7 @@ class Verdict:
     stale: bool = False  # the journal records this op as patchkit's, but the code says otherwise
     impl: Any = None  # the op bound to the pristine scope (Op.relative_to), where that told its done sites
     candidates: tuple = ()  # identity.Candidate: the places scored, best first (moved/missing/ambiguous)
+    evidence: Any = None  # what decided it: decision.Evidence.to_json, with the table's rule
 
     @property
     def moved(self) -> bool:
@@ -56,6 +57,7 @@ class Verdict:
             location=(self.location() + (f":{self.line}" if self.line else "")) if self.file.exists else "",
             message=self.message if message is None else message,
             candidates=tuple(c.to_json() for c in self.candidates),
+            evidence=self.evidence or {},
         )
 
 

@@ -285,3 +285,60 @@ def test_a_gate_widened_by_hand_in_the_users_own_formatting(tree, run_cli, recip
     code, out, err = run_cli(*t, "revert", "allreduce-fusion", *tg)
     assert code == 1 and "someone else made this edit" in err, (out, err)
     assert path.read_text() == after  # nothing of a refused revert is written
+
+
+# More trees carrying a user's own hand edit of a recipe's goal, each on a real release patchkit
+# never touched: (recipe, engine, version, file, the upstream text, the user's own text).
+HAND_EDITS = [
+    (
+        "autotune-cutlass",
+        "sglang",
+        "0.5.9",
+        "sglang/srt/model_executor/model_runner.py",
+        '            # "flashinfer_cutlass",\n',
+        '            "flashinfer_cutlass",\n',
+    ),
+    (
+        "allreduce-fusion",
+        "flashinfer",
+        "0.6.3",
+        "flashinfer/jit/comm.py",
+        "supported_major_versions=[9, 10]",
+        "supported_major_versions=[9, 10, 12]",
+    ),
+    (
+        "max-running-requests",
+        "sglang",
+        "0.5.16",
+        "sglang/srt/server_args.py",
+        None,
+        None,
+    ),
+]
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(
+    "recipe, engine, version, rel, old, new", HAND_EDITS, ids=[h[0] + "-" + h[2] for h in HAND_EDITS]
+)
+def test_more_hand_edits_are_someone_elses(tree, run_cli, recipes_dir, recipe, engine, version, rel, old, new):
+    other = {"sglang": ("flashinfer", "0.6.3"), "flashinfer": ("sglang", "0.5.9")}[engine]
+    root = tree(engine, version, links=True)
+    peer = tree(*other, links=True)
+    path = root / rel
+    if old is None:
+        mine = _hand_edit(path, "max_running_requests", "1024")
+    else:
+        text = path.read_text()
+        assert text.count(old) == 1, (rel, old)
+        mine = text.replace(old, new)
+        _write(path, mine)
+    t = ["--recipes", str(recipes_dir)]
+    tg = ["-t", f"{engine}={root}", "-t", f"{other[0]}={peer}"]
+    code, out, err = run_cli(*t, "status", recipe, *tg, "--json")
+    ops = [o for o in json.loads(out)["recipes"][0]["ops"] if o["file"] == rel]
+    assert ops and all(o["state"] == "someone-else" for o in ops), ops
+    code, out, err = run_cli(*t, "revert", recipe, *tg, "--force")
+    assert code == 1 and path.read_text() == mine, (out, err)
+    code, out, err = run_cli(*t, "apply", recipe, *tg)
+    assert path.read_text() == mine, (out, err)  # never written a second time

@@ -51,6 +51,20 @@ def device_of(recipe: Any) -> Optional[Device]:
         return None
 
 
+def bound_reached(op: Any, site_node: Any) -> Optional[Reached]:
+    """A set-default whose goal is a bound (``params.goal = ">= 2.9.0"``): the default at its
+    site (holding neither the recipe's value nor upstream's old one) satisfies the bound."""
+    from patchkit.core.ops import set_default
+
+    bound = getattr(op.impl, "bound", None)
+    if op.kind != "set-default" or bound is None:
+        return None
+    now = set_default.value_code(op.impl, site_node)
+    if set_default.satisfies(set_default._literal(now), bound) is not True:
+        return None
+    return Reached(0, f"the default is `{now}`, which satisfies the goal `{bound[0]} {bound[1]}`")
+
+
 def direction(op: Any) -> Optional[bool]:
     """The answer the op's edit is for: True (admit) or False (refuse), None when its kind
     states no device goal."""

@@ -526,12 +526,28 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
     shown reached (the verdict stands)."""
     device = goal.device_of(recipe)
     loc, f = ev.located, ev.file
-    if device is None or goal.direction(op) is None or not f.exists or not f.is_python:
-        return None
-    if op.impl.language != "python":
+    if not f.exists or not f.is_python or op.impl.language != "python":
         return None
     ref = session.reference(op.engine)
-    if loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):
+    keep: tuple = ()  # the site's own node, where the goal is read at it
+    if loc.state == State.MISSING and len(loc.nodes) == 1 and _cst_nodes(loc) and getattr(op.impl, "bound", None):
+        keep = loc.nodes
+        got = goal.bound_reached(op, loc.nodes[0])
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            module = ref.module(ev.file.logical)
+            try:
+                found = op.impl.locate(pyscope.resolve(module, ev.scope)[-1]) if module is not None else None
+            except pyscope.ScopeError:
+                found = None
+            return found is not None and len(found.nodes) == 1 and goal.bound_reached(op, found.nodes[0]) is not None
+
+        where = f"at its site in {ev.scope or 'the module'}"
+    elif device is None or goal.direction(op) is None:
+        return None
+    elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):
         got = goal.in_place(op, f.text, ev.scope, loc.nodes[0], None, device)
         if got is None:
             return None
@@ -563,7 +579,7 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
         where = f"in {op.scope or 'the module'}"
     else:
         return None
-    nodes = (got.line,) if got.line else ()
+    nodes = keep or ((got.line,) if got.line else ())
     if not ref.available:
         ev.searched = True  # not cacheable: a reference may be had later
         return Located(

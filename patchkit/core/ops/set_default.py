@@ -8,6 +8,9 @@ locator.keyword = "default"                   ... and the keyword to set
 
 params.value  = "1024"   the new default
 params.expect = "None"   the upstream default, exactly as upstream writes it (used by revert)
+params.goal   = ">= 2.9.0"  optional: the goal is a bound, not the value (a version pin, a
+                         size): a default that satisfies it (upstream bumped the pin past the
+                         recipe's value) reaches the goal in other words (patchkit/core/goal.py)
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from patchkit.core.ops._cst import code, meaning, node_meaning, node_tokens, par
 @register("set-default")
 class SetDefault(Op):
     LOCATOR = {"field": "str", "param": "str", "call": "str", "arg": "str", "keyword": "str"}
-    PARAMS = {"value": "str", "expect": "str"}
+    PARAMS = {"value": "str", "expect": "str", "goal": "str"}
     REQUIRED = ("params.value", "params.expect")
 
     def __init__(self, locator: dict, params: dict) -> None:
@@ -36,6 +39,9 @@ class SetDefault(Op):
         if self.form == "call" and "keyword" not in locator:
             raise OpParamError("locator.keyword", "is required with locator.call", 'e.g. keyword = "default"')
         self.name = locator.get(self.form)
+        self.bound = _bound(params["goal"]) if "goal" in params else None
+        if self.bound is not None and not satisfies(_literal(params["value"]), self.bound):
+            raise OpParamError("params.goal", f"`{params['goal']}` does not hold for params.value itself")
         self.call = tokens(locator["call"]) if "call" in locator else None
         self.arg = tokens(locator["arg"]) if "arg" in locator else None
         self.keyword = locator.get("keyword")
@@ -180,3 +186,50 @@ class SetDefault(Op):
 
 def _named(target, name: str) -> bool:
     return isinstance(target, cst.Name) and target.value == name
+
+
+_OPS = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b, "<": lambda a, b: a < b}
+
+
+def _bound(text: str) -> tuple:
+    """``">= 2.9.0"`` -> (">=", the value compared); an OpParamError otherwise."""
+    t = text.strip()
+    for op in (">=", "<=", ">", "<"):
+        if t.startswith(op):
+            v = _literal(t[len(op) :].strip())
+            if v is None:
+                break
+            return op, v
+    raise OpParamError(
+        "params.goal", f"`{text}` is not a bound", 'write a comparison and a value: ">= 2.9.0", "> 1024"'
+    )
+
+
+def _literal(text: str):
+    """A default's value for a bound: a number, or a version (``"2.9.0"``, quoted or not);
+    None for anything else."""
+    from packaging.version import InvalidVersion, Version
+
+    t = text.strip()
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "\"'":
+        t = t[1:-1]
+    try:
+        return (
+            float(t) if t.replace(".", "", 1).isdigit() and t.count(".") <= 1 and not t.startswith(".") else Version(t)
+        )
+    except InvalidVersion:
+        return None
+
+
+def satisfies(value, bound: tuple) -> bool | None:
+    """Does a default's value (``_literal``) satisfy the bound?  None when it cannot be told
+    (not a number or version, or the two are of different kinds)."""
+    op, want = bound
+    if value is None or type(value) is not type(want):
+        return None
+    return _OPS[op](value, want)
+
+
+def value_code(op: "SetDefault", holder) -> str:
+    """The code of the default a holder (a site ``locate`` found) sets."""
+    return code(op._value(holder))

@@ -444,3 +444,34 @@ def test_an_operand_added_to_an_and_chain_is_captured_as_and_operand():
     (op,) = ops
     assert (op.kind, op.scope, op.params) == ("and-operand", "f", {"operand": "compute_cap[0] >= 10"})
     assert op.locator == {"operands": ['self.dtype in ("auto", "fp8")', "is_deepseek_dsa"]}
+
+
+@pytest.mark.parametrize(
+    "new, header, footer",
+    [
+        (
+            "def f(self):\n    self.load()\n    if not _is_sm120:\n        self.tune()\n"
+            "        self.check()\n    return self\n",
+            "if not _is_sm120:",
+            None,
+        ),
+        (
+            "def f(self):\n    self.load()\n    try:\n        self.tune()\n        self.check()\n"
+            "    except RuntimeError:\n        pass\n    return self\n",
+            "try:",
+            "except RuntimeError:\n    pass",
+        ),
+    ],
+    ids=["if", "try"],
+)
+def test_a_guard_put_around_statements_is_captured_as_one_wrap_stmts(new, header, footer):
+    """Capture chooses wrap-stmts for a block put inside a new if/try: one op, which reads
+    back (a delete-stmt plus a replace-stmt would not)."""
+    from patchkit.authoring.capture import capture_python
+
+    old = "def f(self):\n    self.load()\n    self.tune()\n    self.check()\n    return self\n"
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+    assert not failed, failed
+    assert [o.kind for o in ops] == ["wrap-stmts"], ops
+    assert ops[0].locator["match"] == "self.tune()\nself.check()" and ops[0].params["header"] == header
+    assert ops[0].params.get("footer") == footer

@@ -174,6 +174,8 @@ class _PyFile:
         # the statements holding the hunk (for lines added or removed: the lines around them)
         a = self._covering(self.a_stmts, *((i1 + 1, i2) if i2 > i1 else (i1, i1 + 1)))
         b = self._covering(self.b_stmts, *((j1 + 1, j2) if j2 > j1 else (j1, j1 + 1)))
+        if b is not None:
+            yield from self._wrapped(b)
         if a is not None and b is not None:
             yield from self._modified(a, b)
         for ai, bi in self._ifs(i1, i2, j1, j2):
@@ -245,6 +247,43 @@ class _PyFile:
             steps.append(CapturedOp("delete-stmt", self.engine, self.logical, first.scope, loc, {}))
             start = (s.node.end_lineno or s.node.lineno) + 1
         yield steps[0] if n == 1 else steps
+
+    def _wrapped(self, b: _Stmt) -> Iterator[CapturedOp]:
+        """wrap-stmts: a new if / with / try whose body is, line for line, a run of the pristine
+        file's consecutive statements (a guard put around a block)."""
+        node = b.node
+        if (
+            not isinstance(node, (ast.If, ast.With, ast.Try))
+            or getattr(node, "orelse", None)
+            and isinstance(node, ast.If)
+        ):
+            return
+        body = node.body
+        inner = self._dedent(self.lines.b[body[0].lineno - 1 : body[-1].end_lineno], body[0].col_offset)
+        head = "".join(self.lines.b[node.lineno - 1 : body[0].lineno - 1])
+        if inner is None or not head.strip() or "\n" in head.strip():
+            return
+        footer = ""
+        if isinstance(node, ast.Try):
+            tail = self.lines.b[body[-1].end_lineno : node.end_lineno]
+            footer = self._dedent(tail, node.col_offset) or ""
+            if not footer:
+                return
+        for s in self.a_stmts:
+            if s.scope != b.scope or s.index + len(body) > len(s.block):
+                continue
+            last = s.block[s.index + len(body) - 1]
+            run = self._dedent(self.lines.a[s.node.lineno - 1 : last.end_lineno], s.node.col_offset)
+            if run is not None and run == inner:
+                params = {"header": head.strip()}
+                if footer:
+                    params["footer"] = footer.rstrip("\n")
+                yield CapturedOp("wrap-stmts", self.engine, self.logical, b.scope, {"match": run.rstrip("\n")}, params)
+                for ctx in self._context(s, self.lines.a, self.old, skip=len(body) - 1):
+                    yield CapturedOp(
+                        "wrap-stmts", self.engine, self.logical, b.scope, {"match": run.rstrip("\n"), **ctx}, params
+                    )
+                return
 
     def _replaced(self, a: _Stmt, b: _Stmt) -> Iterator[CapturedOp]:
         """replace-stmt: a simple statement replaced by another (the fallback for a changed

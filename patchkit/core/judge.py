@@ -409,7 +409,11 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
         ev = _Draft(recipe, op, f, loc, op.scope, impl=impl)
     ours = _ours(session, recipe, op)
     ident = None
-    home = identity.of(session, recipe, op) if not ours and ev.located.state != State.DONE else None
+    # (The release's own file, in range, is the home itself: its locate already says ambiguous.)
+    asks = not ours and ev.located.state != State.DONE
+    home = None
+    if asks and not (f.exists and identity.holds_as_released(session, recipe, op, f)):
+        home = identity.of(session, recipe, op)
     if home is not None and home.ambiguous:
         # Ambiguity carries forward: where it was written the op cannot single its site out,
         # so no place of this release can be shown to be it (never pending, never moved).

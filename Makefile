@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PK := $(BIN)/patchkit
 
-.PHONY: setup demo test test-fast bench lint clean
+.PHONY: setup demo test test-fast bench lint docs clean
 
 $(BIN)/patchkit: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -40,9 +40,14 @@ test: test-fast
 bench: setup
 	$(BIN)/python bench/run.py
 
+# The reference in docs/ (MkDocs + Material, mkdocs.yml), into the git-ignored site/;
+# --strict fails on a broken link or anchor.  tests/test_docs.py builds it in the offline tier.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 lint: setup
 	$(BIN)/ruff check patchkit tests bench
 	$(BIN)/ruff format --check patchkit tests bench
 
 clean:
-	rm -rf $(VENV) .patchkit
+	rm -rf $(VENV) .patchkit site

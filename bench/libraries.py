@@ -1,4 +1,4 @@
-"""Maintained libraries against patchkit's own code, measured (README "Design notes: libraries").
+"""Maintained libraries against patchkit's own code, measured (docs/development.md, "Design notes: libraries").
 
 Each row times the same job both ways, in one process, best of N runs, plus each side's
 import cost in a fresh interpreter (what a CLI start-up pays).  The libraries are not
@@ -7,7 +7,7 @@ patchkit's dependencies, so this runs in a scratch venv:
     python -m venv /tmp/libs && /tmp/libs/bin/pip install -e . installer wheel pypi-simple unearth
     /tmp/libs/bin/python bench/libraries.py          # needs a cached sglang 0.5.9 wheel (make demo)
 
-It prints a Markdown table.  The decisions it backs are in the README.
+It prints a Markdown table.  The decisions it backs are in docs/development.md.
 """
 
 from __future__ import annotations

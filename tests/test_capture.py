@@ -341,7 +341,7 @@ def test_capture_port_check_apply_on_a_later_release(tmp_path, run_cli, pristine
     code, out, err = run_cli("capture", "mrr", "-t", f"sglang={edited}", "--out", str(recipes / "mrr.toml"))
     assert code == 0, err
     assert 'sglang = ">=0.5.9,<0.5.10"' in (recipes / "mrr.toml").read_text()
-    # The op carries its site as 0.5.9 holds it (README: site identity).
+    # The op carries its site as 0.5.9 holds it (docs/identity.md).
     ident = tomllib.loads((recipes / "mrr.toml").read_text())["ops"][0]["identity"]
     (site,) = ident["sites"]
     assert ident["release"] == "sglang 0.5.9" and site["enclosing"] == ["server", "args"]

@@ -184,7 +184,7 @@ CASES = [
         "param not python",
         lambda s: s.replace("element = '\"b\"'", "element = '\"b'"),
         "r.toml:17 > op #1 > params.element: is not a Python expression: '\"b' (tokenizer error: unterminated "
-        "string literal) (hint: see the list-element row of the op table in README.md)",
+        "string literal) (hint: see the list-element row of the op table in docs/recipes.md)",
     ),
     (
         "absolute path",
@@ -242,7 +242,7 @@ CASES = [
             + '[ops.params]\nfind = "a"\nreplace = "b"\ncount = 0\n'
         ),
         "r.toml:16 > op #1 > params.count: must be at least 1, not 0 (hint: see the text-replace row of the op table "
-        "in README.md)",
+        "in docs/recipes.md)",
     ),
     (
         "when bad specifier",

@@ -110,7 +110,7 @@ def parse(text: str, path: str, known: tuple[str, ...] = ()) -> dict[str, Engine
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+)", str(e))
         raise EngineError(
-            f"{path}:{m.group(1) if m else 1}: not valid TOML ({e})", "fix the syntax; see the README's Engines section"
+            f"{path}:{m.group(1) if m else 1}: not valid TOML ({e})", "fix the syntax; see docs/engines.md"
         ) from None
     out: dict[str, EngineInfo] = {}
     for name, t in doc.items():
@@ -350,7 +350,7 @@ class Engines(Mapping):
                 from patchkit.base.config import decode_utf8, read_config
 
                 p = where / n
-                hint = "an engine definition is a small UTF-8 TOML file (README: Engines)"
+                hint = "an engine definition is a small UTF-8 TOML file (docs/engines.md)"
                 text = decode_utf8(
                     read_config(p, "definition of an engine", hint, EngineError), str(p), "definition of an engine"
                 )

@@ -1,6 +1,6 @@
 """The one way patchkit talks to git: the ``git`` command line.
 
-gitpython shells out to the same binary and costs some 300 ms to import (README, "Design
+gitpython shells out to the same binary and costs some 300 ms to import (docs/development.md, "Design
 notes: libraries"); pristine.py, fork.py and gitsrc.py need only a handful of plumbing
 commands, so each is a ``subprocess.run`` of ``git -C ROOT ...`` with its output as text.
 """

@@ -96,7 +96,7 @@ REFUSED = (State.MISSING, State.AMBIGUOUS, State.MODIFIED, State.MOVED)
 
 
 def recipe_state(op_states: list[State]) -> State:
-    """Fold op states into a recipe state (the rule is part of the JSON contract; README:
+    """Fold op states into a recipe state (the rule is part of the JSON contract; docs/states.md:
     states).  The first rule that holds decides:
 
     1. ``interrupted`` when an op is (a killed write; the next apply or revert finishes it);

@@ -166,7 +166,7 @@ def target_options(f):
     f = click.option(
         "--python",
         metavar="PATH",
-        help="Work on the sglang/flashinfer that this interpreter imports (e.g. a venv's bin/python); its RECORD "
+        help="Work on the sglang/flashinfer/vllm that this interpreter imports (e.g. a venv's bin/python); its RECORD "
         "is kept true, a system Python's site-packages is refused, and patchkit's journal stays in "
         "SITE/.patchkit (pip uninstall leaves it; delete it after).",
     )(f)

@@ -36,7 +36,7 @@ bundles = []  # e.g. ["sm120"]: `patchkit apply sm120` applies every recipe that
 {engine} = "{spec}"
 
 # One [[ops]] table per edit.  Every op has:
-#   kind     one of the kinds below (README.md has the table of kinds)
+#   kind     one of the kinds below (docs/recipes.md has the table of kinds)
 #   engine   an engine named in [engines]
 #   file     the path inside the installed package, the same in a git checkout, an unpacked
 #            wheel or site-packages (FlashInfer's C++: include/... and csrc/...)
@@ -614,7 +614,7 @@ def capture(project: Project, rid: str, target_args: tuple[str, ...], out: Optio
         say(f"capture: nothing was written ({len(failed)} change(s) not expressed{hint})", err=True)
         return NOT_THERE
     text = cap.recipe_toml(rid, targets, refs, ops, failed)
-    # Each Python op carries its site as the release holds it (README: site identity).
+    # Each Python op carries its site as the release holds it (docs/identity.md).
     text = cap.recipe_toml(rid, targets, refs, ops, failed, cap.identities(text, rid, targets, refs))
     wrong = prove(text, rid, targets, refs, changed, partial=bool(failed))
     if wrong:

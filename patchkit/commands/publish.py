@@ -96,7 +96,8 @@ def publish(
     if twine is None and not dry_run:
         raise PatchkitError(
             "publish uploads with twine, which neither this Python nor PATH has",
-            "pip install twine beside patchkit (pipx inject patchkit twine), or see the command with --dry-run",
+            "install patchkit with its publish extra (pipx install '.[publish]' in a clone, pip install"
+            " 'patchkit[publish]'), or add twine beside it (pipx inject patchkit twine); --dry-run shows the command",
         )
     Path(out).mkdir(parents=True, exist_ok=True)
     try:

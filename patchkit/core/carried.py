@@ -136,7 +136,7 @@ def toml_lines(prefix: str, tab: dict, toml_str) -> list[str]:
     def strs(xs: list[str]) -> str:
         return "[" + ", ".join(toml_str(x) for x in xs) + "]"
 
-    out = [f"[{prefix}.identity]  # the site as in {tab['release']} (README: site identity)"]
+    out = [f"[{prefix}.identity]  # the site as in {tab['release']} (docs/identity.md)"]
     out += [f"release = {toml_str(tab['release'])}", f"imports = {strs(tab['imports'])}"]
     for s in tab["sites"]:
         out.append(f"[[{prefix}.identity.sites]]")

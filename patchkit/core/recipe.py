@@ -855,7 +855,7 @@ def _load_impl(ctx: _Ctx, cls, kind: str, raw: dict, where: tuple, crumbs: list[
             (*where, section, e.field.split(".")[-1].split("[")[0]),
             [*crumbs, e.field],
             e.message,
-            e.hint or f"see the {kind} row of the op table in README.md",
+            e.hint or f"see the {kind} row of the op table in docs/recipes.md",
         ) from None
 
 

@@ -13,7 +13,7 @@ one name per line, trailing comma).  With no such import, a new statement goes a
 last top-level import.
 
 The goal is the name bound at the module's top level from the module that provides it, so
-two refactors are read as such (README: ensure-import and shims):
+two refactors are read as such (docs/recipes.md: ensure-import and shims):
 
 * a module moved into a package (``sglang/srt/utils.py`` -> ``sglang/srt/utils/common.py``,
   the old path left as a re-export shim ``utils/__init__.py``: ``from .common import *``):

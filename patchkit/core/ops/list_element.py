@@ -145,11 +145,12 @@ class ListElement(Op):
         return found
 
     def _describe(self) -> str:
+        """What the locator looks for, without an article: 'no X here', 'N candidates for X'."""
         if self.form == "contains":
-            return "a list/tuple/set holding " + ", ".join(" ".join(c) for c in self.contains)
+            return "list/tuple/set holding " + ", ".join(" ".join(c) for c in self.contains)
         if self.form == "keyword":
-            return f"a literal collection passed as {self.keyword}="
-        return f"a literal collection in `{' '.join(self.membership)} in [...]`"
+            return f"literal collection passed as {self.keyword}="
+        return f"literal collection in `{' '.join(self.membership)} in [...]`"
 
     def _index(self, coll) -> int | None:
         for i, e in enumerate(coll.elements):
@@ -171,7 +172,7 @@ class ListElement(Op):
         if not cands:
             return None, Located(MISSING, reason=f"no {self._describe()} here")
         if len(cands) > 1:
-            return None, Located(AMBIGUOUS, tuple(cands), f"{len(cands)} candidates for {self._describe()}")
+            return None, Located(AMBIGUOUS, tuple(cands), f"{len(cands)} candidates for a {self._describe()}")
         return cands[0], None
 
     def locate(self, scope) -> Located:

@@ -1,0 +1,319 @@
+"""A README line cannot fail as written (issue 32).
+
+Every ```sh block of README.md is one of:
+
+* marked `<!-- run ... -->` on the line before it: run here, in an empty directory with an
+  empty HOME and patchkit offline, and it must exit 0;
+* marked `<!-- illustration ... -->`: it needs what a test machine has not (a serving venv,
+  the fleet's index); its `patchkit` lines are still checked as below;
+* unmarked: every command in it is checked the cheap way, offline: a `patchkit` line is read
+  by click's own parser for that (sub)command (an option it does not have, an option without
+  its value, a missing argument fails), every recipe or bundle it names exists, and every
+  ENGINE of `-t ENGINE=PATH`, `--from ENGINE==V`, `--to`, `--across` is an engine; `make T`
+  names a target of the Makefile; `pipx install`, `uv tool install` and `pip install` of a
+  path name a directory whose pyproject.toml is patchkit's, with extras it defines.  A
+  command the test cannot check fails it: mark the block, or check the command here.
+
+A ```dockerfile block's `RUN`/`CMD` lines that call patchkit are checked as `patchkit` lines,
+and a ```toml block that is a recipe (`id = ...`) must pass `patchkit check`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import click
+import pytest
+
+from patchkit.cli import cli
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PATCHKIT = Path(sys.executable).parent / "patchkit"
+
+
+class Block(NamedTuple):
+    lang: str
+    text: str
+    line: int  # of the opening fence, from 1
+    mark: str  # "run", "illustration" or ""
+
+
+def blocks(text: str) -> list[Block]:
+    out = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^```(\w*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and lines[j].rstrip() != "```":
+            j += 1
+        k = i - 1
+        while k >= 0 and not lines[k].strip():
+            k -= 1
+        before = lines[k].strip() if k >= 0 else ""
+        mark = re.match(r"^<!--\s*(run|illustration)\b.*-->$", before)
+        out.append(Block(m.group(1), "\n".join(lines[i + 1 : j]), i + 1, mark.group(1) if mark else ""))
+        i = j + 1
+    return out
+
+
+README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
+SH = [b for b in README_BLOCKS if b.lang in ("sh", "bash", "shell", "console")]
+
+
+def _engines() -> set[str]:
+    return set(tomllib.loads((ROOT / "patchkit/base/engines.toml").read_text()))
+
+
+def _catalog() -> set[str]:
+    """Recipe ids and bundles shipped, and the ids the README itself creates (new, capture)."""
+    names: set[str] = set()
+    for f in (ROOT / "recipes").glob("*.toml"):
+        data = tomllib.loads(f.read_text(encoding="utf-8"))
+        names.add(data["id"])
+        names.update(data.get("bundles", []))
+    for line in README.read_text(encoding="utf-8").splitlines():
+        m = re.search(r"\bpatchkit (?:new|capture) ([\w.-]+)", line)
+        if m:
+            names.add(m.group(1))
+    return names
+
+
+ENGINES = _engines()
+CATALOG = _catalog()
+
+
+def commands(text: str) -> list[list[str]]:
+    """The simple commands of a block, as words: comments dropped, lines joined at a trailing
+    backslash, split at `&&`, `||`, `;` and `|`; leading VAR=value assignments dropped."""
+    out = []
+    for line in text.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        cmd: list[str] = []
+        for w in words + [";"]:
+            if w in ("&&", "||", ";", "|"):
+                while cmd and re.match(r"^[A-Za-z_]\w*=", cmd[0]):
+                    cmd.pop(0)
+                if cmd:
+                    out.append(cmd)
+                cmd = []
+            else:
+                cmd.append(w)
+    return out
+
+
+def check_patchkit(args: list[str]) -> None:
+    """One `patchkit ARGS` line, read by click's parser of each (sub)command in turn: no
+    callbacks run, no value converted, nothing executed."""
+    cmd: click.Command = cli
+    ctx = click.Context(cli, info_name="patchkit")
+    path = "patchkit"
+    while True:
+        opts, rest, _ = cmd.make_parser(ctx).parse_args(list(args))  # raises on a bad option
+        for p in cmd.params:
+            value = opts.get(p.name)
+            if not isinstance(value, (str, list, tuple)) or not value:  # not given (click 8.2+: UNSET)
+                if isinstance(p, click.Argument) and p.required:
+                    raise AssertionError(f"`{path}`: {p.human_readable_name} is missing")
+                continue
+            values = value if isinstance(value, (list, tuple)) else [value]
+            if isinstance(p, click.Option) and "ENGINE" in (p.metavar or ""):
+                for v in values:
+                    engine = re.split(r"==|=", v, maxsplit=1)[0]
+                    assert engine in ENGINES, f"`{path}` {p.opts[0]} {v}: {engine!r} is no engine"
+            if isinstance(p, click.Argument) and p.name == "names":
+                for v in values:
+                    assert v in CATALOG, f"`{path}`: {v!r} is no recipe or bundle"
+            if isinstance(p, click.Argument) and p.name == "engine":
+                assert value in ENGINES, f"`{path}`: {value!r} is no engine"
+        if not isinstance(cmd, click.Group):
+            assert not rest, f"`{path}`: left over {rest}"
+            return
+        assert rest, f"`{path}`: no subcommand"
+        name, args = rest[0], rest[1:]
+        sub = cmd.get_command(ctx, name)
+        assert sub is not None, f"`{path} {name}`: no such command"
+        path += f" {name}"
+        cmd, ctx = sub, click.Context(sub, info_name=name, parent=ctx)
+
+
+def _makefile_targets() -> set[str]:
+    return set(re.findall(r"^([\w.-]+):", (ROOT / "Makefile").read_text(), re.M))
+
+
+def check_install(args: list[str]) -> None:
+    """`pipx install X`, `uv tool install X`, `pip install X`: a path X must be patchkit's
+    project (as run from the clone's root), with the extras it names."""
+    paths = [a for a in args if not a.startswith("-") and (a.startswith((".", "/", "~")) or "/" in a)]
+    assert paths, f"`{' '.join(args)}`: installs no path this test can check"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for a in paths:
+        m = re.match(r"^(.*?)(?:\[([\w,\s-]+)\])?$", a)
+        where, extras = (ROOT / m.group(1)).resolve(), m.group(2)
+        pyproject = where / "pyproject.toml"
+        assert pyproject.is_file(), f"`{a}`: {where} holds no pyproject.toml (run from the clone's root)"
+        assert tomllib.loads(pyproject.read_text())["project"]["name"] == "patchkit", f"`{a}` is not patchkit"
+        for extra in (extras or "").split(","):
+            if extra.strip():
+                assert extra.strip() in project["optional-dependencies"], f"`{a}`: no extra {extra!r}"
+
+
+def check_command(words: list[str]) -> None:
+    prog = words[0]
+    if prog == "patchkit" or prog.endswith("/patchkit"):
+        return check_patchkit(words[1:])
+    if prog == "make":
+        targets = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        assert targets, "`make` without a target"
+        missing = set(targets) - _makefile_targets()
+        assert not missing, f"`{' '.join(words)}`: no Makefile target {sorted(missing)}"
+        return
+    if prog == "export":
+        assert all(re.match(r"^[A-Za-z_]\w*(=|$)", w) for w in words[1:]), words
+        return
+    if words[:2] in (["pipx", "install"], ["pip", "install"]) or words[:3] == ["uv", "tool", "install"]:
+        return check_install(words)
+    raise AssertionError(f"`{' '.join(words)}`: this test cannot check it; run it in a test, or mark the block")
+
+
+def _blocks_id(b: Block) -> str:
+    return f"README.md:{b.line}"
+
+
+@pytest.mark.parametrize("block", [b for b in SH if b.mark != "run"], ids=_blocks_id)
+def test_each_shell_block_checks(block):
+    for words in commands(block.text):
+        if block.mark == "illustration" and not (words[0] == "patchkit" or words[0].endswith("/patchkit")):
+            continue
+        check_command(words)
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "XDG_"))}
+    (tmp / "home").mkdir()
+    env.update(
+        HOME=str(tmp / "home"),
+        PATCHKIT_OFFLINE="1",
+        PATCHKIT_CACHE=str(tmp / "cache"),
+        PATH=f"{PATCHKIT.parent}{os.pathsep}{env.get('PATH', '')}",
+        NO_COLOR="1",
+    )
+    return env
+
+
+@pytest.mark.parametrize("block", [b for b in SH if b.mark == "run"], ids=_blocks_id)
+def test_each_run_block_runs(block, tmp_path):
+    for words in commands(block.text):
+        check_command(words)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.text],
+        cwd=work,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"README.md:{block.line} exits {done.returncode}:\n{done.stdout}{done.stderr}"
+
+
+@pytest.mark.parametrize("block", [b for b in README_BLOCKS if b.lang == "dockerfile"], ids=_blocks_id)
+def test_each_dockerfile_line_that_calls_patchkit_checks(block):
+    calls = 0
+    for line in block.text.splitlines():
+        m = re.match(r"^(RUN|CMD|ENTRYPOINT)\s+(.*)$", line.strip())
+        if not m:
+            continue
+        body = m.group(2)
+        words = __import__("json").loads(body) if body.startswith("[") else shlex.split(body, comments=True)
+        if words and words[0].endswith("patchkit"):
+            check_patchkit(words[1:])
+            calls += 1
+    assert calls, f"README.md:{block.line}: a dockerfile block that calls no patchkit"
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in README_BLOCKS if b.lang == "toml" and b.text.startswith("id = ")], ids=_blocks_id
+)
+def test_each_recipe_in_the_readme_passes_check(block, tmp_path):
+    rid = tomllib.loads(block.text)["id"]
+    (tmp_path / f"{rid}.toml").write_text(block.text + "\n", encoding="utf-8")
+    (tmp_path / "work").mkdir()
+    done = subprocess.run(
+        [str(PATCHKIT), "check", str(tmp_path / f"{rid}.toml")],
+        cwd=tmp_path / "work",
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no errors" in done.stdout
+
+
+def test_every_shell_block_is_tested_or_an_illustration():
+    """The rule itself: every block that could be shell is one the tests above read (a block
+    without a language might be: name it, ```sh or ```text)."""
+    assert SH
+    for b in README_BLOCKS:
+        assert b.lang, f"README.md:{b.line}: a block without a language"
+
+
+def test_the_readme_leads_with_the_users_flows():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    heads = re.findall(r"^(#{1,3}) (.+)$", text, re.M)
+    top = [h for level, h in heads if level == "##"]
+    assert top[:3] == ["Two commands", "Install", "User flows"], top  # others may follow the flows
+    assert "Links" in top[3:], top
+    flows = [h for level, h in heads if level == "###"]
+    for want in ("Patch a checkout", "serving venv", "Upgrade", "fleet", "your own recipe"):
+        assert any(want in f for f in flows), f"no flow about {want!r}: {flows}"
+    two = next(b for b in SH if "make demo" in b.text)
+    assert [w[:2] for w in commands(two.text)] == [["make", "demo"], ["make", "test"]]
+
+
+def test_the_readmes_links_lead_somewhere():
+    text = README.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text):
+        if "://" in target:
+            continue
+        assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
+
+
+def test_the_checks_catch_what_a_new_user_hit():
+    """The old README's install line, `pipx install ./patchkit` inside a clone, names the
+    package directory; an unknown option, a recipe that is not, an engine that is not, a
+    target make lacks: each fails the check."""
+    bad = [
+        ["pipx", "install", "./patchkit"],
+        ["pipx", "install", ".[nope]"],
+        ["patchkit", "status", "--nope"],
+        ["patchkit", "apply", "sm12O"],
+        ["patchkit", "apply", "sm120", "-t", "sglan=./x"],
+        ["patchkit", "drift", "--across"],
+        ["patchkit", "fork", "nope"],
+        ["make", "nope"],
+        ["curl", "https://example.invalid/"],
+    ]
+    for words in bad:
+        with pytest.raises((AssertionError, click.UsageError)):
+            check_command(words)
+    check_command(["pipx", "install", "."])
+    check_command(["patchkit", "--color", "never", "fork", "status", "-t", "sglang=./x"])

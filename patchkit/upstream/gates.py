@@ -35,9 +35,8 @@ from patchkit.core.goals.device import Device
 # kept apart and left out unless asked for.  Whole components only: `cute_sm12x_gemm` and
 # `cutlass_extensions` are the engine's own.
 VENDORED = frozenset(
-    {"cutlass", "cute", "cccl", "spdlog", "3rdparty", "third_party", "thirdparty", "vendor", "_vendor", "_vendoring",
-     "vendored", "external", "deps"}
-)  # fmt: skip
+    "cutlass cute cccl spdlog 3rdparty third_party thirdparty vendor _vendor _vendoring vendored external deps".split()
+)
 PY_SUFFIXES = (".py",)
 CPP_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl", ".c")
 # A keyword or name that a list of ints is a list of devices for (supported_major_versions,
@@ -382,7 +381,7 @@ class _PyScan:
 
     def rows(self) -> tuple[list[dict], list[dict]]:
         closed = []
-        for node, kind, (stack, names), denv, cenv, site, negated in self.closed:
+        for node, kind, (_stack, names), denv, cenv, site, negated in self.closed:
             guards = ""
             if site.branch is not None:
                 top_false = not negated
@@ -413,7 +412,7 @@ class _PyScan:
                 }
             )
         unknown = []
-        for node, kind, (stack, names), why, _ in self.unknown:
+        for node, kind, (_stack, names), why, _ in self.unknown:
             unknown.append(
                 {
                     "line": node.lineno,
@@ -488,7 +487,9 @@ def _arch_list(node: ast.AST) -> bool:
     return (
         isinstance(node, (ast.List, ast.Tuple, ast.Set))
         and bool(node.elts)
-        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) and _ARCH_STR.match(e.value) for e in node.elts)
+        and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) and _ARCH_STR.match(e.value) for e in node.elts
+        )
     )
 
 
@@ -570,7 +571,12 @@ def _cpp_eval(node, device: Device, cond: str):
     from patchkit.core.goals.cppeval import _Eval, _truth
 
     macros = _cpp_defines(cond, device)
-    ev = _Eval(device, {k: int(v) for k, v in macros.items() if v is not False}, {k: v is not False for k, v in macros.items()}, True)  # fmt: skip
+    ev = _Eval(
+        device,
+        {k: int(v) for k, v in macros.items() if v is not False},
+        {k: v is not False for k, v in macros.items()},
+        True,
+    )
     return _truth(ev.value(node)), ev.why
 
 
@@ -686,7 +692,11 @@ def _cpp_context(parser, text: str, rows: list[dict]) -> None:
         if t in ("preproc_if", "preproc_elif") and node.start_point[0] + 1 in want:
             cond = node.child_by_field_name("condition")
             for c in node.named_children:
-                if (cond is not None and c.start_byte == cond.start_byte) or c.type in ("comment", "preproc_elif", "preproc_else"):
+                if (cond is not None and c.start_byte == cond.start_byte) or c.type in (
+                    "comment",
+                    "preproc_elif",
+                    "preproc_else",
+                ):
                     continue
                 first = c.text.decode(errors="replace").strip().split("\n")[0]
                 guarded[node.start_point[0] + 1] = first if len(first) <= 80 else first[:77] + "..."
@@ -700,9 +710,12 @@ def _cpp_context(parser, text: str, rows: list[dict]) -> None:
             r["guards"] = guarded[line]
 
 
+_NAMES = ("identifier", "field_identifier", "qualified_identifier", "destructor_name", "operator_name")
+
+
 def _declarator_name(node) -> str:
     d = node.child_by_field_name("declarator")
-    while d is not None and d.type not in ("identifier", "field_identifier", "qualified_identifier", "destructor_name", "operator_name"):  # fmt: skip
+    while d is not None and d.type not in _NAMES:
         d = d.child_by_field_name("declarator")
     return d.text.decode(errors="replace") if d is not None else ""
 
@@ -849,7 +862,7 @@ def mark_recipes(result: Scan, recipes: Iterable) -> None:
             if op.file != g.file or rid in ids:
                 continue
             if op.scope:
-                if op.scope == g.function or g.function.startswith(op.scope + "."):
+                if (op.scope == g.function or g.function.startswith(op.scope + ".")) and _op_reads(op, g):
                     ids.append(rid)
             elif g.kind.startswith("#") or op.kind.startswith("text"):
                 find = str(getattr(op.impl, "find", "") or "")
@@ -857,6 +870,25 @@ def mark_recipes(result: Scan, recipes: Iterable) -> None:
                     ids.append(rid)
         marked.append(replace(g, recipes=tuple(ids)) if ids else g)
     result.closed = marked
+
+
+# op kinds that add code beside a gate, never widen one
+_NOT_GATE_EDITS = frozenset({"ensure-import", "insert", "set-default", "dict-entry", "delete-stmt"})
+
+
+def _op_reads(op, g: Gate) -> bool:
+    """An or-/and-operand op whose operands all stand in the gate's condition, a
+    list-element op on the gate's keyword; any other op of the scope counts."""
+    if op.kind in _NOT_GATE_EDITS:
+        return False
+    flat = "".join(g.condition.split())
+    operands = getattr(op.impl, "operands", None)
+    if op.kind in ("or-operand", "and-operand") and operands:
+        return all("".join(o) in flat for o in operands)
+    if op.kind == "list-element":
+        kw = getattr(op.impl, "keyword", None)
+        return g.kind == "arch-list" and (not kw or flat.startswith(kw + "="))
+    return True
 
 
 # -- grouping -------------------------------------------------------------------------------------

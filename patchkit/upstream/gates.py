@@ -181,7 +181,7 @@ class _PyScan:
     def mentions(self, node: ast.AST) -> bool:
         got = self._mention.get(id(node))
         if got is None:
-            got = self._mention[id(node)] = _mentions(node, self.words)
+            got = self._mention[id(node)] = _mentions(node, self.words, named=True)
         return got
 
     def device_part_differs(self, node: ast.expr, stack: list) -> bool:
@@ -429,13 +429,15 @@ class _PyScan:
 _BOOLISH = (ast.BoolOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Attribute, ast.Name, ast.Subscript, ast.NamedExpr)
 
 
-def _mentions(node: ast.AST, words) -> bool:
+def _mentions(node: ast.AST, words, named: bool = False) -> bool:
+    """``node`` reads one of ``words`` (or, ``named``, a name that says it holds the device:
+    ``major``, ``cc_major``), a keyword of devices, or an architecture string."""
     for n in ast.walk(node):
         if isinstance(n, ast.Name):
-            if n.id in words:
+            if n.id in words or (named and _DEVICE_NAME.search(n.id)):
                 return True
         elif isinstance(n, ast.Attribute):
-            if n.attr in words:
+            if n.attr in words or (named and _DEVICE_NAME.search(n.attr)):
                 return True
         elif isinstance(n, ast.keyword):
             if n.arg and _ARCHY.search(n.arg) and isinstance(n.value, (ast.List, ast.Tuple, ast.Set, ast.Name)):

@@ -15,7 +15,7 @@ from tests.conftest import mini_sglang, pk
 
 SM120, SM100 = Device.parse("12.0"), Device.parse("10.0")
 
-COMMUNICATOR = '''\
+COMMUNICATOR = """\
 from sglang.srt.utils import is_cuda, is_sm90_supported, is_sm100_supported, is_sm120_supported
 
 _is_cuda = is_cuda()
@@ -54,16 +54,16 @@ def unknown_major(major):
 def unrelated(x):
     if x.enabled:
         go()
-'''
+"""
 
-FI_COMM = '''\
+FI_COMM = """\
 def gen_trtllm_comm_module():
     nvcc_flags = current_compilation_context.get_nvcc_flags_list(
         supported_major_versions=[9, 10]
     )
     block_sizes = [9, 10]
     return gen_jit_spec("trtllm_comm", extra_cuda_cflags=nvcc_flags, archs=["sm_90a", "sm_100a"])
-'''
+"""
 
 CUH = """\
 #pragma once

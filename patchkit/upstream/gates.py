@@ -296,6 +296,9 @@ class _PyScan:
                 return
         before = len(self.closed)
         top, top_env = self.find(node, site, ctx, site.kind, top=True)
+        if top is False and site.kind in ("if", "elif") and _refuses(site.branch or []):
+            del self.closed[before:]  # a refusal (`if not is_sm12x(): raise`) the device is spared
+            return
         if len(self.closed) > before:
             return
         tests = ("if", "elif", "while", "assert")
@@ -337,6 +340,8 @@ class _PyScan:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             self.find(node.operand, site, ctx, kind, negated=not negated)
         elif isinstance(node, ast.BoolOp):
+            if dv is True and isinstance(node.op, ast.Or):
+                return dv, denv  # an operand admits the device already: the others close nothing
             for v in node.values:
                 self.find(v, site, ctx, kind, negated=negated)
         elif isinstance(node, ast.IfExp):
@@ -446,6 +451,11 @@ def _mentions(node: ast.AST, words, named: bool = False) -> bool:
             if _ARCH_STR.match(n.value):
                 return True
     return False
+
+
+def _refuses(stmts: list) -> bool:
+    """A branch that refuses: it raises at its top level."""
+    return any(isinstance(st, ast.Raise) for st in stmts)
 
 
 def _atoms(node: ast.expr) -> list:

@@ -811,12 +811,14 @@ def scan(
     compare: Device,
     vendored: bool = False,
     jobs: int = 0,
+    only: Optional[set] = None,
 ) -> Scan:
-    """Every closed (and unknown) gate of the tree at ``root``, in file and line order."""
+    """Every closed (and unknown) gate of the tree at ``root``, in file and line order;
+    ``only``: these files (paths relative to ``root``) alone."""
     from patchkit.core.goals import cppeval
 
     out = Scan(engine, str(root), version, cpp=cppeval.available())
-    files = _files(root, engine, layout)
+    files = [f for f in _files(root, engine, layout) if only is None or f[0] in only]
     todo = []
     for rel, logical in files:
         v = is_vendored(rel)

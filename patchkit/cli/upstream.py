@@ -116,3 +116,48 @@ def pin(ctx, engine, version, force):
     from patchkit.commands.drift import pin as run
 
     sys.exit(run(invocation(ctx).project, engine, version, force))
+
+
+@cli.command()
+@click.option("--device", required=True, metavar="CC", help="The GPU the gates are judged for: 12.0, sm120, sm_120a.")
+@click.option(
+    "--compare",
+    metavar="CC",
+    help="The part a gate must admit to be reported (default: the nearest datacenter part below the device: "
+    "10.0 for 12.x).",
+)
+@release_option(
+    "--target",
+    "-t",
+    multiple=True,
+    metavar="ENGINE=PATH",
+    help="Scan this tree (a checkout, an unpacked wheel, site-packages). Repeat per engine.",
+)
+@release_option(
+    "--to", "to", multiple=True, metavar="ENGINE==VERSION", help="Scan this release (from the index, cached)."
+)
+@click.option("--python", metavar="PATH", help="Scan the engines this interpreter imports.")
+@click.option("--vendored", is_flag=True, help="Also scan vendored third-party code (CUTLASS, CuTe, 3rdparty...).")
+@click.option("--jobs", "-j", type=int, default=0, help="Processes to scan with (default: by the tree's size).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json):
+    """Find every gate that shuts out a GPU: closed for --device, open for --compare.
+
+    \b
+    Python conditions, assertions, flags and arguments built from the engine's device
+    checks, JIT arch lists (supported_major_versions=[9, 10]) and C/C++/CUDA #if guards
+    over __CUDA_ARCH__, each with file:line, the condition as written, why it is false,
+    the enclosing function, what it guards, and the recipes in play that edit it.  What
+    the evaluator cannot decide is listed apart as unknown, never as closed.
+
+    \b
+    Exit codes: 0 no gate closed; 1 some are; 2 usage or target error.
+
+    \b
+      patchkit gates --device 12.0 --to sglang==0.5.23
+      patchkit gates --device sm120 --compare 9.0 -t flashinfer=.venv/lib/python3.12/site-packages
+    """
+    from patchkit.commands.gates import gates as run
+
+    sys.exit(run(invocation(ctx, python), device, compare, tuple(target), tuple(to), as_json, vendored, jobs))

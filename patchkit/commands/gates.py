@@ -1,0 +1,172 @@
+"""`gates`: every device gate of the trees in play that is closed for a device and open for a
+comparison device (patchkit/upstream/gates.py does the scan)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from patchkit.base.errors import PatchkitError
+from patchkit.commands import NOT_THERE, OK, Invocation, say
+from patchkit.core.goals.device import Device
+from patchkit.upstream import gates as G
+
+UNKNOWN_SHOWN = 30  # unknown gates listed per tree in the report for people (--json has all)
+
+
+def _device(text: str, what: str) -> Device:
+    try:
+        return Device.parse(text)
+    except ValueError as e:
+        raise PatchkitError(f"{what} {text!r}: {e}", "e.g. --device 12.0 (or sm120), --compare 10.0") from None
+
+
+def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> list:
+    """The targets to scan: --target/--python trees, --to releases, else the workspace's."""
+    from patchkit.base.target import ENGINES, open_target, parse_target_arg
+    from patchkit.upstream import drift as D
+    from patchkit.upstream import fetch
+
+    out: dict[str, object] = {}
+    if inv.python:
+        target = tuple(inv.options((), target).targets)
+    for arg in target:
+        engine, path = parse_target_arg(arg)
+        if engine not in ENGINES:
+            raise PatchkitError(f"--target {arg!r}: unknown engine {engine!r}", f"engines: {', '.join(ENGINES)}")
+        if not path:
+            raise PatchkitError(f"--target {arg!r}: no path after '='", f"e.g. --target {engine}=./{engine}")
+        if engine in out:
+            raise PatchkitError(f"--target {engine}= given twice", "give one tree per engine")
+        out[engine] = open_target(engine, path)
+    for spec in to:
+        kind, engine, value = D.parse_spec(spec)
+        if engine in out:
+            raise PatchkitError(f"--to {spec!r}: {engine} is given twice", "give one tree per engine")
+        root = open_target(engine, value).root if kind == "path" else fetch.release_tree(engine, value, say=_err)
+        out[engine] = open_target(engine, root)
+    if out:
+        return list(out.values())
+    project = inv.project
+    for engine in ENGINES:
+        tree = project.tree(engine)
+        if tree.is_dir():
+            out[engine] = open_target(engine, tree)
+    if not out:
+        raise PatchkitError(
+            "gates: no tree to scan (no --target, --to or --python, and no workspace tree)",
+            "e.g. patchkit gates --device 12.0 --to sglang==0.5.23, or -t sglang=PATH, or run `patchkit sync`",
+        )
+    return list(out.values())
+
+
+def _err(s: str) -> None:
+    say(s, err=True)
+
+
+def _recipes(inv: Invocation) -> list:
+    """The recipes in play (none where the catalog cannot be read: the scan does not need it)."""
+    try:
+        return list(inv.project.catalog().recipes.values())
+    except PatchkitError:
+        return []
+
+
+def gates(
+    inv: Invocation,
+    device: str,
+    compare: str | None,
+    target: tuple[str, ...],
+    to: tuple[str, ...],
+    as_json: bool,
+    vendored: bool,
+    jobs: int = 0,
+) -> int:
+    dev = _device(device, "--device")
+    cmp_ = _device(compare, "--compare") if compare else G.default_compare(dev)
+    if cmp_.capability == dev.capability:
+        raise PatchkitError(f"--compare {cmp_} is the device itself", "compare with another part, e.g. --compare 10.0")
+    trees = _trees(inv, tuple(target), tuple(to))
+    recipes = _recipes(inv)
+    scans = []
+    for t in trees:
+        t0 = time.monotonic()
+        res = G.scan(t.engine, t.root, t.layout, t.version, dev, cmp_, vendored=vendored, jobs=jobs)
+        G.mark_recipes(res, recipes)
+        scans.append((res, time.monotonic() - t0))
+    closed = sum(len(r.closed) for r, _ in scans)
+    if as_json:
+        say(json.dumps(document(dev, cmp_, scans), indent=2), raw=True)
+    else:
+        for line in report(dev, cmp_, scans, vendored):
+            say(line)
+    return NOT_THERE if closed else OK
+
+
+def document(dev: Device, cmp_: Device, scans) -> dict:
+    return {
+        "command": "gates",
+        "device": str(dev),
+        "compare": str(cmp_),
+        "closed": sum(len(r.closed) for r, _ in scans),
+        "unknown": sum(len(r.unknown) for r, _ in scans),
+        "trees": [
+            {
+                "engine": r.engine,
+                "version": r.version,
+                "root": r.root,
+                "files": r.files,
+                "parsed": r.parsed,
+                "vendored_skipped": r.vendored_skipped,
+                "cpp": r.cpp,
+                "seconds": round(dt, 3),
+                "errors": r.errors,
+                "closed": [g.to_json() for g in r.closed],
+                "unknown": [g.to_json() for g in r.unknown],
+            }
+            for r, dt in scans
+        ],
+    }
+
+
+def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
+    out = [f"gates closed for {dev} and open for {cmp_}"]
+    for r, dt in scans:
+        files = len({g.path for g in r.closed})
+        left = f", {r.vendored_skipped} vendored files left out (--vendored adds them)" if r.vendored_skipped else ""
+        out.append("")
+        out.append(
+            f"{r.engine} {r.version or '(unknown version)'} at {r.root}: {len(r.closed)} closed in {files} files, "
+            f"{len(r.unknown)} unknown; {r.files} files scanned, {r.parsed} parsed{left}, {dt:.1f} s"
+        )
+        if not r.cpp:
+            out.append("  (C/C++/CUDA files not scanned: tree-sitter is not installed; pip install patchkit[goals])")
+        last = None
+        for path, function, gs in G.groups(r.closed):
+            if path != last:
+                out.append("")
+                out.append(path + (" [vendored]" if gs[0].vendored else ""))
+                last = path
+            out.append(f"  {function or '(module level)'}")
+            for g in gs:
+                mark = f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""
+                out.append(f"    {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
+                out.append(f"           {g.why}")
+                if g.guards:
+                    out.append(f"           guards: {g.guards}")
+        if r.unknown:
+            out.append("")
+            out.append(f"unknown for {dev} ({len(r.unknown)}; never counted as closed):")
+            for g in r.unknown[:UNKNOWN_SHOWN]:
+                cond = g.condition if len(g.condition) <= 80 else g.condition[:77] + "..."
+                out.append(f"  {g.path}:{g.line}  {cond}  -- {g.why.split(': ', 1)[-1]}")
+            if len(r.unknown) > UNKNOWN_SHOWN:
+                out.append(f"  ... {len(r.unknown) - UNKNOWN_SHOWN} more (--json lists them all)")
+        for e in r.errors:
+            out.append(f"  not scanned: {e}")
+    out.append("")
+    out.append(
+        "A gate read open says only that the condition admits the device: the code behind it may not work "
+        "there (run-time configuration, kernels that compile but fail); see `patchkit verify --build`."
+    )
+    return out

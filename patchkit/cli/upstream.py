@@ -136,7 +136,11 @@ def pin(ctx, engine, version, force):
 @release_option(
     "--to", "to", multiple=True, metavar="ENGINE==VERSION", help="Scan this release (from the index, cached)."
 )
-@click.option("--python", metavar="PATH", help="Scan the engines this interpreter imports.")
+@click.option(
+    "--python",
+    metavar="PATH",
+    help="Scan the sglang, flashinfer and vllm this interpreter imports (e.g. a venv's bin/python).",
+)
 @click.option("--vendored", is_flag=True, help="Also scan vendored third-party code (CUTLASS, CuTe, 3rdparty...).")
 @click.option("--jobs", "-j", type=int, default=0, help="Processes to scan with (default: by the tree's size).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")

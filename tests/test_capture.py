@@ -400,6 +400,11 @@ def test_an_elif_arm_added_to_sglangs_backend_choice_is_captured_as_add_branch(t
     assert code == 0, stdout + err
     f = "sglang/srt/server_args.py"  # (apply also brings the wheel's RECORD up to date)
     assert (fresh / f).read_bytes() == (edited / f).read_bytes()
+    # and it reverts: the added arm's body is the same line as the arm above it (the revert
+    # invariant must not take that for upstream's code)
+    code, stdout, err = run_cli("--recipes", str(out.parent), "revert", "arm", "-t", f"sglang={fresh}")
+    assert code == 0, stdout + err
+    assert (fresh / f).read_bytes() == (pristine_trees["sglang"] / f).read_bytes()
 
 
 def test_text_files_append_delete_and_a_file_with_no_unchanged_line():

@@ -431,3 +431,16 @@ def test_a_site_named_by_its_line_is_read_whole_for_an_op_kind_with_one_place(tm
     ref = TreeFiles(open_target("sglang", root))
     whole = identity._of_release(ref, op)
     assert whole is not None and [c.at for c in whole] == [c.at for c in identity._of_release(ref, op, 3)]
+
+
+def test_an_arm_added_after_an_arm_with_the_same_body_reverts():
+    """SGLang 0.5.9's attention-backend chain: an `elif is_sm120_supported():` arm added after
+    `elif is_sm100_supported():`, both setting "flashinfer".  Taking it back, a diff may say
+    the sm100 arm's body went (the bodies are the same line): the bytes are the same either
+    way, so the revert keeps upstream's code and is not refused; removing upstream's own arm
+    still is."""
+    ref = ["if a:", "    x = 1", "elif b:", '    y = "flashinfer"', "else:", "    z = 0"]
+    patched = ref[:4] + ["elif c:", '    y = "flashinfer"'] + ref[4:]
+    assert provenance._kept(patched, ref, ref)
+    wrong = ref[:2] + ref[4:]  # upstream's `elif b:` arm taken out
+    assert not provenance._kept(patched, wrong, ref)

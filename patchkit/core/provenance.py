@@ -33,6 +33,22 @@ def _changed(old: list[str], new: list[str]) -> list[int]:
     return out
 
 
+def _kept(old: list[str], new: list[str], ref: list[str]) -> bool:
+    """Does ``new`` keep, in order, every line of ``old`` the reference holds in place?  A
+    diff of ``old`` and ``new`` may say a line upstream holds went where an identical line of
+    patchkit's went (an arm added after an arm with the same body: which of the two bodies
+    the revert "removed" is a choice of the aligner, the bytes are the same either way); the
+    revert changes upstream's code only when no alignment keeps all of it."""
+    want = [
+        old[a + k]
+        for a, _, size in difflib.SequenceMatcher(None, old, ref, autojunk=False).get_matching_blocks()
+        if size >= RUN
+        for k in range(size)
+    ]
+    it = iter(new)
+    return all(any(line == n for n in it) for line in want)
+
+
 def held(old: list[str], changed: list[int], ref: list[str]) -> Optional[tuple[int, int]]:
     """(line of ``old``, line of ``ref``), 1-based, of the first changed line the reference
     holds in place (in a matching run of at least RUN lines); None when it holds none."""
@@ -64,7 +80,10 @@ def upstream_lines(session, f, evs) -> Optional[str]:
             data = ref.read(logical)
             if data is None:
                 continue
-            hit = held(old, changed, _lines(data))
+            ref_lines = _lines(data)
+            hit = held(old, changed, ref_lines)
+            if hit and _kept(old, _lines(f.new), ref_lines):
+                hit = None  # another alignment of the same bytes removes only patchkit's lines
             if hit:
                 ops = ", ".join(f"{ev.recipe.id} > {ev.op.label}" for ev in evs)
                 return (

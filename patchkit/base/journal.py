@@ -1,13 +1,17 @@
-"""The journal: which ops patchkit itself wrote into a target, and the bytes it left.
+"""The journal: which ops patchkit itself wrote into a target, and the proof of it.
 
-State comes from the code (ops locate their sites in the files as they are now), and who
-made an edit from the pristine release (patchkit/upstream/pristine.py).  The journal is a shortcut
-for the latter (a file exactly as patchkit wrote it is patchkit's, no release needed) and
-the guard for the user's own later edits (revert refuses a file changed since patchkit
-wrote it).  Deleting or damaging it loses no patch.  Each engine's entry also records the
-version of the tree patchkit last wrote against (``version``; absent in journals written
-before it was kept), so that a file pip replaced since reads as an upgrade from that
-version (patchkit/core/judge.py: _stale_record).
+State comes from the code (ops locate their sites in the files as they are now); *who* made
+an edit that is there comes from proof (patchkit/core/proof.py): an edit is patchkit's only
+where this record proves it, by the digest of the file patchkit last wrote, or by the digest
+of the code each op left at its site (``sites``).  Otherwise the pristine release tells
+upstream's code from someone else's.  The journal is also the guard for the user's own later
+edits (revert refuses a file changed since patchkit wrote it).  It is kept twice: in
+``<target>/.patchkit/`` and, after every write, mirrored under the user's state directory
+(``write_mirror``), so that losing ``.patchkit/`` loses no proof; with both lost, patchkit's
+own edits read ``someone-else`` (``applied?`` offline), never ``upstream``, until adopted.
+Each engine's entry also records the version of the tree patchkit last wrote against
+(``version``; absent in journals written before it was kept), so that a file pip replaced
+since reads as an upgrade from that version (patchkit/core/judge.py: _stale_record).
 """
 
 from __future__ import annotations
@@ -146,8 +150,8 @@ class Journal:
 
 def parse(data: bytes) -> tuple[dict, str]:
     """(the ``engines`` of a journal's bytes, why they were refused or "").  A damaged
-    journal is read as empty: it loses nothing, because who made an edit comes from the
-    pristine release (patchkit/upstream/pristine.py), never from the journal alone."""
+    journal is read as empty (its mirror, patchkit/core/proof.py, may still prove the edits
+    patchkit made; without it they read ``someone-else``, never ``upstream``)."""
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError) as e:

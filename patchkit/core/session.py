@@ -161,7 +161,7 @@ class Session:
     def notes(self) -> list[str]:
         """What the user should know about the state patchkit keeps (a damaged journal)."""
         return [
-            f"warning: {j.damaged}; read as empty (who made each edit comes from the pristine release),"
+            f"warning: {j.damaged}; read as empty (its mirror in the state directory still proves patchkit's edits),"
             " and the next apply or revert rewrites it"
             for j in self.journals.values()
             if j.damaged

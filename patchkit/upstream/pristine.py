@@ -165,7 +165,7 @@ class Reference:
         lw = lazywheel.LazyWheel.stored(dist, public, _say)
         if lw is None and os.environ.get(OFFLINE_ENV) != "1":
             _say(
-                f"{dist} {public}: reading the release's wheel by ranges from the package index (its directory, then the files judged)"
+                f"{dist} {public}: reading the release's wheel by ranges from the index (its directory, the files judged)"
             )
             lw = lazywheel.LazyWheel.open(dist, public, _say)
         if lw is None:

@@ -164,9 +164,7 @@ class Reference:
             return False
         lw = lazywheel.LazyWheel.stored(dist, public, _say)
         if lw is None and os.environ.get(OFFLINE_ENV) != "1":
-            _say(
-                f"{dist} {public}: reading the release's wheel by ranges from the index (its directory, the files judged)"
-            )
+            _say(f"{dist} {public}: reading the release's wheel by ranges from the index (its directory, files judged)")
             lw = lazywheel.LazyWheel.open(dist, public, _say)
         if lw is None:
             return False

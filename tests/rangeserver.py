@@ -3,7 +3,8 @@ simple API (PEP 691 JSON, each file with its sha256) over wheel files on disk, a
 themselves with single byte ranges (``bytes=A-B``, ``bytes=A-``, ``bytes=-N``) answered 206.
 It counts requests and bytes sent.  Switches, for the tests: ``ranges=False`` answers every
 request 200 with the whole file (an index without range support); ``lie`` {filename: bytes}
-answers ranges from other bytes than the whole file (a lying range response)."""
+answers ranges from other bytes than the whole file (a lying range response); ``short``
+{filename: n} cuts n bytes off each range answer."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class RangeIndex:
         self.sha: dict[str, str] = {}
         self.ranges = ranges
         self.lie: dict[str, bytes] = {}
+        self.short: dict[str, int] = {}  # {filename: n}: each range answer n bytes short of its Content-Range
         self.requests = 0
         self.range_requests = 0
         self.bytes = 0
@@ -38,7 +40,7 @@ class RangeIndex:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/simple/"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     def add(self, project: str, wheel: Path | str, data: bytes | None = None) -> None:
@@ -121,6 +123,8 @@ def _handler(idx: RangeIndex):
             if not idx.ranges or not r or (not r.group(1) and not r.group(2)):
                 self._stream(name, size)
                 return
+            if name in idx.lie:
+                size = len(idx.lie[name])
             a, b = r.groups()
             if not a:
                 start, end = max(size - int(b), 0), size
@@ -131,6 +135,7 @@ def _handler(idx: RangeIndex):
             with idx.lock:
                 idx.range_requests += 1
             body = idx.read(name, start, end, ranged=True)
+            body = body[: max(len(body) - idx.short.get(name, 0), 0)]
             self._send(206, body, "application/octet-stream", {"Content-Range": f"bytes {start}-{end - 1}/{size}"})
 
         def _stream(self, name: str, size: int) -> None:

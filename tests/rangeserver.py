@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,8 +22,12 @@ def _norm(name: str) -> str:
 
 
 class RangeIndex:
-    def __init__(self, files: dict[str, list[Path]] | None = None, ranges: bool = True) -> None:
-        """``files``: {project: [wheel paths]}."""
+    def __init__(
+        self, files: dict[str, list[Path]] | None = None, ranges: bool = True, rate: float = 0, latency: float = 0
+    ) -> None:
+        """``files``: {project: [wheel paths]}; ``rate`` (bytes/s) and ``latency`` (s per
+        request), when set, make it a slower link than the loopback (for the bench)."""
+        self.rate, self.latency = rate, latency
         self.files: dict[str, bytes | Path] = {}
         self.projects: dict[str, list[str]] = {}
         self.sha: dict[str, str] = {}
@@ -81,6 +86,10 @@ class RangeIndex:
 
 
 def _handler(idx: RangeIndex):
+    def _pace(n: int) -> None:
+        if idx.rate:
+            time.sleep(n / idx.rate)
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -95,12 +104,15 @@ def _handler(idx: RangeIndex):
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(body)
+            _pace(len(body))
             with idx.lock:
                 idx.bytes += len(body)
 
         def do_GET(self):  # noqa: N802
             with idx.lock:
                 idx.requests += 1
+            if idx.latency:
+                time.sleep(idx.latency)
             path = self.path.split("?", 1)[0]
             m = re.fullmatch(r"/simple/([^/]+)/", path)
             if m:
@@ -148,6 +160,7 @@ def _handler(idx: RangeIndex):
                 while pos < size:
                     chunk = idx.read(name, pos, min(pos + (1 << 20), size), ranged=False)
                     self.wfile.write(chunk)
+                    _pace(len(chunk))
                     pos += len(chunk)
                     with idx.lock:
                         idx.bytes += len(chunk)

@@ -62,6 +62,7 @@ def lazy_env(tmp_path, monkeypatch):
     monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)
     monkeypatch.delenv("PATCHKIT_LAZY", raising=False)
     monkeypatch.setattr(lazywheel, "_SAID", set())
+    monkeypatch.setattr(lazywheel, "_WHOLE_ONLY", False)  # a wheel build earlier in this worker
     monkeypatch.setattr(lazywheel, "STATS", {"requests": 0, "bytes": 0, "fallbacks": 0})
     return cache
 
@@ -192,5 +193,14 @@ def test_a_damaged_blob_is_fetched_again(lazy_env, local_index, monkeypatch):
 def test_lazy_off_downloads_the_whole_wheel(lazy_env, local_index, monkeypatch):
     idx = serve(local_index, monkeypatch)
     monkeypatch.setenv("PATCHKIT_LAZY", "0")
+    assert reference().read(GATE) == FILES[GATE].encode()
+    assert idx.range_requests == 0 and whole_in_cache(lazy_env)
+
+
+def test_wheel_and_publish_read_whole_wheels(lazy_env, local_index, monkeypatch):
+    """commands/wheel.build (wheel, publish) turns the lazy reader off for the process: what
+    it builds is installed, so its pristine releases are whole files, checked."""
+    idx = serve(local_index, monkeypatch)
+    lazywheel.whole_only()
     assert reference().read(GATE) == FILES[GATE].encode()
     assert idx.range_requests == 0 and whole_in_cache(lazy_env)

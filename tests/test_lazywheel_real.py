@@ -36,6 +36,7 @@ def test_status_by_ranges_is_status_on_whole_wheels(tree, run_cli, tmp_path, mon
     monkeypatch.setenv("PATCHKIT_INDEX_URL", idx.url)
     monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)
     monkeypatch.setattr(lazywheel, "_SAID", set())
+    monkeypatch.setattr(lazywheel, "_WHOLE_ONLY", False)  # a wheel build earlier in this worker
     got = {}
     for lazy in ("0", "1", "1"):  # whole, by ranges, then by ranges from the store
         cache = tmp_path / f"cache-{lazy}"

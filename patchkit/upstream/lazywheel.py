@@ -53,8 +53,18 @@ class RangeError(Exception):
     not parse): the caller reads the whole file instead."""
 
 
+_WHOLE_ONLY = False
+
+
+def whole_only() -> None:
+    """For the rest of this process, pristine releases are whole files checked against the
+    index's sha256 (``wheel`` and ``publish``: what they build is installed)."""
+    global _WHOLE_ONLY
+    _WHOLE_ONLY = True
+
+
 def enabled() -> bool:
-    return os.environ.get(LAZY_ENV, "1") != "0"
+    return not _WHOLE_ONLY and os.environ.get(LAZY_ENV, "1") != "0"
 
 
 def say_once(say: Callable[[str], None], msg: str) -> None:

@@ -204,3 +204,16 @@ def test_wheel_and_publish_read_whole_wheels(lazy_env, local_index, monkeypatch)
     lazywheel.whole_only()
     assert reference().read(GATE) == FILES[GATE].encode()
     assert idx.range_requests == 0 and whole_in_cache(lazy_env)
+
+
+def test_reading_many_members_downloads_the_whole_wheel_once(lazy_env, local_index, monkeypatch, capsys):
+    """A caller reading a release file by file (capture) gets the whole wheel after
+    MAX_MEMBERS range reads, not a request per member."""
+    idx = serve(local_index, monkeypatch)
+    monkeypatch.setattr(lazywheel, "MAX_MEMBERS", 2)
+    ref = reference()
+    for logical in FILES:
+        assert ref.read(logical) == FILES[logical].encode()
+    assert "more than 2 members read by ranges" in capsys.readouterr().err
+    assert whole_in_cache(lazy_env)
+    assert idx.range_requests == 1 + 2  # the last 64 KiB (directory and RECORD), two members, then whole

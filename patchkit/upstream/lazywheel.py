@@ -44,6 +44,9 @@ from patchkit.base.errors import FetchError
 
 LAZY_ENV = "PATCHKIT_LAZY"  # "0": whole wheels only
 TAIL = 1 << 16  # the first request: the last 64 KiB (the EOCD, and mostly the whole directory)
+# Members read by range from one wheel before the rest comes whole: a caller reading a release
+# file by file (capture compares every file) is better served by one download.
+MAX_MEMBERS = 64
 STATS = {"requests": 0, "bytes": 0, "fallbacks": 0}
 _SAID: set[str] = set()
 
@@ -422,7 +425,12 @@ class LazyWheel:
             data = read_blob(digest)
             if data is not None:
                 return data
-            if not os.environ.get("PATCHKIT_OFFLINE") == "1":
+            if self.fetched >= MAX_MEMBERS:
+                say_once(
+                    self.say,
+                    f"{self.filename}: more than {MAX_MEMBERS} members read by ranges; the whole wheel is downloaded",
+                )
+            elif not os.environ.get("PATCHKIT_OFFLINE") == "1":
                 try:
                     data = self._range_read(name)
                 except (RangeError, FetchError, OSError) as e:

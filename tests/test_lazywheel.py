@@ -217,3 +217,13 @@ def test_reading_many_members_downloads_the_whole_wheel_once(lazy_env, local_ind
     assert "more than 2 members read by ranges" in capsys.readouterr().err
     assert whole_in_cache(lazy_env)
     assert idx.range_requests == 1 + 2  # the last 64 KiB (directory and RECORD), two members, then whole
+
+
+def test_a_link_planted_in_the_store_is_not_followed(lazy_env, local_index, monkeypatch, tmp_path):
+    serve(local_index, monkeypatch)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (lazy_env / "blobs").symlink_to(elsewhere)
+    (lazy_env / "lazy").symlink_to(elsewhere)
+    assert reference().read(GATE) == FILES[GATE].encode()  # used, not kept
+    assert not any(elsewhere.iterdir())

@@ -210,9 +210,18 @@ def read_blob(digest: str) -> Optional[bytes]:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` under patchkit's cache, by a temp file and a rename; the
+    directories on the way checked as patchkit's own (no link planted there is followed)."""
     import tempfile
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from patchkit.base import fsio
+    from patchkit.base.errors import TargetError
+    from patchkit.base.paths import cache_dir
+
+    try:
+        fsio.owned_dir(cache_dir(), path.parent.relative_to(cache_dir()).as_posix())
+    except TargetError as e:
+        raise OSError(e.message) from None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}-")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -23,7 +23,7 @@ GATE = "sglang/srt/gate.py"
 FILES = {
     "sglang/__init__.py": "",
     "sglang/version.py": '__version__ = "0.5.9"\n',
-    GATE: "def gate(x):\n    return _is_a(x) or _is_b(x)\n",
+    GATE: "def gate():\n    return _is_a or _is_b\n",
     "sglang/srt/other.py": "X = 1\n" * 200,
 }
 NAME = "sglang-0.5.9-py3-none-any.whl"
@@ -135,7 +135,7 @@ def test_a_member_not_matching_record_is_refused(lazy_env, local_index, monkeypa
     the one its RECORD lists: refused; the whole wheel, checked against the index's sha256,
     is what the reference reads."""
     idx = serve(local_index, monkeypatch)
-    forged = {**FILES, GATE: "def gate(x):\n    return _is_a(x) or _is_b(x) or _is_c(x)\n"}
+    forged = {**FILES, GATE: "def gate():\n    return _is_a or _is_b or _is_c\n"}
     idx.lie[NAME] = build_wheel(forged, record_of=FILES)
     ref = reference()
     assert ref.read(GATE) == FILES[GATE].encode()
@@ -227,3 +227,40 @@ def test_a_link_planted_in_the_store_is_not_followed(lazy_env, local_index, monk
     (lazy_env / "lazy").symlink_to(elsewhere)
     assert reference().read(GATE) == FILES[GATE].encode()  # used, not kept
     assert not any(elsewhere.iterdir())
+
+
+@pytest.mark.parametrize("release_has_it", [True, False])
+def test_verdicts_by_ranges_are_those_of_the_whole_wheel(
+    lazy_env, local_index, monkeypatch, tmp_path, run_cli, release_has_it
+):
+    """`status` on a site whose gate.py holds the edit: `upstream` exactly when the release
+    holds it, read by ranges or whole; ranges forged to claim the release holds it change
+    nothing (the member is refused, the whole wheel read)."""
+    import json
+
+    from conftest import gate_recipe, mini_sglang
+
+    edited = "def gate():\n    return _is_a or _is_b or _is_c\n"
+    site = mini_sglang(tmp_path / "site", {GATE: edited})
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "widen.toml").write_text(gate_recipe())
+    released = {**FILES, GATE: edited} if release_has_it else FILES
+    idx = serve(local_index, monkeypatch, data=build_wheel(released))
+    states = {}
+    for run, lazy, forged in (("whole", "0", False), ("lazy", "1", False), ("forged", "1", True)):
+        cache = tmp_path / f"cache-{run}"
+        cache.mkdir()
+        monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+        monkeypatch.setenv("PATCHKIT_LAZY", lazy)
+        idx.lie.pop(NAME, None)
+        if forged:
+            idx.lie[NAME] = build_wheel({**FILES, GATE: edited if not release_has_it else FILES[GATE]}, released)
+        code, out, err = run_cli(
+            "--recipes", str(tmp_path / "recipes"), "status", "widen", "-t", f"sglang={site}", "--json"
+        )
+        states[run] = json.loads(out)["recipes"][0]["ops"][0]["state"]
+        if run == "lazy":
+            assert not whole_in_cache(cache), err
+    assert states["whole"] == ("upstream" if release_has_it else states["whole"])
+    assert states["lazy"] == states["whole"] == states["forged"], states
+    assert release_has_it or states["whole"] != "upstream"

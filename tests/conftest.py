@@ -123,6 +123,32 @@ def _own_state_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
+# Ports of servers on 127.0.0.1 that a test started itself (``local_index``): the offline
+# tier's guard lets a test connect to these, and to nothing else.
+LOOPBACK_PORTS: set[int] = set()
+
+
+@pytest.fixture
+def local_index():
+    """A package index on 127.0.0.1 (tests/rangeserver.py) that the offline tier may reach:
+    ``local_index(files={project: [wheel paths]}, ranges=True)`` -> a RangeIndex, stopped
+    after the test."""
+    from rangeserver import RangeIndex
+
+    made: list[RangeIndex] = []
+
+    def make(files: dict | None = None, ranges: bool = True) -> RangeIndex:
+        idx = RangeIndex(files, ranges=ranges)
+        LOOPBACK_PORTS.add(idx.port)
+        made.append(idx)
+        return idx
+
+    yield make
+    for idx in made:
+        idx.close()
+        LOOPBACK_PORTS.discard(idx.port)
+
+
 @pytest.fixture(autouse=True)
 def _offline_guard(request, monkeypatch):
     """In the offline tier: the network is off, and a test that reaches for it fails by name."""
@@ -139,18 +165,24 @@ def _offline_guard(request, monkeypatch):
 
     inet = (socket.AF_INET, socket.AF_INET6)
     real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def own(address) -> bool:  # a server this test started on 127.0.0.1 (the local_index fixture)
+        return isinstance(address, tuple) and address[:1] == ("127.0.0.1",) and address[1] in LOOPBACK_PORTS
 
     def connect(self, address):
-        if self.family in inet:
+        if self.family in inet and not own(address):
             refuse(f"connect to {address!r}")
         return real_connect(self, address)
 
     def connect_ex(self, address):
-        if self.family in inet:
+        if self.family in inet and not own(address):
             refuse(f"connect to {address!r}")
         return real_connect_ex(self, address)
 
     def getaddrinfo(host, *args, **kwargs):
+        if own((host, args[0] if args else kwargs.get("port"))):
+            return real_getaddrinfo(host, *args, **kwargs)
         refuse(f"look up {host!r}")
 
     real_init = subprocess.Popen.__init__

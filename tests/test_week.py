@@ -319,8 +319,10 @@ def test_the_pristine_reference_is_the_wheel_pip_installed_from_a_file(tmp_path,
     ref = pristine.Reference(open_target("sglang", site))
     assert not ref.available and "not in patchkit's cache" in ref.why_not
 
-    # Online, with nothing to read: the download says why it happens.
+    # Online, with nothing to read: the download says why it happens (whole wheels: the lazy
+    # reader's own messages are tests/test_lazywheel.py's).
     monkeypatch.delenv("PATCHKIT_OFFLINE")
+    monkeypatch.setenv("PATCHKIT_LAZY", "0")
     fresh = _mini_wheel(tmp_path)
     monkeypatch.setattr(fetch, "fetch_wheel", lambda dist, v, say=None, **k: fresh)
     capsys.readouterr()

@@ -14,7 +14,12 @@ from patchkit.fleet import wheel as W
 
 def build(project: Project, names, sources, label, out, ignore_range: bool, log) -> list[W.Built]:
     """The patched wheels of ``names`` on ``sources`` (``ENGINE==VERSION``), into ``out``
-    (wheel.build: all or none; W.WheelBlocked when the recipes do not apply cleanly)."""
+    (wheel.build: all or none; W.WheelBlocked when the recipes do not apply cleanly).  What
+    it builds is installed: pristine releases are whole wheels, checked against the index's
+    sha256, never members read by ranges (patchkit/upstream/lazywheel.py)."""
+    from patchkit.upstream import lazywheel
+
+    lazywheel.whole_only()
     recipes = project.catalog().select(names)
     try:
         pins = project.pins()

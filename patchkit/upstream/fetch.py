@@ -140,9 +140,10 @@ class _Links:
             self._href = None
 
 
-def _request(url: str, accept: str = "*/*"):
+def _request(url: str, accept: str = "*/*", extra: Optional[dict] = None):
     """An open response for ``url`` (credentials from the URL or ~/.netrc sent as basic
-    auth, never shown); a file: URL of a directory reads its index.html."""
+    auth, never shown); a file: URL of a directory reads its index.html.  ``extra``: more
+    request headers (a ``Range``, for patchkit/upstream/lazywheel.py)."""
     import urllib.request
 
     parts = urlsplit(url)
@@ -151,7 +152,7 @@ def _request(url: str, accept: str = "*/*"):
         if path.is_dir():
             url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/index.html"))
         return urllib.request.urlopen(url, timeout=TIMEOUT)
-    headers = {"Accept": accept, "User-Agent": f"patchkit (python {sys.version.split()[0]})"}
+    headers = {"Accept": accept, "User-Agent": f"patchkit (python {sys.version.split()[0]})", **(extra or {})}
     user, password = parts.username, parts.password
     host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
     if user is not None:
@@ -366,18 +367,10 @@ def fetch_sdist(dist: str, version: str, sha256: str = "", say: Callable[[str], 
     return _fetch("sdist", dist, version, sha256, say)
 
 
-def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str], None]) -> Path:
-    d = wheel_dir(dist, version) if kind == "wheel" else sdist_dir(dist, version)
-    suffix = ".whl" if kind == "wheel" else ".tar.gz"
-    cached = sorted(p for p in d.glob(f"*{suffix}") if p.is_file()) if d.is_dir() else []
-    for w in cached:
-        if not sha256 or file_sha256(w) == sha256:
-            return w
-    if offline():
-        raise FetchError(
-            f"{dist} {version} is not in patchkit's cache ({d}), and {OFFLINE_ENV}=1 forbids downloading it",
-            f"unset {OFFLINE_ENV}, or put the release's {kind} in {d}",
-        )
+def locate(kind: str, dist: str, version: str) -> dict:
+    """The index's file of ``dist==version`` this interpreter would use (``kind`` "wheel" or
+    "sdist"): {"filename", "url", "sha256", ...}; a FetchError naming the nearest releases
+    when there is none."""
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -399,6 +392,22 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
             f"{dist} {version}: no wheel for this platform ({', '.join(f['filename'] for f in found)})",
             "patchkit reads the release's wheel; run it where one of these installs",
         )
+    return pick
+
+
+def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str], None]) -> Path:
+    d = wheel_dir(dist, version) if kind == "wheel" else sdist_dir(dist, version)
+    suffix = ".whl" if kind == "wheel" else ".tar.gz"
+    cached = sorted(p for p in d.glob(f"*{suffix}") if p.is_file()) if d.is_dir() else []
+    for w in cached:
+        if not sha256 or file_sha256(w) == sha256:
+            return w
+    if offline():
+        raise FetchError(
+            f"{dist} {version} is not in patchkit's cache ({d}), and {OFFLINE_ENV}=1 forbids downloading it",
+            f"unset {OFFLINE_ENV}, or put the release's {kind} in {d}",
+        )
+    pick = locate(kind, dist, version)
     from patchkit.base import fsio
 
     fsio.owned_dir(cache_dir(), d.relative_to(cache_dir()).as_posix())  # the download lands there only

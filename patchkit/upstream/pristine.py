@@ -131,6 +131,8 @@ class Reference:
             whl = cached[0]
         elif installed is not None:
             whl = installed
+        elif self._open_lazy(dist, public):
+            return
         elif os.environ.get(OFFLINE_ENV) == "1":
             raise PatchkitError(f"{dist} {public}'s wheel is not in patchkit's cache, and {OFFLINE_ENV}=1")
         else:
@@ -150,6 +152,25 @@ class Reference:
         except regular.NotRegular as e:
             raise PatchkitError(f"{whl}: is {e.kind}, not a wheel", "remove it from patchkit's cache") from None
         self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
+
+    def _open_lazy(self, dist: str, public: str) -> bool:
+        """The release's wheel read member by member (patchkit/upstream/lazywheel.py): from a
+        previous run's listing, else (unless offline) by HTTP ranges from the index.  False
+        where it cannot be (PATCHKIT_LAZY=0, offline with nothing stored, an index that
+        serves no ranges): the whole wheel is downloaded, as before."""
+        from patchkit.upstream import lazywheel
+
+        if not lazywheel.enabled():
+            return False
+        lw = lazywheel.LazyWheel.stored(dist, public, _say)
+        if lw is None and os.environ.get(OFFLINE_ENV) != "1":
+            _say(f"{dist} {public}: reading the release's wheel by ranges from the index (its directory, files judged)")
+            lw = lazywheel.LazyWheel.open(dist, public, _say)
+        if lw is None:
+            return False
+        self._zip = lw  # type: ignore[assignment]  (namelist and read, as a ZipFile's)
+        self.what = f"{dist} {public}'s wheel"
+        return True
 
     # -- the release's sdist, unpacked in the cache -------------------------------------------
     def _open_sdist(self) -> None:

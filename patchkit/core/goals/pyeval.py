@@ -27,6 +27,7 @@ Pure: the caller passes source text or trees; nothing here reads a file.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Optional, Union
@@ -186,6 +187,7 @@ def _collect(stmts: list[ast.stmt], cond: bool, out: dict, globs: set) -> None:
             _walrus([st], cond, out)
 
 
+@functools.lru_cache(maxsize=64)  # trees are only read: a module's bindings are collected once
 def scope_of(node: ast.AST) -> Scope:
     """The names ``node`` (a module, function, lambda or class) binds in its own body."""
     out: dict[str, list[Binding]] = {}
@@ -248,8 +250,23 @@ class Env:
         return Env(self.predicates, self.scopes[scope:], self.values, self.notes, self.why, self._busy, self.depth + 1)
 
 
-def _parents(module: ast.AST) -> dict[int, ast.AST]:
-    return {id(c): p for p in ast.walk(module) for c in ast.iter_child_nodes(p)}
+def _parents(module: ast.AST, target: ast.AST) -> dict[int, ast.AST]:
+    """The parent of each node on the path from ``module`` down to ``target`` (a depth-first
+    search that stops there, rather than a map of the whole module)."""
+    path: list[ast.AST] = []
+
+    def down(n: ast.AST) -> bool:
+        path.append(n)
+        if n is target:
+            return True
+        for c in ast.iter_child_nodes(n):
+            if isinstance(c, (ast.stmt, ast.expr, ast.excepthandler, ast.match_case)) and down(c):
+                return True
+        path.pop()
+        return False
+
+    down(module)
+    return {id(c): p for p, c in zip(path, path[1:], strict=False)}
 
 
 def env_for(module: Optional[ast.Module], scope: Optional[ast.AST], preds: Iterable) -> Env:
@@ -261,7 +278,7 @@ def env_for(module: Optional[ast.Module], scope: Optional[ast.AST], preds: Itera
         preds = predicates(preds)
     chain: list[ast.AST] = []
     if scope is not None and module is not None and scope is not module:
-        parents = _parents(module)
+        parents = _parents(module, scope)
         node: Optional[ast.AST] = scope
         first = True
         while node is not None and node is not module:

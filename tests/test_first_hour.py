@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 
 from patchkit.cli import cli
 from tests.ops.golden import state
@@ -94,3 +95,26 @@ def test_a_missing_list_reads_without_a_stray_article():
     assert "candidates for a list/tuple/set holding" in two.reason
     for r in (missing.reason, keyword.reason, two.reason):
         assert "no a " not in r
+
+
+def test_python_targets_leave_out_an_engine_the_venv_lacks_unless_a_recipe_of_it_is_named(tmp_path):
+    """The first `status --python` on a serving venv (SGLang and FlashInfer, no vLLM) failed,
+    exit 2, because the shipped vLLM recipe names an engine the venv lacks.  With no recipe
+    named, that recipe is left out (the command says so); named, it is still refused."""
+    from patchkit.base.errors import TargetError
+    from patchkit.core.project import Project
+    from patchkit.fleet.interp import python_targets
+
+    facts = {
+        "executable": "/venv/bin/python",
+        "modules": {
+            "sglang": {"found": True, "root": str(tmp_path / "sp")},
+            "flashinfer": {"found": True, "root": str(tmp_path / "sp")},
+            "vllm": {"found": False},
+        },
+    }
+    project = Project.locate(recipes=str(ROOT / "recipes"))
+    got = python_targets("/venv/bin/python", project, (), facts=facts)
+    assert sorted(a.split("=")[0] for a in got) == ["flashinfer", "sglang"], got
+    with pytest.raises(TargetError, match="does not import vllm"):
+        python_targets("/venv/bin/python", project, ("vllm-allreduce-fusion",), facts=facts)

@@ -125,6 +125,12 @@ def python_targets(
     facts = facts or probe_python(python)
     given = {a.split("=", 1)[0].strip() for a in explicit}
     recipes = project.catalog().select(names)
+    if not names:
+        # Every recipe, but not those of engines this interpreter lacks (a serving venv with
+        # SGLang has no vLLM): the command leaves them out and says so (commands.at_hand).
+        have = given | {e for e in ENGINES if facts["modules"].get(ENGINES[e].package, {}).get("found")}
+        if have:
+            recipes = [r for r in recipes if set(r.engines) & have]
     needed = sorted({op.engine for r in recipes for op in r.ops})
     out = []
     for engine in needed:

@@ -342,3 +342,42 @@ def test_more_hand_edits_are_someone_elses(tree, run_cli, recipes_dir, recipe, e
     assert code == 1 and path.read_text() == mine, (out, err)
     code, out, err = run_cli(*t, "apply", recipe, *tg)
     assert path.read_text() == mine, (out, err)  # never written a second time
+
+
+@pytest.mark.parametrize("how", ["group-writable file", "other-writable directory", "a link"])
+def test_a_mirror_others_could_have_planted_is_not_read(mini, tmp_path, how):
+    """The mirror may prove an edit patchkit's (and so let revert take it back): one that
+    another user could have written, or that is a link, proves nothing (StrictModes)."""
+    import os
+
+    root, gate, cli, op = mini
+    assert cli("apply", "widen")[0] == 0
+    (root / ".patchkit/journal.json").unlink()
+    path = journal.mirror_path(root)
+    assert op()[1]["state"] == "applied"  # the trusted mirror proves it
+    if how == "group-writable file":
+        path.chmod(0o620)
+    elif how == "other-writable directory":
+        path.parent.chmod(0o777)
+    else:
+        real = tmp_path / "elsewhere.json"
+        real.write_bytes(path.read_bytes())
+        path.unlink()
+        os.symlink(real, path)
+    assert journal.read_mirror(root) is None
+    assert op()[1]["state"] == "applied?"  # offline: nothing proves it, nothing to compare with
+
+
+def test_the_mirror_is_kept_where_only_its_owner_can_write_whatever_the_umask(mini):
+    import os
+    import stat
+
+    root, gate, cli, op = mini
+    old = os.umask(0o002)  # a Debian user's personal-group umask
+    try:
+        assert cli("apply", "widen")[0] == 0
+    finally:
+        os.umask(old)
+    path = journal.mirror_path(root)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert journal.read_mirror(root) is not None

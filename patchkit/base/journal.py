@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from pathlib import Path
 
 FORMAT = 1
@@ -227,19 +228,39 @@ def write_mirror(root: Path, engines: dict) -> None:
     try:
         data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
         fsio.write_owned(state_dir(), f"journals/{p.name}", data, mode=0o600)
+        os.chmod(p.parent, 0o700)  # whatever the umask: read_mirror trusts only what nobody else can write
     except Exception:  # noqa: BLE001 - the commit is done; a copy that cannot be kept is no failure
         pass
 
 
 def read_mirror(root: Path) -> bytes | None:
-    """The mirror's bytes for this root: a regular file only (never through a link), at most
-    4 MiB; None when there is none or it cannot be read."""
-    from patchkit.base import regular
+    """The mirror's bytes for this root, or None: when there is none, it cannot be read, or it
+    is not trusted.  Trusted, as OpenSSH's StrictModes trusts a key file: a regular file (never
+    through a link) of at most 4 MiB, in a directory that is no link, both owned by this user
+    and writable by nobody else.  A mirror only ever proves an edit patchkit's, and so may let
+    revert take it back: one someone else could plant is no proof."""
+    import stat
 
+    path = mirror_path(root)
     try:
-        return regular.read(mirror_path(root), 1 << 22, follow=False)
-    except (OSError, regular.NotRegular, regular.TooBig):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return None
+    try:
+        for st in (os.lstat(path.parent), os.fstat(fd)):
+            if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 22:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read((1 << 22) + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def mirror_engines(root: Path, data: bytes | None) -> dict:

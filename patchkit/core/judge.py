@@ -679,10 +679,9 @@ def _provenance(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft, ours: 
     as patchkit wrote it, or the site's very bytes recorded, in the journal or its mirror, or
     a patched wheel), else what the pristine release or HEAD holds at the site
     (``_pristine``).  Never "patchkit's" by elimination.  (state, message, Evidence, rule)."""
-    why = "" if killed is not None and (ours or killed) else proof.recorded(session, recipe, op, ev)
-    holds, marker, said = (
-        (None, "", "") if why or killed is not None and (ours or killed) else _pristine(session, recipe, op, ev, ours)
-    )
+    mid_write = killed is not None and (ours or killed)  # a killed write of this recipe names the op (rule 1)
+    why = "" if mid_write else proof.recorded(session, recipe, op, ev)
+    holds, marker, said = (None, "", "") if why or mid_write else _pristine(session, recipe, op, ev, ours)
     e = decision.Evidence(State.DONE, ev.moved, journal=ours, killed=killed, proof=why, pristine=holds, marker=marker)
     state, rule = decision.decide(e)
     if rule == 1:

@@ -84,7 +84,7 @@ def lookup(opts, command: str, options: dict) -> Optional[Lookup]:
         return None
     k = key(opts, command, targets, options)
     provenance = verdicts._provenance(targets)
-    seen = {p: file_digest(Path(p)) for p in _index(k)}
+    seen = {p: verdicts.input_digest(p) for p in _index(k)}
     entry = load(state_key(k, seen), targets, provenance) if provenance is not None and seen else None
     records = {}
     if entry is None:  # what a save records: read before the plan is made and written
@@ -178,7 +178,7 @@ def unchanged(entry: dict) -> bool:
     """Is every file the plan read byte-identical to what it was, and each target file
     still the file it was written through (not a link turned elsewhere)?"""
     for path, sha in entry["inputs"].items():
-        if file_digest(Path(path)) != sha:
+        if verdicts.input_digest(path) != sha:
             return False
     return all(os.path.realpath(p) == real for p, real in entry["reals"].items())
 

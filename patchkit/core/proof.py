@@ -60,12 +60,13 @@ def recorded(session: Any, recipe: Any, op: Any, ev: Any) -> str:
         and entry["sha256"] == sha256(ev.file.original)
     ):
         return AS_WRITTEN
+    sources = (  # the mirror is read only when the journal does not prove it (what it read keys the caches)
+        ("patchkit's journal", lambda: j.site(op.engine, recipe.id, op.index)),
+        ("the journal's mirror", lambda: mirrored_site(session.mirror(op.engine), op.engine, recipe.id, op.index)),
+    )
     here = None
-    for where in ("patchkit's journal", "the journal's mirror"):
-        if where == "patchkit's journal":
-            site = j.site(op.engine, recipe.id, op.index)
-        else:  # read only when the journal does not prove it (what it read keys the caches)
-            site = mirrored_site(session.mirror(op.engine), op.engine, recipe.id, op.index)
+    for where, site_of in sources:
+        site = site_of()
         if site is None or site["file"] != ev.file.logical:
             continue
         if here is None:

@@ -97,7 +97,7 @@ class Session:
         root = self.targets[engine].root
         if root not in self.mirror_read:
             data = journal.read_mirror(root)
-            self.mirrors[str(journal.mirror_path(root))] = verdicts.digest_of(data) if data is not None else None
+            self.mirrors[verdicts.mirror_input(root)] = verdicts.digest_of(data) if data is not None else None
             self.mirror_read[root] = journal.mirror_engines(root, data)
         return self.mirror_read[root]
 

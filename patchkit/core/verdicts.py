@@ -39,6 +39,24 @@ def digest_of(data: bytes) -> str:
 CACHE_LIMIT = 64 << 20  # bytes of one cached entry; anything larger is not patchkit's
 
 
+def mirror_input(root) -> str:
+    """How a cache entry names a target's journal mirror as an input: by the target's root.
+    Its digest is that of the bytes the mirror is trusted to hold (journal.read_mirror), so a
+    mirror that loses its trust (another user could write it) misses the cache, even with the
+    same bytes."""
+    return f"mirror:{root}"
+
+
+def input_digest(name: str) -> Optional[str]:
+    """The digest of an input a cache entry names: a file, or a target's mirror (``mirror_input``)."""
+    if name.startswith("mirror:"):
+        from patchkit.base.journal import read_mirror
+
+        data = read_mirror(Path(name[len("mirror:") :]))
+        return digest_of(data) if data is not None else None
+    return file_digest(Path(name))
+
+
 def file_digest(path: Path) -> Optional[str]:
     """The digest of the regular file at ``path``; None when nothing is there; shape.UNREADABLE
     for a FIFO, a device, a directory or a read error (read non-blocking: never a hang)."""
@@ -258,7 +276,7 @@ def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
     if provenance is None or entry["provenance"] != provenance:
         return None
     for path, sha in entry["files"].items():
-        if file_digest(Path(path)) != sha:
+        if input_digest(path) != sha:
             return None
     for engine, fp in entry["trees"].items():
         if engine not in targets or tree_state(targets[engine]) != fp:

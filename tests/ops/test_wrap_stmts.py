@@ -150,3 +150,43 @@ def test_a_wrap_written_as_two_ops_is_refused_as_one_it_reads_back(tmp_path, run
     code, out, err = cli("status", "guard", "--json")
     assert code == 0 and json.loads(out)["recipes"][0]["state"] == "applied", out
     assert cli("revert", "guard")[0] == 0 and path.read_text() == MODULE
+
+
+REAL = """
+id = "guard-flags"
+summary = "the SM flags of SGLang 0.5.9's communicator, guarded"
+[engines]
+sglang = ">=0.5.9"
+[[ops]]
+kind = "wrap-stmts"
+engine = "sglang"
+file = "sglang/srt/layers/communicator.py"
+[ops.locator]
+match = '''
+_is_sm90_supported = _is_cuda and is_sm90_supported()
+_is_sm100_supported = _is_cuda and is_sm100_supported()'''
+[ops.params]
+header = "try:"
+footer = "except RuntimeError:\\n    _is_sm90_supported = _is_sm100_supported = False"
+"""
+
+
+@pytest.mark.real
+def test_wrap_stmts_on_a_real_release_applies_reads_applied_and_reverts(tree, run_cli, tmp_path):
+    """On SGLang 0.5.9's real communicator.py: two module flags put inside a try.  The
+    read-back check passes, status reads applied, revert gives back the release's bytes."""
+    root = tree("sglang", "0.5.9", links=True)
+    path = root / "sglang/srt/layers/communicator.py"
+    before = path.read_bytes()
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "guard-flags.toml").write_text(REAL)
+
+    def cli(*a):
+        return run_cli("--recipes", str(tmp_path / "r"), *a, "-t", f"sglang={root}")
+
+    code, out, err = cli("apply", "guard-flags")
+    assert code == 0, (out, err)
+    assert "try:\n    _is_sm90_supported = _is_cuda and is_sm90_supported()\n" in path.read_text()
+    code, out, err = cli("status", "guard-flags", "--json")
+    assert code == 0 and json.loads(out)["recipes"][0]["state"] == "applied", out
+    assert cli("revert", "guard-flags")[0] == 0 and path.read_bytes() == before

@@ -26,7 +26,6 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "cli": (
         "patchkit.cli",
         "patchkit.cli.*",
-        "patchkit.main",
         "patchkit.toplevel",
         "patchkit.__main__",
         "patchkit.completion",

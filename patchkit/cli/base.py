@@ -118,6 +118,7 @@ LAZY = {
     "recipes": ("list", "show", "new", "check", "capture", "port"),
     "upstream": ("sync", "drift", "pin", "gates"),
     "fleet": ("wheel", "publish", "fork", "doctor", "run"),
+    "cache": ("cache",),
 }
 
 

@@ -48,6 +48,7 @@ docs: setup
 lint: setup
 	$(BIN)/ruff check patchkit tests bench
 	$(BIN)/ruff format --check patchkit tests bench
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .patchkit site

@@ -2,7 +2,7 @@
 enters the judge's module a handful of times").
 
 A call counts when its callee's code is in the module and its caller's frame is not: one
-crossing into the module.  The command runs in this process (patchkit.main), under
+crossing into the module.  The command runs in this process (patchkit.cli.main), under
 ``sys.setprofile``; calls inside the module, and calls from it outward, do not count.
 
     .venv/bin/python bench/entries.py [--module patchkit/core/judge.py] -- apply sm120 --dry-run -t ... -t ...
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 
 def count(module_file: str, argv: list[str]) -> collections.Counter:
     """(caller, callee) -> calls that cross into ``module_file`` while ``patchkit argv`` runs."""
-    from patchkit import main
+    from patchkit import cli as main
 
     target = str(Path(module_file).resolve())
     hits: collections.Counter = collections.Counter()

@@ -1,5 +1,5 @@
-"""The one top-level error handler: every run of `patchkit` ends here, whichever parser
-read its command line (patchkit/main.py's fast path, or click's in patchkit/cli/).
+"""The one top-level error handler: every run of `patchkit` ends here (patchkit/cli/
+reads the command line with click and calls ``run``).
 
 A user's error (PatchkitError: a bad recipe, target or option) is one line on stderr and
 exit 2 (or the error's own code); with --json also one JSON document on stdout.  A bug in

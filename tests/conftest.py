@@ -372,9 +372,9 @@ def git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def run_cli(capsys, monkeypatch):
-    """run_cli(*args, cwd=None) -> (exit_code, stdout, stderr), through patchkit.main.main (the
-    console entry: a plain `status` or `run` is read without click, the rest by click)."""
-    from patchkit.main import main
+    """run_cli(*args, cwd=None) -> (exit_code, stdout, stderr), through patchkit.cli.main (the
+    console entry)."""
+    from patchkit.cli import main
 
     def run(*args: str, cwd: Path | None = None):
         if cwd is not None:

@@ -159,12 +159,12 @@ def test_a_carried_identity_judges_as_the_derived_one_on_real_releases():
     gone): once with identities derived from 0.5.9, once with the same identities carried in
     the recipe as port and capture write them.  Every verdict, place, message and candidate
     score is the same."""
+    from patchkit.authoring.port import _flat, op_toml, raw_ops
     from patchkit.base.target import open_target
     from patchkit.core.judge import evaluate
     from patchkit.core.recipe import load_recipe
     from patchkit.core.session import Session
     from patchkit.upstream.drift import release_tree
-    from patchkit.upstream.port import _flat, op_toml, raw_ops
     from tests.test_port import GATE_ONLY
 
     def load(text: str, where: Path):

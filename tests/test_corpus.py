@@ -212,7 +212,7 @@ def check(cell: Cell, op: Optional[dict], tree: Path) -> list[str]:
 
 def drift_json(*args: str) -> dict:
     """``patchkit drift ... --json`` in process, from the checkout's root."""
-    from patchkit.main import main
+    from patchkit.cli import main
 
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
@@ -301,7 +301,7 @@ def written_where() -> list[tuple[str, str, str, tuple[str, ...]]]:
 
 
 def _cli(*args: str) -> tuple[int, str]:
-    from patchkit.main import main
+    from patchkit.cli import main
 
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
@@ -435,7 +435,7 @@ def test_synthetic_upstream_code_moved_with_no_marker_is_not_applied(tmp_path):
         "import torch\n\nfrom .utils import get_compute_capability, version_at_least\n\n\n" + block["fn"],
         encoding="utf-8",
     )
-    from patchkit.main import main
+    from patchkit.cli import main
 
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):

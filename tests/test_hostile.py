@@ -243,7 +243,7 @@ class Hung(BaseException):  # not an Exception: patchkit's handler of bugs must 
 
 
 def _in_process(args: list[str], cwd: Path, env: dict, unset: list, timeout: float, capsys, monkeypatch):
-    from patchkit.main import main
+    from patchkit.cli import main
 
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -392,8 +392,8 @@ def _check(case, where, code, out, err, outside_before, target_before):
 def test_a_bug_with_json_is_one_json_document_too(tmp_path, capsys, monkeypatch):
     """Exit 3 (a bug, not the input) with --json: the error document carries ``"exit": 3``,
     and stderr still has the one human line."""
+    from patchkit.cli import main
     from patchkit.core.project import Project
-    from patchkit.main import main
 
     def broken(self):
         raise RuntimeError("a bug in catalog")

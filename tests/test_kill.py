@@ -100,7 +100,7 @@ def _run_forked(args, crash_at: int | None = None, kill_after: float | None = No
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)
-            from patchkit.main import main
+            from patchkit.cli import main
 
             main(args)
         except SystemExit as e:
@@ -123,7 +123,7 @@ def _run_forked(args, crash_at: int | None = None, kill_after: float | None = No
 def _status_in_process(args) -> tuple[int, str, str]:
     """`patchkit status` in this (worker) process: the same code as the command, without
     paying for an interpreter start per check."""
-    from patchkit.main import main
+    from patchkit.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -544,9 +544,9 @@ def test_an_example_that_cannot_follow_is_dropped_with_a_note(tmp_path, run_cli)
 
 
 def test_when_bounds_come_from_the_release_bisect_saw_the_op_change(tmp_path):
+    from patchkit.authoring import port as P
     from patchkit.base.target import open_target
     from patchkit.core.recipe import load_recipe
-    from patchkit.upstream import port as P
 
     recipes = _recipes(tmp_path, "widen", HEAD.replace('">=0.5"', '"==0.5.5"') + GATE_OP + STAYS)
     recipe = load_recipe(recipes / "widen.toml")

@@ -165,13 +165,33 @@ def snapshot(root: Path) -> dict:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+# What the control's apply must leave: the op's file with exactly this one change (old, new).
+APPLIED = {
+    "ensure-import": (
+        "from sglang.srt.utils import is_sm90_supported\n",
+        "from sglang.srt.utils import is_sm90_supported, is_sm120_supported\n",
+    ),
+    "list-element": ('BACKENDS = ["flashinfer", "triton"]', 'BACKENDS = ["flashinfer", "triton", "cutlass"]'),
+    "or-operand": ("return major == 9 or major == 10", "return major == 9 or major == 10 or major == 12"),
+    "replace-expr": ("    if major == 10:", "    if major in (10, 12):"),
+    "set-default": ("max_running_requests: Optional[int] = None", "max_running_requests: Optional[int] = 1024"),
+    "text-replace": ("(__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))", "(__CUDA_ARCH__ >= 900))"),
+}
+
+
 @pytest.mark.parametrize("kind", sorted(RECIPES))
 def test_the_op_as_it_is_applies(tree, kind):
+    """The control: the unbroken op writes exactly its one change, into its one file, and
+    nothing else in the tree changes (patchkit's own .patchkit/ aside)."""
     root, apply = tree
     before = snapshot(root)
     code, out, err = apply(kind)
     assert code == 0, (out, err)
-    assert snapshot(root) != before
+    after = {k: v for k, v in snapshot(root).items() if not k.startswith(".patchkit/")}
+    name = "sglang/srt/kernel.cuh" if kind == "text-replace" else "sglang/srt/gates.py"
+    old, new = APPLIED[kind]
+    assert before[name].decode().count(old) == 1
+    assert after == {**before, name: before[name].decode().replace(old, new).encode()}
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))

@@ -105,7 +105,7 @@ def test_a_token_as_the_urls_user_name_is_neither_printed_nor_on_twines_command_
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(tmp_path)  # no upstream_pins.toml above (the checkout's pins a real wheel's sha256)
-    from patchkit.main import main
+    from patchkit.cli import main
 
     with pytest.raises(SystemExit) as e:
         main([*args, "--repository-url", url, "-o", str(tmp_path / "dist")])

@@ -8,6 +8,7 @@ filesystem refuses to flock a directory, ``.patchkit/lock`` is the lock."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import errno
 import fcntl
@@ -73,12 +74,30 @@ def test_the_judges_answer_is_a_value_and_the_session_holds_none_of_it(site):
     judged) is part of its answer, not written onto the Session it read."""
     root, recipes = site
     session = _session(root)
-    before = set(vars(session))
+    before = {k: copy.copy(v) if isinstance(v, (dict, list, set)) else v for k, v in vars(session).items()}
     judged = evaluate(session, _recipes(recipes))
     assert isinstance(judged, Evaluation) and dict(judged.blocked) == {"widen": ()} and dict(judged.notes) == {}
     with pytest.raises(dataclasses.FrozenInstanceError):
         judged.blocked = {}
-    assert set(vars(session)) - before <= {"code"} and not hasattr(session, "blocked")  # code: memoized
+    after = vars(session)
+    # What may change: the session's memos of what it read (code digest, files, journals,
+    # identities, pristine references), and each file memo is the disk's bytes.
+    memos = {"code", "files", "identities", "journals", "references", "releases"}
+    assert set(after) - set(before) <= {"code"}
+    assert {k: v for k, v in after.items() if k not in memos} == {k: v for k, v in before.items() if k not in memos}
+    assert after["files"] and all(doc.original == doc.path.read_bytes() for doc in after["files"].values())
+
+    # and the answer does not depend on what the session carries: judged again on it, and on
+    # a fresh session, it is the same value.
+    def answer(ev: Evaluation) -> tuple:
+        seen = tuple(
+            (r.id, tuple((v.op.index, v.state, v.scope, v.line, v.message, v.lines, v.evidence) for v in evs))
+            for r, evs in ev.judged
+        )
+        return seen, dict(ev.blocked), dict(ev.notes)
+
+    assert answer(evaluate(session, _recipes(recipes))) == answer(judged)
+    assert answer(evaluate(_session(root), _recipes(recipes))) == answer(judged)
 
 
 def test_a_plan_is_a_frozen_value_and_the_documents_it_read_are_unchanged(site):

@@ -283,7 +283,7 @@ AXES = {"sglang": TABLE_NOW.releases["sglang"], "flashinfer": fi_sample(TABLE_NO
 def drift_across(engine: str, versions: list[str]) -> dict[str, list[dict]]:
     """``patchkit drift sm120 --across ENGINE==FIRST..LAST --json`` over exactly ``versions``
     (the index is asked once, in test_the_table_lists_every_release_on_the_index)."""
-    from patchkit.main import main
+    from patchkit.cli import main
 
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:

@@ -190,9 +190,9 @@ def identities(text: str, rid: str, targets: dict[str, Target], refs: dict) -> d
 
     from packaging.version import Version
 
+    from patchkit.authoring.port import identity_table
     from patchkit.base.errors import RecipeError
     from patchkit.core.recipe import load_recipe
-    from patchkit.upstream.port import identity_table
 
     with tempfile.TemporaryDirectory(prefix="patchkit-capture-") as tmp:
         path = Path(tmp) / f"{rid}.toml"
@@ -220,7 +220,7 @@ def recipe_toml(
 ) -> str:
     from packaging.version import Version
 
-    from patchkit.upstream.port import next_release
+    from patchkit.authoring.port import next_release
 
     engines = sorted({op.engine for op in ops})
     versions = {e: Version(targets[e].version).public for e in engines}

@@ -1,8 +1,9 @@
 """Writing to the terminal: one line out, colour when it is wanted.
 
 What ``click.echo`` and ``click.style`` do for patchkit's output, in a few lines and without
-importing click: the fast path of ``status`` and of the serving guard (patchkit/main.py)
-never imports click, and click's path writes through here too, so the two cannot differ.
+importing click, so that the modules below the command line (patchkit/commands/ and
+down) write output without depending on it; click's layer writes through here too, so
+the two cannot differ.
 A test holds the bytes to click's own.
 
 Colour: ``--color auto`` (the default) colours on a terminal unless NO_COLOR is set

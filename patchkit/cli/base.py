@@ -110,6 +110,39 @@ class Group(_Late, click.Group):
     group_class = type  # a subgroup (fork) is a Group too
 
 
+# Which module of patchkit/cli/ defines each command (click's lazily loaded subcommands): a
+# start-up imports click, this module and the one module its command is in.  A test checks
+# the table against the commands the modules register.
+LAZY = {
+    "tree": ("apply", "revert", "adopt", "verify", "status", "diff"),
+    "recipes": ("list", "show", "new", "check", "capture", "port"),
+    "upstream": ("sync", "drift", "pin", "gates"),
+    "fleet": ("wheel", "publish", "fork", "doctor", "run"),
+    "cache": ("cache",),
+}
+
+
+class Root(Group):
+    """The `patchkit` group: each command's module is imported when click first asks for
+    the command (``LAZY``); listing them (help, completion) imports them all."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        if cmd_name not in self.commands:
+            for module, names in LAZY.items():
+                if cmd_name in names:
+                    import importlib
+
+                    importlib.import_module(f"patchkit.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        import importlib
+
+        for module in LAZY:
+            importlib.import_module(f"patchkit.cli.{module}")
+        return super().list_commands(ctx)
+
+
 def _complete_names(ctx, param, incomplete):
     """Shell completion of RECIPE|BUNDLE: the ids and bundles of the recipes in play (never
     an error: a completion that fails offers nothing)."""
@@ -174,7 +207,7 @@ def target_options(f):
     return f
 
 
-@click.group(cls=Group, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Root, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="patchkit")
 @click.option("--pins", metavar="FILE", help=GLOBAL_HELP["pins"])
 @click.option("--recipes", metavar="DIR", multiple=True, help=GLOBAL_HELP["recipes"])
@@ -225,7 +258,7 @@ def _click(args: list[str], as_json: bool) -> None:
 
 
 def main(argv=None) -> None:
-    """Every command through click (patchkit/main.py sends here all but the fast path)."""
+    """The console script `patchkit`: every command line through click."""
     args = sys.argv[1:] if argv is None else list(argv)
     as_json = toplevel.wants_json(args)
     toplevel.run(lambda: _click(args, as_json), as_json)

@@ -1,5 +1,5 @@
 """One module per subcommand.  Each exposes a plain function that returns an exit code;
-only patchkit/cli/ (and, for `status` and `run`, patchkit/main.py) parses arguments.
+only patchkit/cli/ parses arguments.
 The rules of a command (what it does with no names, what a profile supplies) live here,
 in its module, not in the cli."""
 

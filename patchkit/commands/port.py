@@ -1,4 +1,4 @@
-"""`port`: draft the `when` variant a recipe needs on a new release (patchkit/upstream/port.py),
+"""`port`: draft the `when` variant a recipe needs on a new release (patchkit/authoring/port.py),
 verify it on the pristine release, and print it or write it into the recipe file."""
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ def _tree(to: str):
 def _bisected(project: Project, catalog, recipe, engine: str, version: str) -> dict[int, str]:
     """op -> the release drift --bisect sees it change at, between the newest release of the
     recipe's range and ``version`` (only when the range ends below it)."""
+    from patchkit.authoring import port as P
     from patchkit.base.target import ENGINES
     from patchkit.commands.drift import _pinned
     from patchkit.upstream import drift as D
-    from patchkit.upstream import port as P
 
     if P.widened(recipe.engines[engine], version) is None:
         return {}
@@ -54,8 +54,8 @@ def _bisected(project: Project, catalog, recipe, engine: str, version: str) -> d
 
 
 def port(project: Project, rid: str, to: str, write: bool, as_json: bool) -> int:
+    from patchkit.authoring import port as P
     from patchkit.core.project import SHIPPED
-    from patchkit.upstream import port as P
 
     catalog = project.catalog()
     if rid in catalog.bundles and rid not in catalog.recipes:

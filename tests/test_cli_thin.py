@@ -13,7 +13,12 @@ from tests.conftest import ROOT
 
 
 def _commands(group: click.Group, path=("patchkit",)):
-    for name, cmd in group.commands.items():
+    """Every command, as click finds it (the root's are loaded lazily: asked by name)."""
+    ctx = click.Context(group, info_name=path[-1])
+    names = group.list_commands(ctx)
+    assert names, path
+    for name in names:
+        cmd = group.get_command(ctx, name)
         yield (*path, name), cmd
         if isinstance(cmd, click.Group):
             yield from _commands(cmd, (*path, name))
@@ -60,7 +65,7 @@ def test_every_command_takes_the_global_options_after_its_name():
 
 
 def test_the_late_options_are_built_once_per_command():
-    cmd = cli.commands["status"]
+    cmd = cli.get_command(click.Context(cli), "status")
     ctx = click.Context(cmd)
     first, again = cmd.get_params(ctx), cmd.get_params(ctx)
     assert [id(p) for p in first] == [id(p) for p in again]

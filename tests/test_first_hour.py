@@ -60,9 +60,10 @@ def _python_helps() -> list[tuple[str, str]]:
     out = []
 
     def walk(cmd: click.Command, path: str) -> None:
-        if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
-                walk(sub, f"{path} {name}")
+        if isinstance(cmd, click.Group):  # the root's commands are loaded lazily: asked by name
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), f"{path} {name}")
         for p in cmd.params:
             if isinstance(p, click.Option) and "--python" in p.opts and "ENGINE" not in (p.help or ""):
                 out.append((path, p.help or ""))

@@ -372,6 +372,7 @@ def test_an_open_range_takes_its_home_from_where_it_starts_whatever_the_cache_ho
     open_range = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0.6.3")})
     closed = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0.6.3,<0.8")})
     no_start = SimpleNamespace(engines={"flashinfer": SpecifierSet("!=0.6.4")})
+    any_release = SimpleNamespace(engines={"flashinfer": SpecifierSet(">=0")})
     when = SimpleNamespace(engine="flashinfer", when=(("flashinfer", SpecifierSet("<0.8")),))
     for cached in ((), ("0.6.3", "0.7.0")):
         for v in cached:
@@ -383,6 +384,8 @@ def test_an_open_range_takes_its_home_from_where_it_starts_whatever_the_cache_ho
         assert identity.own_release_in_range(session("0.7.0"), closed, op)  # vouched for up to 0.8
         assert identity.own_release_in_range(session("0.7.0"), open_range, when)  # bounded by the op's when
         assert identity.own_release_in_range(session("0.7.0"), no_start, op)  # no start to go back to
+        assert identity.floor(any_release, op) is None  # >=0 names no release (and none "0" is fetched)
+        assert identity.own_release_in_range(session("0.7.0"), any_release, op)
 
 
 def test_words_in_too_many_files_say_missing_naming_the_named_files_candidates(tmp_path, run_cli, monkeypatch):

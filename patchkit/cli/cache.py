@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from patchkit.cli.base import cli, invocation
+from patchkit.cli.base import cli, invocation, release_option
 
 JSON_HELP = "Print one JSON document."
 
@@ -48,7 +48,7 @@ def cache_path():
 @click.option(
     "--max-size", metavar="SIZE", help="Then remove the oldest entries until the cache holds SIZE (500M, 2G)."
 )
-@click.option(
+@release_option(
     "--keep",
     multiple=True,
     metavar="ENGINE==V",

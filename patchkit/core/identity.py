@@ -261,6 +261,9 @@ def floor(recipe: Recipe, op: OpSpec) -> Optional[str]:
     specs = [recipe.engines.get(op.engine)] + [w[1] for w in op.when if w[0] == op.engine]
     found = [x.version for s in specs if s is not None for x in s if x.operator in (">=", "==", "===")]
     try:
+        # ``>=0`` is "any release": it names no release the recipe was written from (and no
+        # release 0 is asked of the index)
+        found = [v for v in found if Version(v) != Version("0")]
         return max(found, key=Version) if found else None
     except InvalidVersion:
         return None

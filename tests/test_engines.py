@@ -356,3 +356,107 @@ def test_a_planted_cache_entry_with_a_dist_leading_outside_is_a_miss(tmp_path, m
     rows[0][1] = "../../outside"
     entry.write_text(json.dumps(rows))
     assert engines._shipped()["sglang"].dist == "sglang"
+
+
+def _sdist_bytes(top: str, files: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def sdist_only_index(tmp_path, monkeypatch):
+    """A file: index of flashinfer-python whose 0.3.1 is an sdist only (as PyPI has it), laid
+    out as the repository; 0.3.2 an sdist laid out otherwise; 0.3.3 not there at all."""
+    import hashlib
+
+    files = tmp_path / "files"
+    files.mkdir()
+    made = {
+        "flashinfer_python-0.3.1.tar.gz": _sdist_bytes(
+            "flashinfer_python-0.3.1",
+            {
+                "PKG-INFO": "Name: flashinfer-python\nVersion: 0.3.1\n",
+                "setup.py": "",
+                "flashinfer/__init__.py": "",
+                "flashinfer/jit/comm.py": "def gen():\n    return [90, 100]\n",
+                "include/flashinfer/comm.cuh": "// kernel\n",
+                "csrc/k.cu": "// kernel\n",
+            },
+        ),
+        "flashinfer_python-0.3.2.tar.gz": _sdist_bytes("flashinfer_python-0.3.2", {"src/other/x.py": ""}),
+    }
+    links = []
+    for name, data in made.items():
+        (files / name).write_bytes(data)
+        links.append(f'<a href="../../files/{name}#sha256={hashlib.sha256(data).hexdigest()}">{name}</a><br/>')
+    page = tmp_path / "simple" / "flashinfer-python"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    monkeypatch.setenv("PATCHKIT_INDEX_URL", (tmp_path / "simple").as_uri())
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)
+    return tmp_path
+
+
+def test_a_release_the_index_has_only_as_an_sdist_is_read_from_it(sdist_only_index):
+    """FlashInfer 0.3.1 and 0.4.0 are on PyPI as sdists only: read from the sdist, laid out
+    as the repository, not reported as no such release."""
+    from patchkit.base.errors import FetchError
+    from patchkit.upstream import fetch
+
+    said: list[str] = []
+    tree = fetch.release_tree("flashinfer", "0.3.1", say=said.append)
+    assert (
+        "flashinfer 0.3.1: the index has no wheel of it; reading its sdist (flashinfer/, include/, csrc/) ..." in said
+    )
+    target = open_target("flashinfer", tree)
+    assert target.layout == "git"
+    assert (tree / "flashinfer/jit/comm.py").read_text() == "def gen():\n    return [90, 100]\n"
+    assert not (tree / "setup.py").exists()
+    # an sdist laid out otherwise holds none of the engine's files: one clear error, no tree
+    with pytest.raises(FetchError, match="holds none of flashinfer's files where its repository has them"):
+        fetch.release_tree("flashinfer", "0.3.2")
+    assert not (sdist_only_index / "cache" / "trees" / "flashinfer-0.3.2").exists()
+    # neither a wheel nor an sdist: still no such release, naming the nearest ones
+    with pytest.raises(FetchError, match="0.3.3: no such release"):
+        fetch.release_tree("flashinfer", "0.3.3")
+
+
+def test_an_installed_sdist_only_release_is_judged_against_its_sdist(sdist_only_index, tmp_path, run_cli):
+    """status on an installed flashinfer 0.3.1 (built from its sdist): the pristine reference
+    is the sdist, so an edit in site-packages reads as not the release's."""
+    sp = tmp_path / "sp"
+    (sp / "flashinfer" / "jit").mkdir(parents=True)
+    (sp / "flashinfer" / "__init__.py").write_text('__version__ = "0.3.1"\n')
+    (sp / "flashinfer" / "jit" / "comm.py").write_text("def gen():\n    return [90, 100]\n")
+    (sp / "flashinfer_python-0.3.1.dist-info").mkdir()
+    (sp / "flashinfer_python-0.3.1.dist-info" / "METADATA").write_text("Name: flashinfer-python\nVersion: 0.3.1\n")
+    rec = tmp_path / "recipes"
+    rec.mkdir()
+    (rec / "widen.toml").write_text(
+        'id = "widen"\nsummary = "add 120"\n[engines]\nflashinfer = ">=0.3.1"\n[[ops]]\nkind = "list-element"\n'
+        'engine = "flashinfer"\nfile = "flashinfer/jit/comm.py"\nscope = "gen"\n[ops.locator]\n'
+        'contains = ["90", "100"]\n[ops.params]\nelement = "120"\n'
+    )
+    code, out, err = run_cli("--recipes", str(rec), "status", "widen", "-t", f"flashinfer={sp}", "--json", cwd=tmp_path)
+    assert code == 1, out + err
+    assert "the index has no wheel of it; reading its sdist" in err
+    assert json.loads(out)["recipes"][0]["state"] == "pending"
+    # a hand edit of the goal: read against the sdist, which lacks it, it is someone else's
+    comm = sp / "flashinfer" / "jit" / "comm.py"
+    comm.write_text("def gen():\n    return [90, 100, 120]\n")
+    code, out, err = run_cli("--recipes", str(rec), "status", "widen", "-t", f"flashinfer={sp}", "--json", cwd=tmp_path)
+    (op,) = json.loads(out)["recipes"][0]["ops"]
+    assert op["state"] == "someone-else" and op["evidence"]["pristine"] == "lacks it", op
+    comm.write_text("def gen():\n    return [90, 100]\n")
+    code, out, err = run_cli("--recipes", str(rec), "apply", "widen", "-t", f"flashinfer={sp}", cwd=tmp_path)
+    assert code == 0, out + err
+    assert (sp / "flashinfer" / "jit" / "comm.py").read_text() == "def gen():\n    return [90, 100, 120]\n"
+    code, out, err = run_cli("--recipes", str(rec), "revert", "widen", "-t", f"flashinfer={sp}", cwd=tmp_path)
+    assert code == 0 and (sp / "flashinfer" / "jit" / "comm.py").read_text() == "def gen():\n    return [90, 100]\n"

@@ -579,6 +579,36 @@ def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda 
             source = {"engine": engine, "source": "index", "version": version, "sdist": sdist.name}
             unpack_sdist(sdist, dest, prefixes, source)
             return dest
-    whl = fetch_wheel(info.dist, version, say=say)
+    try:
+        whl = fetch_wheel(info.dist, version, say=say)
+    except FetchError as e:
+        if info.reference == "sdist" or "no such release" not in e.message:
+            raise
+        return _sdist_only(engine, version, dest, e, say)
     unpack(whl, dest, {"engine": engine, "source": "index", "version": version, "wheel": whl.name})
+    return dest
+
+
+def _sdist_only(engine: str, version: str, dest: Path, no_wheel: FetchError, say: Callable[[str], None]) -> Path:
+    """A release the index has only as an sdist (FlashInfer 0.3.1, 0.4.0): unpacked as the
+    repository lays it out, where the sdist holds the engine's files at the repository's
+    paths; ``no_wheel`` (the index has neither) otherwise."""
+    from patchkit.base.target import ENGINES
+
+    info = ENGINES[engine]
+    try:
+        sdist = fetch_sdist(info.dist, version, say=say)
+    except FetchError as e:
+        if "no such release" in e.message:
+            raise no_wheel from None
+        raise
+    prefixes = tuple(pp for _, pp in info.layouts["git"])
+    say(f"{engine} {version}: the index has no wheel of it; reading its sdist ({', '.join(prefixes)}) ...")
+    source = {"engine": engine, "source": "index", "version": version, "sdist": sdist.name}
+    if unpack_sdist(sdist, dest, prefixes, source) == 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise FetchError(
+            f"{sdist.name}: holds none of {engine}'s files where its repository has them ({', '.join(prefixes)})",
+            f"the index has no wheel of {engine} {version}, and its sdist is laid out otherwise; pick another release",
+        )
     return dest

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
-from patchkit.base.errors import PatchkitError
+from patchkit.base.errors import FetchError, PatchkitError
 from patchkit.base.target import ENGINES, Target
 
 OFFLINE_ENV = "PATCHKIT_OFFLINE"  # "1": never reach the package index for a reference
@@ -131,7 +131,7 @@ class Reference:
             whl = cached[0]
         elif installed is not None:
             whl = installed
-        elif self._open_lazy(dist, public):
+        elif self._lazy_or_sdist(dist, public):
             return
         elif os.environ.get(OFFLINE_ENV) == "1":
             raise PatchkitError(f"{dist} {public}'s wheel is not in patchkit's cache, and {OFFLINE_ENV}=1")
@@ -144,7 +144,13 @@ class Reference:
             )
             from patchkit.upstream import fetch
 
-            whl = fetch.fetch_wheel(dist, public, say=_say)
+            try:
+                whl = fetch.fetch_wheel(dist, public, say=_say)
+            except FetchError as e:
+                if "no such release" not in e.message:
+                    raise
+                self._open_sdist()  # PATCHKIT_LAZY=0: the sdist-only release, as _lazy_or_sdist reads it
+                return
         from patchkit.base import regular
 
         try:  # checked as it is opened: a FIFO put there since never blocks
@@ -152,6 +158,18 @@ class Reference:
         except regular.NotRegular as e:
             raise PatchkitError(f"{whl}: is {e.kind}, not a wheel", "remove it from patchkit's cache") from None
         self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
+
+    def _lazy_or_sdist(self, dist: str, public: str) -> bool:
+        """The release's wheel read lazily (``_open_lazy``); or, where the index has no wheel
+        of the release but has its sdist (FlashInfer 0.3.1, 0.4.0), the sdist, unpacked as
+        the repository lays it out (fetch.release_tree).  False: download the whole wheel."""
+        try:
+            return self._open_lazy(dist, public)
+        except FetchError as e:
+            if "no such release" not in e.message:
+                raise
+        self._open_sdist()
+        return True
 
     def _open_lazy(self, dist: str, public: str) -> bool:
         """The release's wheel read member by member (patchkit/upstream/lazywheel.py): from a

@@ -72,6 +72,23 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
 
 
 @pytest.mark.real
+def test_a_repeated_drift_to_is_answered_from_the_store(run_cli, monkeypatch):
+    """The second `drift --to` of the same releases and recipes judges nothing: its verdicts
+    come from the store `--across` keeps, and its output is the same, text and JSON."""
+    from patchkit.upstream import drift as D
+
+    first = run_cli("drift", "--to", "sglang==0.5.13")
+    first_json = drift_json(run_cli, "--to", "sglang==0.5.13")
+
+    def judged(*a, **k):
+        raise AssertionError("judged again")
+
+    monkeypatch.setattr(D, "judge_release", judged)
+    assert run_cli("drift", "--to", "sglang==0.5.13")[:2] == first[:2]
+    assert drift_json(run_cli, "--to", "sglang==0.5.13") == first_json
+
+
+@pytest.mark.real
 def test_sglang_0_5_15_variants_name_the_moved_and_renamed_places(run_cli):
     """0.5.15 moved ModelRunner._should_run_flashinfer_autotune to a module function
     should_run_flashinfer_autotune in runner/flashinfer_autotune.py, and the SM120 MoE arm

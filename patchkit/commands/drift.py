@@ -127,15 +127,16 @@ def drift(
     derive = set(by)
     _missing_engines(catalog, names, given | set(pinned) | derive, "drift")
     trees = {}
+    releases: dict[str, str] = {}  # engine -> version, where the tree is a release
     for kind, engine, value in specs:
         if kind == "path":
             from patchkit.base.target import open_target
 
             trees[engine] = open_target(engine, value).root
         else:
-            trees[engine] = D.release_tree(engine, value, say=_err)
+            trees[engine], releases[engine] = D.release_tree(engine, value, say=_err), value
     for engine, version in pinned.items():
-        trees[engine] = D.release_tree(engine, version, say=_err)
+        trees[engine], releases[engine] = D.release_tree(engine, version, say=_err), version
     for engine in sorted(derive - set(trees)):
         if not any(engine in r.engines for r in catalog.select(names)):
             continue
@@ -149,8 +150,13 @@ def drift(
             f"{engine} {version}: the version this {by[engine]} release requires "
             f"(no pin here; --to {engine}==V to choose)"
         )
-        trees[engine] = D.release_tree(engine, version, say=_err)
-    res = D.judge_release(catalog, names, trees)
+        trees[engine], releases[engine] = D.release_tree(engine, version, say=_err), version
+    # releases only: the verdicts `--across` keeps answer a repeat; a path is judged as it is now
+    res = (
+        D.judge_releases(catalog, names, releases)
+        if set(releases) == set(trees)
+        else D.judge_release(catalog, names, trees)
+    )
     good = D.ok(res)
     retire = [r.id for r in res if r.state == State.UPSTREAM]
     from patchkit.base.target import open_target

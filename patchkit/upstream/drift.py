@@ -127,18 +127,33 @@ def versions_between(engine: str, a: str, b: str) -> list[str]:
 
 
 def _cache_key(catalog: Catalog, names, engine: str, version: str, others: dict[str, str]) -> str:
+    """The key of one combination of releases' verdicts: the same whether `--across` or
+    `--to` asks for it (the releases as one sorted set, not which engine was walked)."""
     h = hashlib.sha256(
         json.dumps(
             [
                 code_hash(),
                 sorted((r.id, r.sha256) for r in catalog.select(names)),
-                engine,
-                version,
-                sorted(others.items()),
+                sorted({**others, engine: version}.items()),
             ]
         ).encode()
     )
     return h.hexdigest()[:24]
+
+
+def judge_releases(catalog: Catalog, names: tuple[str, ...], versions: dict[str, str]) -> list[RecipeResult]:
+    """The recipes judged on these releases ({engine: version}, each unpacked by
+    release_tree), answered from the cache `--across` keeps when this combination was
+    judged before: a repeated `drift --to` costs a lookup, not a judgement."""
+    engine = min(versions)
+    others = {e: v for e, v in versions.items() if e != engine}
+    key = _cache_key(catalog, names, engine, versions[engine], others)
+    hit = _cached(key)
+    if hit is not None:
+        return [RecipeResult.from_json(d) for d in hit]
+    res = judge_release(catalog, names, {e: release_tree(e, v) for e, v in versions.items()})
+    fsio.store_cached(fetch.cache_dir(), f"drift/{key}.json", json.dumps([r.to_json() for r in res]).encode())
+    return res
 
 
 def _worker(args) -> tuple[str, list[dict]]:

@@ -3,6 +3,7 @@ the project from the global options), and ``main``: the command line through cli
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -130,14 +131,10 @@ class Root(Group):
         if cmd_name not in self.commands:
             for module, names in LAZY.items():
                 if cmd_name in names:
-                    import importlib
-
                     importlib.import_module(f"patchkit.cli.{module}")
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        import importlib
-
         for module in LAZY:
             importlib.import_module(f"patchkit.cli.{module}")
         return super().list_commands(ctx)

@@ -485,6 +485,7 @@ def main() -> None:
         for k in ("apply", "apply cold", "floor", "apply seen", "git apply", "sed"):
             print(f"{k:11} median {a[k]['median']:.3f} s  min {a[k]['min']:.3f} s  rss {a[k]['rss']:.0f} MiB")
         print(f"apply / floor {a['apply']['median'] / a['floor']['median']:.2f}x")
+        print(f"status unchanged / import click {a['status']['median'] / a['click']['median']:.2f}x")
         return
     try:
         g = bench_run(work)

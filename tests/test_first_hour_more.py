@@ -3,6 +3,8 @@ the activated venv as the default target, doctor's exit code, progress off a ter
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
 import sys
 
@@ -51,3 +53,52 @@ def test_a_named_target_or_a_venv_without_an_engine_is_not_replaced(serving_venv
     mini_sglang(site, {})
     code, out, err = run_cli(*R, "diff", "sm120", "-t", f"sglang={site}", cwd=tmp_path)
     assert "activated venv" not in err and str(serving_venv) not in err, err
+
+
+# -- doctor's exit code: the venv's alone ----------------------------------------------------
+
+
+def _doctor_facts(name: str) -> dict:
+    return json.loads((ROOT / "tests" / "fixtures" / name).read_text())["facts"]
+
+
+def _beside_a_project(facts: dict) -> dict:
+    """The same venv's facts as doctor collects them inside a checkout whose pins differ,
+    whose workspace trees are patched, and whose patchkit.toml wants the whole sm120 bundle."""
+    facts = copy.deepcopy(facts)
+    facts["pins"] = {"sglang": "0.5.23", "flashinfer": "0.7.4"}
+    ids = facts["bundles"]["sm120"]
+    for engine in ("sglang", "flashinfer"):
+        facts["workspace"][engine] = {
+            "root": f"/src/proj/.patchkit/trees/{engine}",
+            "recipes": dict.fromkeys(ids, "applied"),
+        }
+    facts["profile"] = {"path": "/src/proj/patchkit.toml", "bundles": ["sm120"], "wanted": ids, "own": False}
+    return facts
+
+
+@pytest.mark.parametrize("name", ["doctor_h200.json", "doctor_h200_patched.json"])
+def test_doctors_exit_code_is_the_venvs_alone(name):
+    from patchkit.fleet import doctor as D
+
+    alone = _doctor_facts(name)
+    beside = _beside_a_project(alone)
+    found = D.judge(beside)
+    assert D.exit_code(found) == D.exit_code(D.judge(alone))
+    said = [f.message for f in found if f.project]  # still said, as the project's
+    assert any("this directory's pin is 0.5.23" in m for m in said), said
+    assert any("the workspace tree /src/proj/.patchkit/trees/" in m for m in said), said
+    if D.exit_code(found) == 0:
+        assert D.summary(found).startswith("nothing wrong found in the venv; this directory's project differs")
+
+
+def test_an_unpatched_venv_without_a_profile_is_told_so():
+    from patchkit.fleet import doctor as D
+
+    found = D.judge(_doctor_facts("doctor_h200.json"))
+    assert any(
+        f.topic == "profile"
+        and "have no profile of their own, so nothing says what they should carry" in f.message
+        and "--save" in f.message
+        for f in found
+    )

@@ -4,9 +4,12 @@ the activated venv as the default target, doctor's exit code, progress off a ter
 from __future__ import annotations
 
 import copy
+import io
 import json
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -102,3 +105,64 @@ def test_an_unpatched_venv_without_a_profile_is_told_so():
         and "--save" in f.message
         for f in found
     )
+
+
+# -- progress off a terminal -----------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_long_work_says_so_every_interval_off_a_terminal_only(monkeypatch):
+    from patchkit.base import progress
+
+    monkeypatch.setattr(progress, "EVERY", 0.05)
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    with progress.working("downloading x.whl", lambda: "1.0 of 2.0 MB"):
+        time.sleep(0.4)
+    lines = log.getvalue().splitlines()
+    assert len(lines) >= 3, lines
+    assert all(re.fullmatch(r"patchkit: still downloading x\.whl, 1\.0 of 2\.0 MB \(\d+ s\)", x) for x in lines), lines
+    time.sleep(0.15)
+    assert log.getvalue().splitlines() == lines  # nothing after the work ended
+    tty = _Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with progress.working("downloading x.whl"):
+        time.sleep(0.2)
+    assert tty.getvalue() == ""  # a terminal shows the work's own progress instead
+
+
+def test_a_slow_download_into_a_log_is_never_silent(monkeypatch, tmp_path):
+    """fetch's download, off a terminal: lines that say how far it got (the network is a
+    stand-in that sends 64 KiB every 20 ms)."""
+    from patchkit.base import progress
+    from patchkit.upstream import fetch
+
+    monkeypatch.setattr(progress, "EVERY", 0.05)
+    chunks = [b"x" * (1 << 16)] * 12
+
+    class Slow:
+        headers = {"Content-Length": str(12 << 16)}
+
+        def read(self, n):
+            time.sleep(0.02)
+            return chunks.pop() if chunks else b""
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+    monkeypatch.setattr(fetch, "_request", lambda url, *a, **k: Slow())
+    log = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", log)
+    fetch._download("https://files.example/x-1.0-py3-none-any.whl", tmp_path / "x-1.0-py3-none-any.whl")
+    lines = log.getvalue().splitlines()
+    assert lines and all(
+        re.fullmatch(r"patchkit: still downloading x-1\.0-py3-none-any\.whl, \d\.\d of 0\.8 MB \(\d+ s\)", x)
+        for x in lines
+    ), lines

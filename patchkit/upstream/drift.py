@@ -177,12 +177,15 @@ def across(
         for e, ov in with_(v).items():
             release_tree(e, ov, say=say)
     args = [(recipe_dirs, names, engine, v, with_(v)) for v in todo]  # the workers load the same catalog
+    from patchkit.base.progress import working
+
     tick = _progress(len(args))
-    if len(args) > 1 and jobs > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
-            done = [tick(r) for r in pool.map(_worker, args)]
-    else:
-        done = [tick(_worker(a)) for a in args]
+    with working(f"judging {len(args)} {engine} release(s)", lambda: f"{tick.count[0]} done"):
+        if len(args) > 1 and jobs > 1:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
+                done = [tick(r) for r in pool.map(_worker, args)]
+        else:
+            done = [tick(_worker(a)) for a in args]
     for v, res in done:
         out[v] = res
         key = _cache_key(catalog, names, engine, v, with_(v))
@@ -217,6 +220,7 @@ def _progress(total: int):
             print(f"\r{count[0]}/{total} releases judged", end=end, file=sys.stderr, flush=True)
         return result
 
+    tick.count = count  # type: ignore[attr-defined]  (how many are done, for progress off a terminal)
     return tick
 
 

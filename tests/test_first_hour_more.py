@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,50 @@ def test_a_slow_download_into_a_log_is_never_silent(monkeypatch, tmp_path):
         re.fullmatch(r"patchkit: still downloading x-1\.0-py3-none-any\.whl, \d\.\d of 0\.8 MB \(\d+ s\)", x)
         for x in lines
     ), lines
+
+
+# -- a host installed from patchkit's wheels can be guarded -----------------------------------
+
+
+def _installed_from_wheels(site: Path, profile: dict | None) -> None:
+    mini_sglang(site, {})
+    for di in ("sglang-0.5.9+sm120.1a2b3c4d.dist-info", "flashinfer_python-0.6.3+sm120.5e6f7a8b.dist-info"):
+        (site / di).mkdir(parents=True)
+        doc = {"tool": "patchkit", "recipes": []} | ({"profile": profile} if profile else {})
+        (site / di / "patchkit.json").write_text(json.dumps(doc))
+
+
+def test_the_profile_a_patchkit_wheel_carries_is_the_guards(tmp_path, monkeypatch):
+    from patchkit.fleet import profile as P
+
+    monkeypatch.chdir(tmp_path)
+    site = tmp_path / "site"
+    _installed_from_wheels(site, {"bundles": ["sm120"], "recipes": []})
+    found = P.find(None, [site])
+    assert found.exists and found.wheel and (found.bundles, found.recipes, found.exclude) == (("sm120",), (), ())
+    assert found.path == site / "flashinfer_python-0.6.3+sm120.5e6f7a8b.dist-info" / "patchkit.json"  # the first
+    # the tree's own profile.toml (written by --save) comes first
+    (site / ".patchkit").mkdir()
+    (site / ".patchkit" / "profile.toml").write_text('recipes = ["autotune-cutlass"]\n')
+    assert P.find(None, [site]).recipes == ("autotune-cutlass",)
+    # a wheel built before the profile was carried, or another dist's patchkit.json: none
+    other = tmp_path / "old"
+    _installed_from_wheels(other, None)
+    (other / "torch-2.9.1.dist-info").mkdir()
+    (other / "torch-2.9.1.dist-info" / "patchkit.json").write_text('{"profile": {"bundles": ["x"]}}')
+    assert P.wheel_profile([other]) is None and not P.find(None, [other]).exists
+
+
+def test_save_on_a_wheel_profile_writes_the_trees_own_seeded_from_it(tmp_path, monkeypatch):
+    from patchkit.core.project import Project
+    from patchkit.fleet import profile as P
+
+    monkeypatch.chdir(tmp_path)
+    site = tmp_path / "site"
+    _installed_from_wheels(site, {"bundles": ["sm120"], "recipes": []})
+    before = {p: p.read_bytes() for p in site.glob("*.dist-info/patchkit.json")}
+    catalog = Project.locate(None, (str(ROOT / "recipes"),), None).catalog()
+    saved, changes = P.save(P.find(None, [site]), "revert", ["allreduce-fusion"], catalog)
+    assert saved.path == site / ".patchkit" / "profile.toml"
+    assert (saved.bundles, saved.exclude) == (("sm120",), ("allreduce-fusion",)), changes
+    assert {p: p.read_bytes() for p in before} == before  # pip's files untouched

@@ -259,7 +259,7 @@ def _profile(project, probe: dict, catalog) -> Optional[dict]:
         return None
     # the venv's own (SITE/.patchkit/profile.toml), or the workspace's of the directory doctor
     # runs in, which shows what that project wants but never decides the exit code
-    own = any(Path(prof.path).resolve() == P.target_file(r).resolve() for r in roots)
+    own = prof.wheel or any(Path(prof.path).resolve() == P.target_file(r).resolve() for r in roots)
     try:
         P.check(prof, catalog)
     except PatchkitError as e:

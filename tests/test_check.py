@@ -454,3 +454,28 @@ def test_a_proposed_marker_is_warned_about_until_confirmed(tmp_path, run_cli):
     (d / "p.toml").write_text(text.replace('proposed = "read x.py:3; delete this line to confirm"\n', ""))
     code, out, err = run_cli("check", str(d / "p.toml"), cwd=tmp_path)
     assert code == 0 and "WARNING" not in err
+
+
+def test_check_reports_every_error_of_an_op_past_its_kind_engine_and_missing_keys(tmp_path, run_cli):
+    """An unknown kind, an engine the recipe lacks and a missing key no longer hide the op's
+    other errors: each is one file:line, recipe, op, why line, all in one run."""
+    one = (
+        GOOD.format(id="many")
+        .replace('kind = "list-element"', 'kind = "list-elemnt"')
+        .replace('engine = "sglang"', 'engine = "torch"')
+        .replace('file = "sglang/srt/x.py"', 'file = "/abs/x.py"')
+        .replace('scope = "f"', 'scope = "f g"')
+    )
+    two = GOOD.format(id="nokind").replace('kind = "list-element"\n', "").replace('scope = "f"', 'scope = "1f"')
+    d = _recipes(tmp_path, {"many.toml": one, "nokind.toml": two})
+    code, out, err = run_cli("check", str(d), cwd=tmp_path)
+    assert code == 2, err
+    got = [line.split(" (hint:")[0].removeprefix(f"{d}/") for line in out.strip().splitlines()]
+    assert got == [
+        "many.toml:9: many: op #1 > kind: unknown op kind 'list-elemnt'",
+        "many.toml:10: many: op #1 > engine: engine 'torch' is not in the recipe's [engines]",
+        "many.toml:11: many: op #1 > file: '/abs/x.py' is an absolute path",
+        "many.toml:12: many: op #1 > scope: 'f g' is not a qualified name",
+        "nokind.toml:8: nokind: op #1: missing required key 'kind'",
+        "nokind.toml:11: nokind: op #1 > scope: '1f' is not a qualified name",
+    ], out

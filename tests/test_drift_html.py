@@ -156,3 +156,54 @@ def test_the_page_in_a_real_browser_shows_what_json_says(run_cli, tmp_path, monk
     shot.unlink(missing_ok=True)
     p = browse(exe, page, tmp_path / "profile", f"--screenshot={shot}")
     assert p.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p.stderr[-2000:]
+
+
+def _wide_matrix(n: int) -> tuple[list[str], dict[str, list[dict]]]:
+    """``n`` releases of three recipes with long op files: wider than 1400 px laid out flat."""
+    versions = [f"0.5.{i}" for i in range(9, 9 + n)]
+    ops = [
+        {"index": i, "kind": k, "engine": "sglang", "file": f, "line": 3, "location": "", "message": "",
+         "state": "pending"}
+        for i, (k, f) in enumerate([
+            ("list-element", "sglang/srt/model_executor/runner/flashinfer_autotune.py"),
+            ("or-operand", "sglang/srt/layers/flashinfer_comm_fusion.py"),
+            ("set-default", "sglang/srt/server_args.py"),
+        ], 1)
+    ]  # fmt: skip
+    recs = [{"id": rid, "state": "pending", "message": "", "blockers": [], "ops": ops} for rid in
+            ("allreduce-fusion", "autotune-cutlass", "moe-backend-sm120")]  # fmt: skip
+    with_ = {v: {"flashinfer": {"version": "0.6.3", "by": "required"}} for v in versions}
+    return versions, {v: recs for v in versions}, with_
+
+
+def test_rows_are_named_by_recipe_op_kind_and_file():
+    versions, m, with_ = _wide_matrix(3)
+    page = render("sglang", "sglang==0.5.9..0.5.11", versions, m, None, with_)
+    assert (
+        '<th class="row" title="autotune-cutlass op #2 or-operand sglang/srt/layers/flashinfer_comm_fusion.py">'
+        'autotune-cutlass op #2 <span class="kind">or-operand</span> '
+        '<span class="file">sglang/srt/layers/flashinfer_comm_fusion.py</span></th>'
+    ) in page
+
+
+@pytest.mark.real  # a browser: light (one page of 19 releases rendered here, no download)
+def test_at_1400_px_the_newest_release_is_in_view_beside_the_row_names(tmp_path):
+    exe = chromium()
+    versions, m, with_ = _wide_matrix(19)
+    page = tmp_path / "wide.html"
+    page.write_text(render("sglang", "sglang==0.5.9..0.5.27", versions, m, None, with_))
+    dom = browse(exe, page, tmp_path / "profile", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    import re
+
+    seen = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', re.search(r'<span id="layout"([^>]*)>', dom.stdout).group(1)))
+    assert seen["newest"] == "0.5.27" and int(seen["viewport"]) <= 1400, seen
+    # the newest column lies whole inside the viewport, right of the sticky row names
+    assert int(seen["names-right"]) <= int(seen["newest-left"]) < int(seen["newest-right"]) <= int(seen["viewport"]), (
+        seen
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "drift-wide-1400.png"
+    shot.unlink(missing_ok=True)
+    p = browse(exe, page, tmp_path / "profile", f"--screenshot={shot}")
+    assert p.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p.stderr[-2000:]

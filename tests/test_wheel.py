@@ -177,6 +177,7 @@ def test_wheel_is_relabelled_hashed_and_names_its_recipes(sm120_wheels):
                     "=[9,10,12]", "=[9, 10, 12]"
                 )
         ids = [r["id"] for r in prov["recipes"]]
+        assert prov["profile"] == {"bundles": ["sm120"], "recipes": []}  # what `run` guards the host against
         assert prov["label"] == labels()[engine] and prov["engine"] == engine
         assert prov["recipes_digest"] == labels()[engine].split(".")[-1]
         assert ids == (list(SM120) if engine == "sglang" else ["allreduce-fusion"])
@@ -309,6 +310,18 @@ def test_installed_wheels_carry_the_recipes(sm120_wheels, tmp_path, run_cli):
     assert code == 0, out + err
     assert "nothing to apply" in out
     assert (sglang_di / "RECORD").read_bytes() == before
+    # The guard needs no `apply --save` on the host: the wheels carry the profile they were
+    # built for, and `run` judges the installed copies against it, then starts CMD.
+    from tests.conftest import ROOT
+
+    assert not (site / ".patchkit" / "profile.toml").exists()
+    p = subprocess.run(
+        [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), "run", "--python", str(py), "--",
+         str(py), "-c", "print('served')"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert p.returncode == 0 and p.stdout.strip() == "served", p.stdout + p.stderr
+    assert f"{py}'s engines are as the profile {site.resolve()}/" in p.stderr, p.stderr
 
 
 # -- in place --------------------------------------------------------------------------------

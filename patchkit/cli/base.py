@@ -24,10 +24,50 @@ recipe or target error; 3 a bug in patchkit.
 GLOBAL_META = "patchkit.global"  # --pins/--recipes/--workspace given after the subcommand
 
 
-def invocation(ctx: click.Context, python=None) -> Invocation:
+def activated_venv() -> "str | None":
+    """The interpreter of the venv the user activated (``$VIRTUAL_ENV/bin/python``), when it
+    holds an engine (an sglang, flashinfer or vllm package in its site-packages); else None.
+    Not the interpreter patchkit runs in: an installed patchkit runs in a venv of its own,
+    and the clone's .venv (patchkit, no engine) leaves the workspace the default."""
+    from pathlib import Path
+
+    venv = os.environ.get("VIRTUAL_ENV")
+    if not venv:
+        return None
+    exe = Path(venv) / "bin" / "python"
+    if not exe.is_file():
+        return None
+    from patchkit.base.target import ENGINES
+
+    for site in sorted(Path(venv).glob("lib/python*/site-packages")):
+        if any((site / info.package).is_dir() for info in ENGINES.values()):
+            return str(exe)
+    return None
+
+
+def default_python(python, target) -> "str | None":
+    """--python as given; where no target is named (no --python, no -t), the activated venv
+    that holds an engine (said on stderr), so that `patchkit apply sm120` inside a serving
+    venv patches that venv."""
+    if python or target:
+        return python
+    found = activated_venv()
+    if found:
+        term.echo(
+            f"patchkit: --python {found}: the activated venv ($VIRTUAL_ENV); -t or --python names another",
+            err=True,
+        )
+    return found
+
+
+def invocation(ctx: click.Context, python=None, target=None) -> Invocation:
     """What the command needs beside its own options: the project, from the global options
     wherever they were given: before the subcommand or after it (after wins for --pins and
-    --workspace; --recipes adds up, in the order given, nearest first); and --python."""
+    --workspace; --recipes adds up, in the order given, nearest first); and --python (for a
+    command that takes targets, ``target`` given: the activated venv where none is named,
+    ``default_python``)."""
+    if target is not None:
+        python = default_python(python, target)
     o = ctx.find_root().params
     late = ctx.meta.get(GLOBAL_META, {})
     recipes = tuple(o.get("recipes") or ()) + tuple(late.get("recipes", ()))

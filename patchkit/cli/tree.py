@@ -33,7 +33,9 @@ def apply(ctx, names, target, python, as_json, dry_run, ignore_range, clear_jit_
     from patchkit.commands.apply import apply_command
 
     sys.exit(
-        apply_command(invocation(ctx, python), names, target, as_json, dry_run, ignore_range, clear_jit_cache, save)
+        apply_command(
+            invocation(ctx, python, target), names, target, as_json, dry_run, ignore_range, clear_jit_cache, save
+        )
     )
 
 
@@ -60,7 +62,9 @@ def revert(ctx, names, target, python, as_json, dry_run, force, clear_jit_cache,
     """
     from patchkit.commands.apply import revert_command
 
-    sys.exit(revert_command(invocation(ctx, python), names, target, as_json, dry_run, force, clear_jit_cache, save))
+    sys.exit(
+        revert_command(invocation(ctx, python, target), names, target, as_json, dry_run, force, clear_jit_cache, save)
+    )
 
 
 @cli.command()
@@ -85,7 +89,7 @@ def adopt(ctx, names, target, python, as_json, dry_run):
     """
     from patchkit.commands.apply import adopt_command
 
-    sys.exit(adopt_command(invocation(ctx, python), names, target, as_json, dry_run))
+    sys.exit(adopt_command(invocation(ctx, python, target), names, target, as_json, dry_run))
 
 
 @cli.command()
@@ -121,7 +125,7 @@ def verify(ctx, names, target, python, as_json, build, arch, nvcc, jobs, nvcc_ti
     """
     from patchkit.commands.verify import verify_command
 
-    inv = invocation(ctx, python)
+    inv = invocation(ctx, python, target)
     sys.exit(
         verify_command(
             inv, names, target, as_json, build=build, arch=arch, nvcc=nvcc, jobs=jobs, nvcc_timeout=nvcc_timeout
@@ -156,7 +160,7 @@ def status(ctx, names, target, python, as_json, quiet):
     """
     from patchkit.commands.status import status_command
 
-    sys.exit(status_command(invocation(ctx, python), names, target, as_json, quiet))
+    sys.exit(status_command(invocation(ctx, python, target), names, target, as_json, quiet))
 
 
 @cli.command()
@@ -177,4 +181,6 @@ def diff(ctx, names, target, python, as_json, applied, ignore_range):
     """
     from patchkit.commands.apply import diff as run
 
-    sys.exit(run(invocation(ctx, python).options(names, target, as_json), applied=applied, ignore_range=ignore_range))
+    sys.exit(
+        run(invocation(ctx, python, target).options(names, target, as_json), applied=applied, ignore_range=ignore_range)
+    )

@@ -194,10 +194,15 @@ def summary(res) -> str:
     return "ok: every recipe still applies or is upstream"
 
 
-def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list[str]:
+def table(shown: list[str], matrix: dict[str, list[dict]], columns: int, with_: dict | None = None) -> list[str]:
     """The --across matrix as lines of at most ``columns`` characters (the terminal's width):
-    the releases that do not fit beside the recipe column go on in another block below."""
+    the releases that do not fit beside the recipe column go on in another block below.
+    ``with_``: the other engines' release per column ({version: {engine: {"version": ..}}}),
+    a row under the header for each engine."""
+    with_ = with_ or {}
     ids = list(dict.fromkeys(r["id"] for v in shown for r in matrix[v]))
+    extra = sorted({e for v in shown for e in with_.get(v, {})})
+    paired = {(e, v): with_[v][e]["version"] if e in with_.get(v, {}) else "-" for e in extra for v in shown}
     text: dict[tuple[str, str], str] = {}
     state: dict[tuple[str, str], str] = {}
     for v in shown:
@@ -206,8 +211,10 @@ def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list
             st = D.cell(r) if r else "-"
             base = st.split("+")[0]
             text[(rid, v)], state[(rid, v)] = ABBR.get(base, base) + st[len(base) :], base
-    name_w = max(len(i) for i in ids) + 1 if ids else 1
-    width = {v: max(len(v), *(len(text[(rid, v)]) for rid in ids)) for v in shown}
+    name_w = max([len(i) for i in ids] + [len(e) + 1 for e in extra]) + 1 if ids or extra else 1
+    width = {
+        v: max(len(v), *(len(text[(rid, v)]) for rid in ids), *(len(paired[(e, v)]) for e in extra)) for v in shown
+    }
     blocks: list[list[str]] = [[]]
     used = name_w
     for v in shown:
@@ -221,35 +228,67 @@ def table(shown: list[str], matrix: dict[str, list[dict]], columns: int) -> list
         if n:
             out.append("")
         out.append(" " * name_w + " ".join(f"{v:<{width[v]}}" for v in block).rstrip())
+        for e in extra:
+            out.append(f"{'+' + e:<{name_w}}" + " ".join(f"{paired[(e, v)]:<{width[v]}}" for v in block).rstrip())
         for rid in ids:
             cells = [term.style(f"{text[(rid, v)]:<{width[v]}}", fg=COLORS.get(state[(rid, v)])) for v in block]
             out.append(f"{rid:<{name_w}}" + " ".join(cells))
     return out
 
 
-def _write_html(path: str, engine: str, spec: str, shown, matrix, changes) -> None:
+def _write_html(path: str, engine: str, spec: str, shown, matrix, changes, with_=None) -> None:
     from pathlib import Path
 
     from patchkit.base.fsio import atomic_write
     from patchkit.upstream.drift_html import render
 
-    atomic_write(Path(path), render(engine, spec, shown, matrix, changes).encode())
+    atomic_write(Path(path), render(engine, spec, shown, matrix, changes, with_).encode())
     _err(f"wrote {path}: {len(shown)} releases; open it in a browser (it fetches nothing)")
 
 
 def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=None) -> int:
+    from patchkit.base.target import ENGINES
+
     engine, a, b = D.parse_range(spec)
-    others = {e: v for e, v in _pinned(project).items() if e != engine}
-    for s in to:  # --to OTHER==VERSION: the release of the other engine, instead of its pin
+    pinned = {e: v for e, v in _pinned(project).items() if e != engine}
+    given: dict[str, str] = {}
+    for s in to:  # --to OTHER==VERSION: the release of the other engine, for every column
         kind, e, v = D.parse_spec(s)
         if kind != "release" or e == engine:
             raise PatchkitError(
                 f"--to {s!r} with --across {spec}: only a release of the other engine goes with --across",
                 "e.g. --across sglang==0.5.9..0.5.23 --to flashinfer==0.6.3",
             )
-        others[e] = v
-    _missing_engines(catalog, names, {engine, *others}, f"drift --across {spec}")
+        given[e] = v
+    needed = {e for r in catalog.select(names) for e in r.engines}
+    # An engine the release pins exactly (its definition's `requires`: SGLang's Requires-Dist
+    # on flashinfer-python) is paired per release with the version that release requires;
+    # --to overrides; the pin stands only for an engine no release pins.
+    derive = [e for e in ENGINES[engine].requires if e != engine and e not in given and e in needed]
+    fixed = {**{e: v for e, v in pinned.items() if e not in derive}, **given}
+    _missing_engines(catalog, names, {engine, *fixed, *derive}, f"drift --across {spec}")
     versions = D.versions_between(engine, a, b)
+    paired: dict[str, dict[str, dict[str, str]]] = {}  # version -> engine -> {version, by}
+
+    def others(v: str) -> dict[str, str]:
+        if v not in paired:
+            got = {e: {"version": ov, "by": "--to" if e in given else "pin"} for e, ov in fixed.items()}
+            if derive:
+                tree = D.release_tree(engine, v, say=_err)
+                for e in derive:
+                    req = _required_by(tree, e)
+                    if req is not None:
+                        got[e] = {"version": req, "by": "required"}
+                    elif e in pinned:
+                        got[e] = {"version": pinned[e], "by": "pin"}
+                    else:
+                        raise PatchkitError(
+                            f"drift --across {spec}: {engine} {v} names no exact {e} release it requires, "
+                            f"and there is no pin",
+                            f"add --to {e}==VERSION",
+                        )
+            paired[v] = got
+        return {e: x["version"] for e, x in sorted(paired[v].items())}
 
     def run(vs: list[str]) -> dict[str, list[dict]]:
         return D.across(catalog, project.recipe_dirs, names, engine, vs, others, jobs=jobs, say=_err)
@@ -262,8 +301,11 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
         matrix = run(versions)
         shown = versions
     good = all(not D.bad(matrix[v]) for v in shown)
+    for v in shown:
+        others(v)  # filled while judging; a cached column fills it here
+    with_ = {v: paired[v] for v in shown}
     if html:
-        _write_html(html, engine, spec, shown, matrix, changes)
+        _write_html(html, engine, spec, shown, matrix, changes, with_)
     if as_json:
         doc = {
             "command": "drift",
@@ -273,6 +315,9 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
             "evaluated": len(shown),
             "of": len(versions),
             "matrix": {v: matrix[v] for v in shown},
+            # the other engines' release each column was judged with, and why that one:
+            # "required" (the release's Requires-Dist), "--to" or "pin"
+            "with": with_,
         }
         if changes is not None:
             doc["changes"] = [
@@ -285,7 +330,9 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
         f"{engine} releases {a}..{b}: {len(versions)} on the index"
         + (f", {len(shown)} evaluated (bisect)" if bisect else "")
     )
-    for line in table(shown, matrix, shutil.get_terminal_size().columns):
+    for _e, why in D.pairing_lines(engine, shown, with_):
+        say(why)
+    for line in table(shown, matrix, shutil.get_terminal_size().columns, with_):
         say(line)
     if any("+" in D.cell(r) for v in shown for r in matrix[v]):
         say("(+Nup: N of the recipe's ops are already upstream in that release)")

@@ -20,13 +20,23 @@ def build(project: Project, names, sources, label, out, ignore_range: bool, log)
     from patchkit.upstream import lazywheel
 
     lazywheel.whole_only()
-    recipes = project.catalog().select(names)
+    catalog = project.catalog()
+    recipes = catalog.select(names)
     try:
         pins = project.pins()
     except PatchkitError:
         pins = {}
     srcs = [W.parse_from(s, pins) for s in sources]
-    return W.build(recipes, srcs, label or ".".join(names), Path(out), pins=pins, ignore_range=ignore_range, say=log)
+    # What the guard (`patchkit run`) judges a host installed from these wheels against: the
+    # names built, as a profile in each wheel's patchkit.json (fleet/profile.wheel_profile).
+    profile = {
+        "bundles": [n for n in names if n in catalog.bundles and n not in catalog.recipes],
+        "recipes": [n for n in names if not (n in catalog.bundles and n not in catalog.recipes)],
+    }
+    return W.build(
+        recipes, srcs, label or ".".join(names), Path(out), pins=pins, ignore_range=ignore_range, say=log,
+        profile=profile,
+    )  # fmt: skip
 
 
 def wheel(

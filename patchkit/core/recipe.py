@@ -617,7 +617,7 @@ def _load_blocker(ctx: _Ctx, k: int, raw: dict, engines: dict) -> Blocker:
     return Blocker(k, engine, raw["file"], scope, tuple(raw["contains"]), raw["message"].strip(), when)
 
 
-def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: str) -> None:
+def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str | None, file: str) -> None:
     if any(ord(c) < 32 or ord(c) == 127 for c in file):
         raise ctx.fail(
             where,
@@ -643,7 +643,7 @@ def _check_file(ctx: _Ctx, where: tuple, crumbs: list[str], engine: str, file: s
         raise ctx.fail(
             where, crumbs, f"{file!r} climbs out of the target with '..'", "name the file relative to the package"
         )
-    if not file.startswith(logical_prefixes(engine)):
+    if engine is not None and not file.startswith(logical_prefixes(engine)):  # None: an unknown engine, said
         raise ctx.fail(
             where,
             crumbs,
@@ -657,20 +657,23 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     since = ctx.mark()
     bad = ctx.check_keys(raw, OP_KEYS, where, crumbs, "op", go_on=True)
     raw = {k: v for k, v in raw.items() if k not in bad}
-    for key in ("kind", "engine", "file"):
-        if key not in raw:
-            if key in bad:
-                raise _Stop  # already said
-            raise ctx.fail(
-                where,
-                crumbs,
-                f"missing required key {key!r}",
-                "an op needs kind, engine, file, and usually scope, locator and params",
-            )
-    kind = raw["kind"]
-    cls = KINDS.get(kind)
+    absent = [key for key in ("kind", "engine", "file") if key not in raw]
+    for key in absent:  # each one said (a key of the wrong type is said already)
+        with ctx.part():
+            if key not in bad:
+                raise ctx.fail(
+                    where,
+                    crumbs,
+                    f"missing required key {key!r}",
+                    "an op needs kind, engine, file, and usually scope, locator and params",
+                )
+    if absent and ctx.errors is None:  # pragma: no cover - strict mode raised above
+        raise _Stop
+    # What is there is still read, so `check` names every error of the op in one run.
+    kind = raw.get("kind")
+    cls = KINDS.get(kind) if kind is not None else None
     with ctx.part():
-        if cls is None:
+        if cls is None and kind is not None:
             close = difflib.get_close_matches(kind, KINDS, n=1)
             raise ctx.fail(
                 (*where, "kind"),
@@ -678,12 +681,21 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
                 f"unknown op kind {kind!r}",
                 f"did you mean {close[0]!r}?" if close else f"kinds: {', '.join(sorted(KINDS))}",
             )
-    engine = raw["engine"]
-    file = raw["file"]
+    engine = raw.get("engine")
+    file = raw.get("file")
     with ctx.part():
-        _check_engine(ctx, where, crumbs, engine, engines)
-        _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine, file)
-        if cls is not None and not cls.ANY_FILE and (cls.language == "python") != file.endswith(".py"):
+        if engine is not None:
+            _check_engine(ctx, where, crumbs, engine, engines)
+    with ctx.part():
+        if file is not None:
+            _check_file(ctx, (*where, "file"), [*crumbs, "file"], engine if engine in ENGINES else None, file)
+    with ctx.part():
+        if (
+            file is not None
+            and cls is not None
+            and not cls.ANY_FILE
+            and (cls.language == "python") != file.endswith(".py")
+        ):
             raise ctx.fail(
                 (*where, "file"),
                 [*crumbs, "file"],
@@ -725,7 +737,7 @@ def _load_op(ctx: _Ctx, i: int, raw: dict, engines: dict, where: tuple = ()) -> 
     with ctx.part():
         when = _load_when(ctx, (*where, "when"), [*crumbs, "when"], raw["when"], engines) if "when" in raw else ()
     ident = None
-    if "identity" in raw:
+    if "identity" in raw and engine is not None and file is not None:
         with ctx.part():
             ident = _load_identity(ctx, raw["identity"], cls, kind, where, crumbs, engine, file, scope)
     ctx.stop_if_failed(since)

@@ -253,14 +253,18 @@ def _profile(project, probe: dict, catalog) -> Optional[dict]:
     else the workspace's; with the recipe ids it wants.  None when there is none."""
     from patchkit.fleet import profile as P
 
-    prof = P.find(project.pins_path, P.target_roots((), P.python_roots(probe)))
+    roots = P.target_roots((), P.python_roots(probe))
+    prof = P.find(project.pins_path, roots)
     if not prof.exists:
         return None
+    # the venv's own (SITE/.patchkit/profile.toml), or the workspace's of the directory doctor
+    # runs in, which shows what that project wants but never decides the exit code
+    own = prof.wheel or any(Path(prof.path).resolve() == P.target_file(r).resolve() for r in roots)
     try:
         P.check(prof, catalog)
     except PatchkitError as e:
-        return {"path": str(prof.path), "error": str(e)}
-    return {**prof.to_json(), "wanted": P.wanted(prof, catalog)}
+        return {"path": str(prof.path), "error": str(e), "own": own}
+    return {**prof.to_json(), "wanted": P.wanted(prof, catalog), "own": own}
 
 
 # -- judging ---------------------------------------------------------------------------------
@@ -274,9 +278,16 @@ class Finding:
     # A warning about what this machine lacks (no GPU to check a bundle against, no engine
     # importable by the probed Python) is shown, but is not something wrong: exit 0.
     fails: bool = True
+    # Said against the project of the directory doctor runs in (its pins, its workspace
+    # trees, its patchkit.toml), not the venv: shown, never the exit code, which is a
+    # property of the venv alone (the same venv exits the same from / and from a checkout).
+    project: bool = False
 
     def to_json(self) -> dict:
-        return {"level": self.level, "topic": self.topic, "message": self.message, "fails": self.fails}
+        out = {"level": self.level, "topic": self.topic, "message": self.message, "fails": self.fails}
+        if self.project:
+            out["project"] = True
+        return out
 
 
 def bundle_major(bundle: str) -> Optional[int]:
@@ -311,6 +322,7 @@ class _Seen:
     sha: dict  # recipe id -> sha256 of the recipe as it is now
     wanted: Optional[list]  # what the profile wants; None: no profile
     excluded: frozenset  # what the profile excludes
+    own: bool  # the profile is the venv's own (not the workspace's of the current directory)
 
     def carried(self, loc: dict, rid: str) -> Optional[str]:
         return _carried(loc, rid, self.sha.get(rid))
@@ -334,6 +346,7 @@ def _seen(facts: dict) -> _Seen:
         sha=facts.get("recipe_sha256", {}),
         wanted=profile.get("wanted"),
         excluded=frozenset(profile.get("exclude", ())),
+        own=bool(profile.get("own", True)),  # facts recorded before "own": the venv's own
     )
 
 
@@ -370,10 +383,18 @@ def _check_gpus(s: _Seen) -> Iterator[Finding]:
 def _check_profile(s: _Seen) -> Iterator[Finding]:
     """Judged against the profile when there is one: what it excludes is never asked for."""
     profile = s.facts.get("profile") or {}
+    whose = "" if s.own else "this directory's project's "
     if profile.get("error"):
-        yield Finding(WARN, "profile", f"profile: {profile['error']}")
+        yield Finding(WARN, "profile", f"{whose}profile: {profile['error']}", fails=s.own, project=not s.own)
     if s.wanted is not None:
-        yield Finding(INFO, "profile", f"profile {profile['path']}: " + _describe_profile(profile))
+        yield Finding(INFO, "profile", f"{whose}profile {profile['path']}: " + _describe_profile(profile))
+    if not profile or not s.own:
+        yield Finding(
+            INFO,
+            "profile",
+            f"{s.py['executable']}'s copies have no profile of their own, so nothing says what they should "
+            f"carry: `patchkit apply BUNDLE --python {s.py['executable']} --save` records one",
+        )
 
 
 def _check_engines(s: _Seen) -> Iterator[Finding]:
@@ -421,8 +442,10 @@ def _imported(s: _Seen, engine: str, m: dict) -> Finding:
         return Finding(
             WARN,
             engine,
-            f"{engine} {version} imported from {where}; the pin is {pin}, so recipes were verified against "
-            "another release",
+            f"{engine} {version} imported from {where}; this directory's pin is {pin}, so its recipes were "
+            "verified against another release",
+            fails=False,
+            project=True,
         )
     return Finding(
         OK,
@@ -516,6 +539,8 @@ def _check_workspace_ahead(s: _Seen, engine: str, m: dict, loc: dict) -> Iterato
             f"{exe} imports {engine} from {where}, which is NOT: the server runs unpatched "
             f"code. Fix: `patchkit apply {' '.join(lacking)} --python {exe}`, or install a "
             "wheel from `patchkit wheel`",
+            fails=False,
+            project=True,
         )
 
 
@@ -526,13 +551,16 @@ def _check_wanted(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding
     exe = s.py["executable"]
     states = loc.get("recipes") or {}
     lack = [rid for rid in s.wanted if rid in states and s.carried(loc, rid) is None]
+    whose = "the profile" if s.own else "this directory's project's profile"
     if lack:
         yield Finding(
             WARN,
             engine,
-            f"{engine}: the profile wants {', '.join(lack)}, which the copy {exe} imports lacks "
+            f"{engine}: {whose} wants {', '.join(lack)}, which the copy {exe} imports lacks "
             f"({', '.join(f'{rid} {states[rid]}' for rid in lack)}): `patchkit apply --python "
             f"{exe}`",
+            fails=s.own,
+            project=not s.own,
         )
     for rid in sorted(s.excluded):
         how = s.carried(loc, rid)
@@ -543,7 +571,13 @@ def _check_wanted(s: _Seen, engine: str, m: dict, loc: dict) -> Iterator[Finding
             if how == "applied"
             else "rebuild the wheel without it (`patchkit wheel` of the profile's recipes) and install that"
         )
-        yield Finding(WARN, engine, f"{engine}: the profile excludes {rid}, but the imported copy carries it: {fix}")
+        yield Finding(
+            WARN,
+            engine,
+            f"{engine}: {whose} excludes {rid}, but the imported copy carries it: {fix}",
+            fails=s.own,
+            project=not s.own,
+        )
 
 
 def _check_workspace(s: _Seen) -> Iterator[Finding]:
@@ -579,8 +613,8 @@ def _check_bundle(s: _Seen, bundle: str, ids: list, major: int) -> Iterator[Find
             if rid in ids and st in (State.PENDING, State.PARTIAL) and rid not in s.excluded
         }
     )
-    if s.wanted is not None:
-        pending_here = []  # the profile decides what is wanted, and is judged above
+    if s.wanted is not None and s.own:
+        pending_here = []  # the venv's profile decides what is wanted, and is judged above
     want = f"compute capability {major}.x"
     if not s.devs:
         yield Finding(INFO, "bundle", f"{bundle}: for GPUs of {want} only; no GPU here to check it against")
@@ -681,9 +715,18 @@ def summary(findings: list[Finding]) -> str:
     """The last line of the human report."""
     if exit_code(findings):
         return "something is off (see WARN / ERROR above)."
-    lacking = [f.topic for f in findings if f.level == WARN and not f.fails]
+    lacking = [f.topic for f in findings if f.level == WARN and not f.fails and not f.project]
+    beside = [f.topic for f in findings if f.level in (WARN, ERROR) and f.project]
+    said = []
     if lacking:
-        return f"nothing wrong found; this machine lacks what the WARN lines above say ({', '.join(lacking)})."
+        said.append(f"this machine lacks what the WARN lines above say ({', '.join(lacking)})")
+    if beside:
+        said.append(
+            f"this directory's project differs from the venv ({', '.join(dict.fromkeys(beside))}): shown above, "
+            "not the exit code, which is the venv's alone"
+        )
+    if said:
+        return "nothing wrong found" + (" in the venv" if beside else "") + "; " + "; ".join(said) + "."
     return "all well."
 
 

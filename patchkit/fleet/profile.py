@@ -61,6 +61,9 @@ class Profile:
     recipes: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     exists: bool = True
+    # carried by a patchkit wheel (``path``: its dist-info's patchkit.json), not a file of
+    # patchkit's own: read-only; ``--save`` writes the tree's profile.toml, seeded from it
+    wheel: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -116,10 +119,51 @@ def find(pins_path: Optional[Path], roots: Sequence[Path] = ()) -> Profile:
         p = target_file(root)
         if _there(p):
             return load(p)
+    carried = wheel_profile(roots)
+    if carried is not None:
+        return carried
     proj, there = project_file(pins_path)
     if there:
         return load(proj)
     return Profile(path=target_file(roots[0]) if roots else proj, exists=False)
+
+
+def wheel_profile(roots: Sequence[Path]) -> Optional[Profile]:
+    """The profile patchkit wheels installed in ``roots`` carry (``<dist-info>/patchkit.json``'s
+    ``profile``: the bundles and recipes `patchkit wheel` built), the lists of every such
+    wheel there together; None when there is none.  Only an engine's own dist-info is read."""
+    import json
+
+    from patchkit.base.target import ENGINES
+
+    stems = {re.sub(r"[-_.]+", "_", i.dist).lower() for i in ENGINES.values()}
+    found: list[tuple[Path, dict]] = []
+    for root in roots:
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for name in entries:
+            if (
+                not name.endswith(".dist-info")
+                or re.sub(r"[-_.]+", "_", name[: -len(".dist-info")].rsplit("-", 1)[0]).lower() not in stems
+            ):
+                continue
+            p = Path(root) / name / "patchkit.json"
+            try:
+                doc = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+            except (OSError, ValueError, RecursionError):
+                continue
+            prof = doc.get("profile") if isinstance(doc, dict) else None
+            if not isinstance(prof, dict):
+                continue
+            lists = {k: prof.get(k, []) for k in ("bundles", "recipes")}
+            if all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in lists.values()):
+                found.append((p, lists))
+    if not found:
+        return None
+    merged = {k: tuple(dict.fromkeys(x for _, lists in found for x in lists[k])) for k in ("bundles", "recipes")}
+    return Profile(path=found[0][0], wheel=True, **merged)
 
 
 def python_roots(facts: Optional[dict]) -> list[str]:
@@ -244,6 +288,12 @@ def save(profile: Profile, action: str, names: Sequence[str], catalog, seed=None
     profile as saved and what changed, one line each."""
     import tomlkit
 
+    if profile.wheel:  # the wheel's patchkit.json is pip's: the tree's own profile is made, from it
+        seed = tuple(
+            tuple(dict.fromkeys(a + b))
+            for a, b in zip((profile.bundles, profile.recipes), seed or ((), ()), strict=True)
+        )
+        profile = Profile(path=target_file(profile.path.parent.parent), exists=False)
     text = profile.path.read_text(encoding="utf-8") if profile.exists else ""
     new = NEW_TARGET if profile.path.name == TARGET_FILE else NEW_PROJECT
     doc = tomlkit.parse(text or new)

@@ -9,7 +9,9 @@ it into a private temp dir, applies the recipes there exactly as ``patchkit appl
   the wheel carries (``0.5.9`` -> ``0.5.9+sm120.1a2b3c4d``: ``recipes_digest``), in the
   dist-info directory name, METADATA's ``Version:`` and the file name.  A changed recipe is
   a new version, so pip installs it over the old build instead of saying "already installed";
-* ``<dist-info>/patchkit.json`` names the recipes and their sha256, and the source wheel;
+* ``<dist-info>/patchkit.json`` names the recipes and their sha256, and the source wheel,
+  and (``profile``) the bundles and recipes built: what ``patchkit run`` guards a host
+  installed from the wheels against, with no profile written on the host;
 * RECORD is written anew, one row per file (sha256, urlsafe base64, no padding; size);
 * the zip is reproducible: entries sorted (dist-info last, RECORD at the very end), one fixed
   timestamp (SOURCE_DATE_EPOCH, else 1980-01-01), modes 644/755, deflate at a fixed level.
@@ -295,6 +297,7 @@ def build_one(
     pin_sha: str = "",
     ignore_range: bool = False,
     say: Callable[[str], None] = lambda s: None,
+    profile: Optional[dict] = None,
 ) -> Built:
     from patchkit.core.judge import evaluate
     from patchkit.core.planner import plan_apply
@@ -363,6 +366,10 @@ def build_one(
             # "ops": the ops patchkit wrote (not those the release already had); status reads this.
             "recipes": [{"id": r.id, "sha256": r.sha256, "ops": written[r.id], "state": states[r.id]} for r in mine],
         }
+        if profile:
+            # the names built ({"bundles", "recipes"}): the profile a host installed from
+            # these wheels is guarded against (`patchkit run`), with no `apply --save` first
+            provenance["profile"] = {k: list(profile.get(k, ())) for k in ("bundles", "recipes")}
         (new_di / "patchkit.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
         executables = {n.replace(f"{old_di.name}/", f"{new_di.name}/", 1) for n in executables}
         wheel_name_parts[1] = new_version.replace("-", "_")
@@ -412,6 +419,7 @@ def build(
     pins: Optional[dict] = None,
     ignore_range: bool = False,
     say: Callable[[str], None] = lambda s: None,
+    profile: Optional[dict] = None,
 ) -> list[Built]:
     """One patched wheel per engine in ``sources``; all built, or none left in ``out_dir``."""
     check_engines(recipes, sources)
@@ -421,7 +429,7 @@ def build(
         for src in sources:
             pin = (pins or {}).get(src.engine)
             pin_sha = pin.sha256 if pin is not None and pin.version == src.version else ""
-            built.append(build_one(src, recipes, label, Path(out_dir), pin_sha, ignore_range, say))
+            built.append(build_one(src, recipes, label, Path(out_dir), pin_sha, ignore_range, say, profile))
     except BaseException:
         # A recipe spanning two engines is one patch: never leave half of it on disk.
         for b in built:

@@ -170,36 +170,41 @@ def across(
     names: tuple[str, ...],
     engine: str,
     versions: list[str],
-    others: dict[str, str],
+    others: "dict[str, str] | Callable[[str], dict[str, str]]",
     jobs: int = 2,
     say: Callable[[str], None] = lambda s: None,
 ) -> dict[str, list[dict]]:
-    """{version: recipe results as JSON} for each version, cached, on ``jobs`` processes."""
+    """{version: recipe results as JSON} for each version, cached, on ``jobs`` processes.
+    ``others``: the other engines' releases ({engine: version}), the same for every
+    version, or a function of the version (the releases that version requires)."""
+    with_ = others if callable(others) else (lambda v, o=others: o)
     out: dict[str, list[dict]] = {}
     todo = []
     for v in versions:
-        hit = _cached(_cache_key(catalog, names, engine, v, others))
+        hit = _cached(_cache_key(catalog, names, engine, v, with_(v)))
         if hit is not None:
             out[v] = hit
         else:
             todo.append(v)
     # Download in this process (one progress line each), judge in parallel.
-    for e, v in others.items():
-        release_tree(e, v, say=say)
     for v in todo:
         release_tree(engine, v, say=say)
-    args = [(recipe_dirs, names, engine, v, others) for v in todo]  # the workers load the same catalog
+        for e, ov in with_(v).items():
+            release_tree(e, ov, say=say)
+    args = [(recipe_dirs, names, engine, v, with_(v)) for v in todo]  # the workers load the same catalog
+    from patchkit.base.progress import working
+
     tick = _progress(len(args))
-    if len(args) > 1 and jobs > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
-            done = [tick(r) for r in pool.map(_worker, args)]
-    else:
-        done = [tick(_worker(a)) for a in args]
+    with working(f"judging {len(args)} {engine} release(s)", lambda: f"{tick.count[0]} done"):
+        if len(args) > 1 and jobs > 1:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(args))) as pool:
+                done = [tick(r) for r in pool.map(_worker, args)]
+        else:
+            done = [tick(_worker(a)) for a in args]
     for v, res in done:
         out[v] = res
-        fsio.store_cached(
-            fetch.cache_dir(), f"drift/{_cache_key(catalog, names, engine, v, others)}.json", json.dumps(res).encode()
-        )
+        key = _cache_key(catalog, names, engine, v, with_(v))
+        fsio.store_cached(fetch.cache_dir(), f"drift/{key}.json", json.dumps(res).encode())
     return {v: out[v] for v in versions}
 
 
@@ -230,7 +235,26 @@ def _progress(total: int):
             print(f"\r{count[0]}/{total} releases judged", end=end, file=sys.stderr, flush=True)
         return result
 
+    tick.count = count  # type: ignore[attr-defined]  (how many are done, for progress off a terminal)
     return tick
+
+
+def pairing_lines(engine: str, shown: list[str], with_: dict) -> list[tuple[str, str]]:
+    """One line per other engine: which of its releases each column was judged with."""
+    out = []
+    for e in sorted({e for v in shown for e in with_.get(v, {})}):
+        by = {with_[v][e]["by"] for v in shown if e in with_[v]}
+        vs = sorted({with_[v][e]["version"] for v in shown if e in with_[v]})
+        if by == {"required"}:
+            why = f"{e}: the release each {engine} release requires (its Requires-Dist; --to {e}==V to choose one)"
+        elif by == {"--to"}:
+            why = f"{e}: {vs[0]} for every release (--to)"
+        elif by == {"pin"}:
+            why = f"{e}: {vs[0]} for every release (the pin in upstream_pins.toml)"
+        else:
+            why = f"{e}: the release each {engine} release requires, the pin where it names none"
+        out.append((e, why))
+    return out
 
 
 def cell(r: dict) -> str:

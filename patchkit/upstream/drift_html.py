@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from html import escape
 
-from patchkit.upstream.drift import cell
+from patchkit.upstream.drift import cell, pairing_lines
 
 # One colour per state (background, text), readable in print as well.
 PALETTE = {
@@ -32,15 +32,24 @@ PALETTE = {
     "none": ("#ffffff", "#999"),
 }
 
+# The matrix scrolls in its own box (the page's height and width), its header row and
+# first column sticky, and the script scrolls it to the newest releases on load: at 1400 px
+# the newest column is in view beside the row names (tests/test_drift_html.py measures it).
 CSS = """
 body{font:13px/1.35 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:16px;color:#222}
 h1{font-size:18px;margin:0 0 4px}p{margin:4px 0 12px;color:#555}
-table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:2px 6px;white-space:nowrap}
-thead th{position:sticky;top:0;background:#fafafa;font-weight:600;writing-mode:vertical-rl;transform:rotate(180deg)}
-th.row{text-align:left;font-weight:600;background:#fafafa;position:sticky;left:0}
-thead th.row{writing-mode:horizontal-tb;transform:none;vertical-align:bottom}
+#wrap{overflow:auto;max-width:100%;max-height:calc(100vh - 32px);border:1px solid #ddd}
+table{border-collapse:separate;border-spacing:0}th,td{border:1px solid #ddd;padding:2px 4px;white-space:nowrap}
+thead th{position:sticky;top:0;z-index:1;background:#fafafa;font-weight:600;
+writing-mode:vertical-rl;transform:rotate(180deg)}
+thead tr.with th{top:var(--head,0px);writing-mode:horizontal-tb;transform:none;font-weight:400;
+font-size:11px;color:#555}
+th.row{text-align:left;font-weight:600;background:#fafafa;position:sticky;left:0;z-index:2;max-width:420px;
+overflow:hidden;text-overflow:ellipsis}
+thead th.row{writing-mode:horizontal-tb;transform:none;vertical-align:bottom;z-index:3}
 tr.op th.row{font-weight:400;padding-left:20px;color:#444}
-td{text-align:center;font-size:12px;cursor:default}
+th.row .kind{color:#1565c0}th.row .file{color:#777;font-family:ui-monospace,monospace;font-size:11px}
+td{text-align:center;font-size:11px;cursor:default}
 td.transition{border-left:4px solid #000}td.transition::before{content:"\\25B6 ";font-size:9px}
 tr.hl th.row,td.hl{outline:2px solid #1565c0;outline-offset:-2px}
 .legend span{display:inline-block;padding:1px 6px;margin:0 4px 4px 0;border:1px solid #ccc}
@@ -48,7 +57,16 @@ tr.hl th.row,td.hl{outline:2px solid #1565c0;outline-offset:-2px}
 
 JS = """
 (function(){
-  var t=document.getElementById('matrix');
+  var t=document.getElementById('matrix'),w=document.getElementById('wrap');
+  var h=t.tHead.rows[0].cells[0].getBoundingClientRect().height;
+  t.style.setProperty('--head',h+'px');
+  w.scrollLeft=w.scrollWidth;
+  var last=t.tHead.rows[0].cells[t.tHead.rows[0].cells.length-1],r=last.getBoundingClientRect();
+  var names=t.tHead.rows[0].cells[0].getBoundingClientRect();
+  var seen=document.getElementById('layout');
+  seen.dataset.viewport=document.documentElement.clientWidth;
+  seen.dataset.newestLeft=Math.round(r.left);seen.dataset.newestRight=Math.round(r.right);
+  seen.dataset.namesRight=Math.round(names.right);
   t.addEventListener('mouseover',function(e){
     var c=e.target.closest('td');if(!c)return;
     document.querySelectorAll('.hl').forEach(function(x){x.classList.remove('hl')});
@@ -58,8 +76,13 @@ JS = """
   var n=document.querySelectorAll('td.transition').length;
   document.getElementById('summary').textContent=
     t.tBodies[0].rows.length+' rows x '+(t.tHead.rows[0].cells.length-1)+' releases, '+n+' transitions';
+  seen.dataset.newest=last.textContent;
 })();
 """
+
+
+def _pairing(engine: str, versions: list[str], with_: dict) -> list[str]:
+    return [why for _, why in pairing_lines(engine, versions, with_)]
 
 
 def _state_css() -> str:
@@ -80,6 +103,16 @@ def _recipe_title(r: dict) -> str:
             f"blocker {b.get('blocker', '')} at {b.get('file', '')}:{b.get('line', '')} {b.get('message', '')}"
         )
     return "\n".join(lines)
+
+
+def op_label(rid: str, i: int, versions: list[str], matrix: dict[str, list[dict]]) -> tuple[str, str]:
+    """An op row's (kind, file): as the newest release that has the op reads it."""
+    for v in reversed(versions):
+        r = next((r for r in matrix[v] if r["id"] == rid), None)
+        o = next((o for o in r["ops"] if o["index"] == i), None) if r else None
+        if o:
+            return o["kind"], o["file"]
+    return "", ""
 
 
 def rows(versions: list[str], matrix: dict[str, list[dict]]) -> list[tuple[str, str, list[tuple[str, str]]]]:
@@ -107,8 +140,22 @@ def rows(versions: list[str], matrix: dict[str, list[dict]]) -> list[tuple[str, 
     return out
 
 
-def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[dict]], changes=None) -> str:
+def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[dict]], changes=None, with_=None) -> str:
+    """The page.  ``with_``: {version: {engine: {"version", "by"}}}, the other engines'
+    release each column was judged with: a header row per engine."""
+    with_ = with_ or {}
     head = "".join(f"<th>{escape(v)}</th>" for v in versions)
+    paired = ""
+    for e in sorted({e for v in versions for e in with_.get(v, {})}):
+        cells = "".join(
+            f'<th data-engine="{escape(e)}" data-version="{escape(v)}" title="{escape(with_[v][e]["by"])}">'
+            f"{escape(with_[v][e]['version'])}</th>"
+            if e in with_.get(v, {})
+            else "<th>-</th>"
+            for v in versions
+        )
+        paired += f'<tr class="with"><th class="row">with {escape(e)}</th>{cells}</tr>'
+    said = "".join(f"<p>{escape(why)}</p>" for why in _pairing(engine, versions, with_))
     body = []
     for rid, op, cells in rows(versions, matrix):
         tds, prev = [], None
@@ -120,8 +167,16 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
             )
             prev = state
         kind = "op" if op else "recipe"
-        label = escape(op) if op else escape(rid)
-        body.append(f'<tr class="{kind}"><th class="row">{label}</th>{"".join(tds)}</tr>')
+        if op:
+            okind, ofile = op_label(rid, int(op.split("#")[1]), versions, matrix)
+            name = f"{rid} {op} {okind} {ofile}"
+            label = (
+                f'{escape(rid)} {escape(op)} <span class="kind">{escape(okind)}</span> '
+                f'<span class="file">{escape(ofile)}</span>'
+            )
+        else:
+            name, label = rid, escape(rid)
+        body.append(f'<tr class="{kind}"><th class="row" title="{escape(name)}">{label}</th>{"".join(tds)}</tr>')
     legend = "".join(f'<span style="background:{bg};color:{fg}">{escape(s)}</span>' for s, (bg, fg) in PALETTE.items())
     listed = ""
     if changes:
@@ -137,8 +192,8 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
         f"<h1>patchkit drift --across {escape(spec)}</h1>"
         f"<p>{escape(engine)}: {len(versions)} releases, each judged pristine. A cell with a thick left edge "
         "changed state since the release before it; hover a cell for where the op stands and why. "
-        '<span id="summary"></span></p>'
-        f'<div class="legend">{legend}</div>'
-        f'<table id="matrix"><thead><tr><th class="row">recipe / op</th>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>{listed}<script>{JS}</script></body></html>\n"
+        '<span id="summary"></span><span id="layout"></span></p>'
+        f'{said}<div class="legend">{legend}</div>'
+        f'<div id="wrap"><table id="matrix"><thead><tr><th class="row">recipe / op</th>{head}</tr>{paired}</thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>{listed}<script>{JS}</script></body></html>\n"
     )

@@ -434,23 +434,34 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
 
 def _download(url: str, dest: Path) -> str:
     """Stream ``url`` into ``dest``; its sha256.  A progress line on a terminal."""
+    from patchkit.base.progress import working
+
     h = hashlib.sha256()
     with _request(url) as resp, open(dest, "wb") as out:
         total = int(resp.headers.get("Content-Length") or 0)
         show = total >= PROGRESS_MIN and _tty()
-        done, last = 0, 0.0
-        for chunk in iter(lambda: resp.read(1 << 16), b""):
-            out.write(chunk)
-            h.update(chunk)
-            done += len(chunk)
-            now = time.monotonic()
-            if show and (now - last > 0.2 or done == total):
-                last = now
-                print(f"\r  {done / 1e6:.1f}/{total / 1e6:.1f} MB {100 * done // total}%", end="", file=sys.stderr)
+        done, last = [0], 0.0
+
+        def got() -> str:  # off a terminal, every progress.EVERY seconds
+            return f"{done[0] / 1e6:.1f} of {total / 1e6:.1f} MB" if total else f"{done[0] / 1e6:.1f} MB"
+
+        with working(f"downloading {dest.name}", got):
+            for chunk in iter(lambda: resp.read(1 << 16), b""):
+                out.write(chunk)
+                h.update(chunk)
+                done[0] += len(chunk)
+                now = time.monotonic()
+                if show and (now - last > 0.2 or done[0] == total):
+                    last = now
+                    print(
+                        f"\r  {done[0] / 1e6:.1f}/{total / 1e6:.1f} MB {100 * done[0] // total}%",
+                        end="",
+                        file=sys.stderr,
+                    )
         if show:
             print(file=sys.stderr, flush=True)
-        if total and done != total:
-            raise OSError(f"the download stopped at {done} of {total} bytes")
+        if total and done[0] != total:
+            raise OSError(f"the download stopped at {done[0]} of {total} bytes")
     return h.hexdigest()
 
 
@@ -463,10 +474,12 @@ def _tty() -> bool:
 
 def unpack(wheel: Path, dest: Path, source: dict) -> None:
     """Unpack a wheel into ``dest`` (atomically: a temp dir beside it, then a rename)."""
+    from patchkit.base.progress import working
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
     try:
-        with zipfile.ZipFile(wheel) as z:
+        with zipfile.ZipFile(wheel) as z, working(f"unpacking {wheel.name}"):
             z.extractall(tmp)
         _into_place(tmp, dest, source)
     except BaseException:
@@ -515,11 +528,13 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
     regular files are taken; a member that would land outside ``dest`` is refused."""
     import tarfile
 
+    from patchkit.base.progress import working
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
     n = 0
     try:
-        with tarfile.open(sdist, "r:gz") as tar:
+        with tarfile.open(sdist, "r:gz") as tar, working(f"unpacking {sdist.name}", lambda: f"{n} files"):
             for m in tar:
                 parts = m.name.split("/", 1)
                 if len(parts) != 2 or not m.isfile():

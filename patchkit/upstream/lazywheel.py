@@ -151,7 +151,10 @@ class RangeFile(io.RawIOBase):
                 start = seg[0] + len(seg[1])
                 continue
             nxt = min((s for s, _ in self._segs if start < s < end), default=end)
-            got_start, data, total = _get_range(self.url, start, nxt)
+            from patchkit.base.progress import working
+
+            with working(f"reading {self.url.rsplit('/', 1)[-1]} by ranges ({(nxt - start) / 1e6:.1f} MB)"):
+                got_start, data, total = _get_range(self.url, start, nxt)
             if total != self.size:
                 raise RangeError(f"the file's size changed between two answers ({self.size}, then {total})")
             self._segs.append((got_start, data))

@@ -480,3 +480,27 @@ def test_a_guard_put_around_statements_is_captured_as_one_wrap_stmts(new, header
     assert [o.kind for o in ops] == ["wrap-stmts"], ops
     assert ops[0].locator["match"] == "self.tune()\nself.check()" and ops[0].params["header"] == header
     assert ops[0].params.get("footer") == footer
+
+
+def test_a_captured_identity_keeps_only_the_imports_its_site_names(tmp_path, checkout, run_cli):
+    """A file that imports 60 names of the engine: the captured op's identity lists only the
+    one its site's lines use (a reviewable recipe, not an 80-line dump), and the recipe
+    still reproduces the edit and passes check."""
+    many = "".join(f"from sglang.srt.layers.mod{i} import helper_{i}\n" for i in range(60))
+    text = (checkout / MOD).read_text().replace('"""A module."""\n', '"""A module."""\n' + many)
+    text = text.replace("return major in [9, 10]", "return helper_7(major) in [9, 10]")
+    (checkout / MOD).write_text(text)
+    git(checkout, "commit", "-qam", "v0.5.9 with imports")
+    git(checkout, "tag", "-f", "v0.5.9")
+    _edit(checkout, MOD, "helper_7(major) in [9, 10]", "helper_7(major) in [9, 10, 12]")
+    out = tmp_path / "out" / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    ident = tomllib.loads(out.read_text())["ops"][0]["identity"]
+    assert ident["imports"] == ["sglang.srt.layers.mod7:helper_7"], ident["imports"]
+    assert max(len(line) for line in out.read_text().splitlines()) < 200
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    code, stdout, err = run_cli("--recipes", str(out.parent), "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(checkout)
+    assert run_cli("check", str(out), cwd=tmp_path)[0] == 0

@@ -206,8 +206,32 @@ def identities(text: str, rid: str, targets: dict[str, Target], refs: dict) -> d
         label = f"{op.engine} {Version(targets[op.engine].version).public}"
         tab = identity_table(refs[op.engine], op, label)
         if tab:
-            out[op.index] = tab
+            out[op.index] = compact(tab)
     return out
+
+
+MAX_IMPORTS = 8  # of a captured identity: the imports its site's lines name, at most these
+
+
+def compact(tab: dict) -> dict:
+    """A captured identity as data a reviewer reads, not a dump: of what the file imports
+    from the engine, only what the site's own lines name (an import names the site's code
+    where that code moved into the module it came from: context.alike's import bonus), at
+    most MAX_IMPORTS; a file's 80 imports are a 2,900-character line otherwise."""
+    import re
+
+    words: set[str] = set()
+    for site in tab.get("sites", ()):
+        for v in site.values():
+            for text in v if isinstance(v, list) else [v]:
+                if isinstance(text, str):
+                    words.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+
+    def named(imp: str) -> bool:
+        module, _, name = imp.partition(":")
+        return (name or module.rsplit(".", 1)[-1]) in words
+
+    return {**tab, "imports": [i for i in tab.get("imports", ()) if named(i)][:MAX_IMPORTS]}
 
 
 def recipe_toml(

@@ -352,6 +352,66 @@ def test_applies_and_reverts_byte_for_byte_where_written(recipe, engine, release
     assert not differ, f"revert left {differ} unlike the release:\n{out}"
 
 
+# -- a user's own hand edit of a corpus recipe's goal -------------------------------------------
+
+# (recipe, op, engine, release it was written for, file, the release's text, the user's own
+# text): the goal written by hand, in the user's words, on a tree patchkit never touched.
+# (tests/test_proof.py holds six more such trees, of the bundle's recipes.)
+HAND_EDITS = [
+    (
+        "corpus-vllm41028-oai-triton-sm12x",
+        1,
+        "vllm",
+        "0.22.0",
+        "vllm/model_executor/layers/fused_moe/experts/gpt_oss_triton_kernels_moe.py",
+        "(9, 0) <= (cap.major, cap.minor) < (11, 0)",
+        "(9, 0) <= (cap.major, cap.minor) < (13, 0)",
+    ),
+    (
+        "corpus-vllm43814-group-gemm-sm12x",
+        1,
+        "vllm",
+        "0.22.0",
+        "vllm/_custom_ops.py",
+        "cuda_device_capability >= 110",
+        "cuda_device_capability >= 130",
+    ),
+    (
+        "corpus-fi3170-tmem-sm121",
+        1,
+        "flashinfer",
+        "0.6.8",
+        "flashinfer/cute_dsl/attention/compat.py",
+        '_TMEM_MAX_ALLOC_COLUMNS_MAP = {"sm_100": 512, "sm_103": 512, "sm_120": 512}',
+        '_TMEM_MAX_ALLOC_COLUMNS_MAP = {"sm_100": 512, "sm_103": 512, "sm_120": 512, "sm_121": 512}',
+    ),
+]
+
+
+@real
+@pytest.mark.parametrize(
+    "recipe, index, engine, release, rel, old, new", HAND_EDITS, ids=[f"{h[0]}-{h[2]}{h[3]}" for h in HAND_EDITS]
+)
+def test_a_users_hand_edit_of_a_corpus_goal_is_someone_elses(recipe, index, engine, release, rel, old, new, tmp_path):
+    """The edit made by hand reads someone-else's (never patchkit's `applied`, never
+    `pending`); revert, even --force, leaves the user's bytes; apply writes nothing twice."""
+    tree = copy_linked(drift.release_tree(engine, release), tmp_path / engine)
+
+    def by_hand(text: str) -> str:
+        assert text.count(old) == 1, (rel, old)
+        return text.replace(old, new)
+
+    mine = _refactor(tree, rel, by_hand)
+    target = ("-t", f"{engine}={tree}")
+    code, out = _cli("status", recipe, *target, "--json")
+    doc = json.loads(out[out.index("{") :])
+    assert _op(doc, recipe, index)["state"] == "someone-else", json.dumps(_op(doc, recipe, index))
+    code, out = _cli("revert", recipe, *target, "--force")
+    assert code == 1 and (tree / rel).read_text(encoding="utf-8") == mine, out
+    code, out = _cli("apply", recipe, *target)
+    assert (tree / rel).read_text(encoding="utf-8") == mine, out
+
+
 # -- synthetic refactors on real trees ---------------------------------------------------------
 
 
@@ -521,12 +581,26 @@ def test_synthetic_scope_renamed_reads_moved(tmp_path):
 # -- the corpus's own checks (offline) ---------------------------------------------------------
 
 
+def other_words_cells() -> list[str]:
+    """The cells where upstream reached the edit's goal in other words (a row's `other_words`
+    says how): a gate that admits 12.x by another expression, a helper with another body."""
+    out = []
+    for e in ENTRIES:
+        for row in e.get("cell", []):
+            if row.get("other_words"):
+                assert row["state"] == "upstream", (e["id"], row)
+                out += [f"{e['id']} {v}" for v in _span(RELEASES[e["engine"]], row["releases"], e["id"])]
+    return out
+
+
 def test_the_corpus_has_its_figures():
-    """At least 25 edits from at least 10 sources, 5 of them for vLLM; every recipe it names
-    loads or waits for what it needs; few entries wait for an op kind, none for an engine."""
+    """At least 44 edits from at least 19 sources, 5 of them for vLLM, and at least 15 cells
+    where upstream reached the goal in other words; every recipe it names loads or waits for
+    what it needs; few entries wait for an op kind, none for an engine."""
     sources = {e["source"] for e in ENTRIES}
     threads = {re.sub(r"/blob/.*|/(issues|pull)/\d+.*", "", e["source"]) for e in ENTRIES}
-    assert len(ENTRIES) >= 25 and len(sources) >= 10, (len(ENTRIES), len(sources))
+    assert len(ENTRIES) >= 44 and len(sources) >= 19, (len(ENTRIES), len(sources))
+    assert len(other_words_cells()) >= 15, other_words_cells()
     assert len(threads) >= 5
     assert sum(e["engine"] == "vllm" for e in ENTRIES) >= 5
     assert sum(e.get("needs", "").startswith("op kind") for e in ENTRIES) <= 5

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base import trust
 from patchkit.core import plancache, planner
 from tests.conftest import release_in_cache
 from tests.test_transaction import KERNEL, MODULE, snapshot
@@ -158,9 +159,9 @@ def test_a_changed_recipe_is_a_new_key(seen, run_cli, planned):
 
 
 def _tamper(entry: Path, change) -> None:
-    doc = json.loads(entry.read_bytes())
+    doc = json.loads(trust.stored(entry))
     change(doc)
-    entry.write_text(json.dumps(doc))
+    trust.restore(entry, json.dumps(doc).encode())
 
 
 def _write(doc: dict, name: str) -> dict:

@@ -150,9 +150,8 @@ def key() -> Optional[bytes]:
             got = _read_key(d)
         except FileNotFoundError:
             try:
-                fd = os.open(
-                    os.path.join(d, KEY_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-                )
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(os.path.join(d, KEY_NAME), flags, 0o600)
             except FileExistsError:  # another patchkit made it just now
                 got = _read_key(d)
             else:

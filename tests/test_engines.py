@@ -352,9 +352,11 @@ def test_a_planted_cache_entry_with_a_dist_leading_outside_is_a_miss(tmp_path, m
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     assert engines._shipped()["sglang"].dist == "sglang"
     (entry,) = (tmp_path / "cache" / "engines").iterdir()
-    rows = json.loads(entry.read_text())
+    from patchkit.base import trust
+
+    rows = json.loads(trust.stored(entry))
     rows[0][1] = "../../outside"
-    entry.write_text(json.dumps(rows))
+    trust.restore(entry, json.dumps(rows).encode())
     assert engines._shipped()["sglang"].dist == "sglang"
 
 

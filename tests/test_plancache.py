@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base import trust
 from patchkit.core import plancache, planner
 from tests.conftest import release_in_cache
 from tests.test_transaction import KERNEL, MODULE, snapshot
@@ -131,6 +132,33 @@ def test_a_file_changed_under_the_lock_is_planned_again_not_replayed(seen, run_c
     assert "# the user's line" in text and '"c"' in text  # the new bytes, edited: nothing of the old plan
 
 
+@pytest.mark.parametrize("edit", ['BACKENDS = ["a", "B"]\n', 'BACKENDS = ["x", "b"]\n'])
+def test_a_user_edit_inside_the_replaced_span_after_the_lookup_is_never_overwritten(
+    seen, run_cli, planned, monkeypatch, edit
+):
+    """The edit lies inside the span the plan's splice replaces and keeps the file's length,
+    so splicing the plan onto the edited bytes gives exactly the plan's new bytes (their
+    digest checks out): only the re-read under the lock and the old-digest check stop the
+    replay from silently taking the user's edit away."""
+    root, recipes, _, _, _ = seen
+    gate = root / "sglang/srt/gate.py"
+    user = MODULE.replace('BACKENDS = ["a", "b"]\n', edit)
+    assert len(user) == len(MODULE) and user != MODULE
+    real = plancache.commit_of
+
+    def meanwhile(entry, action):  # the user saves between the lookup and the write
+        w = _write(entry, "gate.py")
+        assert w["splices"] and w["splices"][0][0] < w["splices"][0][1]  # the edit is inside this span
+        gate.write_text(user)
+        return real(entry, action)
+
+    monkeypatch.setattr(plancache, "commit_of", meanwhile)
+    code, out, err = _cli(run_cli, root, recipes, "apply", "widen")
+    text = gate.read_text()
+    assert edit.strip()[:-1] in text, ("the user's edit was overwritten", text)
+    assert code != 0 or planned == [1, 1], (code, err)  # planned again, or refused: never the old plan
+
+
 def test_a_target_file_turned_into_a_link_is_a_miss(seen, run_cli, planned, tmp_path):
     root, recipes, _, _, pristine = seen
     victim = tmp_path / "victim.py"
@@ -158,9 +186,9 @@ def test_a_changed_recipe_is_a_new_key(seen, run_cli, planned):
 
 
 def _tamper(entry: Path, change) -> None:
-    doc = json.loads(entry.read_bytes())
+    doc = json.loads(trust.stored(entry))
     change(doc)
-    entry.write_text(json.dumps(doc))
+    trust.restore(entry, json.dumps(doc).encode())
 
 
 def _write(doc: dict, name: str) -> dict:

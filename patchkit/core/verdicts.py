@@ -227,7 +227,7 @@ def _references(targets: dict) -> dict[str, Optional[str]]:
 def _small_text(d: Path, name: str) -> str:
     """A small file git keeps (HEAD, a worktree's .git or commondir) as text; "" when it is
     not a regular file (a FIFO or a link planted there is never read) or not text."""
-    raw = regular.read_cached(d, name, 4096)
+    raw = regular.read_small(d, name, 4096)
     try:
         return raw.decode().strip() if raw is not None else ""
     except UnicodeDecodeError:

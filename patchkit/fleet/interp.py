@@ -228,10 +228,11 @@ def _stamp(facts: dict, exe: str, launch: Optional[Launch]) -> str:
     """What decides where ``exe`` imports the engines from, as it stands now, as one digest:
     the interpreter (its link and its file), the pyvenv.cfg next to it (by its bytes), the
     environment (the whole of it for a launch), the launch (flags, cwd, first sys.path
-    entry), and every directory of the probed sys.path: each of its entries by name, inode,
-    size and mtime, and the bytes of its ``.pth`` files, of the modules their ``import``
-    lines name, and of sitecustomize/usercustomize.  An install, upgrade or removal renames,
-    adds or drops an entry; a ``.pth`` or a finder rewritten in place changes its bytes.
+    entry), and every directory of the probed sys.path: each of its entries by name and kind
+    (a directory by inode and mtime too: ``_entry``), and the bytes of its ``.pth`` files,
+    of the modules their ``import`` lines name, and of sitecustomize/usercustomize.  An
+    install, upgrade or removal renames, adds or drops an entry; a ``.pth`` or a finder
+    rewritten in place changes its bytes.
 
     ``exe`` and ``launch`` are the caller's, never a kept entry's; the directories come from
     the facts, which are only taken from an entry this user's key authenticates
@@ -251,6 +252,8 @@ def _stamp(facts: dict, exe: str, launch: Optional[Launch]) -> str:
               os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):  # fmt: skip
         add("file", p, _lstat(p), _stat(p), _bytes(p) if p.endswith(".cfg") else None)
     for entry in facts["sys_path"]:
+        if not entry and launch is None:
+            continue  # the probe's own cwd (/): a command run with --python imports from its own
         d = os.path.join(cwd, entry)
         try:
             listing = sorted(os.scandir(d), key=lambda e: e.name)
@@ -265,10 +268,24 @@ def _stamp(facts: dict, exe: str, launch: Optional[Launch]) -> str:
                 data = _bytes(e.path)
                 add("pth", e.name, data)
                 read |= {f"{m}.py" for m in _pth_imports(data)}
-            add("entry", e.name, _lstat(e.path))
+            add("entry", e.name, _entry(e))
         for name in sorted(read & names):
             add("read", name, _bytes(os.path.join(d, name)))
     return h.hexdigest()
+
+
+def _entry(e: os.DirEntry):
+    """What of a sys.path directory's entry decides what is imported from it: its name (the
+    listing), whether it is a directory, and a directory's inode and mtime (an
+    ``__init__.py`` added or removed makes a namespace package a regular one); a file's
+    bytes matter only for those ``_stamp`` reads."""
+    try:
+        if e.is_dir():
+            st = e.stat()
+            return ("dir", st.st_ino, st.st_mtime_ns)
+        return ("file", e.is_symlink())
+    except OSError:
+        return None
 
 
 def _stat(p: str):

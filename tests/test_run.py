@@ -350,3 +350,47 @@ def test_a_probe_entry_that_fingerprints_itself_is_not_the_venvs(tmp_path, monke
     assert key.stat().st_mode & 0o777 == 0o600 and key.parent.stat().st_mode & 0o777 == 0o700
     key.chmod(0o644)
     assert interp._key() is None
+
+
+def test_the_guards_lock_is_held_across_exec_and_writes_refuse_it(tmp_path):
+    """A shared lock of ROOT/.patchkit/guard, its fd inherited by the program exec'd: held by
+    that program's pid; an exclusive take of it (apply's, revert's) refuses naming the pid,
+    --force goes on, and a .patchkit that is a link is never followed."""
+    import time
+
+    from patchkit.base import guardlock
+    from patchkit.base.errors import TargetError
+
+    root = tmp_path / "site"
+    root.mkdir()
+    code = (
+        "import os, sys; from pathlib import Path; from patchkit.base import guardlock; "
+        f"fds, missed = guardlock.hold([Path({str(root)!r})], 5); assert fds and not missed; "
+        "guardlock.inherit(fds); os.execv('/bin/sleep', ['sleep', '30'])"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        for _ in range(200):
+            if guardlock.holders(root):
+                break
+            time.sleep(0.05)
+        assert guardlock.holders(root) == [child.pid]
+        assert (root / ".patchkit" / "guard").is_file() and (root / ".patchkit" / ".gitignore").is_file()
+        with pytest.raises(TargetError, match=rf"a guarded server is running on this tree \(pid {child.pid}, started"):
+            with guardlock.exclude([root], "apply"):
+                pass
+        with guardlock.exclude([root], "revert", force=True):
+            pass
+    finally:
+        child.kill()
+        child.wait()
+    assert guardlock.holders(root) == []
+    with guardlock.exclude([root], "apply"):
+        pass
+    # A .patchkit that is a link: the guard file is neither made nor used there.
+    other, elsewhere = tmp_path / "other", tmp_path / "elsewhere"
+    other.mkdir()
+    elsewhere.mkdir()
+    (other / ".patchkit").symlink_to(elsewhere)
+    fds, missed = guardlock.hold([other], 1)
+    assert fds == [] and missed == [other] and list(elsewhere.iterdir()) == []

@@ -48,6 +48,13 @@ def _open(root: Path, create: bool) -> int | None:
     p = d / NAME
     flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = None
+    try:
+        if not stat.S_ISDIR(os.lstat(d).st_mode):  # a link there is not patchkit's: never followed
+            return None
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
     if create:
         try:
             if not os.path.lexists(d):

@@ -358,18 +358,15 @@ def _key() -> Optional[bytes]:
             try:
                 fsio.owned_dir(base, "keys")
                 os.chmod(path.parent, 0o700)
-                tmp = path.parent / f".probe.{os.getpid()}"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                # O_EXCL: never over a key another patchkit made meanwhile (one that reads it
+                # half written finds no key of 32 bytes, and keeps nothing this once).
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 try:
                     os.write(fd, os.urandom(32))
                 finally:
                     os.close(fd)
-                try:
-                    os.link(tmp, path)  # never over a key another patchkit made meanwhile
-                except FileExistsError:
-                    pass
-                finally:
-                    os.unlink(tmp)
+            except FileExistsError:
+                pass
             except Exception:  # noqa: BLE001 - no key: the probe is asked each time
                 return None
             continue

@@ -138,7 +138,7 @@ def holders(root: Path) -> list[int]:
         return []
     want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
     try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+        with open("/proc/locks", encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
         return [0] if _taken(root) else []

@@ -142,6 +142,40 @@ def test_run_execs_the_server_on_a_patched_venv_refuses_a_pending_one_and_apply_
     assert p.returncode == 0 and "moe-backend-sm120        applied" in p.stdout, p.stdout + p.stderr
     assert " libcst" not in p.stderr and "_posixsubprocess" not in p.stderr
 
+    # An `sglang/` in the cwd (an unpatched checkout) is what `python -m` there imports: that
+    # copy is judged (no profile says what it should carry), and nothing starts.
+    (tmp_path / "here" / "sglang").mkdir(parents=True)
+    (tmp_path / "here" / "sglang" / "__init__.py").write_text('__version__ = "0.5.9"\n')
+    marker.unlink()
+    p = _pk("run", "--", str(py), "-m", "serve_mod", cwd=tmp_path / "here", env={**env, "RUN_MARKER": str(marker)})
+    assert p.returncode == 2 and not marker.exists(), p.stdout + p.stderr
+    assert f"run: no profile says what {py}'s engines should carry" in p.stderr
+
+    # A guarded server holds the tree: revert refuses naming its pid, status says so, until it
+    # exits; `revert --force` reverts anyway.
+    sleeper = _script(py.parent / "sleeper", f"#!{py}\nimport time, sys\nprint('up', flush=True)\ntime.sleep(60)\n")
+    cmd = [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), "run", "--", str(sleeper)]
+    server = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout.readline() == "up\n"
+        code, out, err = run_cli("revert", *MOE, "--python", str(py))
+        assert code == 2, out + err
+        assert err.strip().splitlines()[-1] == (
+            f"patchkit: error: {site.resolve()}: a guarded server is running on this tree (pid {server.pid}, "
+            "started by `patchkit run`); revert refuses to change the code it was started on (hint: stop it first; "
+            "`revert --force` reverts anyway)"
+        )
+        code, out, err = run_cli("status", *MOE, "--python", str(py))
+        assert code == 0 and f"held by a guarded server (pid {server.pid}, started by `patchkit run`)" in out, out
+        assert "applied" in run_cli("status", *MOE, "--python", str(py))[1]
+        code, out, err = run_cli("revert", *MOE, "--python", str(py), "--force")
+        assert code == 0, out + err
+    finally:
+        server.kill()
+        server.wait()
+    assert run_cli("apply", *MOE, "--python", str(py))[0] == 0  # the server gone, the tree is free
+    assert "held by" not in run_cli("status", *MOE, "--python", str(py))[1]
+
 
 def test_the_remembered_probe_is_asked_again_when_what_decides_it_changes(tmp_path, monkeypatch):
     """The guard does not run the interpreter at each start: the probe is cached, and an
@@ -208,3 +242,155 @@ def test_the_engines_a_profile_names_are_read_without_the_catalog(tmp_path):
     assert interp._engines_named(project, ("a",)) == {"vllm"}
     (d / "broken.toml").write_text("id = \n")
     assert interp._engines_named(project, ("a",)) is None
+
+
+def test_the_probe_runs_as_the_command_will_its_options_cwd_and_first_path_entry(tmp_path, monkeypatch):
+    """A pristine `sglang/` in the cwd is what `python -m` imports: the probe (which ran from
+    / before) finds it there; `-I` leaves the cwd out, and a script puts its own directory first."""
+    from patchkit.commands.run import launch_of
+    from patchkit.fleet import interp
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    here = tmp_path / "cwd"
+    (here / "sglang").mkdir(parents=True)
+    (here / "sglang" / "__init__.py").write_text("")
+    py = sys.executable
+    launch = launch_of([py, "-m", "sglang.launch_server"], str(here))
+    assert launch.flags == () and launch.path0 == ""
+    assert interp.remembered_probe(py, launch)["modules"]["sglang"]["root"] == str(here)
+    isolated = launch_of([py, "-I", "-m", "sglang.launch_server"], str(here))
+    assert isolated.flags == ("-I",)
+    assert interp.remembered_probe(py, isolated)["modules"]["sglang"].get("root") != str(here)
+    # -E drops PYTHONPATH, as it does for the command.
+    extra = tmp_path / "extra"
+    (extra / "sglang").mkdir(parents=True)
+    (extra / "sglang" / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(extra))
+    assert interp.remembered_probe(py, launch_of([py, "-c", "x"], "/"))["modules"]["sglang"]["root"] == str(extra)
+    no_env = launch_of([py, "-Esc", "x"], "/")
+    assert no_env.flags == ("-E", "-s")
+    assert interp.remembered_probe(py, no_env)["modules"]["sglang"].get("root") != str(extra)
+    # A script: its directory comes first (not the cwd), -X/-W values kept with their option.
+    (tmp_path / "bin").mkdir()
+    script = _script(tmp_path / "bin" / "serve", f"#!{py}\n")
+    (tmp_path / "bin" / "sglang").mkdir()
+    (tmp_path / "bin" / "sglang" / "__init__.py").write_text("")
+    monkeypatch.delenv("PYTHONPATH")
+    s = launch_of([py, "-X", "dev", "-Wignore", str(script), "--port", "1"], str(here))
+    assert s.flags == ("-X", "dev", "-W", "ignore") and s.path0 == str(tmp_path / "bin")
+    assert interp.remembered_probe(py, s)["modules"]["sglang"]["root"] == str(tmp_path / "bin")
+
+
+def test_a_python_that_is_not_the_commands_interpreter_is_refused(tmp_path):
+    other = tmp_path / "other"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    p = _pk(
+        "run", "--python", str(other / "bin" / "python"), "--", sys.executable, "-c", "print('served')", cwd=tmp_path
+    )
+    assert p.returncode == 2 and "served" not in p.stdout, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == [
+        f"patchkit: error: run: --python {other / 'bin' / 'python'} is not the interpreter {sys.executable} runs "
+        f"({sys.executable}); patchkit judges only what it starts (hint: leave --python out (patchkit finds CMD's "
+        "own), or give that one)"
+    ]
+
+
+def test_a_pth_rewritten_in_place_makes_the_kept_probe_stale(tmp_path, monkeypatch):
+    """Rewriting a .pth keeps its directory's mtime (and, set back, its own): its bytes are
+    read.  A new entry in a sys.path directory is seen by the listing too."""
+    from patchkit.fleet import interp
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(site))  # every sys.path directory's .pth files are read for their bytes
+    launch = interp.Launch(sys.executable, (), None, str(tmp_path))
+    facts = interp.remembered_probe(sys.executable, launch)
+    assert str(site) in facts["sys_path"]
+    f = site / "zz_patchkit_test.pth"
+    f.write_text("/nonexistent-a\n")
+    try:
+        st = os.stat(site)
+        one = interp._stamp(facts, sys.executable, launch)
+        f.write_text("/nonexistent-b\n")
+        os.utime(site, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert os.stat(site).st_mtime_ns == st.st_mtime_ns
+        assert interp._stamp(facts, sys.executable, launch) != one
+    finally:
+        f.unlink()
+
+
+def test_a_probe_entry_that_fingerprints_itself_is_not_the_venvs(tmp_path, monkeypatch):
+    """A planted entry whose stamp is computed from its own facts (sglang at a copy that is
+    not the one the interpreter imports) is not taken: its mac is not this user's key's."""
+    import json
+
+    from patchkit.fleet import interp
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    launch = interp.Launch(sys.executable, (), "", str(tmp_path))
+    real = interp.remembered_probe(sys.executable, launch)
+    assert not real["modules"]["sglang"]["found"]
+    entries = list((tmp_path / "cache" / "probes").iterdir())
+    assert len(entries) == 1
+    entry = json.loads(entries[0].read_text())
+    fake = tmp_path / "fake"
+    (fake / "sglang").mkdir(parents=True)
+    entry["facts"]["modules"]["sglang"] = {"found": True, "root": str(fake), "package_dir": str(fake / "sglang")}
+    entry["stamp"] = interp._stamp(entry["facts"], sys.executable, launch)
+    entries[0].write_text(json.dumps(entry))
+    assert not interp.remembered_probe(sys.executable, launch)["modules"]["sglang"]["found"]
+    # The key is this user's alone: mode 0600 in a 0700 directory; a key others can read is none.
+    from patchkit.base.paths import state_dir
+
+    key = state_dir() / "keys" / "probe"
+    assert key.stat().st_mode & 0o777 == 0o600 and key.parent.stat().st_mode & 0o777 == 0o700
+    key.chmod(0o644)
+    assert interp._key() is None
+
+
+def test_the_guards_lock_is_held_across_exec_and_writes_refuse_it(tmp_path):
+    """A shared lock of ROOT/.patchkit/guard, its fd inherited by the program exec'd: held by
+    that program's pid; an exclusive take of it (apply's, revert's) refuses naming the pid,
+    --force goes on, and a .patchkit that is a link is never followed."""
+    import time
+
+    from patchkit.base import guardlock
+    from patchkit.base.errors import TargetError
+
+    root = tmp_path / "site"
+    root.mkdir()
+    code = (
+        "import os, sys; from pathlib import Path; from patchkit.base import guardlock; "
+        f"fds, missed = guardlock.hold([Path({str(root)!r})], 5); assert fds and not missed; "
+        "guardlock.inherit(fds); os.execv('/bin/sleep', ['sleep', '30'])"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    try:
+        for _ in range(200):
+            if guardlock.holders(root):
+                break
+            time.sleep(0.05)
+        assert guardlock.holders(root) == [child.pid]
+        assert (root / ".patchkit" / "guard").is_file() and (root / ".patchkit" / ".gitignore").is_file()
+        with pytest.raises(TargetError, match=rf"a guarded server is running on this tree \(pid {child.pid}, started"):
+            with guardlock.exclude([root], "apply"):
+                pass
+        with guardlock.exclude([root], "revert", force=True):
+            pass
+    finally:
+        child.kill()
+        child.wait()
+    assert guardlock.holders(root) == []
+    with guardlock.exclude([root], "apply"):
+        pass
+    # A .patchkit that is a link: the guard file is neither made nor used there.
+    other, elsewhere = tmp_path / "other", tmp_path / "elsewhere"
+    other.mkdir()
+    elsewhere.mkdir()
+    (other / ".patchkit").symlink_to(elsewhere)
+    fds, missed = guardlock.hold([other], 1)
+    assert fds == [] and missed == [other] and list(elsewhere.iterdir()) == []

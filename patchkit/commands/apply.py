@@ -122,7 +122,7 @@ def _finish(
     return OK if ok else NOT_THERE
 
 
-def _replayed(look, command: str, said: list[str]):
+def _replayed(look, command: str, said: list[str], force: bool = False):
     """(Outcome, ok, targets, left, insisted) of a plan the cache holds for these inputs,
     written now; None for a miss, or when an input changed by the time the lock was held
     (the caller plans afresh).  Its warnings are told (``said`` collects them) as the
@@ -148,7 +148,7 @@ def _replayed(look, command: str, said: list[str]):
 
     reals = [Path(p) for p in entry["reals"].values()]
     made = None if entry["commit"] is None else (lambda: plancache.commit_of(entry, command))
-    if not transaction.replay(targets, reals, refusals, made, warn):
+    if not transaction.replay(targets, reals, refusals, made, warn, command, force):
         return None
     return Outcome.from_json(out), out["ok"], targets, out["left"], out["insisted"]
 
@@ -272,7 +272,7 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
     """Take back what patchkit applied for these recipes, leaving everything else alone."""
     said: list[str] = []
     look = _look(opts, "revert", dry_run, force=force)
-    got = _replayed(look, "revert", said)
+    got = _replayed(look, "revert", said, force)
     if got is not None:
         o, ok, targets, _, _ = got
         return _finish(opts, "revert", o, targets, ok, dry_run, clear_jit, [])
@@ -284,7 +284,7 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
     with transaction.locked(targets, dry_run) as recovered:
         session = Session(targets, known=known, releases=RELEASES)
         plan = plan_revert(session, recipes, force=force, dry_run=dry_run)
-        ran = transaction.finish(session, plan, "revert", dry_run, recovered)
+        ran = transaction.finish(session, plan, "revert", dry_run, recovered, force)
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)

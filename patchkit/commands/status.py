@@ -121,6 +121,13 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
             )
         if profile is not None:
             say(f"\nprofile {profile.path}: {profile.describe()}")
+        from patchkit.base import guardlock
+
+        for root in sorted({t.root for t in targets.values()}):
+            pids = guardlock.holders(root)
+            if pids:
+                held = f"held by a guarded server ({guardlock.said(pids)})"
+                say(f"\n{root}: {held}: apply and revert refuse until it exits")
     return OK if ok else NOT_THERE
 
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Optional
 
-from patchkit.base import fsio
+from patchkit.base import fsio, guardlock
 from patchkit.base.errors import TargetError
 from patchkit.base.journal import BLOBS, PATH, Journal, sha256, write_mirror
 from patchkit.base.target import STATE_DIR
@@ -501,7 +501,7 @@ def locked(targets: dict, dry_run: bool = False) -> Iterator[list[str]]:
         yield recover(roots) if not dry_run and pending_roots(roots) else []
 
 
-def finish(session, plan, action: str, dry_run: bool, notes: list[str]) -> Ran:
+def finish(session, plan, action: str, dry_run: bool, notes: list[str], force: bool = False) -> Ran:
     """The last steps, under ``locked``: every refusal (``check``), then the write.  The
     plan was made under the lock, from what the session read there: nothing it read can
     have changed, so it is written as it is.  A dry run, or a plan with blockers, writes
@@ -512,7 +512,10 @@ def finish(session, plan, action: str, dry_run: bool, notes: list[str]) -> Ran:
     roots = [t.root for t in session.targets.values()]
     if plan.files or plan.marks or notes:
         _sweep(roots, _beside([f.real for f in session.files.values()], session.targets, session.journal))
-    done = write(session, plan, action, records) if plan.files or plan.marks else None
+    done = None
+    if plan.files or plan.marks:
+        with guardlock.exclude(roots, action, force):  # not under a server `patchkit run` guards
+            done = write(session, plan, action, records)
     return Ran(session, plan, notes, refusals, done)
 
 
@@ -522,6 +525,8 @@ def replay(
     refusals: Refusals,
     made: Optional[Callable[[], Optional[Commit]]],
     first: Callable[[], None],
+    action: str = "apply",
+    force: bool = False,
 ) -> bool:
     """Write a Commit made earlier (the plan cache), in the same order as the full path:
     lock every target root first; with no transaction to finish, its ``refusals`` run
@@ -547,7 +552,8 @@ def replay(
         journals = {r: Journal.load(r) for r in set(roots)}
         _sweep(roots, _beside(reals, targets, lambda e: journals[targets[e].root]))
         first()
-        write_commit(c)
+        with guardlock.exclude(roots, action, force):  # not under a server `patchkit run` guards
+            write_commit(c)
     return True
 
 

@@ -11,7 +11,9 @@ for ``--python`` on apply/revert/status/diff/verify, for `run`, and for `doctor`
 from __future__ import annotations
 
 import os
+import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -47,6 +49,11 @@ def jit_engine() -> str:
 PROBE = r"""
 import importlib.util, json, os, sys, sysconfig
 MODULES = json.loads(sys.argv[1])
+# What the started command puts first on sys.path (its script's directory) in place of the
+# probe's own '' (-c); none where the flags it was given (-I, -P, PYTHONSAFEPATH) put none.
+PATH0 = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+if PATH0 is not None and sys.path[:1] == [""] and not getattr(sys.flags, "safe_path", 0) and not sys.flags.isolated:
+    sys.path[0] = PATH0
 try:
     import importlib.metadata as md
 except ImportError:
@@ -61,7 +68,7 @@ def dist_at(root, names):
     return None, None
 out = {"executable": sys.executable, "python_version": sys.version.split()[0], "prefix": sys.prefix,
        "base_prefix": sys.base_prefix, "in_venv": sys.prefix != sys.base_prefix,
-       "purelib": sysconfig.get_path("purelib"), "sys_path": sys.path, "modules": {}}
+       "purelib": sysconfig.get_path("purelib"), "sys_path": sys.path, "cwd": os.getcwd(), "modules": {}}
 for mod, names in MODULES.items():
     info = {"found": False}
     try:
@@ -82,22 +89,45 @@ print(json.dumps(out))
 # -- probing an interpreter ------------------------------------------------------------------
 
 
-def probe_python(python: str, timeout: float = 60) -> dict:
-    """Where ``python`` imports each engine from (and torch), asked of that interpreter."""
+@dataclass(frozen=True)
+class Launch:
+    """How the command `run` starts runs its interpreter: the probe is run the same way, so
+    that what it finds is what the command will import.  ``exe``: the interpreter (absolute,
+    not resolved: a venv's python is a link); ``flags``: the interpreter options the command
+    gives it (``-E``, ``-I``, ``-S``, ``-X ...``); ``path0``: what the command's form puts
+    first on sys.path ("" for ``-c``/``-m``/stdin, the script's directory for a script, None
+    where patchkit cannot tell: then the probe's own, the cwd); ``cwd``: the directory it
+    starts in.  The environment is the one patchkit runs in, which exec hands on."""
+
+    exe: str
+    flags: tuple[str, ...] = ()
+    path0: Optional[str] = None
+    cwd: str = "/"
+
+    def key(self) -> str:
+        import json
+
+        return json.dumps([self.exe, list(self.flags), self.path0, self.cwd])
+
+
+def probe_python(python: str, timeout: float = 60, launch: Optional[Launch] = None) -> dict:
+    """Where ``python`` imports each engine from (and torch), asked of that interpreter: from
+    ``/`` with no flags, or, given the ``launch`` of a command, as that command will run it
+    (its flags, its cwd, its first sys.path entry)."""
     import json  # here, not at the top: the guard's start-up answers from the cache (remembered_probe)
-    import shutil
     import subprocess
 
-    exe = shutil.which(python) if os.sep not in python else python
-    if not exe or not os.path.exists(exe):
-        raise TargetError(
-            f"--python {python}: no such interpreter",
-            "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python",
-        )
-    exe = os.path.abspath(exe)  # the probe runs from /; absolute, not resolved (a venv's python is a link)
+    exe = launch.exe if launch is not None else _interpreter(python)
+    flags, cwd = (list(launch.flags), launch.cwd) if launch is not None else ([], "/")
+    extra = [json.dumps(launch.path0)] if launch is not None and launch.path0 is not None else []
     try:
         proc = subprocess.run(
-            [exe, "-c", PROBE, json.dumps(modules())], capture_output=True, text=True, timeout=timeout, cwd="/"
+            [exe, *flags, "-c", PROBE, json.dumps(modules()), *extra],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise TargetError(f"--python {python}: could not run it ({e})", "is it a Python 3 interpreter?") from None
@@ -111,6 +141,20 @@ def probe_python(python: str, timeout: float = 60) -> dict:
     if not shape.fits(facts, PROBE_ENTRY["facts"]):  # e.g. /bin/echo: it exits 0, and echoes JSON
         raise TargetError(f"--python {python}: unexpected probe output", "is it a Python 3 interpreter?")
     return facts
+
+
+def _interpreter(python: str) -> str:
+    """``python`` as an absolute path (found on PATH when it holds no slash); a TargetError if
+    there is no such file."""
+    import shutil
+
+    exe = shutil.which(python) if os.sep not in python else python
+    if not exe or not os.path.exists(exe):
+        raise TargetError(
+            f"--python {python}: no such interpreter",
+            "give the path of the python that runs the server, e.g. --python ~/venvs/serve/bin/python",
+        )
+    return os.path.abspath(exe)  # absolute, not resolved (a venv's python is a link)
 
 
 def python_targets(
@@ -166,64 +210,241 @@ def which(prog: str) -> str | None:
 # is read with .get() where it is used.
 PROBE_ENTRY = {
     "asked": str,
-    "stamp": list,
+    "stamp": str,
+    "mac": str,
     "facts": {"executable": str, "prefix": str, "sys_path": [str], "modules": {str: dict}},
 }
 
-# Environment that changes what an interpreter's sys.path holds.
-PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE")
+# Environment that changes what an interpreter's sys.path holds (a probe from /, for
+# --python; a launch's probe keys on the whole environment, which exec hands on).
+PATH_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONSAFEPATH", "PYTHONUSERBASE", "HOME")
+# Files of a sys.path directory that site.py runs or reads at start-up, read for their bytes,
+# not their mtime (rewritten in place, a file keeps its directory's mtime, and may keep its own).
+_READ = ("sitecustomize.py", "usercustomize.py")
+_PROBE_MAX = 1 << 20
 
 
-def _stamp(facts: dict) -> tuple:
-    """What decides where ``facts``' interpreter imports the engines from, as it stands now:
-    the executable (and its link), the venv's pyvenv.cfg, these variables, and every
-    directory of its sys.path by inode, size and mtime.  Installing, upgrading or removing
-    a package, or adding a .pth file, adds or renames an entry of one of those directories
-    and changes its mtime."""
-    exe = facts["executable"]
-    paths = [exe, os.path.join(facts["prefix"], "pyvenv.cfg"), *(p for p in facts["sys_path"] if p)]
-    out = [tuple(os.environ.get(k, "") for k in PATH_ENV)]
-    for p in paths:
+def _stamp(facts: dict, exe: str, launch: Optional[Launch]) -> str:
+    """What decides where ``exe`` imports the engines from, as it stands now, as one digest:
+    the interpreter (its link and its file), the pyvenv.cfg next to it (by its bytes), the
+    environment (the whole of it for a launch), the launch (flags, cwd, first sys.path
+    entry), and every directory of the probed sys.path: each of its entries by name and kind
+    (a directory by inode and mtime too: ``_entry``), and the bytes of its ``.pth`` files,
+    of the modules their ``import`` lines name, and of sitecustomize/usercustomize.  An
+    install, upgrade or removal renames, adds or drops an entry; a ``.pth`` or a finder
+    rewritten in place changes its bytes.
+
+    ``exe`` and ``launch`` are the caller's, never a kept entry's; the directories come from
+    the facts, which are only taken from an entry this user's key authenticates
+    (``remembered_probe``)."""
+    h = _hash()
+    cwd = launch.cwd if launch is not None else "/"
+
+    def add(*parts) -> None:
+        h.update(repr(parts).encode("utf-8", "surrogateescape") + b"\0")
+
+    if launch is not None:
+        add("launch", launch.key(), sorted(os.environ.items()))
+    else:
+        add("env", [os.environ.get(k, "") for k in PATH_ENV])
+    exe_dir = os.path.dirname(exe)
+    for p in (exe, os.path.join(facts["prefix"], "pyvenv.cfg"), os.path.join(exe_dir, "pyvenv.cfg"),
+              os.path.join(os.path.dirname(exe_dir), "pyvenv.cfg")):  # fmt: skip
+        add("file", p, _lstat(p), _stat(p), _bytes(p) if p.endswith(".cfg") else None)
+    for entry in facts["sys_path"]:
+        if not entry and launch is None:
+            continue  # the probe's own cwd (/): a command run with --python imports from its own
+        d = os.path.join(cwd, entry)
         try:
-            st, lst = os.stat(p), os.lstat(p)
+            listing = sorted(os.scandir(d), key=lambda e: e.name)
         except OSError:
-            out.append((p, None))
+            add("path", d, _stat(d))
             continue
-        out.append((p, st.st_ino, st.st_size, st.st_mtime_ns, lst.st_ino, lst.st_mtime_ns))
-    return tuple(out)
+        add("dir", d, _stat(d))
+        names = {e.name for e in listing}
+        read = set(_READ)
+        for e in listing:
+            if e.name.endswith(".pth"):
+                data = _bytes(e.path)
+                add("pth", e.name, data)
+                read |= {f"{m}.py" for m in _pth_imports(data)}
+            add("entry", e.name, _entry(e))
+        for name in sorted(read & names):
+            add("read", name, _bytes(os.path.join(d, name)))
+    return h.hexdigest()
 
 
-def remembered_probe(python: str) -> dict:
-    """probe_python's facts for ``python``, from patchkit's cache while nothing that
-    decides them changed (``_stamp``): the guard's start-up runs no second interpreter.
-    The entry is JSON (as the verdicts are: marshal trusts the lengths it reads) and is
-    used only when it has the shape a probe gives."""
-    import json
+def _entry(e: os.DirEntry):
+    """What of a sys.path directory's entry decides what is imported from it: its name (the
+    listing), whether it is a directory, and a directory's inode and mtime (an
+    ``__init__.py`` added or removed makes a namespace package a regular one); a file's
+    bytes matter only for those ``_stamp`` reads."""
+    try:
+        if e.is_dir():
+            st = e.stat()
+            return ("dir", st.st_ino, st.st_mtime_ns)
+        return ("file", e.is_symlink())
+    except OSError:
+        return None
 
-    from patchkit.base.paths import cache_dir
 
-    exe = which(python) or python
-    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in exe)[-150:] + ".json"
+def _stat(p: str):
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns)
+
+
+def _lstat(p: str):
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _bytes(p: str) -> Optional[bytes]:
     from patchkit.base import regular
 
-    raw = regular.read_cached(cache_dir(), f"probes/{name}", 1 << 20)  # a link, FIFO or device: a miss
+    try:
+        return regular.read(Path(p), _PROBE_MAX)
+    except (OSError, regular.NotRegular, regular.TooBig):
+        return None
+
+
+def _pth_imports(data: Optional[bytes]) -> set[str]:
+    """The modules the ``import`` lines of a .pth file name (site.py runs those lines), e.g.
+    an editable install's ``import __editable___x_finder``."""
+    out = set()
+    for line in (data or b"").decode("utf-8", "replace").splitlines():
+        if line.startswith(("import ", "import\t")):
+            for part in line[7:].replace(";", ",").split(","):
+                word = part.strip().split(" ")[0].split(".")[0]
+                if word.isidentifier():
+                    out.add(word)
+    return out
+
+
+def _blake2b():
+    try:  # BLAKE2 without hashlib (which loads OpenSSL), as patchkit/base/memo.py does
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover
+        from hashlib import blake2b
+    return blake2b
+
+
+def _hash(key: bytes = b""):
+    """A BLAKE2b of 32 bytes; keyed (a MAC) with ``key``."""
+    return _blake2b()(key=key, digest_size=32)
+
+
+def _key() -> Optional[bytes]:
+    """This user's key for authenticating kept probes: 32 random bytes in the state directory
+    (keys/probe), made on first use, mode 0600 in a 0700 directory.  Trusted as OpenSSH's
+    StrictModes trusts a key (a regular file, no link, it and its directory owned by this user
+    and writable by nobody else); None, and no probe is kept or read, otherwise."""
+    from patchkit.base import fsio
+    from patchkit.base.paths import state_dir
+
+    base = state_dir()
+    path = base / "keys" / "probe"
+    for attempt in (0, 1):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            if attempt:
+                return None
+            try:
+                fsio.owned_dir(base, "keys")
+                os.chmod(path.parent, 0o700)
+                # O_EXCL: never over a key another patchkit made meanwhile (one that reads it
+                # half written finds no key of 32 bytes, and keeps nothing this once).
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                try:
+                    os.write(fd, os.urandom(32))
+                finally:
+                    os.close(fd)
+            except FileExistsError:
+                pass
+            except Exception:  # noqa: BLE001 - no key: the probe is asked each time
+                return None
+            continue
+        except OSError:
+            return None
+        try:
+            for st in (os.lstat(path.parent), os.fstat(fd)):
+                if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or stat.S_ISLNK(st.st_mode):
+                    return None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077:
+                return None
+            data = os.read(fd, 64)
+            return data if len(data) == 32 else None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+    return None
+
+
+def _mac(key: bytes, asked: str, facts_json: str) -> str:
+    h = _hash(key)
+    h.update(asked.encode("utf-8", "surrogateescape") + b"\0" + facts_json.encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def remembered_probe(python: str, launch: Optional[Launch] = None) -> dict:
+    """probe_python's facts for ``python`` (as ``launch`` runs it), from patchkit's cache
+    while nothing that decides them changed: the guard's start-up runs no second interpreter.
+
+    An entry is used only when (1) it has the shape a probe gives, (2) it was asked of this
+    interpreter this way (``asked``), (3) its ``mac`` is this user's key's over ``asked`` and
+    the facts (a crafted entry, its stamp computed from its own facts, is refused: only the
+    interpreter knows its sys.path, so only an entry patchkit wrote from a real probe may say
+    which directories to fingerprint), and (4) the fingerprint ``_stamp`` computes *now*,
+    from the interpreter, the environment, the launch and those directories, equals the one
+    kept.  Else the interpreter is asked again.  JSON, as the verdicts are (marshal trusts
+    the lengths it reads)."""
+    import json
+
+    from patchkit.base import regular
+    from patchkit.base.paths import cache_dir
+
+    exe = launch.exe if launch is not None else (which(python) or python)
+    asked = launch.key() if launch is not None else exe
+    name = _blake2b()(asked.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest() + ".json"
+    key = _key()
+    raw = regular.read_cached(cache_dir(), f"probes/{name}", _PROBE_MAX) if key is not None else None
     try:
         entry = json.loads(raw) if raw is not None else None
         if (
             shape.fits(entry, PROBE_ENTRY)
-            and entry["asked"] == exe
-            and entry["stamp"] == json.loads(json.dumps(_stamp(entry["facts"])))
+            and entry["asked"] == asked
+            and _equal(entry["mac"], _mac(key, asked, json.dumps(entry["facts"], sort_keys=True)))
+            and entry["facts"]["executable"]
+            and entry["stamp"] == _stamp(entry["facts"], exe, launch)
         ):
             return entry["facts"]
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, TypeError):
         pass
-    facts = probe_python(python)
-    from patchkit.base import fsio
+    facts = probe_python(python, launch=launch)
+    if key is not None:
+        from patchkit.base import fsio
 
-    fsio.store_cached(
-        cache_dir(), f"probes/{name}", json.dumps({"asked": exe, "stamp": _stamp(facts), "facts": facts}).encode()
-    )
+        mac = _mac(key, asked, json.dumps(facts, sort_keys=True))
+        doc = {"asked": asked, "stamp": _stamp(facts, exe, launch), "mac": mac, "facts": facts}
+        fsio.store_cached(cache_dir(), f"probes/{name}", json.dumps(doc).encode())
     return facts
+
+
+def _equal(a: str, b: str) -> bool:
+    try:  # hmac.compare_digest, without hmac's hashlib (and OpenSSL)
+        from _operator import _compare_digest
+    except ImportError:  # pragma: no cover
+        from hmac import compare_digest as _compare_digest
+
+    return _compare_digest(a.encode(), b.encode())
 
 
 def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tuple[str, ...]:

@@ -57,6 +57,8 @@ class Evidence:
     goal: str = ""  # the goal reached without the op: "upstream", "someone-else", "unknown"; "" not shown
     stale: str = ""  # why the journal's record no longer holds (an installer replaced the file)
     marker: str = ""  # an upstream marker that matches
+    goal_at: str = ""  # where the goal reached without the op is (file:line), "" where not shown
+    goal_eval: str = ""  # the evaluation there, in words
 
     def to_json(self, rule: int) -> dict:
         return {
@@ -69,6 +71,7 @@ class Evidence:
             "goal": self.goal,
             "stale": self.stale,
             "marker": self.marker,
+            **({"goal_at": self.goal_at, "goal_eval": self.goal_eval} if self.goal else {}),
         }
 
 

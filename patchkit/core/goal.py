@@ -207,3 +207,50 @@ def in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Op
         f"the one device gate of {op.scope or 'the module'} (it was `{was}`) now reads `{shown}`,"
         f" which {_word(want, collection)} for {device}: the goal is reached in other words",
     )
+
+
+# -- C/C++/CUDA: a text hunk that widens a device gate -----------------------------------------
+
+CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
+
+
+def is_cpp(path: str) -> bool:
+    return path.lower().endswith(CPP_SUFFIXES)
+
+
+def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """A text hunk on a C/C++/CUDA file whose edit widens a device gate (its goal: "this gate
+    admits the device"), its lines no longer found: the function the edit was in (the file's
+    top level for a guard outside every function) holds one device gate, as it did in the op's
+    home release, and that gate admits the device.  The goal is derived from the edit itself:
+    in the home release the scope's one gate (an ``#if``/``#elif`` or a runtime ``if``, read by
+    patchkit/core/goals/cppeval.py) does not admit the device, and with the hunk applied there
+    it does.  Several gates, or none, or a gate whose answer is unknown, conclude nothing."""
+    from patchkit.core.goals import cppeval
+
+    if op.kind != "text-hunk" or not is_cpp(op.file) or home_text is None or not cppeval.available():
+        return None
+    site = op.impl.locate(home_text)
+    from patchkit.base.states import State
+
+    if site.state != State.PENDING or len(site.nodes) != 1:
+        return None
+    scope = cppeval.scope_at(home_text, site.nodes[0])
+    if scope is None:
+        return None
+    before = cppeval.gates(home_text, scope, device, _PROBES)
+    after = cppeval.gates(op.impl.apply(home_text), scope, device, _PROBES)
+    if not before or not after or len(before) != 1 or len(after) != 1:
+        return None
+    if before[0].answer is not False or after[0].answer is not True:
+        return None  # the edit is not shown to widen the gate for the device
+    now = cppeval.gates(text, scope, device, _PROBES)
+    if not now or len(now) != 1 or now[0].answer is not True:
+        return None
+    g = now[0]
+    where = f"`{scope}`" if scope else "the file's top level"
+    return Reached(
+        g.line,
+        f"the one device gate of {where} (`{before[0].kind} {before[0].text}` in the release the op was written"
+        f" for) now reads `{g.kind} {g.text}` at line {g.line}: {g.why}; the goal is reached in other words",
+    )

@@ -254,3 +254,42 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
         f"the one device gate of {where} (`{before[0].kind} {before[0].text}` in the release the op was written"
         f" for) now reads `{g.kind} {g.text}` at line {g.line}: {g.why}; the goal is reached in other words",
     )
+
+
+# -- delete-stmt: absence at the identified scope ---------------------------------------------
+
+
+def _stmt_dump(src: str) -> Optional[str]:
+    try:
+        body = ast.parse(src.strip() + "\n").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return ast.dump(body[0]) if len(body) == 1 else None
+
+
+def _holds(tree: ast.Module, scope_name: str, want: str) -> Optional[int]:
+    """How many statements of the scope (at any depth, nested defs included) mean ``want``
+    (their ``ast``, layout and comments aside); None when the scope is not there."""
+    scope = pyscope_ast(tree, scope_name)
+    if scope is None:
+        return None
+    return sum(1 for n in ast.walk(scope) if isinstance(n, ast.stmt) and n is not scope and ast.dump(n) == want)
+
+
+def absent(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
+    """A delete-stmt whose goal is "the statement is not in its scope": its context no longer
+    found (it reads missing), the op's named scope stands and holds the deleted statement
+    nowhere, in any formatting, where the release the op was written for held it there.  A
+    scope that is gone, or a statement that stands anywhere in it, concludes nothing."""
+    if op.kind != "delete-stmt" or home_text is None:
+        return None
+    want = _stmt_dump(op.impl.match_src)
+    tree, home = _tree(text), _tree(home_text)
+    if want is None or tree is None or home is None:
+        return None
+    if not _holds(home, op.scope, want):
+        return None  # the home scope did not hold it: nothing is shown about this scope
+    if _holds(tree, op.scope, want) != 0:
+        return None
+    shown = " ".join(op.impl.match_src.split())
+    return Reached(0, f"`{shown}` stands nowhere in {op.scope or 'the module'}: the goal (its absence) is reached")

@@ -566,6 +566,19 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
             return found is not None and len(found.nodes) == 1 and goal.bound_reached(op, found.nodes[0]) is not None
 
         where = f"at its site in {ev.scope or 'the module'}"
+    elif op.kind == "delete-stmt":
+        # Absence at the identified scope: the deleted statement stands nowhere in it.
+        if loc.state != State.MISSING or loc.nodes or ev.file is not session.file(op.engine, op.file):
+            return None
+        home_text = _home_text(session, recipe, op)
+        got = goal.absent(op, f.text, home_text)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return goal.absent(op, text, home_text) is not None
+
+        where = f"in {op.scope or 'the module'}"
     elif device is None or goal.direction(op) is None:
         return None
     elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):

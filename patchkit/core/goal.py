@@ -293,3 +293,61 @@ def absent(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
         return None
     shown = " ".join(op.impl.match_src.split())
     return Reached(0, f"`{shown}` stands nowhere in {op.scope or 'the module'}: the goal (its absence) is reached")
+
+
+# -- insert: presence by identity --------------------------------------------------------------
+
+
+def _bodies(scope: ast.AST):
+    """The statement lists of a scope: its body and those of its compound statements, not
+    of nested defs and classes (scopes of their own)."""
+    stack = [scope]
+    while stack:
+        n = stack.pop()
+        for field in ("body", "orelse", "finalbody"):
+            b = getattr(n, field, None)
+            if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+                yield b
+                stack.extend(s for s in b if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        for h in getattr(n, "handlers", []) or []:
+            yield h.body
+            stack.extend(h.body)
+        for c in getattr(n, "cases", []) or []:
+            yield c.body
+            stack.extend(c.body)
+
+
+def present(op: Any, text: str) -> Optional[Reached]:
+    """An insert whose statements already stand in its scope, consecutively, in other
+    formatting (their ``ast``, layout, comments, quotes and parentheses aside): the goal
+    (presence of that code) is reached, and writing it would be a second copy.  Only where
+    they stand exactly once."""
+    if op.kind != "insert":
+        return None
+    try:
+        want = [ast.dump(s) for s in ast.parse(_dedent(op.impl.params_code)).body]
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    tree = _tree(text)
+    scope = pyscope_ast(tree, op.scope) if tree is not None and want else None
+    if scope is None:
+        return None
+    hits = [
+        b[i]
+        for b in _bodies(scope)
+        for i in range(len(b) - len(want) + 1)
+        if all(ast.dump(b[i + k]) == w for k, w in enumerate(want))
+    ]
+    if len(hits) != 1:
+        return None
+    return Reached(
+        hits[0].lineno,
+        f"the inserted code stands at line {hits[0].lineno} of {op.scope or 'the module'} in other formatting:"
+        " the goal (its presence) is reached",
+    )
+
+
+def _dedent(src: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(src).strip("\n") + "\n"

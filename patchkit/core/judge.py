@@ -579,6 +579,18 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
             return goal.absent(op, text, home_text) is not None
 
         where = f"in {op.scope or 'the module'}"
+    elif op.kind == "insert":
+        # Presence by identity: the inserted code already stands in the scope, in other formatting.
+        if loc.state != State.PENDING or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
+            return None
+        got = goal.present(op, f.text)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return goal.present(op, text) is not None
+
+        where = f"in {op.scope or 'the module'}"
     elif device is None or goal.direction(op) is None:
         return None
     elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):

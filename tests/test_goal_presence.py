@@ -28,7 +28,7 @@ RECIPE = """
 id = "flag"
 summary = "turn the fast path on"
 [engines]
-sglang = ">=0.5.9"
+sglang = ">=0.5.8"
 [[ops]]
 kind = "insert"
 engine = "sglang"
@@ -61,7 +61,9 @@ def judge(tmp_path, run_cli, monkeypatch):
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
 
-    def make(target: str, pristine=None):
+    def make(target: str, pristine=None, home=None):
+        if home is not None:
+            release_in_cache(cache, "sglang", "0.5.8", {FILE: home, "sglang/__init__.py": ""})
         if pristine is not None:
             release_in_cache(cache, "sglang", "0.5.9", {FILE: pristine, "sglang/__init__.py": ""})
         root = mini_sglang(tmp_path / "t", {FILE: target})
@@ -114,3 +116,20 @@ def test_pending_where_it_is_not_there_and_apply_writes_it_once(judge):
     assert op["state"] == "pending", op
     code, out, err = cli("apply", "flag")
     assert code == 0 and (root / FILE).read_text().count("enable_fast_path") == 1, (out, err)
+
+
+HOME = """\
+class Args:
+    def check(self):
+        if (self.backend == 'flashinfer'):
+            self.enable_fast_path = (True)
+        self.validate()
+        return self
+"""
+
+
+def test_code_that_stood_there_already_where_the_op_was_written_is_not_its_goal(judge):
+    """The release the recipe was written for (0.5.8) held the same code elsewhere in the
+    scope, and the op was pending there: that copy is not the op's goal reached."""
+    root, cli, op = judge(OTHER, pristine=OTHER, home=HOME)
+    assert op["state"] == "pending", op

@@ -586,6 +586,14 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
         got = goal.present(op, f.text)
         if got is None:
             return None
+        home_text = _home_text(session, recipe, op)
+        pristine = ref.read(ev.file.logical) if ref.available else None
+        if (
+            home_text is not None
+            and (pristine is None or home_text != pristine.decode("utf-8", "surrogateescape"))
+            and goal.present(op, home_text) is not None
+        ):
+            return None  # the code stood there already where the op was written, pending: not its goal
 
         def there(text: str) -> bool:
             return goal.present(op, text) is not None

@@ -29,7 +29,10 @@ rule  the site                      and                                         
 
 Every threshold the evidence is weighed by (similarity, margin, the share of a done
 statement's tokens) is in patchkit/core/identity.py, as git has one ``-M``.  A verdict
-carries its evidence and the rule that decided it (``Evidence.to_json``) into ``--json``.
+carries its evidence and the rule that decided it (``Evidence.to_json``) into ``--json``;
+rules 7-9 also where the goal is reached and how it was evaluated (``goal_at``, ``goal_eval``):
+a Python or C/C++/CUDA device gate, a bound, a deleted statement's absence, an insert's
+presence (goal.py).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class Evidence:
     goal: str = ""  # the goal reached without the op: "upstream", "someone-else", "unknown"; "" not shown
     stale: str = ""  # why the journal's record no longer holds (an installer replaced the file)
     marker: str = ""  # an upstream marker that matches
+    goal_at: str = ""  # where the goal reached without the op is (file:line), "" where not shown
+    goal_eval: str = ""  # the evaluation there, in words
 
     def to_json(self, rule: int) -> dict:
         return {
@@ -69,6 +74,7 @@ class Evidence:
             "goal": self.goal,
             "stale": self.stale,
             "marker": self.marker,
+            **({"goal_at": self.goal_at, "goal_eval": self.goal_eval} if self.goal else {}),
         }
 
 

@@ -207,3 +207,147 @@ def in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Op
         f"the one device gate of {op.scope or 'the module'} (it was `{was}`) now reads `{shown}`,"
         f" which {_word(want, collection)} for {device}: the goal is reached in other words",
     )
+
+
+# -- C/C++/CUDA: a text hunk that widens a device gate -----------------------------------------
+
+CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hh", ".hxx", ".inl")
+
+
+def is_cpp(path: str) -> bool:
+    return path.lower().endswith(CPP_SUFFIXES)
+
+
+def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """A text hunk on a C/C++/CUDA file whose edit widens a device gate (its goal: "this gate
+    admits the device"), its lines no longer found: the function the edit was in (the file's
+    top level for a guard outside every function) holds one device gate, as it did in the op's
+    home release, and that gate admits the device.  The goal is derived from the edit itself:
+    in the home release the scope's one gate (an ``#if``/``#elif`` or a runtime ``if``, read by
+    patchkit/core/goals/cppeval.py) does not admit the device, and with the hunk applied there
+    it does.  Several gates, or none, or a gate whose answer is unknown, conclude nothing."""
+    from patchkit.core.goals import cppeval
+
+    if op.kind != "text-hunk" or not is_cpp(op.file) or home_text is None or not cppeval.available():
+        return None
+    site = op.impl.locate(home_text)
+    from patchkit.base.states import State
+
+    if site.state != State.PENDING or len(site.nodes) != 1:
+        return None
+    scope = cppeval.scope_at(home_text, site.nodes[0])
+    if scope is None:
+        return None
+    before = cppeval.gates(home_text, scope, device, _PROBES)
+    after = cppeval.gates(op.impl.apply(home_text), scope, device, _PROBES)
+    if not before or not after or len(before) != 1 or len(after) != 1:
+        return None
+    if before[0].answer is not False or after[0].answer is not True:
+        return None  # the edit is not shown to widen the gate for the device
+    now = cppeval.gates(text, scope, device, _PROBES)
+    if not now or len(now) != 1 or now[0].answer is not True:
+        return None
+    g = now[0]
+    where = f"`{scope}`" if scope else "the file's top level"
+    return Reached(
+        g.line,
+        f"the one device gate of {where} (`{before[0].kind} {before[0].text}` in the release the op was written"
+        f" for) now reads `{g.kind} {g.text}` at line {g.line}: {g.why}; the goal is reached in other words",
+    )
+
+
+# -- delete-stmt: absence at the identified scope ---------------------------------------------
+
+
+def _stmt_dump(src: str) -> Optional[str]:
+    try:
+        body = ast.parse(src.strip() + "\n").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return ast.dump(body[0]) if len(body) == 1 else None
+
+
+def _holds(tree: ast.Module, scope_name: str, want: str) -> Optional[int]:
+    """How many statements of the scope (at any depth, nested defs included) mean ``want``
+    (their ``ast``, layout and comments aside); None when the scope is not there."""
+    scope = pyscope_ast(tree, scope_name)
+    if scope is None:
+        return None
+    return sum(1 for n in ast.walk(scope) if isinstance(n, ast.stmt) and n is not scope and ast.dump(n) == want)
+
+
+def absent(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
+    """A delete-stmt whose goal is "the statement is not in its scope": its context no longer
+    found (it reads missing), the op's named scope stands and holds the deleted statement
+    nowhere, in any formatting, where the release the op was written for held it there.  A
+    scope that is gone, or a statement that stands anywhere in it, concludes nothing."""
+    if op.kind != "delete-stmt" or home_text is None:
+        return None
+    want = _stmt_dump(op.impl.match_src)
+    tree, home = _tree(text), _tree(home_text)
+    if want is None or tree is None or home is None:
+        return None
+    if not _holds(home, op.scope, want):
+        return None  # the home scope did not hold it: nothing is shown about this scope
+    if _holds(tree, op.scope, want) != 0:
+        return None
+    shown = " ".join(op.impl.match_src.split())
+    return Reached(0, f"`{shown}` stands nowhere in {op.scope or 'the module'}: the goal (its absence) is reached")
+
+
+# -- insert: presence by identity --------------------------------------------------------------
+
+
+def _bodies(scope: ast.AST):
+    """The statement lists of a scope: its body and those of its compound statements, not
+    of nested defs and classes (scopes of their own)."""
+    stack = [scope]
+    while stack:
+        n = stack.pop()
+        for field in ("body", "orelse", "finalbody"):
+            b = getattr(n, field, None)
+            if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+                yield b
+                stack.extend(s for s in b if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        for h in getattr(n, "handlers", []) or []:
+            yield h.body
+            stack.extend(h.body)
+        for c in getattr(n, "cases", []) or []:
+            yield c.body
+            stack.extend(c.body)
+
+
+def present(op: Any, text: str) -> Optional[Reached]:
+    """An insert whose statements already stand in its scope, consecutively, in other
+    formatting (their ``ast``, layout, comments, quotes and parentheses aside): the goal
+    (presence of that code) is reached, and writing it would be a second copy.  Only where
+    they stand exactly once."""
+    if op.kind != "insert":
+        return None
+    try:
+        want = [ast.dump(s) for s in ast.parse(_dedent(op.impl.params_code)).body]
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    tree = _tree(text)
+    scope = pyscope_ast(tree, op.scope) if tree is not None and want else None
+    if scope is None:
+        return None
+    hits = [
+        b[i]
+        for b in _bodies(scope)
+        for i in range(len(b) - len(want) + 1)
+        if all(ast.dump(b[i + k]) == w for k, w in enumerate(want))
+    ]
+    if len(hits) != 1:
+        return None
+    return Reached(
+        hits[0].lineno,
+        f"the inserted code stands at line {hits[0].lineno} of {op.scope or 'the module'} in other formatting:"
+        " the goal (its presence) is reached",
+    )
+
+
+def _dedent(src: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(src).strip("\n") + "\n"

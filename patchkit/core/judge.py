@@ -492,6 +492,8 @@ def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
             journal=ours,
             killed=killed,
             goal=goal_by,
+            goal_at=_goal_at(ev) if goal_by else "",
+            goal_eval=reason if goal_by else "",
             stale=stale,
             marker=marker,
         )
@@ -530,11 +532,26 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
     shown reached (the verdict stands)."""
     device = goal.device_of(recipe)
     loc, f = ev.located, ev.file
-    if not f.exists or not f.is_python or op.impl.language != "python":
+    cpp = device is not None and op.kind == "text-hunk" and goal.is_cpp(op.file) and f.exists
+    if not cpp and (not f.exists or not f.is_python or op.impl.language != "python"):
         return None
     ref = session.reference(op.engine)
     keep: tuple = ()  # the site's own node, where the goal is read at it
-    if loc.state == State.MISSING and len(loc.nodes) == 1 and _cst_nodes(loc) and getattr(op.impl, "bound", None):
+    if cpp:
+        # A C/C++/CUDA hunk that widens a device gate: its lines gone, the one device gate of
+        # the function the edit was in admits the device (goal.cpp_in_scope).
+        if loc.state != State.MISSING or loc.nodes or ev.file is not session.file(op.engine, op.file):
+            return None
+        home_text = _home_text(session, recipe, op)
+        got = goal.cpp_in_scope(op, f.text, home_text, device) if home_text is not None else None
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return goal.cpp_in_scope(op, text, home_text, device) is not None
+
+        where = f"in {op.file}"
+    elif loc.state == State.MISSING and len(loc.nodes) == 1 and _cst_nodes(loc) and getattr(op.impl, "bound", None):
         keep = loc.nodes
         got = goal.bound_reached(op, loc.nodes[0])
         if got is None:
@@ -549,6 +566,39 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
             return found is not None and len(found.nodes) == 1 and goal.bound_reached(op, found.nodes[0]) is not None
 
         where = f"at its site in {ev.scope or 'the module'}"
+    elif op.kind == "delete-stmt":
+        # Absence at the identified scope: the deleted statement stands nowhere in it.
+        if loc.state != State.MISSING or loc.nodes or ev.file is not session.file(op.engine, op.file):
+            return None
+        home_text = _home_text(session, recipe, op)
+        got = goal.absent(op, f.text, home_text)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return goal.absent(op, text, home_text) is not None
+
+        where = f"in {op.scope or 'the module'}"
+    elif op.kind == "insert":
+        # Presence by identity: the inserted code already stands in the scope, in other formatting.
+        if loc.state != State.PENDING or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
+            return None
+        got = goal.present(op, f.text)
+        if got is None:
+            return None
+        home_text = _home_text(session, recipe, op)
+        pristine = ref.read(ev.file.logical) if ref.available else None
+        if (
+            home_text is not None
+            and (pristine is None or home_text != pristine.decode("utf-8", "surrogateescape"))
+            and goal.present(op, home_text) is not None
+        ):
+            return None  # the code stood there already where the op was written, pending: not its goal
+
+        def there(text: str) -> bool:
+            return goal.present(op, text) is not None
+
+        where = f"in {op.scope or 'the module'}"
     elif device is None or goal.direction(op) is None:
         return None
     elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):
@@ -562,17 +612,9 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
 
         where = f"at its site in {ev.scope or 'the module'}"
     elif loc.state == State.MISSING and not loc.nodes and ev.file is session.file(op.engine, op.file):
-        home = next(
-            (
-                r.read(op.file)
-                for _, r in identity._homes(session, recipe, op)
-                if pristine_state(r, op, op.file, op.scope) == State.PENDING
-            ),
-            None,
-        )
-        if home is None:
+        home_text = _home_text(session, recipe, op)
+        if home_text is None:
             return None
-        home_text = home.decode("utf-8", "surrogateescape")
         got = goal.in_scope(op, f.text, home_text, device)
         if got is None:
             return None
@@ -600,6 +642,27 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
         f"the goal is reached {where}, but not by patchkit and not in {ref.what}: {got.why}; someone else made"
         " this edit. apply leaves it, revert never touches it",
     )
+
+
+def _goal_at(ev: _Draft) -> str:
+    """file:line of a goal reached without the op (its site's first line, where known)."""
+    nodes = ev.located.nodes
+    line = nodes[0] if nodes and isinstance(nodes[0], int) else None
+    return f"{ev.file.logical}:{line}" if line else ev.file.logical
+
+
+def _home_text(session: Session, recipe: Recipe, op: OpSpec) -> Optional[str]:
+    """The op's file in the first release it may have been written for (identity._homes)
+    where its pattern stands pending, or None."""
+    home = next(
+        (
+            r.read(op.file)
+            for _, r in identity._homes(session, recipe, op)
+            if pristine_state(r, op, op.file, op.scope) == State.PENDING
+        ),
+        None,
+    )
+    return home.decode("utf-8", "surrogateescape") if home is not None else None
 
 
 def _pristine_site(ref, op: OpSpec, logical: str, scope_name: str):

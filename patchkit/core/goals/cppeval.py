@@ -231,3 +231,128 @@ def preproc_conditions(source: str) -> Optional[list[tuple[int, str]]]:
                 out.append((cond.start_point[0] + 1, cond.text.decode(errors="replace")))
         stack.extend(reversed(node.children))
     return out
+
+
+# -- the device gates of a scope (goal.py's C++ goal) ------------------------------------------
+
+# What vLLM's and FlashInfer's csrc read a device's capability from: ``cudaDeviceGetAttribute
+# (&major, cudaDevAttrComputeCapabilityMajor, dev)`` binds ``major`` (hipified alike).
+_ATTRS = {
+    "cudaDevAttrComputeCapabilityMajor": "major",
+    "cudaDevAttrComputeCapabilityMinor": "minor",
+    "hipDeviceAttributeComputeCapabilityMajor": "major",
+    "hipDeviceAttributeComputeCapabilityMinor": "minor",
+}
+
+
+def _function_name(fn) -> str:
+    """A function definition's name as written (``ns::f``, ``f<T>``'s ``f``), "" when none."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type not in ("function_declarator",):
+        d = d.child_by_field_name("declarator")
+    d = d.child_by_field_name("declarator") if d is not None else None
+    return d.text.decode(errors="replace") if d is not None else ""
+
+
+def _walk(node, skip_functions: bool):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        kids = [c for c in n.children if not (skip_functions and c.type == "function_definition")]
+        stack.extend(reversed(kids))
+
+
+def scope_at(source: str, line: int) -> Optional[str]:
+    """The name of the innermost function definition holding 1-based ``line``; "" for the
+    file's top level; None without tree-sitter."""
+    parser = _parser()
+    if parser is None:
+        return None
+    best = ""
+    for n in _walk(parser.parse(source.encode("utf-8", "surrogateescape")).root_node, False):
+        if n.type == "function_definition" and n.start_point[0] + 1 <= line <= n.end_point[0] + 1:
+            best = _function_name(n) or best
+    return best
+
+
+def _bindings(scope) -> dict[str, str]:
+    """Identifiers a function binds to its device's capability (``_ATTRS``)."""
+    out: dict[str, str] = {}
+    for n in _walk(scope, False):
+        if n.type != "call_expression":
+            continue
+        args = n.child_by_field_name("arguments")
+        if args is None:
+            continue
+        kinds = [
+            _ATTRS[a.text.decode()] for a in args.named_children if a.type == "identifier" and a.text.decode() in _ATTRS
+        ]
+        refs = [
+            a.child_by_field_name("argument")
+            for a in args.named_children
+            if a.type == "pointer_expression" and a.child_by_field_name("operator").text == b"&"
+        ]
+        if len(kinds) == 1 and len(refs) == 1 and refs[0] is not None and refs[0].type == "identifier":
+            out[refs[0].text.decode()] = kinds[0]
+    return out
+
+
+class Gate(tuple):
+    """(line, kind: "#if" or "if", the condition as written, the answer on the device, why)."""
+
+    __slots__ = ()
+
+    line = property(lambda s: s[0])
+    kind = property(lambda s: s[1])
+    text = property(lambda s: s[2])
+    answer = property(lambda s: s[3])
+    why = property(lambda s: s[4])
+
+
+def gates(source: str, scope: str, device: Device, probes: tuple = ()) -> Optional[list[Gate]]:
+    """The device gates of ``scope`` (a function's name as ``scope_at`` gives it, "" the file's
+    top level, outside every function) in ``source``: ``#if``/``#elif`` conditions, and in a
+    function the conditions of its ``if`` statements, whose answer is known on every device of
+    ``probes`` and not the same on all (a check of the device, not of a flag), with the answer
+    on ``device``.  None without tree-sitter, or where ``scope`` names no function or several
+    (overloads: which is the site cannot be told)."""
+    parser = _parser()
+    if parser is None:
+        return None
+    root = parser.parse(source.encode("utf-8", "surrogateescape")).root_node
+    if scope:
+        found = [n for n in _walk(root, False) if n.type == "function_definition" and _function_name(n) == scope]
+        if len(found) != 1:
+            return None
+        node, names = found[0], _bindings(found[0])
+    else:
+        node, names = root, {}
+    out: list[Gate] = []
+    for n in _walk(node, not scope):
+        if scope and n is not node and n.type == "function_definition":
+            continue
+        if n.type in ("preproc_if", "preproc_elif"):
+            kind, cond = "#if", n.child_by_field_name("condition")
+        elif n.type == "if_statement" and scope:
+            kind, cond = "if", n.child_by_field_name("condition")
+        else:
+            continue
+        if cond is None:
+            continue
+        text = cond.text.decode(errors="replace")
+        if kind == "if":
+            inner = [c for c in cond.named_children if c.type != "comment"]
+            if len(inner) != 1:
+                continue
+            text = inner[0].text.decode(errors="replace")
+
+        def judge(d: Device, text=text, kind=kind):
+            return evaluate_if(text, d) if kind == "#if" else evaluate_cpp(text, d, names)
+
+        answers = {judge(d)[0] for d in probes}
+        if probes and (None in answers or len(answers) < 2):
+            continue
+        verdict, why = judge(device)
+        out.append(Gate((cond.start_point[0] + 1, kind, " ".join(text.split()), verdict, why)))
+    return out

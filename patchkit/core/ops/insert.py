@@ -65,6 +65,7 @@ class Insert(Op):
             raise OpParamError("locator.inside", "goes with at (start or end of that clause's body)")
         if self.at is not None and self.at not in ("start", "end"):
             raise OpParamError("locator.at", f"must be 'start' or 'end', not {self.at!r}")
+        self.params_code = params["code"]  # as written: goal.present reads its meaning
         self.stmts = parse_stmts(params["code"], "params.code")
         self.stmt_tokens = tuple(node_tokens(s) for s in self.stmts)
         snippet = tuple(code(s) for s in self.stmts)

@@ -49,7 +49,7 @@ def default_python(python, target) -> "str | None":
     """--python as given; where no target is named (no --python, no -t), the activated venv
     that holds an engine (said on stderr), so that `patchkit apply sm120` inside a serving
     venv patches that venv."""
-    if python or target:
+    if python is not None or target:  # --python= (empty) is click's to refuse, as given
         return python
     found = activated_venv()
     if found:

@@ -291,7 +291,10 @@ def drift_across(engine: str, versions: list[str]) -> dict[str, list[dict]]:
         mp.setattr(drift, "index_versions", lambda dist: list(versions))
         with contextlib.redirect_stdout(out):
             try:
-                main(["drift", "sm120", "--across", f"{engine}=={versions[0]}..{versions[-1]}", "--json"])
+                # the table's SGLang cells were read with the pinned FlashInfer: --to keeps it
+                # for every release (drift would pair each with the FlashInfer it requires)
+                pin = ["--to", "flashinfer==0.6.3"] if engine == "sglang" else []
+                main(["drift", "sm120", "--across", f"{engine}=={versions[0]}..{versions[-1]}", *pin, "--json"])
                 code = 0
             except SystemExit as e:
                 code = e.code

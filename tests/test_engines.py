@@ -285,7 +285,6 @@ def test_with_no_recipe_named_the_recipes_of_an_engine_with_no_tree_are_left_out
 def vllm_index(tmp_path, monkeypatch):
     """A file: simple index of `vllm`: 0.32.0 and 0.33.0 with an sdist and a wheel, 0.31.0
     with a wheel only (as a release may have), in an empty cache."""
-    import hashlib
     import zipfile
 
     files = tmp_path / "files"
@@ -306,10 +305,20 @@ def vllm_index(tmp_path, monkeypatch):
             sd = files / f"vllm-{v}.tar.gz"
             sd.write_bytes((cache / "sdists" / "vllm" / v / sd.name).read_bytes())
             made.append(sd)
-        for f in made:
-            sha = hashlib.sha256(f.read_bytes()).hexdigest()
-            links.append(f'<a href="../../files/{f.name}#sha256={sha}">{f.name}</a><br/>')
-    page = tmp_path / "simple" / "vllm"
+        links += made
+    return _serve_index(tmp_path, monkeypatch, "vllm", links)
+
+
+def _serve_index(tmp_path: Path, monkeypatch, dist: str, files: list[Path]) -> Path:
+    """A file: simple index at tmp_path/simple listing ``files`` (with their sha256) as
+    ``dist``'s, and an empty cache at tmp_path/cache, online."""
+    import hashlib
+
+    links = [
+        f'<a href="../../files/{f.name}#sha256={hashlib.sha256(f.read_bytes()).hexdigest()}">{f.name}</a><br/>'
+        for f in files
+    ]
+    page = tmp_path / "simple" / dist
     page.mkdir(parents=True)
     (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
     monkeypatch.setenv("PATCHKIT_INDEX_URL", (tmp_path / "simple").as_uri())
@@ -375,7 +384,6 @@ def _sdist_bytes(top: str, files: dict[str, str]) -> bytes:
 def sdist_only_index(tmp_path, monkeypatch):
     """A file: index of flashinfer-python whose 0.3.1 is an sdist only (as PyPI has it), laid
     out as the repository; 0.3.2 an sdist laid out otherwise; 0.3.3 not there at all."""
-    import hashlib
 
     files = tmp_path / "files"
     files.mkdir()
@@ -393,17 +401,9 @@ def sdist_only_index(tmp_path, monkeypatch):
         ),
         "flashinfer_python-0.3.2.tar.gz": _sdist_bytes("flashinfer_python-0.3.2", {"src/other/x.py": ""}),
     }
-    links = []
     for name, data in made.items():
         (files / name).write_bytes(data)
-        links.append(f'<a href="../../files/{name}#sha256={hashlib.sha256(data).hexdigest()}">{name}</a><br/>')
-    page = tmp_path / "simple" / "flashinfer-python"
-    page.mkdir(parents=True)
-    (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
-    monkeypatch.setenv("PATCHKIT_INDEX_URL", (tmp_path / "simple").as_uri())
-    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)
-    return tmp_path
+    return _serve_index(tmp_path, monkeypatch, "flashinfer-python", [files / name for name in made])
 
 
 def test_a_release_the_index_has_only_as_an_sdist_is_read_from_it(sdist_only_index):

@@ -39,3 +39,22 @@ def test_line_numbers_skip_comments_between_tokens_without_backtracking_blowup()
     xg, xf = g.body.body[0], f.body.body[0]
     lines = pyscope.line_numbers(m, None, [xg, xf], src)
     assert lines == {id(xf): 3, id(xg): 9}
+
+
+def test_line_numbers_put_a_decorated_def_at_its_def_line_as_position_provider_does():
+    """Both ways of numbering (the token search and the printed lines) give the line that
+    libcst's PositionProvider gives a decorated def: its `def` line, not its first decorator's,
+    which is also where a view's placeholder for it stands."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    src = "x = 1\n\n@functools.cache\n@register(\n    'a',\n)\ndef f():\n    pass\n\n\n@a\nclass C:\n    pass\n"
+    m = cst.parse_module(src)
+    want = {
+        id(n): p.start.line
+        for n, p in MetadataWrapper(m, unsafe_skip_copy=True).resolve(PositionProvider).items()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef))
+    }
+    defs = [s for s in m.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+    assert sorted(want.values()) == [7, 12]
+    assert pyscope.line_numbers(m, None, defs, src) == want  # the token search
+    assert pyscope.line_numbers(m, None, defs) == want  # the printed lines

@@ -217,12 +217,13 @@ def test_a_write_stopped_after_the_commit_point_reads_interrupted_and_apply_fini
 
     real, calls = os.replace, []
 
-    def stop(src, dst):
-        if str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
+    def stop(src, dst, **dir_fds):
+        # A cache entry is renamed inside its directory (dir_fds): not a target's write.
+        if not dir_fds and str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
             calls.append(dst)
             if len(calls) == 2:  # one target file renamed, the rest not
                 raise OSError(5, "Input/output error (injected)", str(dst))
-        return real(src, dst)
+        return real(src, dst, **dir_fds)
 
     monkeypatch.setattr(fsio.os, "replace", stop)
     code, out, err = cli(run_cli, site, "apply", "widen")
@@ -251,12 +252,13 @@ def test_revert_also_finishes_an_interrupted_apply_first(site, run_cli, monkeypa
     real = os.replace
     n = []
 
-    def stop(src, dst):
-        if str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
+    def stop(src, dst, **dir_fds):
+        # A cache entry is renamed inside its directory (dir_fds): not a target's write.
+        if not dir_fds and str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
             n.append(dst)
             if len(n) == 1:
                 raise OSError(5, "Input/output error (injected)", str(dst))
-        return real(src, dst)
+        return real(src, dst, **dir_fds)
 
     monkeypatch.setattr(fsio.os, "replace", stop)
     assert cli(run_cli, site, "apply", "widen")[0] == 2

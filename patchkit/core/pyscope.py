@@ -72,7 +72,11 @@ def line_numbers(module: cst.Module, view, nodes, source: str | None = None) -> 
     lines: dict[int, int] = {}
     rest = []
     for n in nodes:
-        toks = node_tokens(n)[:16] if source is not None and not isinstance(n, cst.Module) else ()
+        toks = node_tokens(n) if source is not None and not isinstance(n, cst.Module) else ()
+        # A decorated def starts, as PositionProvider numbers it, at `def`/`class`, not at
+        # its first decorator (a placeholder in a view stands there too).
+        skip = sum(len(node_tokens(d)) for d in getattr(n, "decorators", ()))
+        toks = toks[skip : skip + 16]
         hits = []
         if len(toks) >= 3:
             rx = re.compile(_GAP.join(re.escape(t) for t in toks))

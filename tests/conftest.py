@@ -522,3 +522,23 @@ def chattr():
     yield set_flag
     for path, undo in reversed(done):
         subprocess.run([shutil.which("chattr") or "chattr", undo, str(path)], capture_output=True)
+
+
+def fail_target_rename(monkeypatch, n: int, ours=lambda dst: str(dst).endswith(".json")) -> list:
+    """Make the n-th rename of one of patchkit's temps over a target's file fail with EIO.
+    A cache entry's rename (inside its directory: ``src_dir_fd``/``dst_dir_fd``) and a rename
+    over patchkit's own file (``ours``: the journal) are passed through uncounted.  Returns the
+    renames counted so far."""
+    from patchkit.base import fsio
+
+    real, calls = os.replace, []
+
+    def replace(src, dst, **dir_fds):
+        if not dir_fds and str(src).endswith(".patchkit-tmp") and not ours(dst):
+            calls.append(dst)
+            if len(calls) == n:
+                raise OSError(5, "Input/output error (injected)", str(dst))
+        return real(src, dst, **dir_fds)
+
+    monkeypatch.setattr(fsio.os, "replace", replace)
+    return calls

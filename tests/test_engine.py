@@ -4,12 +4,12 @@ escapes, the user's own edits, and state read from the code."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
 
 import pytest
+from conftest import fail_target_rename
 
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
@@ -58,17 +58,8 @@ def test_failure_after_the_commit_point_reads_interrupted_and_apply_finishes(pai
     assert run_cli("apply", "sm120", *t)[0] == 0
     applied = snapshot(s), snapshot(f)
     assert run_cli("revert", "sm120", *t)[0] == 0
-    real, calls = os.replace, []
-
-    def stop(src, dst, **dir_fds):
-        # A cache entry is renamed inside its directory (dir_fds): not a target's write.
-        if not dir_fds and str(src).endswith(".patchkit-tmp") and "/.patchkit/" not in str(dst):
-            calls.append(dst)
-            if len(calls) == 3:  # two engine files renamed, the others not
-                raise OSError(5, "Input/output error (injected)", str(dst))
-        return real(src, dst, **dir_fds)
-
-    monkeypatch.setattr(fsio.os, "replace", stop)
+    # two engine files renamed, the others not
+    fail_target_rename(monkeypatch, 3, ours=lambda dst: "/.patchkit/" in str(dst))
     code, out, err = run_cli("apply", "sm120", *t)
     monkeypatch.undo()
     assert code == 2 and "the write stopped half-way" in err, err

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import fail_target_rename
 
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
@@ -215,17 +216,7 @@ def test_a_write_stopped_after_the_commit_point_reads_interrupted_and_apply_fini
     assert cli(run_cli, site, "revert", "widen")[0] == 0
     assert snapshot(root) == pristine
 
-    real, calls = os.replace, []
-
-    def stop(src, dst, **dir_fds):
-        # A cache entry is renamed inside its directory (dir_fds): not a target's write.
-        if not dir_fds and str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
-            calls.append(dst)
-            if len(calls) == 2:  # one target file renamed, the rest not
-                raise OSError(5, "Input/output error (injected)", str(dst))
-        return real(src, dst, **dir_fds)
-
-    monkeypatch.setattr(fsio.os, "replace", stop)
+    fail_target_rename(monkeypatch, 2)  # one target file renamed, the rest not
     code, out, err = cli(run_cli, site, "apply", "widen")
     monkeypatch.undo()
     assert code == 2 and "the write stopped half-way" in err, err
@@ -249,18 +240,7 @@ def test_a_write_stopped_after_the_commit_point_reads_interrupted_and_apply_fini
 def test_revert_also_finishes_an_interrupted_apply_first(site, run_cli, monkeypatch):
     root, _ = site
     pristine = snapshot(root)
-    real = os.replace
-    n = []
-
-    def stop(src, dst, **dir_fds):
-        # A cache entry is renamed inside its directory (dir_fds): not a target's write.
-        if not dir_fds and str(src).endswith(".patchkit-tmp") and not str(dst).endswith(".json"):
-            n.append(dst)
-            if len(n) == 1:
-                raise OSError(5, "Input/output error (injected)", str(dst))
-        return real(src, dst, **dir_fds)
-
-    monkeypatch.setattr(fsio.os, "replace", stop)
+    fail_target_rename(monkeypatch, 1)
     assert cli(run_cli, site, "apply", "widen")[0] == 2
     monkeypatch.undo()
     code, out, err = cli(run_cli, site, "revert", "widen")

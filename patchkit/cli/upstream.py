@@ -141,11 +141,23 @@ def pin(ctx, engine, version, force):
     metavar="PATH",
     help="Scan the sglang, flashinfer and vllm this interpreter imports (e.g. a venv's bin/python).",
 )
+@release_option(
+    "--across",
+    metavar="ENGINE==A..B",
+    help="Scan every release from A to B that the index lists and say, release to release, which gates appeared, "
+    "closed, opened or went away (each release's scan is cached).",
+)
 @click.option("--vendored", is_flag=True, help="Also scan vendored third-party code (CUTLASS, CuTe, 3rdparty...).")
 @click.option("--jobs", "-j", type=int, default=0, help="Processes to scan with (default: by the tree's size).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--html",
+    metavar="FILE",
+    help="With --across: also write the gates x releases matrix as one self-contained page (a colour per state, "
+    "transitions marked, lines and why on hover; works offline).",
+)
 @click.pass_context
-def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json):
+def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_json, html):
     """Find every gate that shuts out a GPU: closed for --device, open for --compare.
 
     \b
@@ -156,12 +168,20 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json):
     the evaluator cannot decide is listed apart as unknown, never as closed.
 
     \b
-    Exit codes: 0 no gate closed; 1 some are; 2 usage or target error.
+    With --across ENGINE==A..B, every release in the range is scanned (cached) and each
+    gate is followed by its file, function and condition as written: per release, which
+    appeared, closed (was open), opened (still there, no longer closed) or went away.
+
+    \b
+    Exit codes: 0 no gate closed (with --across: none appeared or closed in the range);
+    1 some are (did); 2 usage or target error.
 
     \b
       patchkit gates --device 12.0 --to sglang==0.5.23
       patchkit gates --device sm120 --compare 9.0 -t flashinfer=.venv/lib/python3.12/site-packages
+      patchkit gates --device 12.0 --across flashinfer==0.6.3..0.7.4 --html gates.html
     """
     from patchkit.commands.gates import gates as run
 
-    sys.exit(run(invocation(ctx, python), device, compare, tuple(target), tuple(to), as_json, vendored, jobs))
+    inv = invocation(ctx, python)
+    sys.exit(run(inv, device, compare, tuple(target), tuple(to), as_json, vendored, jobs, across=across, html=html))

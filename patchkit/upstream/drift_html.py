@@ -85,8 +85,29 @@ def _pairing(engine: str, versions: list[str], with_: dict) -> list[str]:
     return [why for _, why in pairing_lines(engine, versions, with_)]
 
 
-def _state_css() -> str:
-    return "".join(f'td[data-state="{s}"]{{background:{bg};color:{fg}}}' for s, (bg, fg) in PALETTE.items())
+def _state_css(palette: dict = PALETTE) -> str:
+    return "".join(f'td[data-state="{s}"]{{background:{bg};color:{fg}}}' for s, (bg, fg) in palette.items())
+
+
+def legend(palette: dict = PALETTE) -> str:
+    """One swatch per state, in the cells' colours."""
+    return "".join(f'<span style="background:{bg};color:{fg}">{escape(s)}</span>' for s, (bg, fg) in palette.items())
+
+
+def page(title: str, heading: str, intro: str, said: str, corner: str, head: str, body: str, after: str = "",
+         paired: str = "", palette: dict = PALETTE) -> str:  # fmt: skip
+    """The page around a matrix (``intro``, ``said``, ``head``, ``body``, ``after``: HTML):
+    its sticky header row (``head``: a <th> per release, ``paired``: more header rows) and
+    first column (``corner`` names it), scrolled to the newest release on load."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{CSS}{_state_css(palette)}</style></head><body>"
+        f"<h1>{escape(heading)}</h1>"
+        f'<p>{intro}<span id="summary"></span><span id="layout"></span></p>'
+        f'{said}<div class="legend">{legend(palette)}</div>'
+        f'<div id="wrap"><table id="matrix"><thead><tr><th class="row">{escape(corner)}</th>{head}</tr>{paired}</thead>'
+        f"<tbody>{body}</tbody></table></div>{after}<script>{JS}</script></body></html>\n"
+    )
 
 
 def _op_title(o: dict) -> str:
@@ -177,7 +198,6 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
         else:
             name, label = rid, escape(rid)
         body.append(f'<tr class="{kind}"><th class="row" title="{escape(name)}">{label}</th>{"".join(tds)}</tr>')
-    legend = "".join(f'<span style="background:{bg};color:{fg}">{escape(s)}</span>' for s, (bg, fg) in PALETTE.items())
     listed = ""
     if changes:
         items = "".join(
@@ -186,14 +206,9 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
             for c in changes
         )
         listed = f"<h2>Changes (bisect)</h2><ul>{items}</ul>"
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>patchkit drift {escape(spec)}</title><style>{CSS}{_state_css()}</style></head><body>"
-        f"<h1>patchkit drift --across {escape(spec)}</h1>"
-        f"<p>{escape(engine)}: {len(versions)} releases, each judged pristine. A cell with a thick left edge "
+    intro = (
+        f"{escape(engine)}: {len(versions)} releases, each judged pristine. A cell with a thick left edge "
         "changed state since the release before it; hover a cell for where the op stands and why. "
-        '<span id="summary"></span><span id="layout"></span></p>'
-        f'{said}<div class="legend">{legend}</div>'
-        f'<div id="wrap"><table id="matrix"><thead><tr><th class="row">recipe / op</th>{head}</tr>{paired}</thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>{listed}<script>{JS}</script></body></html>\n"
     )
+    return page(f"patchkit drift {spec}", f"patchkit drift --across {spec}", intro, said, "recipe / op", head,
+                "".join(body), listed, paired)  # fmt: skip

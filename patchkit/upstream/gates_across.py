@@ -655,7 +655,9 @@ def _first_line(row: Row) -> int:
 
 def document(res: Across, spec: str) -> dict:
     """The --json document."""
-    counts = {v: Counter(c["change"] for c in res.changes if c["to"] == v) for v in res.versions}
+    counts: dict[str, Counter] = {v: Counter() for v in res.versions}
+    for c in res.changes:
+        counts[c["to"]][c["change"]] += c["count"]  # gates, not records (one per identity)
     return {
         "command": "gates",
         "across": spec,

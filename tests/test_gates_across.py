@@ -12,6 +12,7 @@ import pytest
 from patchkit.core.goals import cppeval
 from patchkit.upstream import drift
 from patchkit.upstream import gates as G
+from patchkit.upstream import gates_across as GA
 from tests.conftest import release_in_cache
 from tests.test_drift_html import parse
 
@@ -249,13 +250,15 @@ def test_the_report_for_people_names_each_pair_and_change(releases, run_cli):
     assert "        6 (1.2)  fresh: is_sm100_supported()\n              its file moved from sglang/srt/a.py" in out
 
 
-def test_a_repeat_scans_nothing_and_says_the_same(releases, run_cli, monkeypatch):
+def test_a_repeat_scans_and_parses_nothing_and_says_the_same(releases, run_cli, monkeypatch):
     first = _across(run_cli, releases, "--json")
 
     def scanned(*a, **k):
         raise AssertionError("scanned again")
 
     monkeypatch.setattr(G, "scan", scanned)
+    monkeypatch.setattr(GA, "_PyFile", scanned)  # where each gate stands is cached too: no file is parsed
+    monkeypatch.setattr(GA, "_CppFile", scanned)
     again = _across(run_cli, releases, "--json")
     assert again[0] == first[0]
     a, b = json.loads(first[1]), json.loads(again[1])
@@ -362,3 +365,26 @@ def test_a_long_scan_off_a_terminal_says_so(releases, run_cli, monkeypatch):
     code, out, err = _across(run_cli, releases)
     assert code == 1
     assert "patchkit: still scanning sglang 1.0 (1/3) (0 s)" in err and "still scanning sglang 1.2 (3/3)" in err
+
+
+def test_the_scan_cache_key_follows_the_engine_definition_and_devices(monkeypatch):
+    """A project's own predicates (or layouts), another device, --vendored or `only` make
+    another key: a cached scan is never read for inputs it was not made from."""
+    from patchkit.base import engines
+    from patchkit.core.goals.device import Device
+
+    d, c = Device.parse("12.0"), Device.parse("10.0")
+    base = GA.scan_key("sglang", "1.0", d, c, False, None)
+    assert base == GA.scan_key("sglang", "1.0", d, c, False, None)
+    others = {
+        GA.scan_key("sglang", "1.1", d, c, False, None),
+        GA.scan_key("sglang", "1.0", Device.parse("12.1"), c, False, None),
+        GA.scan_key("sglang", "1.0", d, Device.parse("9.0"), False, None),
+        GA.scan_key("sglang", "1.0", d, c, True, None),
+        GA.scan_key("sglang", "1.0", d, c, False, {"sglang/srt/a.py"}),
+    }
+    info = engines.ENGINES["sglang"]
+    more = info._replace(predicates=(*info.predicates, ("is_sm130_supported()", "major == 13", "")))
+    monkeypatch.setattr(engines, "ENGINES", {**{e: engines.ENGINES[e] for e in engines.ENGINES}, "sglang": more})
+    others.add(GA.scan_key("sglang", "1.0", d, c, False, None))
+    assert base not in others and len(others) == 6

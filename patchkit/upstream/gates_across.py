@@ -60,14 +60,22 @@ SCAN = {
 
 
 def scan_key(engine: str, version: str, device: Device, compare: Device, vendored: bool, only) -> str:
+    """What a release's scan is a function of: the release, both devices, the options, the
+    engine's definition in effect (its predicates and layouts: a project may define its own),
+    the scanner's source and the evaluator's (code_hash: patchkit/core)."""
+    from patchkit.base.engines import ENGINES
     from patchkit.core.goals import cppeval
     from patchkit.core.verdicts import code_hash
 
+    info = ENGINES[engine]
+    scanner = hashlib.sha256(Path(G.__file__).read_bytes()).hexdigest()
     h = hashlib.sha256(
         json.dumps(
             [
                 "gates",
                 code_hash(),
+                scanner,
+                repr((info.predicates, sorted(info.layouts.items()))),
                 engine,
                 version,
                 f"{device.major}.{device.minor}",
@@ -92,6 +100,37 @@ def _cached(key: str) -> Optional[dict]:
     except (ValueError, RecursionError):
         return None
     return got if shape.fits(got, SCAN) else None
+
+
+SITES = {"sites": [{"file": str, "function": str, "condition": str, "kind": str, "lines": [int]}]}
+
+
+def _sites_key(scan_key: str) -> str:
+    """A release's open sites are a function of its scan and of this module's reading."""
+    mine = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return hashlib.sha256(f"{scan_key}:{mine}".encode()).hexdigest()[:24]
+
+
+def load_sites(scan_key: str) -> dict:
+    from patchkit.upstream import fetch
+
+    data = regular.read_cached(fetch.cache_dir(), f"gates/sites-{_sites_key(scan_key)}.json", ENTRY_LIMIT)
+    try:
+        got = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):
+        return {}
+    if not shape.fits(got, SITES):
+        return {}
+    return {(s["file"], s["function"], s["condition"], s["kind"]): s["lines"] for s in got["sites"]}
+
+
+def store_sites(scan_key: str, sites: dict) -> None:
+    from patchkit.upstream import fetch
+
+    rows = [{"file": f, "function": fn, "condition": c, "kind": k, "lines": v} for (f, fn, c, k), v in sites.items()]
+    fsio.store_cached(
+        fetch.cache_dir(), f"gates/sites-{_sites_key(scan_key)}.json", json.dumps({"sites": rows}).encode()
+    )
 
 
 def scan_release(
@@ -230,21 +269,41 @@ class _PyFile:
 
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines(keepends=True)
-        self.scopes: dict[str, list] = {}
         self._flat: dict[int, str] = {}
-        for st in ast.parse(text).body:
-            self._node(st, "")
+        self._scopes: dict[str, list] = {}
+        tree = ast.parse(text)
+        self.bodies: dict[str, list] = {"": [tree.body]}  # qualname -> the bodies of its definitions
+        self._defs(tree.body, "")
 
-    def _node(self, n, name: str) -> None:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            inner = f"{name}.{n.name}" if name else n.name
-            for st in n.body:  # decorators, defaults and bases are not the function's (as the scan reads it)
-                self._node(st, inner)
-            return
-        if isinstance(n, (ast.expr, ast.keyword)):
-            self.scopes.setdefault(name, []).append(n)
-        for c in ast.iter_child_nodes(n):
-            self._node(c, name)
+    def _defs(self, body: list, name: str) -> None:
+        """Every function and class by qualname, walking statements only (cheap)."""
+        for st in body:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{name}.{st.name}" if name else st.name
+                self.bodies.setdefault(inner, []).append(st.body)
+                self._defs(st.body, inner)
+                continue
+            for c in ast.iter_child_nodes(st):
+                if isinstance(c, ast.stmt):
+                    self._defs([c], name)
+                elif isinstance(getattr(c, "body", None), list):  # an except handler, a match case
+                    self._defs(c.body, name)
+
+    def scope(self, name: str) -> list:
+        """The expressions (and keywords) of one function's body, not of the functions and
+        classes inside it."""
+        got = self._scopes.get(name)
+        if got is None:
+            got = self._scopes[name] = []
+            stack = [st for body in self.bodies.get(name, []) for st in reversed(body)]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue  # its own scope; its decorators, defaults and bases the scan does not read
+                if isinstance(n, (ast.expr, ast.keyword)):
+                    got.append(n)
+                stack.extend(reversed(list(ast.iter_child_nodes(n))))
+        return got
 
     def flat(self, node) -> str:
         got = self._flat.get(id(node))
@@ -289,17 +348,15 @@ class _PyFile:
     def open_sites(self, function: str, cond: _Cond, reported: list[tuple[int, _Cond]]) -> list[int]:
         """The lines where ``cond`` (or a widening of it) stands in ``function`` outside every
         gate the scan reported there (``reported``: (line, condition))."""
-        nodes = self.scopes.get(function, [])
+        nodes = self.scope(function)
         spans = []
         for line, rc in reported:
             for n in nodes:
                 if n.lineno == line and self._is(n, rc, False):
                     spans.append(_span(n))
-        out = []
-        for n in nodes:
-            if self._is(n, cond, True) and not any(_inside(_span(n), s) for s in spans):
-                out.append(n.lineno)
-        return out
+        found = [_span(n) for n in nodes if self._is(n, cond, True) and not any(_inside(_span(n), s) for s in spans)]
+        # one site, once: an operand that is the gate, inside the `or` that widens it, is that `or`
+        return sorted(f[0] for f in found if not any(g != f and _inside(f, g) for g in found))
 
 
 def _span(n) -> tuple:
@@ -390,7 +447,10 @@ class Release:
     files: dict[str, str]  # logical name -> path relative to the root, every file of the tree
     reported: dict[Key, dict[str, list]] = field(default_factory=dict)  # key -> {"closed": [...], "unknown": [...]}
     by_file: dict[str, list] = field(default_factory=dict)  # logical file -> its reported gates
-    _parsed: dict = field(default_factory=dict)
+    key: str = ""  # its scan's cache key: its sites are cached beside it
+    sites: dict = field(default_factory=dict)  # (file, function, condition, kind) -> open lines, as cached
+    new_sites: bool = False
+    shared: dict = field(default_factory=dict)  # across releases: a file's parse and sites, by its text's digest
     _text: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -406,8 +466,8 @@ class Release:
             self._text[logical] = data.decode("utf-8", errors="replace") if data is not None else None
         return self._text[logical]
 
-    def parsed(self, logical: str):
-        if logical not in self._parsed:
+    def parsed(self, logical: str, digest: str):
+        if ("parse", digest) not in self.shared:
             text = self.text(logical)
             got = None
             if text is not None:
@@ -418,12 +478,25 @@ class Release:
                         got = None
                 elif logical.endswith(G.CPP_SUFFIXES):
                     got = _CppFile(text)
-            self._parsed[logical] = got
-        return self._parsed[logical]
+            self.shared[("parse", digest)] = got
+        return self.shared[("parse", digest)]
 
     def open_sites(self, key: Key, kind: str) -> list[int]:
         """Lines where the gate ``key`` stands in this release without being read closed or
-        unknown ([] where its file or its condition is not here)."""
+        unknown ([] where its file or its condition is not here): from the cache, else
+        found, once per file text (a file unchanged between releases is read once; the scan
+        of a file is a function of its text)."""
+        k = (*key, kind)
+        if k not in self.sites:
+            text = self.text(key[0])
+            digest = hashlib.sha256(text.encode()).hexdigest() if text is not None else ""
+            if ("sites", digest, k) not in self.shared:
+                self.shared[("sites", digest, k)] = self._open_sites(key, kind, digest) if text is not None else []
+            self.sites[k] = self.shared[("sites", digest, k)]
+            self.new_sites = True
+        return self.sites[k]
+
+    def _open_sites(self, key: Key, kind: str, digest: str) -> list[int]:
         file, function, condition = key
         python = file.endswith(G.PY_SUFFIXES)
         cond = _Cond.of(condition, kind, python)
@@ -433,7 +506,7 @@ class Release:
         flat = _flat(text)
         if not (all(a in flat for a in cond.words) if python else any(_has(flat, a) for a in cond.words)):
             return []  # the file lacks what a site of it must hold: nothing to parse
-        f = self.parsed(file)
+        f = self.parsed(file, digest)
         if f is None:
             return []
         reported = [
@@ -524,6 +597,7 @@ def _cell(r: Release, key: Key, kind: str) -> dict:
         "open": len(open_lines),
         "path": r.files.get(key[0], first["path"] if first else ""),
         "lines": sorted(g["line"] for g in closed) or sorted(g["line"] for g in unknown) or open_lines,
+        "open_lines": open_lines,
     }
     if first:
         cell["kind"] = first["kind"]
@@ -564,7 +638,8 @@ def _changes(row: Row, versions: list[str]) -> list[dict]:
                     continue
                 where = {
                     "undecided": f"unknown at {b['path']}:{_lines(b['lines'])}: {b.get('why', '')}",
-                    "opened": f"still stands at {b['path']}:{_lines(b['lines'])} (as written or widened), not closed",
+                    "opened": f"still stands at {b['path']}:{_lines(b['open_lines'])} "
+                    "(as written or widened), not closed",
                     "gone": b["why"],
                 }[change]
                 after = {"undecided": "unknown", "opened": "open", "gone": "none"}[change]
@@ -618,7 +693,8 @@ def across(
     from patchkit.base.progress import working
     from patchkit.base.target import open_target
 
-    releases = []
+    releases: list[Release] = []
+    shared: dict = {}
     for n, v in enumerate(versions, 1):
         root = tree(v)
         t0 = time.monotonic()
@@ -629,7 +705,8 @@ def across(
         dt = time.monotonic() - t0
         say(f"{engine} {v}: {len(doc['closed'])} closed, {len(doc['unknown'])} unknown "
             f"({'from the cache' if hit else f'scanned in {dt:.1f} s'}; {n}/{len(versions)})")  # fmt: skip
-        releases.append(Release(v, Path(root), doc, hit, dt, files))
+        key = scan_key(engine, v, device, compare, vendored, only)
+        releases.append(Release(v, Path(root), doc, hit, dt, files, key=key, sites=load_sites(key), shared=shared))
     with working(f"following the gates across {len(versions)} {engine} releases"):
         rows = _rows(releases)
         changes = []
@@ -640,6 +717,9 @@ def across(
             row.kind = kinds[-1] if kinds else ""
             row.cells = [_cell(r, row.key_at(i), row.kind) for i, r in enumerate(releases)]
             changes += _changes(row, versions)
+    for r in releases:
+        if r.new_sites:
+            store_sites(r.key, r.sites)
     order = {v: i for i, v in enumerate(versions)}
     rows.sort(key=lambda r: (r.key_at(len(versions) - 1)[0], r.key_at(len(versions) - 1)[1], _first_line(r)))
     changes.sort(key=lambda c: (order[c["to"]], CHANGES.index(c["change"]), c["file"], c["function"], c["lines"]))

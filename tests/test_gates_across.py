@@ -55,6 +55,11 @@ def decided():
 def twin():
     if is_sm100_supported():
         fast()
+
+
+def single():
+    if is_sm100_supported():
+        fast()
 """
 )
 
@@ -95,6 +100,11 @@ def fresh():
 
 def twin():
     if is_sm100_supported():
+        fast()
+
+
+def single():
+    if is_sm100_supported() or is_sm120_supported():
         fast()
 """
 )
@@ -202,6 +212,7 @@ def test_appeared_closed_opened_undecided_and_gone_release_to_release(releases, 
         ("opened", A, "fusion", "is_sm90_supported() or is_sm100_supported()", (8,)),
         ("opened", A, "jit", 'archs=["sm_90a", "sm_100a"]', (20,)),
         ("undecided", A, "decided", "_major == 10", (29,)),
+        ("opened", A, "single", "is_sm100_supported()", (39,)),
     ]
     if cppeval.available():
         want += [("gone", CUH, "other_kernel", GUARD, (7,)), ("opened", CUH, "rms_norm_kernel", GUARD, (2,))]
@@ -209,6 +220,8 @@ def test_appeared_closed_opened_undecided_and_gone_release_to_release(releases, 
     by = {(c["change"], c["function"]): c for c in doc["changes"] if c["to"] == "1.1"}
     assert by[("opened", "fusion")]["why"] == f"still stands at {A}:8 (as written or widened), not closed"
     assert by[("opened", "jit")]["why"] == f"still stands at {A}:18 (as written or widened), not closed"
+    # one site: the operand and the `or` that widens it are not two
+    assert by[("opened", "single")]["why"] == f"still stands at {A}:42 (as written or widened), not closed"
     assert by[("gone", "backend")]["why"] == "not in backend as written (removed or rewritten)"
     assert by[("closed", "narrowed")]["before"] == "open" and by[("appeared", "fresh")]["before"] == "none"
     assert by[("undecided", "decided")]["after"] == "unknown"

@@ -155,12 +155,17 @@ __global__ void other_kernel(float* out) {
 """
 
 
-def _release(cache, v: str, files: dict) -> None:
+def _release(cache, v: str, files: dict, flashinfer: str = "") -> None:
+    meta = {}
+    if flashinfer:  # the flashinfer release it requires, as a real sglang wheel says so
+        meta[f"sglang-{v}.dist-info/METADATA"] = (
+            f"Metadata-Version: 2.1\nName: sglang\nVersion: {v}\nRequires-Dist: flashinfer_python=={flashinfer}\n"
+        )
     release_in_cache(
         cache,
         "sglang",
         v,
-        {"sglang/__init__.py": "", "sglang/version.py": f'__version__ = "{v}"\n', **files},
+        {"sglang/__init__.py": "", "sglang/version.py": f'__version__ = "{v}"\n', **files, **meta},
     )
 
 
@@ -169,9 +174,9 @@ def releases(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
     cuh = "sglang/jit_kernel/csrc/allreduce.cuh"
-    _release(cache, "1.0", {"sglang/srt/a.py": A_10, "sglang/srt/c.py": C, cuh: CUH_10})
-    _release(cache, "1.1", {"sglang/srt/a.py": A_11, "sglang/srt/c.py": C, cuh: CUH_11})
-    _release(cache, "1.2", {"sglang/srt/b.py": B_12, "sglang/srt/c.py": C, cuh: CUH_11})
+    _release(cache, "1.0", {"sglang/srt/a.py": A_10, "sglang/srt/c.py": C, cuh: CUH_10}, "0.6.3")
+    _release(cache, "1.1", {"sglang/srt/a.py": A_11, "sglang/srt/c.py": C, cuh: CUH_11}, "0.6.3")
+    _release(cache, "1.2", {"sglang/srt/b.py": B_12, "sglang/srt/c.py": C, cuh: CUH_11}, "0.7.4")
     monkeypatch.setattr(drift, "index_versions", lambda dist, kind="wheel": ["1.0", "1.1", "1.2"])
     (tmp_path / "cwd").mkdir()
     return tmp_path
@@ -255,6 +260,14 @@ def test_a_moved_file_is_followed_only_where_function_and_condition_are_unique(r
 def test_the_report_for_people_names_each_pair_and_change(releases, run_cli):
     code, out, err = _across(run_cli, releases)
     assert code == 1, err
+    # drift's pairing: the flashinfer each release requires, and how to scan those
+    assert (
+        "flashinfer: the release each sglang release requires (its Requires-Dist): 0.6.3 (1.0, 1.1), 0.7.4 (1.2); "
+        "not scanned here: patchkit gates --device 12.0 --across flashinfer==0.6.3..0.7.4\n"
+    ) in out
+    assert "release   closed unknown  |  appeared    closed    opened undecided      gone     moved\n" in out
+    cpp = cppeval.available()  # the .cuh's guards: one opened, one gone
+    assert f"1.1            4       1  |         1         1         {3 + cpp}         1         {1 + cpp}\n" in out
     assert "sglang 1.0: " in err and "(scanned in" in err
     assert "1.0 -> 1.1:" in out and "1.1 -> 1.2:" in out
     assert "  opened (still there, no longer read closed): " in out
@@ -303,6 +316,9 @@ def test_the_page_shows_what_json_says(releases, run_cli):
     html = page.read_text()
     assert "<h2>Changes</h2>" in html and "1.0 &rarr; 1.1: <b>opened</b>" in html
     assert "position:sticky" in html and "w.scrollLeft=w.scrollWidth" in html
+    assert doc["with"]["1.2"] == {"flashinfer": {"version": "0.7.4", "by": "required"}}
+    row = '<tr class="with"><th class="row">with flashinfer</th><th data-engine="flashinfer" data-version="1.0"'
+    assert row in html
 
 
 def test_bad_input_is_one_line_exit_2(releases, run_cli, monkeypatch):

@@ -57,41 +57,57 @@ def run(
         only=only,
         say=_err,
     )
+    with_ = _paired(engine, versions)
     if html:
         from pathlib import Path
 
         from patchkit.base.fsio import atomic_write
         from patchkit.upstream.gates_across_html import render
 
-        atomic_write(Path(html), render(res, spec).encode())
+        atomic_write(Path(html), render(res, spec, with_).encode())
         _err(
             f"wrote {html}: {len(res.rows)} gates x {len(versions)} releases; open it in a browser (it fetches nothing)"
         )
     shut = [c for c in res.changes if c["change"] in ("appeared", "closed")]
     if as_json:
-        say(json.dumps(GA.document(res, spec), indent=2), raw=True)
+        say(json.dumps(GA.document(res, spec, with_), indent=2), raw=True)
     else:
-        for line in report(res, spec, a, b):
+        for line in report(res, spec, a, b, with_):
             say(line)
     return NOT_THERE if shut else OK
 
 
-def report(res: GA.Across, spec: str, a: str, b: str) -> list[str]:
+def _paired(engine: str, versions: list[str]) -> dict:
+    """{version: {engine: {"version", "by": "required"}}}: the release of each engine the
+    ranged one requires exactly (its Requires-Dist), as drift pairs them."""
+    from patchkit.base.target import ENGINES
+    from patchkit.commands.drift import _required_by
+    from patchkit.upstream import fetch
+
+    out: dict[str, dict] = {}
+    for v in versions:
+        for e in ENGINES[engine].requires:
+            req = _required_by(fetch.release_tree(engine, v), e) if e != engine else None
+            if req is not None:
+                out.setdefault(v, {})[e] = {"version": req, "by": "required"}
+    return out
+
+
+def report(res: GA.Across, spec: str, a: str, b: str, with_: dict | None = None) -> list[str]:
     out = [
         f"{res.engine} releases {a}..{b}: {len(res.versions)} on the index; "
         f"gates closed for {res.device} and open for {res.compare}, release to release",
-        f"(only {res.engine} is scanned: run --across for each engine you upgrade)",
+        *(GA.pairing_lines(res, with_ or {}) or [f"(only {res.engine} is scanned)"]),
         "",
     ]
-    width = max(len(v) for v in res.versions)
-    heads = ("closed", "unknown") + GA.CHANGES
-    out.append(f"{'release':<{width}}  " + "  ".join(f"{h:>9}" for h in heads))
+    width = max(len("release"), *(len(v) for v in res.versions))
+    # the release's gates (closed, unknown), then what changed since the release before
+    out.append(f"{'release':<{width}}  {'closed':>7} {'unknown':>7}  | " + " ".join(f"{h:>9}" for h in GA.CHANGES))
     for r in res.releases:
         n = {k: sum(c["count"] for c in res.changes if c["to"] == r.version and c["change"] == k) for k in GA.CHANGES}
-        cells = [len(r.scan["closed"]), len(r.scan["unknown"])] + [n[k] or "" for k in GA.CHANGES]
-        if r is res.releases[0]:
-            cells = cells[:2] + [""] * len(GA.CHANGES)
-        out.append(f"{r.version:<{width}}  " + "  ".join(f"{c:>9}" for c in cells).rstrip())
+        now = f"{r.version:<{width}}  {len(r.scan['closed']):>7} {len(r.scan['unknown']):>7}  |"
+        first = r is res.releases[0]
+        out.append((now + " " + " ".join(f"{'' if first else n[k] or '':>9}" for k in GA.CHANGES)).rstrip())
     pairs: dict[tuple[str, str], list[dict]] = {}
     for c in res.changes:
         pairs.setdefault((c["from"], c["to"]), []).append(c)

@@ -161,11 +161,9 @@ def rows(versions: list[str], matrix: dict[str, list[dict]]) -> list[tuple[str, 
     return out
 
 
-def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[dict]], changes=None, with_=None) -> str:
-    """The page.  ``with_``: {version: {engine: {"version", "by"}}}, the other engines'
-    release each column was judged with: a header row per engine."""
-    with_ = with_ or {}
-    head = "".join(f"<th>{escape(v)}</th>" for v in versions)
+def paired_rows(versions: list[str], with_: dict) -> str:
+    """A header row per other engine: its release paired with each column (``with_``:
+    {version: {engine: {"version", "by"}}})."""
     paired = ""
     for e in sorted({e for v in versions for e in with_.get(v, {})}):
         cells = "".join(
@@ -176,6 +174,15 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
             for v in versions
         )
         paired += f'<tr class="with"><th class="row">with {escape(e)}</th>{cells}</tr>'
+    return paired
+
+
+def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[dict]], changes=None, with_=None) -> str:
+    """The page.  ``with_``: {version: {engine: {"version", "by"}}}, the other engines'
+    release each column was judged with: a header row per engine."""
+    with_ = with_ or {}
+    head = "".join(f"<th>{escape(v)}</th>" for v in versions)
+    paired = paired_rows(versions, with_)
     said = "".join(f"<p>{escape(why)}</p>" for why in _pairing(engine, versions, with_))
     body = []
     for rid, op, cells in rows(versions, matrix):

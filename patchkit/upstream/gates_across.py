@@ -733,7 +733,40 @@ def _first_line(row: Row) -> int:
     return 0
 
 
-def document(res: Across, spec: str) -> dict:
+def pairing_lines(res: Across, with_: dict) -> list[str]:
+    """One line per engine the ranged one requires (drift's pairing): which of its releases
+    each release requires, and the --across that scans them (this one does not)."""
+    out = []
+    for e in sorted({e for v in res.versions for e in with_.get(v, {})}):
+        by: dict[str, list[str]] = {}
+        for v in res.versions:
+            if e in with_.get(v, {}):
+                by.setdefault(with_[v][e]["version"], []).append(v)
+        listed = ", ".join(f"{x} ({', '.join(vs)})" for x, vs in by.items())
+        ends = sorted(by, key=_version)
+        span = f"{ends[0]}..{ends[-1]}" if len(ends) > 1 else f"{ends[0]}..{ends[0]}"
+        scan = (
+            f"patchkit gates --device {res.device} --across {e}=={span}"
+            if len(ends) > 1
+            else f"patchkit gates --device {res.device} --to {e}=={ends[0]}"
+        )
+        out.append(
+            f"{e}: the release each {res.engine} release requires (its Requires-Dist): {listed}; "
+            f"not scanned here: {scan}"
+        )
+    return out
+
+
+def _version(v: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(v), v)
+    except InvalidVersion:
+        return (1, None, v)
+
+
+def document(res: Across, spec: str, with_: Optional[dict] = None) -> dict:
     """The --json document."""
     counts: dict[str, Counter] = {v: Counter() for v in res.versions}
     for c in res.changes:
@@ -771,4 +804,7 @@ def document(res: Across, spec: str) -> dict:
             for row in res.rows
         ],
         "changes": res.changes,
+        # the release of each engine the ranged one requires, per release (drift's "with"):
+        # not scanned here
+        "with": with_ or {},
     }

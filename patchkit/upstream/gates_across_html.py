@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from html import escape
 
-from patchkit.upstream.drift_html import page
-from patchkit.upstream.gates_across import Across
+from patchkit.upstream.drift_html import page, paired_rows
+from patchkit.upstream.gates_across import Across, pairing_lines
 
 PALETTE = {
     "closed": ("#e53935", "#fff"),
@@ -50,7 +50,10 @@ def cells(res: Across) -> list[tuple[int, list[tuple[str, str, bool]]]]:
     return out
 
 
-def render(res: Across, spec: str) -> str:
+def render(res: Across, spec: str, with_: dict | None = None) -> str:
+    """The page; ``with_``: the release of each engine the ranged one requires, per release
+    (a header row each, as drift's page has)."""
+    with_ = with_ or {}
     head = "".join(f"<th>{escape(v)}</th>" for v in res.versions)
     body = []
     last = len(res.versions) - 1
@@ -89,10 +92,11 @@ def render(res: Across, spec: str) -> str:
         f"patchkit gates {spec}",
         f"patchkit gates --device {res.device} --across {spec}",
         intro,
-        "",
+        "".join(f"<p>{escape(why)}</p>" for why in pairing_lines(res, with_)),
         "gate",
         head,
         "".join(body),
         listed,
+        paired_rows(res.versions, with_),
         palette=PALETTE,
     )

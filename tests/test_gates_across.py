@@ -60,6 +60,11 @@ def twin():
 def single():
     if is_sm100_supported():
         fast()
+
+
+def logged():
+    if is_sm100_supported():
+        fast()
 """
 )
 
@@ -106,6 +111,10 @@ def twin():
 def single():
     if is_sm100_supported() or is_sm120_supported():
         fast()
+
+
+def logged():  # the gate is gone; what stands in an f-string is no gate, and no site of one
+    log(f"sm100: {is_sm100_supported()}")
 """
 )
 
@@ -218,6 +227,7 @@ def test_appeared_closed_opened_undecided_and_gone_release_to_release(releases, 
         ("opened", A, "jit", 'archs=["sm_90a", "sm_100a"]', (20,)),
         ("undecided", A, "decided", "_major == 10", (29,)),
         ("opened", A, "single", "is_sm100_supported()", (39,)),
+        ("gone", A, "logged", "is_sm100_supported()", (44,)),
     ]
     if cppeval.available():
         want += [("gone", CUH, "other_kernel", GUARD, (7,)), ("opened", CUH, "rms_norm_kernel", GUARD, (2,))]
@@ -267,7 +277,7 @@ def test_the_report_for_people_names_each_pair_and_change(releases, run_cli):
     ) in out
     assert "release   closed unknown  |  appeared    closed    opened undecided      gone     moved\n" in out
     cpp = cppeval.available()  # the .cuh's guards: one opened, one gone
-    assert f"1.1            4       1  |         1         1         {3 + cpp}         1         {1 + cpp}\n" in out
+    assert f"1.1            4       1  |         1         1         {3 + cpp}         1         {2 + cpp}\n" in out
     assert "sglang 1.0: " in err and "(scanned in" in err
     assert "1.0 -> 1.1:" in out and "1.1 -> 1.2:" in out
     assert "  opened (still there, no longer read closed): " in out

@@ -263,6 +263,21 @@ def _segment(lines: list, node) -> str:
     return b"".join(raw).decode(errors="replace")
 
 
+# Expressions whose parts the scan does not read as gates (a comparison or a value is the gate
+# or none; an f-string, a lambda): a condition standing inside one is no site of a gate.
+_OPAQUE = (
+    ast.Compare,
+    ast.BinOp,
+    ast.Subscript,
+    ast.Attribute,
+    ast.Name,
+    ast.NamedExpr,
+    ast.JoinedStr,
+    ast.Lambda,
+    ast.Constant,
+)
+
+
 class _PyFile:
     """A Python file's expressions by enclosing function (the scanner's names: classes and
     functions joined by dots, "" at module level)."""
@@ -302,6 +317,8 @@ class _PyFile:
                     continue  # its own scope; its decorators, defaults and bases the scan does not read
                 if isinstance(n, (ast.expr, ast.keyword)):
                     got.append(n)
+                if isinstance(n, _OPAQUE):
+                    continue  # its parts are read as no gate (as the scan reads them): no site either
                 stack.extend(reversed(list(ast.iter_child_nodes(n))))
         return got
 

@@ -8,6 +8,7 @@ fresh pristine copy gives the edited bytes exactly."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -504,3 +505,154 @@ def test_a_captured_identity_keeps_only_the_imports_its_site_names(tmp_path, che
     assert code == 0, stdout + err
     assert _files(fresh) == _files(checkout)
     assert run_cli("check", str(out), cwd=tmp_path)[0] == 0
+
+
+# -- sdist and git layouts: files outside the Python package ------------------------------------
+
+VLLM_SDIST = {
+    "PKG-INFO": "Name: vllm\nVersion: 0.33.0\n",
+    "setup.py": "",
+    "CMakeLists.txt": 'cmake_minimum_required(VERSION 3.26)\nset(CUDA_SUPPORTED_ARCHS "8.0;9.0;10.0")\n'
+    "project(vllm_extensions LANGUAGES CXX)\n",
+    "cmake/utils.cmake": "macro (clear_cuda_arches CUDA_ARCH_FLAGS)\nendmacro()\n",
+    "csrc/k.cu": "// kernel\n#if defined(ENABLE_SM100)\nint x;\n#endif\nint y;\n",
+    "vllm/__init__.py": "",
+    "vllm/_version.py": "__version__ = version = '0.33.0'\n",
+    "vllm/config/vllm.py": "SUPPORTED = [90, 100]\n",
+}
+
+
+def _vllm_sdist(cache: Path, files: dict[str, str], version: str = "0.33.0") -> None:
+    """A vLLM sdist in patchkit's cache (cache/sdists/vllm/V), as the index would serve it."""
+    import io
+    import tarfile
+
+    d = cache / "sdists" / "vllm" / version
+    d.mkdir(parents=True)
+    with tarfile.open(d / f"vllm-{version}.tar.gz", "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm-{version}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def vllm_sdist(tmp_path, monkeypatch):
+    """An unpacked vLLM 0.33.0 sdist (git layout: csrc/, cmake/, CMakeLists.txt beside vllm/,
+    no .git) whose pristine release is the sdist in patchkit's cache."""
+    cache = tmp_path / "cache"
+    _vllm_sdist(cache, VLLM_SDIST)
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)  # cached: the index is never asked
+    root = tmp_path / "vllm-0.33.0"
+    for rel, text in VLLM_SDIST.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_capture_on_an_sdist_takes_files_outside_the_package(tmp_path, vllm_sdist, run_cli):
+    """CMakeLists.txt, cmake/ and csrc/ of an unpacked vLLM sdist are captured as text-hunks
+    beside the Python op; the recipe applies to a fresh copy of the sdist byte for byte and
+    reverts, and in the package layout (site-packages, which has no csrc/) the op on vllm/
+    applies and the others are not this layout's."""
+    from patchkit.base.target import open_target
+
+    assert open_target("vllm", vllm_sdist).layout == "git"
+    pristine = _files(vllm_sdist)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(vllm_sdist, fresh)
+    _edit(vllm_sdist, "CMakeLists.txt", '"8.0;9.0;10.0"', '"8.0;9.0;10.0;12.0"')
+    _edit(vllm_sdist, "csrc/k.cu", "defined(ENABLE_SM100)", "defined(ENABLE_SM100) || defined(ENABLE_SM120)")
+    _edit(vllm_sdist, "cmake/utils.cmake", "endmacro()\n", "  set(X 1)\nendmacro()\n")
+    _edit(vllm_sdist, "vllm/config/vllm.py", "[90, 100]", "[90, 100, 120]")
+    out = tmp_path / "recipes" / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"vllm={vllm_sdist}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    assert "over 4 file(s)" in stdout, stdout
+    ops = tomllib.loads(out.read_text())["ops"]
+    assert sorted((o["kind"], o["file"]) for o in ops) == [
+        ("list-element", "vllm/config/vllm.py"),
+        ("text-hunk", "CMakeLists.txt"),
+        ("text-hunk", "cmake/utils.cmake"),
+        ("text-hunk", "csrc/k.cu"),
+    ], ops
+    rec = ["--recipes", str(out.parent)]
+    code, stdout, err = run_cli(*rec, "apply", "mine", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(vllm_sdist)
+    code, stdout, err = run_cli(*rec, "status", "mine", "-t", f"vllm={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"] * 4, stdout
+    code, stdout, err = run_cli(*rec, "revert", "mine", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == pristine
+    # the same release installed (package layout: vllm/ alone) has no csrc/: applying there
+    # is one line that says so, and nothing is written
+    sp = tmp_path / "site-packages"
+    for rel, text in VLLM_SDIST.items():
+        if rel.startswith("vllm/"):
+            (sp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (sp / rel).write_text(text)
+    (sp / "vllm-0.33.0.dist-info").mkdir()
+    (sp / "vllm-0.33.0.dist-info" / "METADATA").write_text("Name: vllm\nVersion: 0.33.0\n")
+    before = _files(sp)
+    code, stdout, err = run_cli(*rec, "apply", "mine", "-t", f"vllm={sp}", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1, stdout + err
+    said = "mine > op #1 (text-hunk) > CMakeLists.txt: not in vllm's package layout (an installed or unpacked wheel"
+    assert said in err, err
+    assert "apply the recipe there (-t vllm=PATH)" in err and "logical names start with" not in err
+    assert _files(sp) == before
+
+
+FLASHINFER = {
+    "version.txt": "0.6.3\n",
+    "flashinfer/__init__.py": "",
+    "flashinfer/jit/core.py": 'SM = ["90a", "100a"]\n',
+    "include/flashinfer/arch.cuh": "#if __CUDA_ARCH__ >= 900\n#define HAS_TMA 1\n#endif\n",
+    "csrc/gemm.cu": "// gemm\nvoid run();\n",
+}
+
+
+def test_capture_on_a_checkout_maps_include_and_csrc_through_the_engines_layouts(tmp_path, run_cli):
+    """A FlashInfer checkout's include/ and csrc/ edits are captured by logical name, and
+    the recipe applies to the same release installed, where those files lie under
+    flashinfer/data/ (engines.toml's package layout), byte for byte, and reverts."""
+    repo = tmp_path / "flashinfer"
+    for rel, text in FLASHINFER.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.6.3")
+    git(repo, "tag", "v0.6.3")
+    _edit(repo, "include/flashinfer/arch.cuh", "#if __CUDA_ARCH__ >= 900\n", "#if __CUDA_ARCH__ >= 900 || SM120\n")
+    _edit(repo, "csrc/gemm.cu", "void run();\n", "void run();\nvoid run_sm120();\n")
+    _edit(repo, "flashinfer/jit/core.py", '"100a"]', '"100a", "120a"]')
+    out = tmp_path / "recipes" / "fi.toml"
+    code, stdout, err = run_cli("capture", "fi", "-t", f"flashinfer={repo}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    ops = tomllib.loads(out.read_text())["ops"]
+    assert sorted((o["kind"], o["file"]) for o in ops) == [
+        ("list-element", "flashinfer/jit/core.py"),
+        ("text-hunk", "csrc/gemm.cu"),
+        ("text-hunk", "include/flashinfer/arch.cuh"),
+    ], ops
+    sp = tmp_path / "site-packages"
+    installed = {"flashinfer/jit/core.py": "flashinfer/jit/core.py", "flashinfer/__init__.py": "flashinfer/__init__.py"}
+    installed |= {"include/flashinfer/arch.cuh": "flashinfer/data/include/flashinfer/arch.cuh"}
+    installed |= {"csrc/gemm.cu": "flashinfer/data/csrc/gemm.cu"}
+    for logical, rel in installed.items():
+        (sp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sp / rel).write_text(FLASHINFER[logical])
+    (sp / "flashinfer_python-0.6.3.dist-info").mkdir()
+    (sp / "flashinfer_python-0.6.3.dist-info" / "METADATA").write_text("Name: flashinfer-python\nVersion: 0.6.3\n")
+    before = _files(sp)
+    rec = ["--recipes", str(out.parent)]
+    code, stdout, err = run_cli(*rec, "apply", "fi", "-t", f"flashinfer={sp}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    for logical, rel in installed.items():
+        assert (sp / rel).read_bytes() == (repo / logical).read_bytes(), rel
+    code, stdout, err = run_cli(*rec, "revert", "fi", "-t", f"flashinfer={sp}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(sp) == before

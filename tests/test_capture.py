@@ -656,3 +656,62 @@ def test_capture_on_a_checkout_maps_include_and_csrc_through_the_engines_layouts
     code, stdout, err = run_cli(*rec, "revert", "fi", "-t", f"flashinfer={sp}", cwd=tmp_path)
     assert code == 0, stdout + err
     assert _files(sp) == before
+
+
+# -- several changes in one statement --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ('def add(parser, mode="fast", k=1, *, v=None):', 'def add(parser, mode="slow", k=2, *, v=True):'),
+        (
+            'def add(\n    parser,\n    mode="fast",\n    k=1,\n    *,\n    v=None,\n):',
+            'def add(\n    parser,\n    mode="slow",\n    k=1,\n    *,\n    v=True,\n):',
+        ),
+    ],
+    ids=["one line", "one default a line"],
+)
+def test_several_defaults_changed_in_one_def_header_are_one_set_default_each(tmp_path, checkout, run_cli, old, new):
+    """Three (two) parameter defaults changed in one `def` header: one set-default per default,
+    in the order they stand; the recipe applies to a pristine copy byte for byte, reads
+    applied there, and reverts byte for byte."""
+    p = checkout / MOD
+    p.write_text(p.read_text().replace('def add(parser, mode="fast"):', old))
+    git(checkout, "commit", "-qam", "v0.5.9, its header")
+    git(checkout, "tag", "-f", "v0.5.9")
+    pristine = _fresh(checkout, tmp_path / "pristine")
+    _edit(checkout, MOD, old, new)
+    out = tmp_path / "recipes" / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    ops = tomllib.loads(out.read_text())["ops"]
+    want = [("mode", '"slow"'), ("k", "2"), ("v", "True")] if "k=2" in new else [("mode", '"slow"'), ("v", "True")]
+    assert [(o["kind"], o["scope"], o["locator"]["param"], o["params"]["value"]) for o in ops] == [
+        ("set-default", "add", name, value) for name, value in want
+    ], out.read_text()
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    rec = ["--recipes", str(out.parent)]
+    code, stdout, err = run_cli(*rec, "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(checkout)
+    code, stdout, err = run_cli(*rec, "status", "mine", "-t", f"sglang={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"] * len(want), stdout
+    code, stdout, err = run_cli(*rec, "revert", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(pristine)
+
+
+def test_several_keywords_of_one_call_are_one_op_each():
+    """Three keyword values changed in one call: one set-default each (not the whole
+    statement's value replaced)."""
+    from patchkit.authoring.pycapture import capture_python
+
+    old = "def f(parser):\n    parser.add_argument('--n', type=int, default=1, choices=[1, 2], nargs=None)\n"
+    new = old.replace("default=1", "default=2").replace("nargs=None", "nargs='?'")
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+    assert not failed, failed
+    assert [(o.kind, o.locator["keyword"], o.params["value"]) for o in ops] == [
+        ("set-default", "default", "2"),
+        ("set-default", "nargs", "'?'"),
+    ], ops

@@ -715,3 +715,89 @@ def test_several_keywords_of_one_call_are_one_op_each():
         ("set-default", "default", "2"),
         ("set-default", "nargs", "'?'"),
     ], ops
+
+
+@pytest.mark.real
+def test_capture_on_a_real_vllm_sdist_with_cmake_csrc_and_a_def_header(tmp_path, run_cli):
+    """vLLM 0.17.0's sdist (the smallest the vLLM tests download), unpacked as the
+    repository lays it out, edited by hand: CMakeLists.txt's architectures, a csrc/ kernel
+    gate, three defaults of one multi-line `def` header and a one-line list.  capture writes
+    text-hunks, three set-defaults and a list-element; the recipe applies to a fresh copy of
+    the sdist byte for byte, reads applied, and reverts byte for byte; the installed layout
+    (vllm/ alone) is told, in one line, which op edits a file it does not have."""
+    from patchkit.upstream.drift import release_tree
+    from tests.conftest import copy_linked
+
+    release = release_tree("vllm", "0.17.0")
+
+    def sdist(name: str) -> Path:
+        root = copy_linked(release, tmp_path / name)
+        shutil.rmtree(root / ".patchkit")
+        return root
+
+    edited = sdist("edited")
+    edits = [
+        (
+            "CMakeLists.txt",
+            '"7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0")',
+            '"7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0;12.1")',
+        ),
+        (
+            "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu",
+            "  if (version_num >= 100 && version_num < 110) {\n",
+            "  if (version_num >= 100 && version_num < 130) {\n",
+        ),
+        (
+            "vllm/utils/flashinfer.py",
+            "    force_use_trtllm: bool | None = None,\n    has_sinks: bool = False,\n    has_spec: bool = False,\n",
+            "    force_use_trtllm: bool | None = True,\n    has_sinks: bool = True,\n    has_spec: bool = True,\n",
+        ),
+        (
+            "vllm/platforms/interface.py",
+            'machine in ("x86_64", "amd64", "i386", "i686")',
+            'machine in ("x86_64", "amd64", "i386", "i686", "x64")',
+        ),
+    ]
+    for rel, old, new in edits:
+        p = edited / rel
+        text = p.read_text()
+        assert text.count(old) == 1, rel
+        p.unlink()  # a hard link to the cache's release: never written through
+        p.write_text(text.replace(old, new))
+    out = tmp_path / "recipes" / "cap.toml"
+    code, stdout, err = run_cli("capture", "cap", "-t", f"vllm={edited}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    recipe = out.read_text()
+    ops = tomllib.loads(recipe)["ops"]
+    assert [(o["kind"], o["file"], o.get("locator", {}).get("param")) for o in ops] == [
+        ("text-hunk", "CMakeLists.txt", None),
+        ("text-hunk", "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu", None),
+        ("list-element", "vllm/platforms/interface.py", None),
+        ("set-default", "vllm/utils/flashinfer.py", "force_use_trtllm"),
+        ("set-default", "vllm/utils/flashinfer.py", "has_sinks"),
+        ("set-default", "vllm/utils/flashinfer.py", "has_spec"),
+    ], recipe
+    for o in ops[2:]:  # a compact identity: of the file's imports, only those its site names
+        assert len(o["identity"]["imports"]) <= 8, o["identity"]["imports"]
+    rec = ["--recipes", str(out.parent)]
+    fresh = sdist("fresh")
+    code, stdout, err = run_cli(*rec, "apply", "cap", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    for rel, _, _ in edits:
+        assert (fresh / rel).read_bytes() == (edited / rel).read_bytes(), rel
+    code, stdout, err = run_cli(*rec, "status", "cap", "-t", f"vllm={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"] * 6, stdout
+    code, stdout, err = run_cli(*rec, "revert", "cap", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    for rel, _, _ in edits:
+        assert (fresh / rel).read_bytes() == (release / rel).read_bytes(), rel
+    # installed: vllm/ alone, without csrc/ or CMakeLists.txt
+    sp = tmp_path / "site-packages"
+    copy_linked(release / "vllm", sp / "vllm")
+    (sp / "vllm-0.17.0.dist-info").mkdir()
+    (sp / "vllm-0.17.0.dist-info" / "METADATA").write_text("Name: vllm\nVersion: 0.17.0\n")
+    code, stdout, err = run_cli(*rec, "apply", "cap", "-t", f"vllm={sp}", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1, stdout + err
+    assert "cap > op #1 (text-hunk) > CMakeLists.txt: not in vllm's package layout" in err, err
+    for rel, _, _ in edits[2:]:
+        assert (sp / rel).read_bytes() == (release / rel).read_bytes(), rel

@@ -149,7 +149,11 @@ def test_the_page_in_a_real_browser_shows_what_json_says(run_cli, tmp_path, monk
                 want[(r["id"], f"op #{o['index']}", v)] = o["state"]
     assert {k: s for k, s in got.items() if s != "none"} == want
     assert got[("autotune-cutlass", "", "0.5.13")] == "upstream"
-    assert {c["data-version"] for c in shown.cells if c.get("class") == "transition"} == {"0.5.13", "0.5.14"}
+    # autotune-cutlass reads upstream from 0.5.13; at 0.5.14 it hands over to its variant
+    # (op #1 leaves play, op #2 enters): a hand-over, no transition
+    assert {c["data-version"] for c in shown.cells if c.get("class") == "transition"} == {"0.5.13"}
+    handed = {(c["data-recipe"], c["data-op"], c["data-version"]) for c in shown.cells if c.get("class") == "handover"}
+    assert {("autotune-cutlass", "op #1", "0.5.14"), ("autotune-cutlass", "op #2", "0.5.14")} <= handed, handed
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "drift-across.png"

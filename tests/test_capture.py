@@ -801,3 +801,31 @@ def test_capture_on_a_real_vllm_sdist_with_cmake_csrc_and_a_def_header(tmp_path,
     assert "cap > op #1 (text-hunk) > CMakeLists.txt: not in vllm's package layout" in err, err
     for rel, _, _ in edits[2:]:
         assert (sp / rel).read_bytes() == (release / rel).read_bytes(), rel
+
+
+def test_a_one_line_edit_of_a_choices_list_is_a_list_element_on_its_name():
+    """SGLang's server_args.py holds lists of backend names at module level, several of them
+    holding the same names (`contains` cannot single one out).  An element added to one of
+    them on its line is a list-element on the name it is assigned to, not the whole
+    statement's value rewritten (set-default) or the statement replaced."""
+    from patchkit.authoring.pycapture import capture_python
+
+    old = (
+        'DETERMINISTIC_ATTENTION_BACKEND_CHOICES = ["flashinfer", "fa3", "triton"]\n'
+        'RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND = ["fa3", "triton"]\n'
+        'MAMBA_BACKEND_CHOICES = ["triton", "flashinfer"]\n'
+        "\n\nclass ServerArgs:\n    def check(self):\n"
+        '        self.backends = ["triton", "flashinfer"]\n'
+        '        self.fallback = ["triton", "flashinfer"]\n'
+    )
+    for line, new, target in [
+        (0, '"flashinfer", "fa3", "triton", "trtllm_mha"]', "DETERMINISTIC_ATTENTION_BACKEND_CHOICES"),
+        (1, '"fa3", "triton", "flashinfer"]', "RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND"),
+        (7, '"triton", "flashinfer", "cutlass"]', "self.backends"),
+    ]:
+        lines = old.splitlines(True)
+        lines[line] = lines[line][: lines[line].index("[") + 1] + new + "\n"
+        ops, failed = capture_python("sglang", "sglang/srt/server_args.py", old, "".join(lines))
+        assert not failed, failed
+        (op,) = ops
+        assert (op.kind, op.locator) == ("list-element", {"target": target}), (op.kind, op.locator, op.params)

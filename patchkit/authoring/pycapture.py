@@ -659,7 +659,8 @@ class _PyFile:
 
     def _collection_locators(self, path, others: list[str]) -> list[dict]:
         """The ways to find a collection: the keyword it is passed as (with or without its
-        call), the membership test it is the right side of, or elements it holds."""
+        call), the membership test it is the right side of, the name it is assigned to, or
+        elements it holds."""
         locators: list[dict] = []
         parent = path[-1][1] if path else None
         if isinstance(parent, ast.keyword) and parent.arg:
@@ -670,6 +671,9 @@ class _PyFile:
                 locators.append({**loc, "call": _src(self.new, grand.func)})
         if isinstance(parent, ast.Compare):
             locators.append({"membership": _src(self.new, parent.left)})
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and path[-1][2] == "value":
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            locators += [{"target": _src(self.new, t)} for t in targets if isinstance(t, (ast.Name, ast.Attribute))]
         if others:
             locators += [{"contains": others}, {"contains": others[:2]}] + [{"contains": [o]} for o in others]
         return locators

@@ -82,7 +82,8 @@ class {cls}:
 # scope = "{func}"
 # [ops.locator]
 # contains = [\'"todo_a"\', \'"todo_b"\']  # the collection that holds these elements
-# # or: keyword = "supported_major_versions" (+ call = "f"), or: membership = "major"
+# # or: keyword = "supported_major_versions" (+ call = "f"), or: membership = "major",
+# # or: target = "BACKEND_CHOICES"  (the collection assigned to that name)
 # [ops.params]
 # element = \'"todo_c"\'
 # after = \'"todo_a"\'  # optional: where it goes (default: at the end)

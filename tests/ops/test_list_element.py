@@ -1,3 +1,4 @@
+from patchkit.base.states import State
 from tests.ops.golden import check, goal, state
 
 AUTOTUNE = """
@@ -181,3 +182,52 @@ def test_goal_of_remove_is_no_element_of_that_meaning():
     src = "def f():\n    return [\"flashinfer_trtllm\", 'flashinfer_mxfp4']\n"
     assert goal("list-element", src, "f", loc, params) == ("done", False)  # locate matches tokens
     assert goal("list-element", src.replace(", 'flashinfer_mxfp4'", ""), "f", loc, params) == ("done", True)
+
+
+CHOICES = """
+MAMBA_BACKEND_CHOICES = ["triton", "flashinfer"]
+RADIX_BACKENDS: list = ["triton", "flashinfer"]
+
+
+class Args:
+    def __post_init__(self):
+        self.backends = ["triton", "flashinfer"]
+"""
+
+
+def test_target_names_the_collection_assigned_to_a_name_or_attribute():
+    """Three lists hold the same elements (`contains` cannot tell them apart); each is named
+    by what it is assigned to, annotated or not, a name or an attribute."""
+    assert state("list-element", CHOICES, "", {"contains": ['"triton"']}, {"element": '"cutlass"'}).state == "ambiguous"
+    check(
+        "list-element",
+        CHOICES,
+        CHOICES.replace('CHOICES = ["triton", "flashinfer"]', 'CHOICES = ["triton", "flashinfer", "cutlass"]'),
+        "",
+        {"target": "MAMBA_BACKEND_CHOICES"},
+        {"element": '"cutlass"'},
+    )
+    check(
+        "list-element",
+        CHOICES,
+        CHOICES.replace('list = ["triton", "flashinfer"]', 'list = ["triton", "flashinfer", "cutlass"]'),
+        "",
+        {"target": "RADIX_BACKENDS"},
+        {"element": '"cutlass"'},
+    )
+    check(
+        "list-element",
+        CHOICES,
+        CHOICES.replace('self.backends = ["triton"', 'self.backends = ["cutlass", "triton"').replace(
+            '"cutlass", "triton", "flashinfer"]', '"triton", "flashinfer", "cutlass"]'
+        ),
+        "Args.__post_init__",
+        {"target": "self.backends"},
+        {"element": '"cutlass"'},
+    )
+    got = state("list-element", CHOICES, "", {"target": "OTHER"}, {"element": '"cutlass"'})
+    assert got.state == "missing" and "no literal collection assigned to `OTHER` here" in got.reason, got
+    assert goal("list-element", CHOICES, "", {"target": "RADIX_BACKENDS"}, {"element": '"triton"'}) == (
+        State.DONE,
+        True,
+    )

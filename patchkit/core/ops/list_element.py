@@ -5,6 +5,8 @@ Also widens gates whose allowed values are a literal collection:
   locator.keyword    = "supported_major_versions"     the value of this keyword argument
                        (locator.call narrows it to one callee)
   locator.membership = "major"                        the right side of ``major in [...]``
+  locator.target     = "MOE_RUNNER_BACKEND_CHOICES"   the value assigned to this name (or
+                       attribute): ``NAME = [...]``, ``NAME: T = [...]``
 
 With params.comment (or params.uncomment = true, meaning ``# <element>,``) the element is
 turned from that exact comment line into a real element, and back on revert, so the
@@ -59,6 +61,16 @@ def _with_closing_ws(coll, ws):
     return coll.with_changes(rpar=[*coll.rpar[:-1], coll.rpar[-1].with_changes(whitespace_before=ws)])
 
 
+def _assigned(n) -> list:
+    """(target, value) of an assignment whose value is a literal collection: ``NAME = [...]``
+    (each of ``A = B = [...]``'s targets), ``NAME: T = [...]``; [] for any other node."""
+    if isinstance(n, cst.Assign) and isinstance(n.value, _COLLECTIONS):
+        return [(t.target, n.value) for t in n.targets]
+    if isinstance(n, cst.AnnAssign) and isinstance(n.value, _COLLECTIONS):
+        return [(n.target, n.value)]
+    return []
+
+
 def _gap(coll, j: int):
     """The whitespace (with any comment lines) that follows element j."""
     if j < len(coll.elements) - 1:
@@ -68,16 +80,16 @@ def _gap(coll, j: int):
 
 @register("list-element")
 class ListElement(Op):
-    LOCATOR = {"contains": "list[str]", "keyword": "str", "call": "str", "membership": "str"}
+    LOCATOR = {"contains": "list[str]", "keyword": "str", "call": "str", "membership": "str", "target": "str"}
     PARAMS = {"element": "str", "action": "str", "comment": "str", "uncomment": "bool", "after": "str"}
     REQUIRED = ("params.element",)
 
     def __init__(self, locator: dict, params: dict) -> None:
-        forms = [k for k in ("contains", "keyword", "membership") if k in locator]
+        forms = [k for k in ("contains", "keyword", "membership", "target") if k in locator]
         if len(forms) != 1:
             raise OpParamError(
                 "locator",
-                "needs exactly one of contains, keyword, membership",
+                "needs exactly one of contains, keyword, membership, target",
                 "e.g. locator = { contains = ['\"flashinfer_trtllm\"'] }",
             )
         if "call" in locator and "keyword" not in locator:
@@ -93,6 +105,9 @@ class ListElement(Op):
         self.keyword = locator.get("keyword")
         self.call = tokens(locator["call"]) if "call" in locator else None
         self.membership = tokens(locator["membership"]) if "membership" in locator else None
+        self.target = tokens(locator["target"]) if "target" in locator else None
+        if "target" in locator:
+            parse_expr(locator["target"], "locator.target")
         self.element_src = params["element"]
         self.element = parse_expr(self.element_src, "params.element")
         self.element_tokens = tokens(self.element_src)
@@ -108,12 +123,19 @@ class ListElement(Op):
         self.after = tokens(params["after"]) if "after" in params else None
         # The post-condition's own reading of the locator and the element (is_applied).
         self.goal = meaning(self.element_src)
-        self.site = {k: locator[k] for k in ("contains", "keyword", "call", "membership") if k in locator}
+        self.site = {k: locator[k] for k in ("contains", "keyword", "call", "membership", "target") if k in locator}
         # Every candidate holds the locator's fragments (not necessarily the element), in one
         # statement, done or pending.  Every file holding the site holds their words, and with
         # a comment (or for remove) the element's words too: they are there in both states.
         located_by = tuple(
-            s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", "")) if s
+            s
+            for s in (
+                *locator.get("contains", ()),
+                self.keyword or "",
+                locator.get("membership", ""),
+                locator.get("target", ""),
+            )
+            if s
         )
         both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
         self.reads = Reads(patterns=(located_by,), file_words=(*located_by, *both))
@@ -142,6 +164,8 @@ class ListElement(Op):
                 for t in n.comparisons:
                     if isinstance(t.operator, (cst.In, cst.NotIn)) and isinstance(t.comparator, _COLLECTIONS):
                         found.append(t.comparator)
+            elif self.form == "target":
+                found += [v for t, v in _assigned(n) if node_tokens(t) == self.target]
         return found
 
     def _describe(self) -> str:
@@ -150,6 +174,8 @@ class ListElement(Op):
             return "list/tuple/set holding " + ", ".join(" ".join(c) for c in self.contains)
         if self.form == "keyword":
             return f"literal collection passed as {self.keyword}="
+        if self.form == "target":
+            return f"literal collection assigned to `{' '.join(self.target)}`"
         return f"literal collection in `{' '.join(self.membership)} in [...]`"
 
     def _index(self, coll) -> int | None:
@@ -224,6 +250,8 @@ class ListElement(Op):
                     for t in n.comparisons:
                         if isinstance(t.operator, (cst.In, cst.NotIn)) and isinstance(t.comparator, _COLLECTIONS):
                             yield t.comparator
+            elif "target" in site:
+                yield from (v for t, v in _assigned(n) if node_meaning(t) == meaning(site["target"]))
 
     # -- edits -------------------------------------------------------------------------
     def _add(self, coll):

@@ -829,3 +829,38 @@ def test_a_one_line_edit_of_a_choices_list_is_a_list_element_on_its_name():
         assert not failed, failed
         (op,) = ops
         assert (op.kind, op.locator) == ("list-element", {"target": target}), (op.kind, op.locator, op.params)
+
+
+@pytest.mark.real
+def test_a_choices_list_of_sglangs_server_args_is_captured_by_its_name(tmp_path, run_cli, pristine_trees):
+    """SGLang 0.5.9's DETERMINISTIC_ATTENTION_BACKEND_CHOICES (its names stand in other lists
+    too) gains an element on its one line: a list-element on that name, which applies to a
+    fresh copy byte for byte, reads applied and reverts byte for byte."""
+    from tests.conftest import copy_linked
+
+    release, f = pristine_trees["sglang"], "sglang/srt/server_args.py"
+
+    def copy(name: str) -> Path:
+        root = copy_linked(release, tmp_path / name)
+        shutil.rmtree(root / ".patchkit")
+        return root
+
+    edited = copy("edited")
+    old = 'DETERMINISTIC_ATTENTION_BACKEND_CHOICES = ["flashinfer", "fa3", "triton"]'
+    text = (edited / f).read_text()
+    assert text.count(old) == 1
+    (edited / f).unlink()  # a hard link to the cache's release: never written through
+    (edited / f).write_text(text.replace(old, old[:-1] + ', "trtllm_mha"]'))
+    out = tmp_path / "recipes" / "choices.toml"
+    code, stdout, err = run_cli("capture", "choices", "-t", f"sglang={edited}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    (op,) = tomllib.loads(out.read_text())["ops"]
+    assert (op["kind"], op["locator"]) == ("list-element", {"target": "DETERMINISTIC_ATTENTION_BACKEND_CHOICES"})
+    fresh = copy("fresh")
+    rec = ["--recipes", str(out.parent)]
+    assert run_cli(*rec, "apply", "choices", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    assert (fresh / f).read_bytes() == (edited / f).read_bytes()
+    code, stdout, err = run_cli(*rec, "status", "choices", "-t", f"sglang={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"], stdout
+    assert run_cli(*rec, "revert", "choices", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    assert (fresh / f).read_bytes() == (release / f).read_bytes()

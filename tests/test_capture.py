@@ -864,3 +864,17 @@ def test_a_choices_list_of_sglangs_server_args_is_captured_by_its_name(tmp_path,
     assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"], stdout
     assert run_cli(*rec, "revert", "choices", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
     assert (fresh / f).read_bytes() == (release / f).read_bytes()
+
+
+def test_an_element_put_first_or_into_an_empty_list_is_a_list_element():
+    """At the front of a list (params.before) and into an empty one: list-element, not the
+    whole value rewritten."""
+    from patchkit.authoring.pycapture import capture_python
+
+    for old, new, params in [
+        ('X = ["a", "b"]\n', 'X = ["c", "a", "b"]\n', {"element": '"c"', "before": '"a"'}),
+        ("X = []\n", 'X = ["a"]\n', {"element": '"a"'}),
+    ]:
+        ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+        assert not failed, failed
+        assert [(o.kind, o.locator, o.params) for o in ops] == [("list-element", {"target": "X"}, params)], ops

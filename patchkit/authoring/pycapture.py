@@ -633,8 +633,8 @@ class _PyFile:
         if action == "remove":
             params["action"] = "remove"
         afters = [{}]
-        if action == "add" and pos < len(small):
-            afters = [{"after": _src(self.new, y.elts[pos - 1])}] if pos > 0 else []
+        if action == "add" and pos < len(small):  # not at the end: after its predecessor, or at the front
+            afters = [{"after": _src(self.new, y.elts[pos - 1])} if pos > 0 else {"before": _src(self.new, y.elts[1])}]
         locators = self._collection_locators(path, others)
         comments = []
         if action == "add":

@@ -231,3 +231,31 @@ def test_target_names_the_collection_assigned_to_a_name_or_attribute():
         State.DONE,
         True,
     )
+
+
+def test_before_puts_the_element_at_the_front_and_an_empty_collection_takes_one_cleanly():
+    """params.before: the element it precedes (the front of the collection, where after
+    cannot say it); into an empty one-line collection the element goes without a separator
+    (``["a"]``, ``("a",)``, not ``["a", ]``).  Each way back gives the bytes exactly."""
+    check(
+        "list-element",
+        'X = ["a", "b"]\n',
+        'X = ["c", "a", "b"]\n',
+        "",
+        {"target": "X"},
+        {"element": '"c"', "before": '"a"'},
+    )
+    multi = 'X = [\n    "a",\n    "b",\n]\n'
+    check(
+        "list-element",
+        multi,
+        multi.replace('    "a"', '    "c",\n    "a"'),
+        "",
+        {"target": "X"},
+        {"element": '"c"', "before": '"a"'},
+    )
+    check("list-element", "X = []\n", 'X = ["a"]\n', "", {"target": "X"}, {"element": '"a"'})
+    check("list-element", "X = ()\n", 'X = ("a",)\n', "", {"target": "X"}, {"element": '"a"'})
+    check("list-element", "f(ks=[])\n", "f(ks=[12])\n", "", {"keyword": "ks"}, {"element": "12"})
+    got = state("list-element", 'X = ["a"]\n', "", {"target": "X"}, {"element": '"c"', "before": '"z"'})
+    assert got.state == "missing" and 'element `"z"` to insert before is not in the collection' in got.reason, got

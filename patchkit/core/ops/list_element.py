@@ -8,6 +8,9 @@ Also widens gates whose allowed values are a literal collection:
   locator.target     = "MOE_RUNNER_BACKEND_CHOICES"   the value assigned to this name (or
                        attribute): ``NAME = [...]``, ``NAME: T = [...]``
 
+An added element goes at the end, after params.after, or before params.before (the element
+it precedes: the front of the collection).
+
 With params.comment (or params.uncomment = true, meaning ``# <element>,``) the element is
 turned from that exact comment line into a real element, and back on revert, so the
 comment comes back byte for byte.
@@ -81,7 +84,7 @@ def _gap(coll, j: int):
 @register("list-element")
 class ListElement(Op):
     LOCATOR = {"contains": "list[str]", "keyword": "str", "call": "str", "membership": "str", "target": "str"}
-    PARAMS = {"element": "str", "action": "str", "comment": "str", "uncomment": "bool", "after": "str"}
+    PARAMS = {"element": "str", "action": "str", "comment": "str", "uncomment": "bool", "after": "str", "before": "str"}
     REQUIRED = ("params.element",)
 
     def __init__(self, locator: dict, params: dict) -> None:
@@ -121,6 +124,11 @@ class ListElement(Op):
             raise OpParamError("params.comment", f"must be a comment line starting with '#': {comment!r}")
         self.comment = comment
         self.after = tokens(params["after"]) if "after" in params else None
+        self.before = tokens(params["before"]) if "before" in params else None
+        if self.after is not None and self.before is not None:
+            raise OpParamError("params.before", "and params.after both place the element: give one")
+        if "before" in params:
+            parse_expr(params["before"], "params.before")
         # The post-condition's own reading of the locator and the element (is_applied).
         self.goal = meaning(self.element_src)
         self.site = {k: locator[k] for k in ("contains", "keyword", "call", "membership", "target") if k in locator}
@@ -212,14 +220,9 @@ class ListElement(Op):
         # Not yet done: check the edit is possible.
         if self.comment is not None and self.action == "add" and self._comment_at(coll) is None:
             return Located(MISSING, (coll,), f"commented-out element `{self.comment}` not found in the collection")
-        if (
-            self.after is not None
-            and self.action == "add"
-            and not any(node_tokens(e.value) == self.after for e in coll.elements)
-        ):
-            return Located(
-                MISSING, (coll,), f"element `{' '.join(self.after)}` to insert after is not in the collection"
-            )
+        for side, at in (("after", self.after), ("before", self.before)):
+            if at is not None and self.action == "add" and not any(node_tokens(e.value) == at for e in coll.elements):
+                return Located(MISSING, (coll,), f"element `{' '.join(at)}` to insert {side} is not in the collection")
         return Located(PENDING, (coll,))
 
     def is_applied(self, scope) -> bool:
@@ -260,6 +263,8 @@ class ListElement(Op):
         index = len(coll.elements)
         if self.after is not None:
             index = 1 + next(i for i, e in enumerate(coll.elements) if node_tokens(e.value) == self.after)
+        if self.before is not None:
+            index = next(i for i, e in enumerate(coll.elements) if node_tokens(e.value) == self.before)
         new = cst.Element(value=self.element)
         return coll.with_changes(elements=insert_item(coll.elements, index, new, _opening_ws(coll)))
 

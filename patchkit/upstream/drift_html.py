@@ -2,7 +2,9 @@
 
 Rows are recipes and, under each, its ops; columns are releases.  Each cell carries its state
 as text, as a class (one colour per state) and as ``data-state``; a cell whose state differs
-from the release before it is marked as a transition (a thick left edge and a ``▶``); the
+from the release before it is marked as a transition (a thick left edge and a ``▶``), except
+where the op enters or leaves play as the recipe hands over to another variant (``none``
+beside it: a dashed edge, a hand-over, not counted as a transition); the
 evidence (where the op stands, patchkit's message: the candidates of a moved or ambiguous
 op, the standing blockers) is the cell's ``title``, shown on hover.  Everything is inline:
 no script, font or style is fetched, so the file works offline and can be attached to an
@@ -51,6 +53,7 @@ tr.op th.row{font-weight:400;padding-left:20px;color:#444}
 th.row .kind{color:#1565c0}th.row .file{color:#777;font-family:ui-monospace,monospace;font-size:11px}
 td{text-align:center;font-size:11px;cursor:default}
 td.transition{border-left:4px solid #000}td.transition::before{content:"\\25B6 ";font-size:9px}
+td.handover{border-left:2px dashed #999}
 tr.hl th.row,td.hl{outline:2px solid #1565c0;outline-offset:-2px}
 .legend span{display:inline-block;padding:1px 6px;margin:0 4px 4px 0;border:1px solid #ccc}
 """
@@ -188,7 +191,11 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
     for rid, op, cells in rows(versions, matrix):
         tds, prev = [], None
         for v, (state, title) in zip(versions, cells, strict=True):
-            cls = ' class="transition"' if prev is not None and state != prev else ""
+            cls = ""
+            if prev is not None and state != prev:
+                # an op leaving (or entering) play where the recipe hands over to another
+                # variant is no change of its verdict: a hand-over, not a transition
+                cls = ' class="handover"' if "none" in (state, prev) else ' class="transition"'
             tds.append(
                 f'<td{cls} data-recipe="{escape(rid)}" data-op="{escape(op)}" data-version="{escape(v)}" '
                 f'data-state="{escape(state)}" title="{escape(title)}">{escape(state)}</td>'

@@ -421,7 +421,25 @@ def release_in_cache(cache: Path, engine: str, version: str, files: dict[str, st
     with zipfile.ZipFile(whl, "w") as z:
         for rel, text in files.items():
             z.writestr(rel, text)
-    return whl
+    return downloaded(whl, cache)
+
+
+def downloaded(archive: Path, cache: Path) -> Path:
+    """Record ``archive`` (a wheel or sdist made in patchkit's cache ``cache``) as a download
+    from the index records it (patchkit/upstream/recorded.py): its sha256, authenticated
+    under this user's key.  A release placed there without it is no pristine reference."""
+    from patchkit.upstream import recorded
+
+    old = os.environ.get("PATCHKIT_CACHE")
+    os.environ["PATCHKIT_CACHE"] = str(cache)
+    try:
+        recorded.record(archive, fetch.file_sha256(archive))
+    finally:
+        if old is None:
+            del os.environ["PATCHKIT_CACHE"]
+        else:
+            os.environ["PATCHKIT_CACHE"] = old
+    return archive
 
 
 # The smallest valid recipe (one list-element op), with ``{id}`` to fill: tests of recipe

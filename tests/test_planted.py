@@ -61,7 +61,9 @@ contains = ['"a"']
 [ops.params]
 element = '"b"'
 """
-PRISTINE = 'import os\n\n\ndef f():\n    return ["a"]\n\n\ndef g():\n    return 1\n'
+# g holds what f holds once applied: an outline that cut g's lines as f's would read applied
+PRISTINE = 'import os\n\n\ndef f():\n    return ["a"]\n\n\ndef g():\n    return ["a", "b"]\n'
+SWAPPED = 'import os\n\n\ndef g():\n    return ["a", "b"]\n\n\ndef f():\n    return ["a"]\n'
 PLANTED = b"import os; os.system('echo PWNED')\n"
 OTHER_KEY = b"\x07" * 32  # a planter's key: not this user's
 
@@ -162,29 +164,43 @@ def _untrust(w: World, how: str, monkeypatch) -> None:
 
 
 def _plan_poisoned(w: World) -> tuple[Path, bytes]:
-    """The plan of `apply r` from pristine, its write of x.py turned into PLANTED (every
-    digest consistent): replayed, it would write PLANTED."""
+    """The plan of `apply r` from pristine, turned to write PLANTED into x.py, consistent in
+    every digest (x.py's, the blob named by its sha256, the journal that records it):
+    replayed, it would write PLANTED."""
     from patchkit.core import plancache
 
     pristine = w.base / "pristine"
     shutil.copytree(w.t, pristine)
     assert w.cli("apply", "r")[0] == 0
+    applied = (w.t / "sglang/srt/x.py").read_bytes()
     shutil.rmtree(w.t)
     shutil.copytree(pristine, w.t)
     [entry] = _entries(w.cache, "plans")
     doc = json.loads(trust.stored(entry))
-    [wr] = [x for x in doc["commit"]["writes"] if x["path"].endswith("sglang/srt/x.py")]
-    old = (w.t / "sglang/srt/x.py").read_bytes()
-    wr["splices"] = plancache.splice(old, PLANTED)
-    wr["new"] = plancache.digest_of(PLANTED)
+    was, now = hashlib.sha256(applied).hexdigest(), hashlib.sha256(PLANTED).hexdigest()
+    old_x = (w.t / "sglang/srt/x.py").read_bytes()
+    for wr in doc["commit"]["writes"]:
+        if wr["path"].endswith("sglang/srt/x.py"):
+            new = PLANTED
+        elif wr["path"].endswith("/" + was):  # the blob of x.py's new bytes, named by them
+            doc["inputs"][wr["path"].replace(was, now)] = doc["inputs"].pop(wr["path"])
+            wr["path"] = wr["path"].replace(was, now)
+            new = PLANTED
+        elif wr["path"].endswith("journal.json"):
+            new = plancache._spliced(b"", plancache._splices(wr)).replace(was.encode(), now.encode())
+        else:
+            continue
+        wr["new"] = plancache.digest_of(new)
+        if wr["base"] is None:
+            wr["splices"] = plancache.splice(old_x if wr["path"].endswith("x.py") else None, new)
     return entry, json.dumps(doc).encode()
 
 
-def _plan_stale(w: World) -> None:
+def _plan_stale(w: World) -> Path:
     """The plan made on pristine x.py, sealed at the name of the plan for x.py as the user has
-    it now (an edit inside the line the plan replaces), its key field too: replayed, it would
-    write the line as the plan made it, the user's edit lost.  Only reading every input again
-    (under the lock) refuses it."""
+    it now (an edit of the same length inside the line the plan replaces: its splices give
+    the plan's bytes exactly), its key field too: replayed, it would write the line as the
+    plan made it, the user's edit lost.  Only reading every input again refuses it."""
     pristine = w.base / "pristine"
     shutil.copytree(w.t, pristine)
     assert w.cli("apply", "r")[0] == 0
@@ -193,7 +209,7 @@ def _plan_stale(w: World) -> None:
     shutil.rmtree(w.t)
     shutil.copytree(pristine, w.t)
     x = w.t / "sglang/srt/x.py"
-    x.write_text(PRISTINE.replace('return ["a"]', 'return ["a"]  # mine'))
+    x.write_text(PRISTINE.replace('    return ["a"]', '    yield  ["a"]'))  # the same length
     shutil.copytree(w.t, pristine, dirs_exist_ok=True)
     w.forget()
     assert w.cli("apply", "r")[0] == 0  # the plan for x.py as it is now: its name
@@ -202,6 +218,7 @@ def _plan_stale(w: World) -> None:
     [new_entry] = [p for p in _entries(w.cache, "plans") if p != old_entry]
     key = json.loads(trust.stored(new_entry))["key"]
     trust.restore(new_entry, json.dumps({**old, "key": key}).encode())
+    return new_entry
 
 
 def _verdict_poisoned(w: World) -> tuple[Path, bytes]:
@@ -213,24 +230,21 @@ def _verdict_poisoned(w: World) -> tuple[Path, bytes]:
     return entry, text.replace('"pending"', '"applied"').encode()
 
 
-def _verdict_stale(w: World) -> None:
-    """The entry of the tree applied (true then), sealed at the name of the entry for the tree
-    put back by hand: only the digests of the files it read refuse it."""
-    pristine = w.base / "pristine"
-    shutil.copytree(w.t, pristine)
+def _verdict_stale(w: World) -> Path:
+    """The entry of the tree applied (true then), sealed at its name again after x.py was put
+    back by hand (the journal left as it was): only the digests of the files it read refuse
+    it."""
     assert w.cli("apply", "r")[0] == 0
     w.forget()
     assert w.cli("status", "r")[0] == 0
-    [applied] = _entries(w.cache, "verdicts")
-    then = trust.stored(applied)
-    shutil.rmtree(w.t)
-    shutil.copytree(pristine, w.t)
-    shutil.rmtree(w.home / "state")  # the journal's mirror too: as it was before apply
+    [entry] = _entries(w.cache, "verdicts")
+    then = trust.stored(entry)
+    (w.t / "sglang/srt/x.py").write_text(PRISTINE)
     w.forget()
-    assert w.cli("status", "r")[0] == 1
-    [mine] = _entries(w.cache, "verdicts")  # the name is the inputs' (their bytes are in the entry)
-    assert trust.stored(mine) != then
-    trust.restore(mine, then)
+    assert w.cli("status", "r")[0] != 0
+    assert _entries(w.cache, "verdicts") == [entry] and trust.stored(entry) != then
+    trust.restore(entry, then)
+    return entry
 
 
 def _probe_world(w: World) -> tuple[Path, Path]:
@@ -269,7 +283,7 @@ def _probe_poisoned(w: World) -> tuple[Path, bytes]:
     return entry, json.dumps(doc).encode()
 
 
-def _probe_stale(w: World) -> None:
+def _probe_stale(w: World) -> Path:
     """The probe taken while sitecustomize led to the applied copy; rewritten in place since
     (to the pristine tree, its directory's mtime set back): only the fingerprint stands."""
     from patchkit.fleet import interp
@@ -281,6 +295,8 @@ def _probe_stale(w: World) -> None:
     st = os.stat(site)
     _pth(site, w.t)
     os.utime(site, ns=(st.st_atime_ns, st.st_mtime_ns))
+    [entry] = _entries(w.cache, "probes")
+    return entry
 
 
 def _wheel_world(w: World) -> None:
@@ -310,21 +326,22 @@ def _wheel_stale(w: World) -> None:
 
 
 def _outline_poisoned(w: World) -> tuple[Path, bytes]:
-    """x.py's outline, its statements turned into one simple statement: the view finds no f."""
+    """x.py's outline, f's lines turned to g's (which hold f's applied form; "def g" has an f
+    in it): the view, and the scope it is confirmed on, would read f applied."""
     assert w.cli("status", "r")[0] == 1
     shutil.rmtree(w.cache / "verdicts")
     [entry] = _entries(w.cache, "outlines")
     doc = json.loads(trust.stored(entry))
-    n = len(PRISTINE.splitlines())
-    doc["body"] = [["simple", "", 1, n, 1, 0, []]]
-    doc["bindings"] = {"os": 1}
+    doc["body"] = [["import", "", 1, 1, 1, 0, []], ["def", "f", 8, 9, 8, 0, [["simple", "", 9, 9, 9, 4, []]]]]
     return entry, json.dumps(doc).encode()
 
 
-def _outline_stale(w: World) -> None:
-    """The outline of x.py as it was, two lines further down, sealed at x.py's name now."""
+def _outline_stale(w: World) -> Path:
+    """The outline of x.py as it was (f and g the other way round: f at g's lines now), sealed
+    at x.py's name now: only its fit to the text (each def's name on its header line)
+    refuses it."""
     x = w.t / "sglang/srt/x.py"
-    x.write_text("\n\n" + PRISTINE)
+    x.write_text(SWAPPED)
     assert w.cli("status", "r")[0] == 1
     [old] = _entries(w.cache, "outlines")
     stale = trust.stored(old)
@@ -336,6 +353,7 @@ def _outline_stale(w: World) -> None:
     shutil.rmtree(w.cache / "verdicts")
     [entry] = _entries(w.cache, "outlines")
     trust.restore(entry, stale)
+    return entry
 
 
 POISONED = {
@@ -353,7 +371,9 @@ STALE = {
 }
 
 
-def plant(w: World, kind: str, how: str, monkeypatch) -> None:
+def plant(w: World, kind: str, how: str, monkeypatch) -> Path | None:
+    """Plant the row's entry; the entry's path (None for a wheel: its record is not remade
+    offline)."""
     if kind == "pristine-wheels":
         if how == "stale":
             _wheel_stale(w)
@@ -366,9 +386,9 @@ def plant(w: World, kind: str, how: str, monkeypatch) -> None:
             downloaded(w.wheel, w.cache)
             _untrust(w, how, monkeypatch)
         w.forget()
-        return
+        return None
     if how == "stale":
-        STALE[kind](w)
+        entry = STALE[kind](w)
     else:
         entry, data = POISONED[kind](w)
         if how == "crafted":
@@ -377,6 +397,7 @@ def plant(w: World, kind: str, how: str, monkeypatch) -> None:
             trust.restore(entry, data)
             _untrust(w, how, monkeypatch)
     w.forget()
+    return entry
 
 
 # -- the command each kind's entry decides, and what it must not do -------------------------------
@@ -390,12 +411,15 @@ def run(w: World, kind: str):
         code, out, err = w.cli("status", "r", python=sys.executable)
     elif kind == "pristine-wheels":
         code, out, err = w.cli("status", "r")
-        assert "upstream" not in out, out + err  # an edit patchkit made never reads upstream
-        assert "applied?" in out and "not used as a pristine reference" in out + err, out + err
         w.forget()
         rcode, rout, rerr = w.cli("revert", "r")
         x = (w.t / "sglang/srt/x.py").read_text()
-        assert rcode != 0 or x == PRISTINE, f"revert exit 0 leaving the edit\n{rout}{rerr}"
+        wrong = [
+            *(["status read the edit upstream"] if "upstream" in out else []),
+            *(["revert exited 0 leaving the edit"] if rcode == 0 and x != PRISTINE else []),
+        ]
+        assert not wrong, f"{wrong}\n{out}{err}\n--- revert: exit {rcode}\n{rout}{rerr}"
+        assert "applied?" in out and "not used as a pristine reference" in out + err, out + err
         return code, out + err
     else:
         code, out, err = w.cli("status", "r")
@@ -423,7 +447,8 @@ def _outside_state(w: World) -> dict:
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_planted_entry_is_never_a_false_success_nor_a_write(kind, how, tmp_path, monkeypatch, run_cli):
     w = World(tmp_path / "w", monkeypatch, run_cli)
-    plant(w, kind, how, monkeypatch)
+    entry = plant(w, kind, how, monkeypatch)
+    planted = entry.read_bytes() if entry is not None else None
     before = _outside_state(w)
     cache_before = snapshot(w.cache) if how in ("foreign-owned", "group-writable") else None
     w.before = (w.t / "sglang/srt/x.py").read_bytes()
@@ -431,6 +456,8 @@ def test_a_planted_entry_is_never_a_false_success_nor_a_write(kind, how, tmp_pat
     expect(kind, code, said, w)
     assert _outside_state(w) == before, "written outside the target\n" + said
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w"]
+    if planted is not None and cache_before is None:  # a miss, computed again and replaced
+        assert entry.read_bytes() != planted, "the planted entry was used\n" + said
     if cache_before is not None:
         assert snapshot(w.cache) == cache_before, "an untrusted cache was written to\n" + said
         assert "not trusted" in said, said

@@ -179,3 +179,17 @@ def test_a_planted_lazy_listing_is_a_miss(tmp_path, monkeypatch):
     assert lazywheel.LazyWheel.stored("sglang", "0.5.9", print) is None
     trust.restore(p, json.dumps(doc).encode())  # the same, sealed as this user's: read
     assert lazywheel.LazyWheel.stored("sglang", "0.5.9", print).read("sglang/__init__.py") == data
+
+
+def test_a_wheel_that_matches_its_pin_is_recorded(index, monkeypatch):
+    """A pin's sha256 (upstream_pins.toml, the user's own) is a record too: the wheel it
+    names, placed by hand, is recorded as it is checked against it, and read offline after."""
+    root, blobs = index
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+    w = _plant(root, blobs[W])
+    with pytest.raises(FetchError, match="no sha256 was recorded"):
+        fetch.fetch_wheel("sglang", "0.5.9")
+    assert fetch.fetch_wheel("sglang", "0.5.9", sha256=hashlib.sha256(blobs[W]).hexdigest()) == w
+    assert fetch.fetch_wheel("sglang", "0.5.9") == w
+    with pytest.raises(FetchError, match="not in patchkit's cache"):  # another pin: not this file
+        fetch.fetch_wheel("sglang", "0.5.9", sha256="0" * 64)

@@ -402,8 +402,10 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
     cached = sorted(p for p in d.glob(f"*{suffix}") if p.is_file()) if d.is_dir() else []
     unchecked = []  # (file, why): not the bytes recorded when it was downloaded (recorded.py)
     for w in cached:
-        if sha256:  # the pin's sha256 is the record
+        if sha256:  # the pin's sha256 is the record (and recorded: a reference reads it offline)
             if file_sha256(w) == sha256:
+                if recorded.recorded(w) != sha256:
+                    recorded.record(w, sha256)
                 return w
             continue
         why = recorded.why_not(w)

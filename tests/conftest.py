@@ -434,6 +434,7 @@ def downloaded(archive: Path, cache: Path) -> Path:
     os.environ["PATCHKIT_CACHE"] = str(cache)
     try:
         recorded.record(archive, fetch.file_sha256(archive))
+        recorded._mine.pop(str(archive), None)  # recorded by an earlier process: only the entry stands
     finally:
         if old is None:
             del os.environ["PATCHKIT_CACHE"]

@@ -193,3 +193,17 @@ def test_a_wheel_that_matches_its_pin_is_recorded(index, monkeypatch):
     assert fetch.fetch_wheel("sglang", "0.5.9") == w
     with pytest.raises(FetchError, match="not in patchkit's cache"):  # another pin: not this file
         fetch.fetch_wheel("sglang", "0.5.9", sha256="0" * 64)
+
+
+def test_a_download_into_an_untrusted_cache_serves_this_process_only(index, monkeypatch):
+    """An untrusted cache keeps no record: the release this process checked against the index
+    is used by it, and checked against the index again by the next."""
+    root, blobs = index
+    (root / "cache").mkdir()
+    os.chmod(root / "cache", 0o775 | 0o020)
+    monkeypatch.setattr(trust, "_trusted", {})
+    monkeypatch.setattr(recorded, "_mine", {})
+    w = fetch.fetch_wheel("sglang", "0.5.9")
+    assert recorded.why_not(w) is None and not (w.parent / (W + ".sha256")).exists()
+    recorded._mine.clear()  # the next process
+    assert "no sha256 was recorded" in (recorded.why_not(w) or "")

@@ -168,10 +168,12 @@ class Reference:
                     raise
                 self._open_sdist()  # PATCHKIT_LAZY=0: the sdist-only release, as _lazy_or_sdist reads it
                 return
-        try:  # checked as it is opened: a FIFO put there since never blocks
-            self._zip = zipfile.ZipFile(regular.open_file(whl))
+        try:  # checked as it is opened: a FIFO put there since never blocks; a download, against its record
+            self._zip = zipfile.ZipFile(regular.open_file(whl) if whl == installed else recorded.open_checked(whl))
         except regular.NotRegular as e:
             raise PatchkitError(f"{whl}: is {e.kind}, not a wheel", "remove it from patchkit's cache") from None
+        except recorded.Unchecked as e:  # changed since the download was checked
+            raise PatchkitError(f"{whl}: not used as a pristine reference: {e}", "remove it") from None
         self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
 
     def _lazy_or_sdist(self, dist: str, public: str) -> bool:

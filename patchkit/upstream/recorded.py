@@ -37,6 +37,7 @@ SUFFIX = ".sha256"  # the record beside the archive: wheels/DIST/VERSION/NAME.wh
 TREE_RECORD = ".patchkit/checked"  # the tree's record, under the tree's root
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _hashed: dict[tuple, str] = {}  # (path, dev, ino, size, mtime_ns, ctime_ns) -> sha256, this process
+_mine: dict[str, str] = {}  # archive -> the sha256 this process checked it against the index with
 
 
 class Unchecked(Exception):
@@ -50,24 +51,26 @@ def record(archive: Path, sha256: str) -> None:
     from patchkit.base import fsio
 
     if _HEX64.fullmatch(sha256 or ""):
+        _mine[str(archive)] = sha256  # this process's own check stands where none can be stored
         doc = {"file": archive.name, "sha256": sha256}
         fsio.store_cached(archive.parent, archive.name + SUFFIX, json.dumps(doc, sort_keys=True).encode())
 
 
 def recorded(archive: Path) -> Optional[str]:
-    """The sha256 recorded for ``archive`` when it was downloaded, or None: no record, or one
-    that is not this user's (its MAC fails, or the cache is not trusted), or not its name's."""
+    """The sha256 recorded for ``archive`` when it was downloaded (by this process, where the
+    cache keeps no record), or None: no record, or one that is not this user's (its MAC
+    fails, or the cache is not trusted), or not its name's."""
     from patchkit.base import regular
 
     raw = regular.read_cached(archive.parent, archive.name + SUFFIX, 4096)
     try:
         doc = json.loads(raw) if raw is not None else None
     except (ValueError, RecursionError):
-        return None
-    if not isinstance(doc, dict) or doc.get("file") != archive.name:
-        return None
-    sha = doc.get("sha256")
-    return sha if isinstance(sha, str) and _HEX64.fullmatch(sha) else None
+        doc = None
+    sha = doc.get("sha256") if isinstance(doc, dict) and doc.get("file") == archive.name else None
+    if isinstance(sha, str) and _HEX64.fullmatch(sha):
+        return sha
+    return _mine.get(str(archive))
 
 
 def _digest(f: BinaryIO, path: Path) -> str:

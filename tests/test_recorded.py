@@ -207,3 +207,18 @@ def test_a_download_into_an_untrusted_cache_serves_this_process_only(index, monk
     assert recorded.why_not(w) is None and not (w.parent / (W + ".sha256")).exists()
     recorded._mine.clear()  # the next process
     assert "no sha256 was recorded" in (recorded.why_not(w) or "")
+
+
+def test_online_the_reference_checks_a_placed_wheel_against_the_index(index, tmp_path, capsys):
+    """The index's own bytes, placed by hand: recorded and read, nothing downloaded; other
+    bytes: the index's downloaded over them, and read."""
+    root, blobs = index
+    w = _plant(root, blobs[W])
+    ref = pristine.Reference(_mini(tmp_path))
+    assert ref.available and ref.read("sglang/__init__.py") == b""
+    assert recorded.recorded(w) == hashlib.sha256(blobs[W]).hexdigest() and "download" not in capsys.readouterr().err
+    recorded._mine.clear()
+    (w.parent / (W + ".sha256")).unlink()
+    w.write_bytes(_other_wheel())
+    ref = pristine.Reference(_mini(tmp_path))
+    assert ref.available and ref.read("sglang/__init__.py") == b"" and w.read_bytes() == blobs[W]

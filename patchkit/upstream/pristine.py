@@ -138,6 +138,19 @@ class Reference:
                 unchecked.append((w, str(e)))
             except regular.NotRegular as e:
                 unchecked.append((w, f"it is {e.kind}, not a wheel"))
+        if opened is None and unchecked and os.environ.get(OFFLINE_ENV) != "1":
+            # online: checked against the index again (recorded where it is the index's file,
+            # downloaded again over it where it is not)
+            from patchkit.upstream import fetch
+
+            try:
+                w = fetch.fetch_wheel(dist, public, say=_say)
+                opened = (w, recorded.open_checked(w))
+            except FetchError as e:
+                if "no such release" not in e.message:
+                    raise
+            except recorded.Unchecked:  # changed again since: not used
+                pass
         installed = None if opened else installed_from(self.target.root, dist, public)
         if opened:
             whl, f = opened

@@ -53,8 +53,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # Recipes are only those a test names or finds from its working directory: none from
     # the user's ~/.config/patchkit/recipes, none shipped with the installed patchkit (a test
     # of those layers sets them up itself: tests/test_project.py, tests/test_install.py).
-    config._patchkit_empty_config = tempfile.mkdtemp(prefix="patchkit-empty-config-")
-    os.environ.update({"XDG_CONFIG_HOME": config._patchkit_empty_config, "PATCHKIT_NO_SHIPPED_RECIPES": "1"})
+    # The workers of one pytest-xdist run share the controller's: its cache key
+    # (patchkit/base/trust.py) is theirs too, so the releases one worker unpacks into the shared
+    # cache (tied to their archive under that key, patchkit/upstream/recorded.py) are the others'.
+    inherited = os.environ.get("XDG_CONFIG_HOME", "")
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.path.basename(inherited).startswith("patchkit-empty-config-"):
+        config._patchkit_empty_config = ""  # the controller's, removed by it
+    else:
+        config._patchkit_empty_config = tempfile.mkdtemp(prefix="patchkit-empty-config-")
+    os.environ.update(
+        {"XDG_CONFIG_HOME": config._patchkit_empty_config or inherited, "PATCHKIT_NO_SHIPPED_RECIPES": "1"}
+    )
     if offline_tier(config):
         # Children (python -m patchkit, pip, git) inherit these: no index, no remote git, an
         # empty cache.  The in-process guard below names the test; these stop what it cannot see.

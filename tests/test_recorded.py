@@ -222,3 +222,38 @@ def test_online_the_reference_checks_a_placed_wheel_against_the_index(index, tmp
     w.write_bytes(_other_wheel())
     ref = pristine.Reference(_mini(tmp_path))
     assert ref.available and ref.read("sglang/__init__.py") == b"" and w.read_bytes() == blobs[W]
+
+
+@pytest.mark.real
+def test_a_real_release_replaced_by_an_applied_copy_is_no_reference(tree, tmp_path):
+    """SGLang 0.5.9 with moe-backend-sm120 applied and its journal lost: the release's wheel in
+    the cache, replaced by a wheel of the applied tree (the download's record kept), is not the
+    pristine reference offline: the edit reads applied?, never upstream, and revert refuses."""
+    import subprocess
+    import sys
+
+    from patchkit.base.paths import wheels_dir
+    from tests.conftest import ROOT
+
+    sg = tree("sglang", "0.5.9", links=True)
+    own = tmp_path / "cache"
+    shutil.copytree(wheels_dir("sglang") / "0.5.9", own / "wheels" / "sglang" / "0.5.9")
+    env = {**os.environ, "PATCHKIT_CACHE": str(own), "PATCHKIT_OFFLINE": "1", "XDG_STATE_HOME": str(tmp_path / "st")}
+
+    def cli(*args):
+        cmd = [sys.executable, "-m", "patchkit", "--recipes", str(ROOT / "recipes"), *args, "-t", f"sglang={sg}"]
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
+
+    assert cli("apply", "moe-backend-sm120").returncode == 0
+    shutil.rmtree(sg / ".patchkit")
+    shutil.rmtree(tmp_path / "st")
+    [whl] = (own / "wheels" / "sglang" / "0.5.9").glob("*.whl")
+    whl.unlink()
+    with zipfile.ZipFile(whl, "w") as z:  # the applied tree, under the release's name
+        for p in sorted(sg.rglob("*.py")):
+            z.write(p, p.relative_to(sg).as_posix())
+    status = cli("status", "moe-backend-sm120")
+    assert "upstream" not in status.stdout and "applied?" in status.stdout, status.stdout + status.stderr
+    assert "not used as a pristine reference" in status.stdout + status.stderr
+    revert = cli("revert", "moe-backend-sm120")
+    assert revert.returncode != 0, revert.stdout + revert.stderr

@@ -55,18 +55,25 @@ def test_a_download_records_its_sha256_and_a_use_checks_it_offline(index, monkey
     assert "PATCHKIT_OFFLINE" in e.value.hint and "\n" not in e.value.message
 
 
-def test_a_changed_file_misses_the_per_process_check(index):
-    """Same size, same mtime, other bytes: the per-process memo is keyed on the inode's
-    ctime too, so the file is hashed again."""
+def test_a_changed_file_misses_the_kept_check(index, monkeypatch):
+    """A file checked once is not hashed again while it stands as it was (the record keeps
+    its inode, size, mtime and ctime; so does the process).  Same size, same mtime, other
+    bytes: the ctime differs, and it is hashed again, by this process and the next."""
     root, blobs = index
     w = fetch.fetch_wheel("sglang", "0.5.9")
+    assert recorded.why_not(w) is None  # hashed, and its stat kept in the record
+    real = recorded._digest
+    monkeypatch.setattr(recorded, "_digest", lambda f, p: pytest.fail("hashed again"))
     assert recorded.why_not(w) is None
+    monkeypatch.setattr(recorded, "_digest", real)
     st = os.stat(w)
     data = bytearray(w.read_bytes())
     data[-1] ^= 1
     w.write_bytes(bytes(data))
     os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(w).st_size == st.st_size and os.stat(w).st_mtime_ns == st.st_mtime_ns
+    assert "not the" in (recorded.why_not(w) or "")
+    recorded._hashed.clear()  # the next process
     assert "not the" in (recorded.why_not(w) or "")
 
 

@@ -9,9 +9,10 @@ edit, would make that edit read "upstream", and `revert` leave it.  So:
   listed for it (the one the download was checked against) is recorded beside it as an
   authenticated entry (``NAME.sha256``: an HMAC under this user's key, patchkit/base/trust.py;
   the MAC covers the entry's name, so a record moved beside another archive fails).
-* **Every use** of a cached archive hashes its bytes and compares them with that record
-  (``why_not``, ``open_checked``), offline too; once per process per file (its device,
-  inode, size, mtime and ctime: a file rewritten since is hashed again).  A file with no
+* **Every use** of a cached archive compares its bytes with that record (``why_not``,
+  ``open_checked``), offline too: it is hashed unless it still has the device, inode, size,
+  mtime and ctime it had when last hashed and found right (kept in the record, and for this
+  process: a file rewritten, replaced or touched since is hashed again).  A file with no
   record, a record that fails its MAC (a planted, copied or another user's cache, one the
   trust rule refuses), or other bytes than recorded is not a pristine reference: offline,
   patchkit says so in one line and the verdicts that need it read unknown; online, fetch.py
@@ -56,26 +57,36 @@ def record(archive: Path, sha256: str) -> None:
         fsio.store_cached(archive.parent, archive.name + SUFFIX, json.dumps(doc, sort_keys=True).encode())
 
 
-def recorded(archive: Path) -> Optional[str]:
-    """The sha256 recorded for ``archive`` when it was downloaded (by this process, where the
-    cache keeps no record), or None: no record, or one that is not this user's (its MAC
-    fails, or the cache is not trusted), or not its name's."""
+def _record(archive: Path) -> Optional[dict]:
+    """The authenticated record beside ``archive``, or None."""
     from patchkit.base import regular
 
     raw = regular.read_cached(archive.parent, archive.name + SUFFIX, 4096)
     try:
         doc = json.loads(raw) if raw is not None else None
     except (ValueError, RecursionError):
-        doc = None
-    sha = doc.get("sha256") if isinstance(doc, dict) and doc.get("file") == archive.name else None
-    if isinstance(sha, str) and _HEX64.fullmatch(sha):
-        return sha
-    return _mine.get(str(archive))
+        return None
+    if not isinstance(doc, dict) or doc.get("file") != archive.name:
+        return None
+    return doc if isinstance(doc.get("sha256"), str) and _HEX64.fullmatch(doc["sha256"]) else None
+
+
+def recorded(archive: Path) -> Optional[str]:
+    """The sha256 recorded for ``archive`` when it was downloaded (by this process, where the
+    cache keeps no record), or None: no record, or one that is not this user's (its MAC
+    fails, or the cache is not trusted), or not its name's."""
+    doc = _record(archive)
+    return doc["sha256"] if doc is not None else _mine.get(str(archive))
+
+
+def _stat_key(st: os.stat_result) -> list:
+    """What a file rewritten, replaced or touched changes: its device, inode, size, mtime and
+    ctime (which no one sets back)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def _digest(f: BinaryIO, path: Path) -> str:
-    st = os.fstat(f.fileno())
-    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = (str(path), *_stat_key(os.fstat(f.fileno())))
     if key not in _hashed:
         import hashlib
 
@@ -91,10 +102,14 @@ def _digest(f: BinaryIO, path: Path) -> str:
 def open_checked(archive: Path) -> BinaryIO:
     """The archive opened for reading, its bytes checked against its record (the same open
     file is hashed and handed back: nothing swapped in between is read).  Unchecked (why),
-    or regular.open_file's exceptions."""
-    from patchkit.base import regular
+    or regular.open_file's exceptions.
 
-    want = recorded(archive)
+    The record also keeps the file's ``_stat_key`` as of its last check: while the file still
+    has it, it is not hashed again (other processes too); any change to the file misses."""
+    from patchkit.base import fsio, regular
+
+    doc = _record(archive)
+    want = doc["sha256"] if doc is not None else _mine.get(str(archive))
     if want is None:
         raise Unchecked(
             "no sha256 was recorded for it by a download from the package index (a file placed in the"
@@ -102,6 +117,9 @@ def open_checked(archive: Path) -> BinaryIO:
         )
     f = regular.open_file(archive)
     try:
+        now = _stat_key(os.fstat(f.fileno()))
+        if doc is not None and doc.get("checked") == now:
+            return f
         got = _digest(f, archive)
     except BaseException:
         f.close()
@@ -109,6 +127,8 @@ def open_checked(archive: Path) -> BinaryIO:
     if got != want:
         f.close()
         raise Unchecked(f"its sha256 is {got[:16]}..., not the {want[:16]}... recorded when it was downloaded")
+    if doc is not None:  # checked as it stands now: the next use need not hash it again
+        fsio.store_cached(archive.parent, archive.name + SUFFIX, json.dumps({**doc, "checked": now}).encode())
     return f
 
 

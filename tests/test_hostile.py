@@ -120,6 +120,7 @@ def test_the_table_is_well_formed():
         assert {"name", "category", "args", "exit"} <= set(c), c["name"]
         assert c["exit"] in (0, 1, 2), c["name"]
         assert c.get("xfail", "owned elsewhere: ").startswith("owned elsewhere: "), c["name"]
+        assert set(c.get("unrecorded", ())) <= set(c.get("zips", {})), c["name"]
 
 
 # -- building a row's world ------------------------------------------------------------------

@@ -21,7 +21,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from tests.conftest import ROOT, git
+from tests.conftest import ROOT, downloaded, git
 
 # -- offline: a checkout with a tag -------------------------------------------------------------
 
@@ -535,6 +535,7 @@ def _vllm_sdist(cache: Path, files: dict[str, str], version: str = "0.33.0") -> 
             info = tarfile.TarInfo(f"vllm-{version}/{rel}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    downloaded(d / f"vllm-{version}.tar.gz", cache)  # as a download from the index records it
 
 
 @pytest.fixture

@@ -105,7 +105,10 @@ def test_someone_elses_relative_import_is_never_written_twice(judge):
         # imported, then rebound at the top level
         UPSTREAM.replace("\n\ndef gemm", "\nis_sm12x_supported = None\n\n\ndef gemm"),
         # bound only inside a function: not at the module's top level
-        BASE.replace("    return is_sm12x_supported", "    from ..utils import is_sm12x_supported\n\n    return is_sm12x_supported"),
+        BASE.replace(
+            "    return is_sm12x_supported",
+            "    from ..utils import is_sm12x_supported\n\n    return is_sm12x_supported",
+        ),
     ],
     ids=["another-module", "another-package", "rebound", "in-a-function"],
 )

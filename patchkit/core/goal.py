@@ -218,17 +218,28 @@ def is_cpp(path: str) -> bool:
     return path.lower().endswith(CPP_SUFFIXES)
 
 
+CPP_KINDS = ("text-hunk", "text-replace")
+
+
 def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
-    """A text hunk on a C/C++/CUDA file whose edit widens a device gate (its goal: "this gate
-    admits the device"), its lines no longer found: the function the edit was in (the file's
-    top level for a guard outside every function) holds one device gate, as it did in the op's
-    home release, and that gate admits the device.  The goal is derived from the edit itself:
-    in the home release the scope's one gate (an ``#if``/``#elif`` or a runtime ``if``, read by
-    patchkit/core/goals/cppeval.py) does not admit the device, and with the hunk applied there
-    it does.  Several gates, or none, or a gate whose answer is unknown, conclude nothing."""
+    """A text hunk (or replace) on a C/C++/CUDA file whose edit widens a device gate (its
+    goal: "this gate admits the device"), its lines no longer found: the function the edit was
+    in (the file's top level for a guard outside every function) holds one device gate, as it
+    did in the op's home release, and that gate admits the device.  The goal is derived from
+    the edit itself: in the home release the scope's one gate (an ``#if``/``#elif``, a runtime
+    ``if`` or a check statement, ``TVM_FFI_ICHECK_EQ(major, 10)``, read by
+    patchkit/core/goals/cppeval.py) does not admit the device, and with the edit made there it
+    does.  Several gates, or a gate whose answer is unknown, conclude nothing.
+
+    One call level down (as follow.py for Python): the function holds no device gate any more,
+    and of the functions of the same file it calls directly (its class's methods, its direct
+    bases', free functions: cppeval.callees) exactly one holds device gates, exactly one, and
+    that gate admits the device: upstream moved the check into the helper every launcher calls
+    (FlashInfer 0.6.8's ``FusedMoeLauncher::init_common``).  A gate two levels down, or in a
+    function it does not call, is never read."""
     from patchkit.core.goals import cppeval
 
-    if op.kind != "text-hunk" or not is_cpp(op.file) or home_text is None or not cppeval.available():
+    if op.kind not in CPP_KINDS or not is_cpp(op.file) or home_text is None or not cppeval.available():
         return None
     site = op.impl.locate(home_text)
     from patchkit.base.states import State
@@ -244,15 +255,35 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
         return None
     if before[0].answer is not False or after[0].answer is not True:
         return None  # the edit is not shown to widen the gate for the device
-    now = cppeval.gates(text, scope, device, _PROBES)
-    if not now or len(now) != 1 or now[0].answer is not True:
-        return None
-    g = now[0]
     where = f"`{scope}`" if scope else "the file's top level"
+    was = f"`{before[0].shown}` in the release the op was written for"
+    now = cppeval.gates(text, scope, device, _PROBES)
+    if now is None:
+        return None
+    if len(now) == 1:
+        if now[0].answer is not True:
+            return None
+        g = now[0]
+        return Reached(
+            g.line,
+            f"the one device gate of {where} ({was}) now reads `{g.shown}` at line {g.line}: {g.why}; the goal is"
+            " reached in other words",
+        )
+    if now or not scope:
+        return None
+    held = []
+    for callee in cppeval.callees(text, scope) or ():
+        got = cppeval.gates(text, callee, device, _PROBES)
+        if got:
+            held.append((callee, got))
+    if len(held) != 1 or len(held[0][1]) != 1 or held[0][1][0].answer is not True:
+        return None  # none, two callees, or two gates in it: nothing says which is the site's
+    callee, (g,) = held[0]
     return Reached(
         g.line,
-        f"the one device gate of {where} (`{before[0].kind} {before[0].text}` in the release the op was written"
-        f" for) now reads `{g.kind} {g.text}` at line {g.line}: {g.why}; the goal is reached in other words",
+        f"{where} holds no device gate now ({was}); it calls `{callee}` (same file), whose one device gate"
+        f" `{g.shown}` at line {g.line} admits the device: {g.why}; the goal is reached in other words, one call"
+        " level down",
     )
 
 
@@ -391,7 +422,7 @@ def defined(op: Any, text: str) -> Optional[Reached]:
     if not all(found):
         return None
     first = found[0][0]
-    said = ", ".join(f"`{k} {n}` (line {f[0].lineno})" for (k, n), f in zip(names, found))
+    said = ", ".join(f"`{k} {n}` (line {f[0].lineno})" for (k, n), f in zip(names, found, strict=True))
     return Reached(
         first.lineno,
         f"{op.scope or 'the module'} already binds {said}, whatever its body: the goal (the name defined"

@@ -532,7 +532,7 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
     shown reached (the verdict stands)."""
     device = goal.device_of(recipe)
     loc, f = ev.located, ev.file
-    cpp = device is not None and op.kind == "text-hunk" and goal.is_cpp(op.file) and f.exists
+    cpp = device is not None and op.kind in goal.CPP_KINDS and goal.is_cpp(op.file) and f.exists
     if not cpp and (not f.exists or not f.is_python or op.impl.language != "python"):
         return None
     ref = session.reference(op.engine)

@@ -8,7 +8,8 @@ calls that holds device gates holds one, which admits the device.
 
 Never counted: a gate in a function the launcher does not call, a gate two levels down, two
 callees with gates, a callee's gate that does not admit the device or whose answer is unknown,
-a launcher that still holds a gate of its own that refuses the device.
+a launcher that still holds a gate of its own that refuses the device, or a check of the
+capability whose answer is unknown.
 
 Offline, on a miniature sglang tree with hand-made releases in the cache: 0.5.8 the release
 the recipe was written for, 0.5.9 the target's pristine release.
@@ -177,8 +178,18 @@ void prepare(int dev) { arch_check(dev); }
         .replace("class Fp4Launcher", UNRELATED + "\nclass Fp4Launcher"),
         # the launcher keeps a gate of its own that refuses the device
         refactor(own="    if (std::get<0>(device_props) == 9) return;\n"),
+        # the launcher keeps a check of the capability patchkit cannot evaluate: it may refuse
+        refactor(own="    TVM_FFI_ICHECK(is_sm100_family(std::get<0>(device_props)));\n"),
     ],
-    ids=["refuses", "unknown", "unrelated-function", "two-levels-down", "two-callees", "own-gate-refuses"],
+    ids=[
+        "refuses",
+        "unknown",
+        "unrelated-function",
+        "two-levels-down",
+        "two-callees",
+        "own-gate-refuses",
+        "own-unknown",
+    ],
 )
 def test_what_is_not_shown_to_admit_the_device_one_level_down_stays_missing(judge, target):
     root, cli, op = judge(target, pristine=target)
@@ -234,7 +245,19 @@ def test_check_statements_are_gates(stmt, shown, answer):
 
 def test_a_check_of_no_device_quantity_is_no_gate():
     src = "void f(int n) {\n  TVM_FFI_ICHECK_EQ(n, 10);\n  LOG_CHECKPOINT(n);\n}\n"
-    assert cppeval.gates(src, "f", SM120, PROBES) == []
+    undecided: list = []
+    assert cppeval.gates(src, "f", SM120, PROBES, undecided) == [] and undecided == []
+
+
+def test_a_check_of_the_capability_it_cannot_evaluate_is_undecided():
+    src = (
+        "void f(int dev, int n) {\n  int major;\n"
+        "  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);\n"
+        "  TVM_FFI_ICHECK(is_blackwell(major)) << major;\n  TVM_FFI_ICHECK(n > 0) << major;\n}\n"
+    )
+    undecided: list = []
+    assert cppeval.gates(src, "f", SM120, PROBES, undecided) == []
+    assert undecided == [(4, "TVM_FFI_ICHECK(is_blackwell(major))")]  # the message's `major` is no condition
 
 
 def test_a_tuple_of_the_capability_is_read_with_std_get():

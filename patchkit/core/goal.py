@@ -236,7 +236,8 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
     bases', free functions: cppeval.callees) exactly one holds device gates, exactly one, and
     that gate admits the device: upstream moved the check into the helper every launcher calls
     (FlashInfer 0.6.8's ``FusedMoeLauncher::init_common``).  A gate two levels down, or in a
-    function it does not call, is never read."""
+    function it does not call, is never read; nor is the callee where the function still holds
+    a check of the capability whose answer is unknown (it may refuse the device itself)."""
     from patchkit.core.goals import cppeval
 
     if op.kind not in CPP_KINDS or not is_cpp(op.file) or home_text is None or not cppeval.available():
@@ -257,7 +258,8 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
         return None  # the edit is not shown to widen the gate for the device
     where = f"`{scope}`" if scope else "the file's top level"
     was = f"`{before[0].shown}` in the release the op was written for"
-    now = cppeval.gates(text, scope, device, _PROBES)
+    undecided: list = []
+    now = cppeval.gates(text, scope, device, _PROBES, undecided)
     if now is None:
         return None
     if len(now) == 1:
@@ -269,8 +271,8 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
             f"the one device gate of {where} ({was}) now reads `{g.shown}` at line {g.line}: {g.why}; the goal is"
             " reached in other words",
         )
-    if now or not scope:
-        return None
+    if now or undecided or not scope:
+        return None  # a check of the capability it cannot evaluate may refuse the device here
     held = []
     for callee in cppeval.callees(text, scope) or ():
         got = cppeval.gates(text, callee, device, _PROBES)

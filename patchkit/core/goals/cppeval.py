@@ -436,8 +436,9 @@ class Gate(tuple):
         return f"{self.kind} {self.text}" if self.kind in ("#if", "if") else self.text
 
 
-def _check(stmt) -> Optional[tuple[str, str, str]]:
-    """(macro name, the check as written, its condition as an expression) of a check statement
+def _check(stmt) -> Optional[tuple]:
+    """(macro name, the check as written, its condition as an expression, the argument nodes it
+    reads) of a check statement
     (``_CHECK``: ``TVM_FFI_ICHECK_EQ(major, 10) << "msg";``), else None."""
     e = stmt.named_children[0] if stmt.named_children else None
     while e is not None and e.type == "binary_expression" and e.child_by_field_name("operator").text == b"<<":
@@ -455,24 +456,39 @@ def _check(stmt) -> Optional[tuple[str, str, str]]:
             return None
         a, b = (" ".join(x.text.decode(errors="replace").split()) for x in items)
         a, b = (f"({x})" if " " in x else x for x in (a, b))
-        return fn.text.decode(), shown, f"{a} {_CHECK_OPS[m.group(1)]} {b}"
+        return fn.text.decode(), shown, f"{a} {_CHECK_OPS[m.group(1)]} {b}", tuple(items)
     if not items:
         return None
-    return fn.text.decode(), shown, " ".join(items[0].text.decode(errors="replace").split())
+    return fn.text.decode(), shown, " ".join(items[0].text.decode(errors="replace").split()), (items[0],)
+
+
+def _reads_capability(nodes, names: Mapping) -> bool:
+    """Whether an expression names the device's capability: a name the function binds to it
+    (``_bindings``), or ``__CUDA_ARCH__``."""
+    for node in nodes:
+        for n in _walk(node, False):
+            if n.type == "identifier" and (n.text.decode(errors="replace") in names or n.text == b"__CUDA_ARCH__"):
+                return True
+    return False
 
 
 def _functions(root, name: str) -> list:
     return [n for n in _walk(root, False) if n.type == "function_definition" and _function_name(n) == name]
 
 
-def gates(source: str, scope: str, device: Device, probes: tuple = ()) -> Optional[list[Gate]]:
+def gates(
+    source: str, scope: str, device: Device, probes: tuple = (), undecided: Optional[list] = None
+) -> Optional[list[Gate]]:
     """The device gates of ``scope`` (a function's name as ``scope_at`` gives it, "" the file's
     top level, outside every function) in ``source``: ``#if``/``#elif`` conditions, and in a
     function the conditions of its ``if`` statements and of its check statements
     (``TVM_FFI_ICHECK(major == 10 || major == 12)``), whose answer is known on every device of
     ``probes`` and not the same on all (a check of the device, not of a flag), with the answer
     on ``device``.  None without tree-sitter, or where ``scope`` names no function or several
-    (overloads: which is the site cannot be told)."""
+    (overloads: which is the site cannot be told).  ``undecided``, where given, receives
+    (line, the condition as shown) of each condition left out because its answer is unknown
+    on some device though it reads the capability (a name the function binds to it, or
+    ``__CUDA_ARCH__``): ``TVM_FFI_ICHECK(is_sm100_family(major))`` may refuse the device."""
     parser = _parser()
     if parser is None:
         return None
@@ -499,20 +515,24 @@ def gates(source: str, scope: str, device: Device, probes: tuple = ()) -> Option
         if cond is None:
             continue
         text = cond.text.decode(errors="replace")
-        expr = text
+        expr, reads = text, (cond,)
         if kind == "if":
             inner = [c for c in cond.named_children if c.type != "comment"]
             if len(inner) != 1:
                 continue
             text = expr = inner[0].text.decode(errors="replace")
+            reads = (inner[0],)
         elif kind != "#if":
-            kind, text, expr = check
+            kind, text, expr, reads = check
 
         def judge(d: Device, expr=expr, kind=kind):
             return evaluate_if(expr, d) if kind == "#if" else evaluate_cpp(expr, d, names)
 
         answers = {judge(d)[0] for d in probes}
         if probes and (None in answers or len(answers) < 2):
+            if undecided is not None and None in answers and _reads_capability(reads, names):
+                shown = " ".join(text.split())
+                undecided.append((n.start_point[0] + 1, f"{kind} {shown}" if kind in ("#if", "if") else shown))
             continue
         verdict, why = judge(device)
         out.append(

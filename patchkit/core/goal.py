@@ -218,17 +218,29 @@ def is_cpp(path: str) -> bool:
     return path.lower().endswith(CPP_SUFFIXES)
 
 
+CPP_KINDS = ("text-hunk", "text-replace")
+
+
 def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
-    """A text hunk on a C/C++/CUDA file whose edit widens a device gate (its goal: "this gate
-    admits the device"), its lines no longer found: the function the edit was in (the file's
-    top level for a guard outside every function) holds one device gate, as it did in the op's
-    home release, and that gate admits the device.  The goal is derived from the edit itself:
-    in the home release the scope's one gate (an ``#if``/``#elif`` or a runtime ``if``, read by
-    patchkit/core/goals/cppeval.py) does not admit the device, and with the hunk applied there
-    it does.  Several gates, or none, or a gate whose answer is unknown, conclude nothing."""
+    """A text hunk (or replace) on a C/C++/CUDA file whose edit widens a device gate (its
+    goal: "this gate admits the device"), its lines no longer found: the function the edit was
+    in (the file's top level for a guard outside every function) holds one device gate, as it
+    did in the op's home release, and that gate admits the device.  The goal is derived from
+    the edit itself: in the home release the scope's one gate (an ``#if``/``#elif``, a runtime
+    ``if`` or a check statement, ``TVM_FFI_ICHECK_EQ(major, 10)``, read by
+    patchkit/core/goals/cppeval.py) does not admit the device, and with the edit made there it
+    does.  Several gates, or a gate whose answer is unknown, conclude nothing.
+
+    One call level down (as follow.py for Python): the function holds no device gate any more,
+    and of the functions of the same file it calls directly (its class's methods, its direct
+    bases', free functions: cppeval.callees) exactly one holds device gates, exactly one, and
+    that gate admits the device: upstream moved the check into the helper every launcher calls
+    (FlashInfer 0.6.8's ``FusedMoeLauncher::init_common``).  A gate two levels down, or in a
+    function it does not call, is never read; nor is the callee where the function still holds
+    a check of the capability whose answer is unknown (it may refuse the device itself)."""
     from patchkit.core.goals import cppeval
 
-    if op.kind != "text-hunk" or not is_cpp(op.file) or home_text is None or not cppeval.available():
+    if op.kind not in CPP_KINDS or not is_cpp(op.file) or home_text is None or not cppeval.available():
         return None
     site = op.impl.locate(home_text)
     from patchkit.base.states import State
@@ -244,15 +256,36 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
         return None
     if before[0].answer is not False or after[0].answer is not True:
         return None  # the edit is not shown to widen the gate for the device
-    now = cppeval.gates(text, scope, device, _PROBES)
-    if not now or len(now) != 1 or now[0].answer is not True:
-        return None
-    g = now[0]
     where = f"`{scope}`" if scope else "the file's top level"
+    was = f"`{before[0].shown}` in the release the op was written for"
+    undecided: list = []
+    now = cppeval.gates(text, scope, device, _PROBES, undecided)
+    if now is None:
+        return None
+    if len(now) == 1:
+        if now[0].answer is not True:
+            return None
+        g = now[0]
+        return Reached(
+            g.line,
+            f"the one device gate of {where} ({was}) now reads `{g.shown}` at line {g.line}: {g.why}; the goal is"
+            " reached in other words",
+        )
+    if now or undecided or not scope:
+        return None  # a check of the capability it cannot evaluate may refuse the device here
+    held = []
+    for callee in cppeval.callees(text, scope) or ():
+        got = cppeval.gates(text, callee, device, _PROBES)
+        if got:
+            held.append((callee, got))
+    if len(held) != 1 or len(held[0][1]) != 1 or held[0][1][0].answer is not True:
+        return None  # none, two callees, or two gates in it: nothing says which is the site's
+    callee, (g,) = held[0]
     return Reached(
         g.line,
-        f"the one device gate of {where} (`{before[0].kind} {before[0].text}` in the release the op was written"
-        f" for) now reads `{g.kind} {g.text}` at line {g.line}: {g.why}; the goal is reached in other words",
+        f"{where} holds no device gate now ({was}); it calls `{callee}` (same file), whose one device gate"
+        f" `{g.shown}` at line {g.line} admits the device: {g.why}; the goal is reached in other words, one call"
+        " level down",
     )
 
 
@@ -351,3 +384,121 @@ def _dedent(src: str) -> str:
     import textwrap
 
     return textwrap.dedent(src).strip("\n") + "\n"
+
+
+# -- insert of a def or class: presence by its name ---------------------------------------------
+
+_DEF_KINDS = {ast.FunctionDef: "def", ast.AsyncFunctionDef: "def", ast.ClassDef: "class"}
+
+
+def _defined(stmts: list) -> list:
+    """(kind, name) of each inserted statement when every one is a def or a class (a helper,
+    a class), else []: such an insert is for the name bound in its scope, not for its body."""
+    out = [(_DEF_KINDS.get(type(s)), getattr(s, "name", "")) for s in stmts]
+    return out if out and all(k for k, _ in out) else []
+
+
+def _defs_of(scope: ast.AST, kind: str, name: str) -> list:
+    """The defs (classes) named ``name`` that the scope binds: in its own statement lists, at
+    any depth of its if/try/with arms, never in a nested def or class (another scope)."""
+    return [s for b in _bodies(scope) for s in b if _DEF_KINDS.get(type(s)) == kind and s.name == name]
+
+
+def defined(op: Any, text: str) -> Optional[Reached]:
+    """An insert whose code is defs (classes): the goal is each name bound by a def (class)
+    of the op's scope, whatever its body says (upstream may have written the helper in its own
+    words: another CUDA floor, another docstring).  A name bound otherwise (an assignment, an
+    import), or by a def in another scope (a method of that name, a nested def), is not the
+    helper and concludes nothing.  Where the code is not defs, None (``present`` reads it)."""
+    if op.kind != "insert":
+        return None
+    try:
+        names = _defined(ast.parse(_dedent(op.impl.params_code)).body)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    tree = _tree(text)
+    scope = pyscope_ast(tree, op.scope) if tree is not None and names else None
+    if scope is None:
+        return None
+    found = [_defs_of(scope, kind, name) for kind, name in names]
+    if not all(found):
+        return None
+    first = found[0][0]
+    said = ", ".join(f"`{k} {n}` (line {f[0].lineno})" for (k, n), f in zip(names, found, strict=True))
+    return Reached(
+        first.lineno,
+        f"{op.scope or 'the module'} already binds {said}, whatever its body: the goal (the name defined"
+        " there) is reached, and a second def would only shadow it",
+    )
+
+
+def holds_defs(op: Any) -> bool:
+    """The insert's code is defs (classes) only: its goal is read by ``defined``."""
+    try:
+        return bool(_defined(ast.parse(_dedent(op.impl.params_code)).body))
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return False
+
+
+# -- ensure-import: the name bound from the module, a relative import resolved --------------------
+
+
+def _package(logical: str) -> list:
+    """The package a file's relative imports start from: its directory's parts
+    (``flashinfer/gemm/gemm_base.py`` -> flashinfer.gemm; a package's ``__init__.py`` is in
+    its own package)."""
+    return logical.replace("\\", "/").split("/")[:-1]
+
+
+def import_source(node: ast.ImportFrom, logical: str) -> str:
+    """The absolute module a ``from ... import`` reads from, a relative one resolved from the
+    file's package (``from ..utils import`` in flashinfer/gemm/gemm_base.py: flashinfer.utils);
+    "" where it climbs out of the tree."""
+    if not node.level:
+        return node.module or ""
+    parts = _package(logical)
+    up = node.level - 1
+    if up > len(parts) or (up == len(parts) and not node.module):
+        return ""
+    base = parts[: len(parts) - up]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imported(op: Any, text: str, logical: str) -> Optional[Reached]:
+    """An ensure-import whose goal is the name bound at the module's top level from the op's
+    module: the last top-level statement that binds it imports it from that module (or a module
+    of its package line, as the op reads an absolute import: ``EnsureImport.kin``), written
+    relative or absolute.  A later def, assignment or import of the name from elsewhere rebinds
+    it, and an import of the name from another module is another name: neither counts."""
+    if op.kind != "ensure-import":
+        return None
+    tree = _tree(text)
+    if tree is None:
+        return None
+    name, held = op.impl.name, None
+    for st in tree.body:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and st.name == name:
+            held = None
+        elif isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            flat = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+            if any(isinstance(t, ast.Name) and t.id == name for t in flat):
+                held = None
+        elif isinstance(st, ast.Import):
+            if any((a.asname or a.name.split(".")[0]) == name for a in st.names):
+                held = None
+        elif isinstance(st, ast.ImportFrom):
+            for a in st.names:
+                if (a.asname or a.name) != name:
+                    continue
+                source = import_source(st, logical)
+                held = (st, source, getattr(a, "lineno", st.lineno)) if a.name == name and op.impl.kin(source) else None
+    if held is None:
+        return None
+    st, source, line = held
+    dots = "." * st.level + (st.module or "")
+    return Reached(
+        line,
+        f"`{name}` is bound at the module's top level by `from {dots} import ... {name}` (line {line}), that is"
+        f" from {source}: the goal (the name imported from {op.impl.module}) is reached",
+    )

@@ -539,7 +539,7 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
     shown reached (the verdict stands)."""
     device = goal.device_of(recipe)
     loc, f = ev.located, ev.file
-    cpp = device is not None and op.kind == "text-hunk" and goal.is_cpp(op.file) and f.exists
+    cpp = device is not None and op.kind in goal.CPP_KINDS and goal.is_cpp(op.file) and f.exists
     if not cpp and (not f.exists or not f.is_python or op.impl.language != "python"):
         return None
     ref = session.reference(op.engine)
@@ -587,10 +587,14 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
 
         where = f"in {op.scope or 'the module'}"
     elif op.kind == "insert":
-        # Presence by identity: the inserted code already stands in the scope, in other formatting.
-        if loc.state != State.PENDING or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
+        # Presence by identity: the inserted code already stands in the scope, in other
+        # formatting; a def (class) by its name bound in the scope, whatever its body.  Its
+        # anchor gone (missing), the goal is still presence in the scope.
+        placed = loc.state == State.PENDING or (loc.state == State.MISSING and not loc.nodes)
+        if not placed or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
             return None
-        got = goal.present(op, f.text)
+        presence = goal.defined if goal.holds_defs(op) else goal.present
+        got = presence(op, f.text)
         if got is None:
             return None
         home_text = _home_text(session, recipe, op)
@@ -598,14 +602,26 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
         if (
             home_text is not None
             and (pristine is None or home_text != pristine.decode("utf-8", "surrogateescape"))
-            and goal.present(op, home_text) is not None
+            and presence(op, home_text) is not None
         ):
             return None  # the code stood there already where the op was written, pending: not its goal
 
         def there(text: str) -> bool:
-            return goal.present(op, text) is not None
+            return presence(op, text) is not None
 
         where = f"in {op.scope or 'the module'}"
+    elif op.kind == "ensure-import":
+        # The name bound from the module at the top level, a relative import resolved.
+        if loc.state != State.PENDING or ev.file is not session.file(op.engine, op.file):
+            return None
+        got = goal.imported(op, f.text, op.file)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return goal.imported(op, text, op.file) is not None
+
+        where = f"in {op.file}"
     elif device is None or goal.direction(op) is None:
         return None
     elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):

@@ -154,3 +154,44 @@ def test_inside_needs_at_and_a_unique_clause():
     assert state("insert", DEEP, "f", {"inside": "elif c", "at": "end"}, {"code": "y = 0"}).state == "missing"
     two = DEEP + "    if a:\n        pass\n"
     assert state("insert", two, "f", {"inside": "if a", "at": "end"}, {"code": "y = 0"}).state == "ambiguous"
+
+
+DECORATED = """
+import functools
+
+
+@functools.cache
+def is_sm121a_supported(device) -> bool:
+    return False
+
+
+def other():
+    return 1
+"""
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_a_decorated_def_is_the_anchor_its_def_line_names(position):
+    """Upstream decorated the anchor def (FlashInfer 0.7.4's `@functools.cache`): its header is
+    still its `def` line; "before" it goes above the decorators, "after" below its body."""
+    helper = "def is_sm12x_supported(device) -> bool:\n    return True\n"
+    block = "@functools.cache\ndef is_sm121a_supported(device) -> bool:\n    return False\n"
+    new = helper + "\n\n" + block if position == "before" else block + "\n\n" + helper
+    check(
+        "insert",
+        DECORATED,
+        DECORATED.replace(block, new),
+        locator={"anchor": "def is_sm121a_supported(device) -> bool:", "position": position},
+        params={"code": "\n\n" + helper},
+    )
+
+
+def test_a_decorator_written_in_the_anchor_must_stand_too():
+    src = DECORATED.replace("@functools.cache\n", "")
+    got = state(
+        "insert",
+        src,
+        locator={"anchor": "@functools.cache\ndef is_sm121a_supported(device) -> bool:"},
+        params={"code": "x = 1\n"},
+    )
+    assert got.state.value == "missing", got

@@ -16,6 +16,7 @@ explanation says why.  Pure: text in, verdict out; no file is read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Optional, Union
 
@@ -46,8 +47,16 @@ def _parser():
 
 
 class _Eval:
-    def __init__(self, device: Device, idents: Mapping[str, int], defined: Mapping[str, bool], preproc: bool):
+    def __init__(
+        self,
+        device: Device,
+        idents: Mapping[str, int],
+        defined: Mapping[str, bool],
+        preproc: bool,
+        tuples: Optional[Mapping[str, tuple]] = None,
+    ):
         self.device, self.idents, self.defined, self.preproc = device, idents, defined, preproc
+        self.tuples = tuples or {}  # a name bound to ``std::make_tuple(major, minor)``: read with std::get<K>
         self.why: list[str] = []
 
     def unknown(self, node, why: str) -> None:
@@ -101,8 +110,24 @@ class _Eval:
             va, vb = self.value(a), self.value(b)
             return va if va is not None and va == vb else None
         if t == "call_expression":
+            got = self.tuple_get(node)
+            if got is not None:
+                return got
             return self.unknown(node, "is a call (a function-like macro or a function) not modelled")
         return self.unknown(node, "is not modelled")
+
+    def tuple_get(self, node) -> Value:
+        """``std::get<K>(name)`` of a name bound to a tuple of the capability; None otherwise."""
+        fn, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        if fn is None or args is None or fn.type != "qualified_identifier":
+            return None
+        m = _GET.fullmatch("".join(fn.text.decode(errors="replace").split()))
+        inner = [a for a in args.named_children if a.type != "comment"]
+        if m is None or len(inner) != 1 or inner[0].type != "identifier":
+            return None
+        held = self.tuples.get(inner[0].text.decode())
+        k = int(m.group(1))
+        return held[k] if held is not None and k < len(held) else None
 
     def binary(self, node) -> Value:
         op = node.child_by_field_name("operator").text.decode()
@@ -127,6 +152,9 @@ class _Eval:
             q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)  # C truncates toward zero
             return q if op == "/" else a - q * b
         return self.unknown(node, "is an operation not modelled")
+
+
+_GET = re.compile(r"(?:::)?std::get<(\d+)>")
 
 
 def _truth(v: Value) -> Optional[bool]:
@@ -185,24 +213,33 @@ def evaluate_if(
 def evaluate_cpp(
     expr: str,
     device: Device,
-    names: Optional[Mapping[str, Union[str, int]]] = None,
+    names: Optional[Mapping[str, Union[str, int, tuple]]] = None,
 ) -> tuple[Optional[bool], str]:
     """Whether a C++ runtime condition (``major == 10 || major == 12``) is true on ``device``,
     and why in a line.  ``names``: identifier -> what it holds, one of ``QUANTITIES``
-    ("major", "minor", "sm", "cuda_arch") or an int; any other identifier is unknown."""
+    ("major", "minor", "sm", "cuda_arch") or an int, or a tuple of them (a name bound to
+    ``std::make_tuple(major, minor)``, read with ``std::get<0>(name)``); any other identifier
+    is unknown."""
     text = " ".join(expr.split())
     parser = _parser()
     if parser is None:
         return None, f"`{text}` is unknown for {device}: tree-sitter is not installed (pip install patchkit[goals])"
     q = {"major": device.major, "minor": device.minor, "sm": device.sm, "cuda_arch": device.cuda_arch}
     idents: dict[str, int] = {}
-    for k, v in (names or {}).items():
+    tuples: dict[str, tuple] = {}
+
+    def quantity(k: str, v: Union[str, int]) -> int:
         if isinstance(v, str):
             if v not in q:
                 raise ValueError(f"{k}: {v!r} is not one of {', '.join(QUANTITIES)}")
-            idents[k] = q[v]
+            return q[v]
+        return int(v)
+
+    for k, v in (names or {}).items():
+        if isinstance(v, tuple):
+            tuples[k] = tuple(quantity(k, x) for x in v)
         else:
-            idents[k] = int(v)
+            idents[k] = quantity(k, v)
     tree = parser.parse(f"auto __patchkit_gate = ({text});\n".encode())
     root = tree.root_node
     decl = root.children[0] if root.children else None
@@ -210,7 +247,7 @@ def evaluate_cpp(
     value = init.child_by_field_name("value") if init is not None else None
     if root.has_error or len(root.children) != 1 or value is None:
         return None, f"`{text}` is unknown for {device}: not a C++ expression"
-    ev = _Eval(device, idents, {}, preproc=False)
+    ev = _Eval(device, idents, {}, preproc=False, tuples=tuples)
     verdict = _truth(ev.value(value))
     return verdict, _line(text, verdict, device, ev.why)
 
@@ -244,14 +281,55 @@ _ATTRS = {
     "hipDeviceAttributeComputeCapabilityMinor": "minor",
 }
 
+# A check statement is a gate too: the function goes on past it only where its condition holds
+# (``TVM_FFI_ICHECK(major == 10 || major == 12) << "..."``, ``TORCH_CHECK(cond, "...")``,
+# glog's ``CHECK_EQ(a, b)``).  The macro's name says its form: ``..CHECK`` (and ``assert``)
+# takes the condition first, ``..CHECK_EQ`` and its kin compare their two arguments.
+_CHECK = re.compile(r"(?:[A-Z][A-Z0-9]*_)*[DI]?CHECK(?:_(EQ|NE|LT|LE|GT|GE))?|assert")
+_CHECK_OPS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+_CLASSES = ("class_specifier", "struct_specifier")
+
 
 def _function_name(fn) -> str:
-    """A function definition's name as written (``ns::f``, ``f<T>``'s ``f``), "" when none."""
+    """A function definition's name as written (``ns::f``, ``f<T>``'s ``f``), a method defined
+    in its class's body qualified by the class (``FP4BlockScaleLauncher::init``, as one defined
+    out of it is written ``FusedMoeLauncher::init_common``); "" when none."""
     d = fn.child_by_field_name("declarator")
     while d is not None and d.type not in ("function_declarator",):
         d = d.child_by_field_name("declarator")
     d = d.child_by_field_name("declarator") if d is not None else None
-    return d.text.decode(errors="replace") if d is not None else ""
+    if d is None:
+        return ""
+    name = d.text.decode(errors="replace")
+    owners = []
+    p = fn.parent
+    while p is not None:
+        if p.type in _CLASSES:
+            n = p.child_by_field_name("name")
+            if n is not None:
+                owners.append(n.text.decode(errors="replace"))
+        p = p.parent
+    return "::".join([*reversed(owners), name])
+
+
+def _class_of(fn) -> tuple[str, tuple[str, ...]]:
+    """(the class a method belongs to, its direct bases named in its class body's clause):
+    for a method defined in its class, or one written ``Class::method`` out of it."""
+    p = fn.parent
+    while p is not None and p.type not in _CLASSES:
+        p = p.parent
+    if p is not None:
+        n = p.child_by_field_name("name")
+        bases = tuple(
+            c.text.decode(errors="replace")
+            for b in p.children
+            if b.type == "base_class_clause"
+            for c in b.named_children
+            if c.type in ("type_identifier", "qualified_identifier")
+        )
+        return (n.text.decode(errors="replace") if n is not None else "", bases)
+    name = _function_name(fn)
+    return (name.rsplit("::", 1)[0], ()) if "::" in name else ("", ())
 
 
 def _walk(node, skip_functions: bool):
@@ -276,30 +354,73 @@ def scope_at(source: str, line: int) -> Optional[str]:
     return best
 
 
-def _bindings(scope) -> dict[str, str]:
-    """Identifiers a function binds to its device's capability (``_ATTRS``)."""
-    out: dict[str, str] = {}
+def _attr_binding(n) -> Optional[tuple[str, str]]:
+    """(name, quantity) where ``n`` is ``cudaDeviceGetAttribute(&name, <capability attr>, dev)``."""
+    if n.type != "call_expression":
+        return None
+    args = n.child_by_field_name("arguments")
+    if args is None:
+        return None
+    kinds = [
+        _ATTRS[a.text.decode()] for a in args.named_children if a.type == "identifier" and a.text.decode() in _ATTRS
+    ]
+    refs = [
+        a.child_by_field_name("argument")
+        for a in args.named_children
+        if a.type == "pointer_expression" and a.child_by_field_name("operator").text == b"&"
+    ]
+    if len(kinds) == 1 and len(refs) == 1 and refs[0] is not None and refs[0].type == "identifier":
+        return refs[0].text.decode(), kinds[0]
+    return None
+
+
+def _make_tuple(n, bound: Mapping[str, str]) -> Optional[tuple]:
+    """The quantities of ``std::make_tuple(major, minor)`` (each a bound name), else None."""
+    if n is None or n.type != "call_expression":
+        return None
+    fn, args = n.child_by_field_name("function"), n.child_by_field_name("arguments")
+    if (
+        fn is None
+        or args is None
+        or "".join(fn.text.decode(errors="replace").split()) not in ("std::make_tuple", "::std::make_tuple")
+    ):
+        return None
+    items = [a for a in args.named_children if a.type != "comment"]
+    if not items or any(a.type != "identifier" or a.text.decode() not in bound for a in items):
+        return None
+    return tuple(bound[a.text.decode()] for a in items)
+
+
+def _bindings(scope) -> dict:
+    """Identifiers a function binds to its device's capability (``_ATTRS``), and names it
+    initialises with a tuple of them: ``device_props = std::make_tuple(major, minor)``, or a
+    lambda called in place that returns one (FlashInfer 0.6.3's ``static const std::tuple<int,
+    int> device_props = [this] { ...; return std::make_tuple(major, minor); }();``)."""
+    out: dict = {}
     for n in _walk(scope, False):
-        if n.type != "call_expression":
+        got = _attr_binding(n)
+        if got is not None:
+            out[got[0]] = got[1]
+    for n in _walk(scope, False):
+        if n.type != "init_declarator":
             continue
-        args = n.child_by_field_name("arguments")
-        if args is None:
+        name, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+        if name is None or name.type != "identifier" or value is None:
             continue
-        kinds = [
-            _ATTRS[a.text.decode()] for a in args.named_children if a.type == "identifier" and a.text.decode() in _ATTRS
-        ]
-        refs = [
-            a.child_by_field_name("argument")
-            for a in args.named_children
-            if a.type == "pointer_expression" and a.child_by_field_name("operator").text == b"&"
-        ]
-        if len(kinds) == 1 and len(refs) == 1 and refs[0] is not None and refs[0].type == "identifier":
-            out[refs[0].text.decode()] = kinds[0]
+        held = _make_tuple(value, out)
+        fn = value.child_by_field_name("function") if value.type == "call_expression" else None
+        if held is None and fn is not None and fn.type == "lambda_expression":
+            returns = [r for r in _walk(fn, True) if r.type == "return_statement" and r.named_children]
+            got = {_make_tuple(r.named_children[0], out) for r in returns}
+            held = got.pop() if len(got) == 1 else None
+        if held is not None:
+            out[name.text.decode()] = held
     return out
 
 
 class Gate(tuple):
-    """(line, kind: "#if" or "if", the condition as written, the answer on the device, why)."""
+    """(line, kind: "#if", "if" or a check macro's name, the condition as written, the answer
+    on the device, why)."""
 
     __slots__ = ()
 
@@ -309,20 +430,71 @@ class Gate(tuple):
     answer = property(lambda s: s[3])
     why = property(lambda s: s[4])
 
+    @property
+    def shown(self) -> str:
+        """The gate as a reader sees it: ``if major == 10``, ``TVM_FFI_ICHECK_EQ(major, 10)``."""
+        return f"{self.kind} {self.text}" if self.kind in ("#if", "if") else self.text
 
-def gates(source: str, scope: str, device: Device, probes: tuple = ()) -> Optional[list[Gate]]:
+
+def _check(stmt) -> Optional[tuple]:
+    """(macro name, the check as written, its condition as an expression, the argument nodes it
+    reads) of a check statement
+    (``_CHECK``: ``TVM_FFI_ICHECK_EQ(major, 10) << "msg";``), else None."""
+    e = stmt.named_children[0] if stmt.named_children else None
+    while e is not None and e.type == "binary_expression" and e.child_by_field_name("operator").text == b"<<":
+        e = e.child_by_field_name("left")  # the message streamed into the check
+    if e is None or e.type != "call_expression":
+        return None
+    fn, args = e.child_by_field_name("function"), e.child_by_field_name("arguments")
+    m = _CHECK.fullmatch(fn.text.decode(errors="replace")) if fn is not None and fn.type == "identifier" else None
+    if m is None or args is None:
+        return None
+    items = [a for a in args.named_children if a.type != "comment"]
+    shown = " ".join(e.text.decode(errors="replace").split())
+    if m.group(1):
+        if len(items) != 2:
+            return None
+        a, b = (" ".join(x.text.decode(errors="replace").split()) for x in items)
+        a, b = (f"({x})" if " " in x else x for x in (a, b))
+        return fn.text.decode(), shown, f"{a} {_CHECK_OPS[m.group(1)]} {b}", tuple(items)
+    if not items:
+        return None
+    return fn.text.decode(), shown, " ".join(items[0].text.decode(errors="replace").split()), (items[0],)
+
+
+def _reads_capability(nodes, names: Mapping) -> bool:
+    """Whether an expression names the device's capability: a name the function binds to it
+    (``_bindings``), or ``__CUDA_ARCH__``."""
+    for node in nodes:
+        for n in _walk(node, False):
+            if n.type == "identifier" and (n.text.decode(errors="replace") in names or n.text == b"__CUDA_ARCH__"):
+                return True
+    return False
+
+
+def _functions(root, name: str) -> list:
+    return [n for n in _walk(root, False) if n.type == "function_definition" and _function_name(n) == name]
+
+
+def gates(
+    source: str, scope: str, device: Device, probes: tuple = (), undecided: Optional[list] = None
+) -> Optional[list[Gate]]:
     """The device gates of ``scope`` (a function's name as ``scope_at`` gives it, "" the file's
     top level, outside every function) in ``source``: ``#if``/``#elif`` conditions, and in a
-    function the conditions of its ``if`` statements, whose answer is known on every device of
+    function the conditions of its ``if`` statements and of its check statements
+    (``TVM_FFI_ICHECK(major == 10 || major == 12)``), whose answer is known on every device of
     ``probes`` and not the same on all (a check of the device, not of a flag), with the answer
     on ``device``.  None without tree-sitter, or where ``scope`` names no function or several
-    (overloads: which is the site cannot be told)."""
+    (overloads: which is the site cannot be told).  ``undecided``, where given, receives
+    (line, the condition as shown) of each condition left out because its answer is unknown
+    on some device though it reads the capability (a name the function binds to it, or
+    ``__CUDA_ARCH__``): ``TVM_FFI_ICHECK(is_sm100_family(major))`` may refuse the device."""
     parser = _parser()
     if parser is None:
         return None
     root = parser.parse(source.encode("utf-8", "surrogateescape")).root_node
     if scope:
-        found = [n for n in _walk(root, False) if n.type == "function_definition" and _function_name(n) == scope]
+        found = _functions(root, scope)
         if len(found) != 1:
             return None
         node, names = found[0], _bindings(found[0])
@@ -336,23 +508,90 @@ def gates(source: str, scope: str, device: Device, probes: tuple = ()) -> Option
             kind, cond = "#if", n.child_by_field_name("condition")
         elif n.type == "if_statement" and scope:
             kind, cond = "if", n.child_by_field_name("condition")
+        elif n.type == "expression_statement" and scope and (check := _check(n)) is not None:
+            kind, cond = check[1], n
         else:
             continue
         if cond is None:
             continue
         text = cond.text.decode(errors="replace")
+        expr, reads = text, (cond,)
         if kind == "if":
             inner = [c for c in cond.named_children if c.type != "comment"]
             if len(inner) != 1:
                 continue
-            text = inner[0].text.decode(errors="replace")
+            text = expr = inner[0].text.decode(errors="replace")
+            reads = (inner[0],)
+        elif kind != "#if":
+            kind, text, expr, reads = check
 
-        def judge(d: Device, text=text, kind=kind):
-            return evaluate_if(text, d) if kind == "#if" else evaluate_cpp(text, d, names)
+        def judge(d: Device, expr=expr, kind=kind):
+            return evaluate_if(expr, d) if kind == "#if" else evaluate_cpp(expr, d, names)
 
         answers = {judge(d)[0] for d in probes}
         if probes and (None in answers or len(answers) < 2):
+            if undecided is not None and None in answers and _reads_capability(reads, names):
+                shown = " ".join(text.split())
+                undecided.append((n.start_point[0] + 1, f"{kind} {shown}" if kind in ("#if", "if") else shown))
             continue
         verdict, why = judge(device)
-        out.append(Gate((cond.start_point[0] + 1, kind, " ".join(text.split()), verdict, why)))
+        out.append(
+            Gate(
+                (
+                    n.start_point[0] + 1 if kind not in ("#if", "if") else cond.start_point[0] + 1,
+                    kind,
+                    " ".join(text.split()),
+                    verdict,
+                    why,
+                )
+            )
+        )
+    return out
+
+
+def callees(source: str, scope: str) -> Optional[list[str]]:
+    """The functions defined in ``source`` that the function ``scope`` calls directly, by the
+    names ``gates`` takes, in the order of their first call (not ``scope`` itself):
+    ``Class::f(...)`` the function of that name; ``f(...)`` or ``this->f(...)`` the caller's
+    class's method ``f``, else the one of its direct bases that defines it, else a free
+    function ``f``.  A name that does not resolve to exactly one definition in the file is
+    left out (another file's, or an overload).  None without tree-sitter or where ``scope``
+    is not one function."""
+    parser = _parser()
+    if parser is None or not scope:
+        return None
+    root = parser.parse(source.encode("utf-8", "surrogateescape")).root_node
+    found = _functions(root, scope)
+    if len(found) != 1:
+        return None
+    fn = found[0]
+    defined: dict[str, int] = {}
+    for n in _walk(root, False):
+        if n.type == "function_definition":
+            name = _function_name(n)
+            defined[name] = defined.get(name, 0) + 1
+    cls, bases = _class_of(fn)
+    out: list[str] = []
+    for n in _walk(fn, False):
+        if n.type != "call_expression":
+            continue
+        f = n.child_by_field_name("function")
+        if f is None:
+            continue
+        if f.type == "qualified_identifier":
+            names = ["".join(f.text.decode(errors="replace").split()).lstrip(":")]
+        elif f.type == "identifier" or (
+            f.type == "field_expression"
+            and f.child_by_field_name("argument") is not None
+            and f.child_by_field_name("argument").type == "this"
+        ):
+            short = (f if f.type == "identifier" else f.child_by_field_name("field")).text.decode(errors="replace")
+            own = [f"{cls}::{short}"] if cls else []
+            inherited = [f"{b}::{short}" for b in bases if defined.get(f"{b}::{short}") == 1]
+            names = own if own and defined.get(own[0]) == 1 else (inherited if len(inherited) == 1 else [short])
+        else:
+            continue
+        name = names[0] if len(names) == 1 else ""
+        if name and name != scope and defined.get(name) == 1 and name not in out:
+            out.append(name)
     return out

@@ -154,7 +154,7 @@ class EnsureImport(Op):
                     return stmt, imp
         return imports[0] if imports else (None, None)
 
-    def _kin(self, source: str) -> bool:
+    def kin(self, source: str) -> bool:
         """Is ``source`` MODULE, or a module of its package line (one a dotted prefix of the
         other): where a module moved into a package binds the same name, or its shim does."""
         m = self.module
@@ -170,7 +170,7 @@ class EnsureImport(Op):
             for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
                 source = _binding(small, self.name)
                 if source is not None:
-                    held = stmt if self._kin(source) else None
+                    held = stmt if self.kin(source) else None
         return held
 
     def _shim_of(self, module) -> str:
@@ -227,7 +227,7 @@ class EnsureImport(Op):
     def is_applied(self, module) -> bool:
         # The goal on its own: what the module's top level leaves bound to the name, statement
         # after statement, is the name imported from the module, or from a module of its
-        # package line (``_kin``: a module moved into a package, or its shim); an assignment,
+        # package line (``kin``: a module moved into a package, or its shim); an assignment,
         # a def or another import after it would rebind the name.
         held = False
         for stmt in module.body:
@@ -236,7 +236,7 @@ class EnsureImport(Op):
             for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
                 source = _binding(small, self.name)
                 if source is not None:
-                    held = self._kin(source)
+                    held = self.kin(source)
         return held
 
     @staticmethod

@@ -104,10 +104,17 @@ class Insert(Op):
 
     def _is_anchor(self, stmt) -> bool:
         """The anchor is a whole statement, or a compound one's header: never a statement
-        it is only the start of (`x = 1` is not `x = 1 + 2`)."""
-        return node_tokens(stmt) == self.anchor or (
-            not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == self.anchor
-        )
+        it is only the start of (`x = 1` is not `x = 1 + 2`).  A def's (class's) header is
+        its `def` line, with or without the decorators above it: upstream decorating the
+        anchor def (`@functools.cache`) leaves it the same def.  "before" it is before them."""
+        if node_tokens(stmt) == self.anchor:
+            return True
+        if isinstance(stmt, cst.SimpleStatementLine):
+            return False
+        if header_tokens(stmt) == self.anchor:
+            return True
+        decorated = isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.decorators
+        return bool(decorated) and header_tokens(stmt.with_changes(decorators=())) == self.anchor
 
     def _anchors(self, scope) -> list:
         return [(owner, i) for owner, body in blocks(scope) for i, stmt in enumerate(body) if self._is_anchor(stmt)]

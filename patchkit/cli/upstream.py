@@ -144,8 +144,20 @@ def pin(ctx, engine, version, force):
 @click.option("--vendored", is_flag=True, help="Also scan vendored third-party code (CUTLASS, CuTe, 3rdparty...).")
 @click.option("--jobs", "-j", type=int, default=0, help="Processes to scan with (default: by the tree's size).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--draft",
+    metavar="ID",
+    default="",
+    help="Write a recipe ID that widens the closed gates (or those of --only), proved before it is written.",
+)
+@click.option(
+    "--only", metavar="N,...", default="", help="With --draft: these gates, by the report's numbers (3,5,7-9)."
+)
+@click.option(
+    "--out", "-o", metavar="DIR", help="With --draft: write ID.toml into DIR (default: the project's recipes/)."
+)
 @click.pass_context
-def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json):
+def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, draft, only, out):
     """Find every gate that shuts out a GPU: closed for --device, open for --compare.
 
     \b
@@ -156,12 +168,37 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json):
     the evaluator cannot decide is listed apart as unknown, never as closed.
 
     \b
-    Exit codes: 0 no gate closed; 1 some are; 2 usage or target error.
+    --draft ID writes a recipe that widens the gates numbered in the report
+    (--only 3,5): an or-chain gains the device's analog (or-operand), an arch
+    list the device (list-element), an #if loses the conjunct that shuts it out
+    (text-hunk).  It is proved first (check, every op pending, the planner's
+    bytes, every op applied after) and never written over a file.  A gate no op
+    kind widens safely is refused, one line each, and nothing is written.
+    Opening a gate does not make the code behind it work on the part.
+
+    \b
+    Exit codes: 0 no gate closed (--draft: written); 1 some are (--draft: a gate
+    refused or the proof failed, nothing written); 2 usage or target error.
 
     \b
       patchkit gates --device 12.0 --to sglang==0.5.23
       patchkit gates --device sm120 --compare 9.0 -t flashinfer=.venv/lib/python3.12/site-packages
+      patchkit gates --device 12.0 --to flashinfer==0.6.3 --draft fi-comm-sm120 --only 4 -o recipes
     """
     from patchkit.commands.gates import gates as run
 
-    sys.exit(run(invocation(ctx, python), device, compare, tuple(target), tuple(to), as_json, vendored, jobs))
+    sys.exit(
+        run(
+            invocation(ctx, python),
+            device,
+            compare,
+            tuple(target),
+            tuple(to),
+            as_json,
+            vendored,
+            jobs,
+            draft=draft,
+            only=only,
+            out=out,
+        )
+    )

@@ -81,6 +81,9 @@ def gates(
     as_json: bool,
     vendored: bool,
     jobs: int = 0,
+    draft: str = "",
+    only: str = "",
+    out: str | None = None,
 ) -> int:
     dev = _device(device, "--device")
     cmp_ = _device(compare, "--compare") if compare else G.default_compare(dev)
@@ -94,6 +97,14 @@ def gates(
         res = G.scan(t.engine, t.root, t.layout, t.version, dev, cmp_, vendored=vendored, jobs=jobs)
         G.mark_recipes(res, recipes)
         scans.append((res, time.monotonic() - t0))
+    if draft or only or out:
+        if not draft:
+            raise PatchkitError(
+                "--only and --out go with --draft ID", "e.g. patchkit gates --device 12.0 --draft my-id --only 3"
+            )
+        from patchkit.commands.gates_draft import draft as run_draft
+
+        return run_draft(inv, draft, only, out, dev, cmp_, trees, scans, as_json)
     closed = sum(len(r.closed) for r, _ in scans)
     if as_json:
         say(json.dumps(document(dev, cmp_, scans), indent=2), raw=True)
@@ -121,7 +132,7 @@ def document(dev: Device, cmp_: Device, scans) -> dict:
                 "cpp": r.cpp,
                 "seconds": round(dt, 3),
                 "errors": r.errors,
-                "closed": [g.to_json() for g in r.closed],
+                "closed": [{"n": n, **g.to_json()} for n, g in _numbers(scans, r)],
                 "unknown": [g.to_json() for g in r.unknown],
             }
             for r, dt in scans
@@ -129,8 +140,17 @@ def document(dev: Device, cmp_: Device, scans) -> dict:
     }
 
 
+def _numbers(scans, r) -> list:
+    """(n, gate) of ``r``'s closed gates, numbered across the scans as the report prints
+    them (what `--draft --only N` names)."""
+    from patchkit.authoring.draft import numbered
+
+    return [(x.n, x.gate) for x in numbered(scans) if x.root == r.root and x.engine == r.engine]
+
+
 def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
     out = [f"gates closed for {dev} and open for {cmp_}"]
+    n = 0
     for r, dt in scans:
         files = len({g.path for g in r.closed})
         left = f", {r.vendored_skipped} vendored files left out (--vendored adds them)" if r.vendored_skipped else ""
@@ -149,8 +169,9 @@ def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
                 last = path
             out.append(f"  {function or '(module level)'}")
             for g in gs:
+                n += 1
                 mark = f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""
-                out.append(f"    {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
+                out.append(f"    #{n:<3} {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
                 out.append(f"           {g.why}")
                 if g.guards:
                     out.append(f"           guards: {g.guards}")

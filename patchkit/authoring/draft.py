@@ -435,7 +435,7 @@ def _need_name(f: _PyFile, old: str, name: str, w: Widened, depth: int) -> None:
                 _need_names_of(f, st.value, value, w, depth + 1)
                 end = f.off(st.end_lineno, st.end_col_offset)
                 eol = f.data.index(b"\n", end) + 1 if b"\n" in f.data[end:] else len(f.data)
-                w.needs.append(("insert", (name,), (eol, eol, (new + "\n").encode())))
+                w.needs.append(("insert", (name, f.src(st), new), (eol, eol, (new + "\n").encode())))
                 return
     raise Refusal(f"`{name}` (for `{old}`) is not bound in the file, and `{old}` is not imported nor a module flag")
 
@@ -790,11 +790,43 @@ def draft_file(
         return None, refused, []
     for w in kept:
         w.ops = ops
+    _anchor_flags(text, ops, kept)
     where = {key[1]: key[2] for w in kept for kind, key, _ in w.needs if kind == "import"}
     for op in ops:
         if op.kind == "ensure-import" and op.params.get("name") in where:
             op.params["defined_in"] = where[op.params["name"]]
     return FileDraft(engine, path, logical, data, new_b, ops, kept), refused, kept
+
+
+def _anchor_flags(old: str, ops: list, kept: list) -> None:
+    """An inserted module flag anchored after its sibling's binding, where a reader looks for
+    it, rather than on whatever statement capture found beside it: swapped in only where
+    the op so anchored makes, alone on the file, the same bytes as capture's."""
+    flags = {key[2]: key[1] for w in kept for kind, key, _ in w.needs if kind == "insert"}
+    for op in ops:
+        code = op.params.get("code", "").strip()
+        if op.kind != "insert" or op.scope or code not in flags or "\n" in flags[code]:
+            continue
+        moved = CapturedOp(
+            op.kind, op.engine, op.file, "", {"anchor": flags[code], "position": "after"}, dict(op.params)
+        )
+        mine, theirs = _module_apply(moved, old), _module_apply(op, old)
+        if mine is not None and mine == theirs:
+            op.locator = moved.locator
+
+
+def _module_apply(c: CapturedOp, text: str) -> Optional[str]:
+    import libcst as cst
+
+    from patchkit.authoring.pycapture import _build
+
+    o = _build(c)
+    if isinstance(o, str):
+        return None
+    try:
+        return o.apply(cst.parse_module(text)).code
+    except Exception:  # an op that does not run here: capture's stays
+        return None
 
 
 def _capture_reason(pyf: Optional[_PyFile], w: Widened, reason: str) -> str:
@@ -920,8 +952,8 @@ def rationale(d: Draft, dev: Device, cmp_: Device, targets: dict) -> tuple[str, 
         + ", ".join(
             f"{e} {targets[e].version} at {targets[e].root}" for e in sorted({w.gate.engine for w in d.widened})
         )
-        + f": each gate below read false for {dev} and true for {cmp_}, and reads true for both with this recipe",
-        "applied (read back by the same scan). The gates, as `patchkit gates` numbers them:",
+        + f": each gate below read false for {dev} and true for {cmp_}; with this recipe applied",
+        f"it reads for {dev} as for {cmp_} (read back by the same scan). The gates, as `patchkit gates` numbers them:",
     ]
     for w in d.widened:
         g = w.gate

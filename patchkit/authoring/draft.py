@@ -765,32 +765,48 @@ def draft_file(
             continue
         edits += mine
         kept.append(w)
-    while kept:
-        new_b = _apply(data, edits)
-        new = new_b.decode("utf-8", "surrogateescape")
-        why = _read_back(kept, path, engine, text, new, edits, dev, cmp_)
-        ops, why2 = _express(engine, logical, text, new) if why is None else ([], "")
-        if not (why or why2):
-            break
-        # which gate: the first one whose edit alone is not expressed (else: all of them)
-        alone = {}
+    # Expressed one gate at a time, each on the file as edited so far (so that two lists of
+    # one call are two list-element ops, not one replace-expr of the call); the gates none
+    # expresses alone (one check twice in a scope: a replace-expr of both) then together.
+    ops: list = []
+    done: list = []
+    cur = text
+    alone: list[tuple[Widened, str]] = []
+
+    def step(ws: list[Widened]) -> str:
+        nonlocal cur, done
+        trial = done + [e for w in ws for e in [*w.edits, *(x for _, _, x in w.needs)] if e not in done]
+        new = _apply(data, trial).decode("utf-8", "surrogateescape")
+        got, why = _express(engine, logical, cur, new)
+        if why:
+            return why
+        _anchor_flags(cur, got, ws)
+        for w in ws:
+            w.ops = got
+        ops.extend(got)
+        cur, done = new, list(dict.fromkeys(trial))
+        return ""
+
+    if pyf is None:  # text hunks: all at once, each with context as the file stands before
+        why = step(kept)
+        alone = [(w, why) for w in kept] if why else []
+    else:
         for w in kept:
-            one = w.edits + [e for _, _, e in w.needs]
-            got, whyw = _express(engine, logical, text, _apply(data, one).decode("utf-8", "surrogateescape"))
-            alone[w.n] = whyw
-        bad = [w for w in kept if alone[w.n]] or list(kept)
-        for w in bad:
-            reason = alone.get(w.n) or f"together with the other gates of {path}: {why or why2}"
-            refused.append(Refused(w.n, w.gate, _capture_reason(pyf, w, reason)))
-        kept = [w for w in kept if w not in bad]
-        edits = []
-        for w in kept:
-            edits += list(w.edits) + [e for _, _, e in w.needs if e not in edits]
+            why = step([w])
+            if why:
+                alone.append((w, why))
+    if alone and (pyf is None or step([w for w, _ in alone])):
+        for w, why in alone:
+            refused.append(Refused(w.n, w.gate, _capture_reason(pyf, w, why)))
+        kept = [w for w in kept if w not in [x for x, _ in alone]]
     if not kept:
         return None, refused, []
-    for w in kept:
-        w.ops = ops
-    _anchor_flags(text, ops, kept)
+    why = _read_back(kept, path, engine, text, cur, done, dev, cmp_)
+    if why:
+        for w in kept:
+            refused.append(Refused(w.n, w.gate, f"together with the other gates of {path}: {why}"))
+        return None, refused, []
+    new_b = cur.encode("utf-8", "surrogateescape")
     where = {key[1]: key[2] for w in kept for kind, key, _ in w.needs if kind == "import"}
     for op in ops:
         if op.kind == "ensure-import" and op.params.get("name") in where:
@@ -841,8 +857,8 @@ def _capture_reason(pyf: Optional[_PyFile], w: Widened, reason: str) -> str:
         if same > 1:
             where = w.gate.function or "the module"
             return (
-                f"`{w.gate.condition}` stands {same} times in {where}: a replace-expr widens every one of them;"
-                " choose them all (--only), or widen this one by hand"
+                f"`{w.gate.condition}` stands {same} times in {where}: a replace-expr would widen every one of"
+                " them, and no other op kind makes this edit: widen it by hand"
             )
     return f"no op kind makes exactly this edit ({reason})"
 

@@ -189,7 +189,7 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, dra
 
     sys.exit(
         run(
-            invocation(ctx, python),
+            invocation(ctx, python, tuple(target) + tuple(to)),
             device,
             compare,
             tuple(target),

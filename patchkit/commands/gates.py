@@ -29,7 +29,7 @@ def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> lis
 
     out: dict[str, object] = {}
     if inv.python:
-        target = tuple(inv.options((), target).targets)
+        target = _python_trees(inv, target)
     for arg in target:
         engine, path = parse_target_arg(arg)
         if engine not in ENGINES:
@@ -58,6 +58,26 @@ def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> lis
             "e.g. patchkit gates --device 12.0 --to sglang==0.5.23, or -t sglang=PATH, or run `patchkit sync`",
         )
     return list(out.values())
+
+
+def _python_trees(inv: Invocation, target: tuple[str, ...]) -> tuple[str, ...]:
+    """``ENGINE=ROOT`` of every engine the --python interpreter (or the activated venv)
+    imports, beside the trees named with -t: a scan needs no recipe to name its engines."""
+    from patchkit.base.target import ENGINES
+
+    facts = inv.probe() or {}
+    given = {a.split("=", 1)[0].strip() for a in target}
+    found = [
+        f"{e}={m['root']}"
+        for e in ENGINES
+        if e not in given and (m := facts.get("modules", {}).get(ENGINES[e].package, {})).get("found")
+    ]
+    if not found and not target:
+        raise PatchkitError(
+            f"--python {inv.python}: it imports none of {', '.join(ENGINES)}",
+            "name the tree with -t ENGINE=PATH, or another interpreter",
+        )
+    return tuple(target) + tuple(found)
 
 
 def _err(s: str) -> None:

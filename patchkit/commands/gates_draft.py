@@ -13,27 +13,39 @@ from patchkit.commands import NOT_THERE, OK, Invocation, say
 
 
 def _chosen(only: str, numbered: list) -> list:
+    """The gates --only names: numbers as the report prints them (3,5,7-9), or FILE:LINE
+    (the tree's path or the logical name), every closed gate of that line."""
     if not numbered:
         raise PatchkitError("gates --draft: no gate is closed for the device: nothing to draft", "")
     if not only:
         return list(numbered)
     want: list[int] = []
+    top = len(numbered)
     for part in only.split(","):
         part = part.strip()
-        lo, sep, hi = part.partition("-")
-        try:
-            got = range(int(lo), int(hi) + 1) if sep else [int(part)]
-        except ValueError:
-            raise PatchkitError(f"--only {only!r}: {part!r} is not a gate number", "e.g. --only 3,5,7-9") from None
+        if ":" in part:
+            file, _, line = part.rpartition(":")
+            got = [x.n for x in numbered if file in (x.gate.path, x.gate.file) and str(x.gate.line) == line.strip()]
+            if not got:
+                raise PatchkitError(
+                    f"--only {part!r}: no closed gate at that line", "run `patchkit gates` with the same targets"
+                )
+        else:
+            lo, sep, hi = part.partition("-")
+            try:
+                got = list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+            except ValueError:
+                raise PatchkitError(
+                    f"--only {only!r}: {part!r} is not a gate number nor FILE:LINE", "e.g. --only 3,5,7-9"
+                ) from None
+            bad = [n for n in got if not 1 <= n <= top]
+            if bad:
+                raise PatchkitError(
+                    f"--only {only!r}: no gate #{bad[0]} (the scan numbers its closed gates 1 to {top})",
+                    "run `patchkit gates` with the same targets to read the numbers",
+                )
         want += [n for n in got if n not in want]
-    top = len(numbered)
-    bad = [n for n in want if not 1 <= n <= top]
-    if bad:
-        raise PatchkitError(
-            f"--only {only!r}: no gate #{bad[0]} (the scan numbers its closed gates 1 to {top})",
-            "run `patchkit gates` with the same targets to read the numbers",
-        )
-    return [numbered[n - 1] for n in want]
+    return [numbered[n - 1] for n in sorted(want)]
 
 
 def _path(inv: Invocation, rid: str, out: Optional[str]) -> Path:

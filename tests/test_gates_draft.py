@@ -1,0 +1,299 @@
+"""`patchkit gates --draft ID` (patchkit/authoring/draft.py, patchkit/commands/gates_draft.py) on
+miniature trees: the op kind each gate takes, the proof before anything is written, and each
+refusal firing; and `gates` defaulting to the activated serving venv."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from patchkit.core.goals import cppeval
+from tests.conftest import mini_sglang
+
+UTILS = """\
+def is_cuda():
+    return True
+
+
+def is_sm90_supported():
+    return True
+
+
+def is_sm100_supported():
+    return True
+
+
+def is_sm120_supported():
+    return True
+"""
+
+MOD = """\
+from sglang.srt.utils import is_cuda, is_sm90_supported, is_sm100_supported
+
+_is_cuda = is_cuda()
+_is_sm90_supported = _is_cuda and is_sm90_supported()
+_is_sm100_supported = _is_cuda and is_sm100_supported()
+
+
+def fusion(batch_size: int):
+    return (
+        (_is_sm90_supported or _is_sm100_supported)
+        and batch_size > 0
+    )
+
+
+def resolve(backend):
+    if not (is_sm90_supported() or is_sm100_supported()):
+        raise ValueError("requires SM90 or SM10X")
+    return backend
+
+
+def runtime(server_args):
+    if server_args.enable_x and is_sm100_supported():
+        launch_fast_kernel()
+
+
+def fallback():
+    if not is_sm90_supported() and not is_sm100_supported():
+        slow_path()
+    else:
+        fast_path()
+
+
+def twice():
+    if is_sm100_supported():
+        a()
+    if is_sm100_supported():
+        b()
+
+
+def excluded():
+    if not is_sm120_supported():
+        register()
+
+
+def is_sm100_family():
+    return is_sm100_supported()
+
+
+def no_analog():
+    if is_blackwell_fast():
+        go()
+
+
+def jit():
+    return gen_jit_spec("comm", supported_major_versions=[9, 10], archs=["sm_90a", "sm_100a"])
+"""
+
+# each function's gates, as the report numbers them, and what --draft does with them
+N = {
+    "flag": 1,  # _is_sm100_supported = ...: a flag named for a part
+    "fusion": 2,  # or-operand (+ ensure-import, insert of the flag)
+    "resolve": 3,  # or-operand
+    "runtime": 4,  # replace-expr
+    "fallback": 5,  # and-operand
+    "twice_a": 6,
+    "twice_b": 7,  # replace-expr: the check stands twice in its scope
+    "excluded": 8,  # shuts the device out by name
+    "family": 9,  # the definition of a check named for a part
+    "majors": 10,  # list-element 12
+    "archs": 11,  # list-element "sm_120a"
+}
+
+
+def _tree(tmp_path: Path, extra: dict | None = None) -> Path:
+    return mini_sglang(
+        tmp_path / "sg",
+        {
+            "sglang/srt/utils/__init__.py": "from .common import *\n",
+            "sglang/srt/utils/common.py": UTILS,
+            "sglang/srt/layers/mod.py": MOD,
+            **(extra or {}),
+        },
+    )
+
+
+def _run(run_cli, tmp_path, *args):
+    root = tmp_path / "sg"
+    return run_cli("gates", "--device", "12.0", "-t", f"sglang={root}", *args, cwd=tmp_path)
+
+
+def test_the_report_numbers_its_gates_as_draft_names_them(tmp_path, run_cli):
+    _tree(tmp_path)
+    code, out, _ = _run(run_cli, tmp_path, "--json")
+    assert code == 1
+    closed = json.loads(out)["trees"][0]["closed"]
+    got = {g["n"]: (g["function"], g["condition"]) for g in closed}
+    assert got[N["fusion"]] == ("fusion", "_is_sm90_supported or _is_sm100_supported")
+    assert got[N["fallback"]] == ("fallback", "is_sm100_supported()")
+    assert got[N["archs"]] == ("jit", 'archs=["sm_90a", "sm_100a"]')
+    assert sorted(got) == list(range(1, len(N) + 1))
+    code, out, _ = _run(run_cli, tmp_path)
+    assert "    #3      16  if        is_sm90_supported() or is_sm100_supported()" in out
+
+
+def test_draft_writes_a_recipe_with_the_op_kind_of_each_gate(tmp_path, run_cli):
+    root = _tree(tmp_path)
+    before = (root / "sglang/srt/layers/mod.py").read_bytes()
+    only = ",".join(str(N[k]) for k in ("fusion", "resolve", "runtime", "fallback", "majors", "archs"))
+    code, out, err = _run(run_cli, tmp_path, "--draft", "widen-mod", "--only", only, "-o", "out")
+    assert code == 0, out + err
+    path = tmp_path / "out" / "widen-mod.toml"
+    doc = tomllib.loads(path.read_text())
+    ops = [(o["kind"], o.get("scope", ""), o.get("locator"), o.get("params")) for o in doc["ops"]]
+    kinds = [k for k, *_ in ops]
+    assert kinds.count("or-operand") == 2 and kinds.count("list-element") == 2
+    assert ("ensure-import", "", {"module": "sglang.srt.utils"}) == ops[0][:3]
+    assert ops[0][3]["name"] == "is_sm120_supported" and ops[0][3]["defined_in"] == "sglang/srt/utils/common.py"
+    insert = next(o for o in ops if o[0] == "insert")
+    assert insert[2] == {"anchor": "_is_sm100_supported = _is_cuda and is_sm100_supported()", "position": "after"}
+    assert insert[3]["code"].strip() == "_is_sm120_supported = _is_cuda and is_sm120_supported()"
+    assert ("or-operand", "fusion", {"operands": ["_is_sm90_supported", "_is_sm100_supported"]}) == next(
+        o[:3] for o in ops if o[1] == "fusion"
+    )
+    assert next(o for o in ops if o[0] == "and-operand")[3] == {"operand": "not is_sm120_supported()"}
+    assert next(o for o in ops if o[0] == "replace-expr")[3] == {
+        "with": "server_args.enable_x and (is_sm100_supported() or is_sm120_supported())"
+    }
+    assert {o[3]["element"] for o in ops if o[0] == "list-element"} == {"12", '"sm_120a"'}
+    assert all("identity" in o for o in doc["ops"] if o["kind"] in ("or-operand", "and-operand", "replace-expr"))
+    # the rationale says plainly what opening a gate does not do
+    assert "3,700 to 236 tok/s" in doc["rationale"] and "does not make the code behind it work" in doc["summary"]
+    assert "patchkit verify widen-mod --build" in doc["rationale"]  # an arch list reaches CUDA code
+    assert doc["engines"] == {"sglang": ">=0.5.9,<0.5.10"}
+    for w in ("ok check", "ok pending", "ok plan", "ok applied", f"wrote {Path('out') / 'widen-mod.toml'}"):
+        assert w in out, out
+    assert (root / "sglang/srt/layers/mod.py").read_bytes() == before  # the tree is never written
+    # never over an existing file
+    code, out, err = _run(run_cli, tmp_path, "--draft", "widen-mod", "--only", "3", "-o", "out")
+    assert code == 2 and "already exists" in err and err.count("\n") == 1
+
+
+def test_the_drafted_recipe_applies_and_opens_the_gates(tmp_path, run_cli):
+    root = _tree(tmp_path)
+    code, out, err = _run(run_cli, tmp_path, "--draft", "widen-mod", "--only", "2,3,5", "-o", "rec")
+    assert code == 0, out + err
+    code, out, err = run_cli("apply", "widen-mod", "--recipes", "rec", "-t", f"sglang={root}", cwd=tmp_path)
+    assert code == 0, out + err
+    code, out, _ = _run(run_cli, tmp_path, "--json")
+    left = {(g["function"], g["condition"]) for g in json.loads(out)["trees"][0]["closed"]}
+    assert ("fusion", "_is_sm90_supported or _is_sm100_supported") not in left
+    assert not any(f == "resolve" for f, _ in left)
+    code, out, err = run_cli("revert", "widen-mod", "--recipes", "rec", "-t", f"sglang={root}", cwd=tmp_path)
+    assert code == 0, out + err
+    assert (root / "sglang/srt/layers/mod.py").read_text() == MOD
+
+
+@pytest.mark.parametrize(
+    "gate,words",
+    [
+        ("flag", "it binds `_is_sm100_supported`, a flag named for a part"),
+        ("family", "it is the definition of `is_sm100_family`, a check named for a part"),
+        ("excluded", "it shuts the device out by name"),
+        ("twice_a", "`is_sm100_supported()` stands 2 times in twice: a replace-expr would widen every one of them"),
+    ],
+)
+def test_each_refusal_is_one_line_and_nothing_is_written(tmp_path, run_cli, gate, words):
+    _tree(tmp_path)
+    code, out, err = _run(run_cli, tmp_path, "--draft", "x", "--only", f"3,{N[gate]}", "-o", "out")
+    assert code == 1, out + err
+    line = next(ln for ln in err.splitlines() if ln.startswith(f"refused gate #{N[gate]} "))
+    assert words in line, line
+    assert "nothing was written (1 chosen gate(s) refused); --only 3 drafts the rest" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_refusals_without_an_analog_or_a_definition(tmp_path, run_cli):
+    extra = {
+        "sglang/srt/layers/other.py": (
+            "from sglang.srt.utils import is_sm90_supported, is_sm100_supported\n"
+            "from sglang.srt.platform import get_platform\n\n\n"
+            "def f():\n"
+            "    if get_device_capability()[0] >= 9 and get_device_capability()[0] < 12:\n"
+            "        go()\n\n\n"
+            "def g():\n"
+            "    if is_sm90_supported() or is_sm100_supported():\n"
+            "        go()\n"
+        ),
+        "sglang/srt/utils/common.py": UTILS.replace("def is_sm120_supported", "def is_sm12x"),
+    }
+    _tree(tmp_path, extra)
+    code, out, _ = _run(run_cli, tmp_path, "--json")
+    closed = {g["function"]: g["n"] for t in json.loads(out)["trees"] for g in t["closed"] if "other" in g["path"]}
+    code, out, err = _run(run_cli, tmp_path, "--draft", "y", "--only", str(closed["g"]))
+    assert code == 1
+    assert (
+        f"refused gate #{closed['g']} sglang/srt/layers/other.py:11 (is_sm90_supported() or is_sm100_supported()):"
+        " `is_sm120_supported` is not defined in sglang.srt.utils of this tree" in err
+    ), err
+    code, out, err = _run(run_cli, tmp_path, "--json", "--draft", "y", "--only", str(closed["f"]))
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["written"] is False and doc["ops"] == [] and doc["refused"][0]["n"] == closed["f"]
+    assert doc["refused"][0]["why"] == (
+        "`get_device_capability()[0] < 12` names no part (10.0) that an analog for 12.0 could be made of: write the"
+        " operand by hand"
+    )
+
+
+@pytest.mark.skipif(not cppeval.available(), reason="tree-sitter-cpp not installed")
+def test_cuda_arch_guards_drop_the_exclusion_or_gain_the_analog(tmp_path, run_cli):
+    cuh = (
+        "#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))\n"
+        "  sync();\n#endif\n"
+        "#if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL)\n"
+        "  tcgen05();\n#endif\n"
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 1200 \\\n    && __CUDA_ARCH__ >= 900\n  x();\n#endif\n"
+    )
+    _tree(tmp_path, {"sglang/srt/kernels/k.cuh": cuh})
+    code, out, _ = _run(run_cli, tmp_path, "--json")
+    got = {g["line"]: g["n"] for t in json.loads(out)["trees"] for g in t["closed"] if g["path"].endswith(".cuh")}
+    code, out, err = _run(run_cli, tmp_path, "--draft", "k", "--only", f"{got[1]},{got[4]}", "-o", "o")
+    assert code == 0, out + err
+    hunks = [o["params"]["hunk"] for o in tomllib.loads((tmp_path / "o" / "k.toml").read_text())["ops"]]
+    assert any("+#if (defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900))\n" in h for h in hunks), hunks
+    assert any(
+        "+#if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL)"
+        " || defined(__CUDA_ARCH_FEAT_SM120_ALL)\n" in h
+        for h in hunks
+    ), hunks
+    code, out, err = _run(run_cli, tmp_path, "--draft", "k2", "--only", str(got[7]))
+    assert code == 1 and "an #if continued over several lines" in err, err
+
+
+def test_bad_input(tmp_path, run_cli):
+    _tree(tmp_path)
+    for args, words in [
+        (["--draft", "x", "--only", "99"], "no gate #99 (the scan numbers its closed gates 1 to"),
+        (["--draft", "x", "--only", "a"], "is not a gate number nor FILE:LINE"),
+        (["--draft", "Bad Id"], "is not a valid recipe id"),
+        (["--only", "3"], "--only and --out go with --draft ID"),
+    ]:
+        code, out, err = _run(run_cli, tmp_path, *args)
+        assert code == 2, (args, out, err)
+        assert words in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_an_activated_serving_venv_is_the_default_tree(tmp_path, run_cli, monkeypatch):
+    venv = tmp_path / "serve"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    mini_sglang(site, {"sglang/srt/a.py": "from x import is_sm100_supported\nif is_sm100_supported():\n    go()\n"})
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    code, out, err = run_cli("gates", "--device", "12.0", cwd=tmp_path)
+    assert err.splitlines()[0] == (
+        f"patchkit: --python {venv}/bin/python: the activated venv ($VIRTUAL_ENV); -t or --python names another"
+    )
+    assert code == 1 and f"at {site}" in out and "sglang/srt/a.py" in out, out + err
+    other = mini_sglang(tmp_path / "other", {})
+    code, out, err = run_cli("gates", "--device", "12.0", "-t", f"sglang={other}", cwd=tmp_path)
+    assert code == 0 and "activated venv" not in err and str(venv) not in out

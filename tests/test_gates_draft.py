@@ -17,7 +17,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from patchkit.core.goals import cppeval
-from tests.conftest import mini_sglang
+from tests.conftest import gate_recipe, mini_sglang
 
 UTILS = """\
 def is_cuda():
@@ -272,11 +272,14 @@ def test_cuda_arch_guards_drop_the_exclusion_or_gain_the_analog(tmp_path, run_cl
 
 def test_bad_input(tmp_path, run_cli):
     _tree(tmp_path)
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "widen.toml").write_text(gate_recipe())
     for args, words in [
         (["--draft", "x", "--only", "99"], "no gate #99 (the scan numbers its closed gates 1 to"),
         (["--draft", "x", "--only", "a"], "is not a gate number nor FILE:LINE"),
         (["--draft", "Bad Id"], "is not a valid recipe id"),
         (["--only", "3"], "--only and --out go with --draft ID"),
+        (["--draft", "widen", "--recipes", str(tmp_path / "rec"), "-o", "o"], "'widen' is already a recipe in play"),
     ]:
         code, out, err = _run(run_cli, tmp_path, *args)
         assert code == 2, (args, out, err)
@@ -297,3 +300,47 @@ def test_an_activated_serving_venv_is_the_default_tree(tmp_path, run_cli, monkey
     other = mini_sglang(tmp_path / "other", {})
     code, out, err = run_cli("gates", "--device", "12.0", "-t", f"sglang={other}", cwd=tmp_path)
     assert code == 0 and "activated venv" not in err and str(venv) not in out
+
+
+def _draft(tmp_path, only: list[int]):
+    """A draft of the tree's gates ``only``, made in process (patchkit/authoring/draft.py)."""
+    from patchkit.authoring import draft as D
+    from patchkit.base.target import open_target
+    from patchkit.core.goals.device import Device
+    from patchkit.upstream import gates as G
+
+    dev, cmp_ = Device.parse("12.0"), Device.parse("10.0")
+    t = open_target("sglang", tmp_path / "sg")
+    res = G.scan("sglang", t.root, t.layout, t.version, dev, cmp_, jobs=1)
+    chosen = [x for x in D.numbered([(res, 0.0)]) if x.n in only]
+    return D.make("widen-mod", chosen, {"sglang": t}, dev, cmp_), {"sglang": t}
+
+
+def test_the_proof_refuses_a_draft_that_does_not_hold(tmp_path):
+    from patchkit.authoring import draft as D
+
+    _tree(tmp_path)
+    d, targets = _draft(tmp_path, [N["resolve"]])
+    assert [ok for _, ok, _ in D.prove(d, targets)] == [True, True, True, True]
+    good = d.text
+    d.text = good.replace('kind = "or-operand"', 'kind = "or-operandx"')  # check: the recipe does not validate
+    (check,) = D.prove(d, targets)
+    assert check[:2] == ("check", False) and "or-operandx" in check[2]
+    d.text = good.replace("operands = ['is_sm90_supported()'", "operands = ['is_sm80_supported()'")
+    checks = D.prove(d, targets)  # pending: the op does not read pending on the tree
+    assert checks[-1][:2] == ("pending", False) and "op #2 (or-operand" in checks[-1][2] and "missing" in checks[-1][2]
+    d.text = good
+    d.files[0].new = d.files[0].new.replace(b"raise ValueError", b"raise RuntimeError")
+    checks = D.prove(d, targets)  # plan: the planner's bytes are not the drafted edit
+    assert checks[-1] == (
+        "plan",
+        False,
+        "sglang:sglang/srt/layers/mod.py: the planner's bytes are not the drafted edit",
+    )
+
+
+def test_overlapping_edits_are_told():
+    from patchkit.authoring.draft import _overlap
+
+    assert _overlap([(0, 5, b"x"), (3, 8, b"y")])
+    assert not _overlap([(0, 5, b"x"), (5, 5, b"y"), (6, 9, b"z")])

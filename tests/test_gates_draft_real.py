@@ -72,6 +72,7 @@ def test_draft_of_the_allreduce_fusion_gates_applies_reads_applied_and_reverts(t
     assert ops[("ensure-import", "sglang/srt/layers/communicator.py")]["params"]["name"] == "is_sm120_supported"
     assert ops[("or-operand", "sglang/srt/server_args.py")]["params"]["operand"] == "is_sm120_supported()"
     assert ops[("list-element", "flashinfer/jit/comm.py")]["params"]["element"] == "12"
+    assert ops[("list-element", "flashinfer/jit/comm.py")]["jit_modules"] == ["trtllm_comm"]  # what verify builds
     assert all("identity" in o for o in recipe["ops"] if o["kind"] in ("or-operand", "list-element", "insert"))
     assert "3,700 to 236 tok/s" in recipe["rationale"] and "patchkit verify ar-draft --build" in recipe["rationale"]
 

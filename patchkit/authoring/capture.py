@@ -289,6 +289,8 @@ def recipe_toml(
         out += [f'kind = "{op.kind}"', f'engine = "{op.engine}"', f"file = {toml_str(op.file)}"]
         if op.scope:
             out.append(f"scope = {toml_str(op.scope)}")
+        if op.jit_modules:
+            out.append(f"jit_modules = {_value(list(op.jit_modules))}")
         for section in ("locator", "params"):
             table = getattr(op, section)
             if table:

@@ -87,6 +87,7 @@ class Widened:
     collection: bool = False
     kept: bool = False
     adds: tuple = ()  # conditions the edit adds that the scan reads as gates (`not analog`)
+    jit: tuple = ()  # the JIT modules an arch list's function declares (verify --build builds them)
 
 
 @dataclass(frozen=True)
@@ -166,8 +167,10 @@ def analog(expr: ast.expr, cmp_: Device, dev: Device) -> Optional[str]:
 
 
 class _PyFile:
-    def __init__(self, text: str, eng, dev: Device, cmp_: Device, defines=None) -> None:
-        self.defines = defines
+    def __init__(
+        self, text: str, eng, dev: Device, cmp_: Device, defines=None, engine: str = "", logical: str = ""
+    ) -> None:
+        self.defines, self.engine, self.logical = defines, engine, logical
         self.text, self.data = text, text.encode("utf-8", "surrogateescape")
         self.tree = ast.parse(text)
         self.dev, self.cmp, self.eng = dev, cmp_, eng
@@ -467,6 +470,21 @@ def _import_edit(f: _PyFile, st: ast.ImportFrom, old: str, name: str) -> tuple[i
     return (b, b, f", {name}".encode())
 
 
+def _jit_modules(f: _PyFile, node: ast.AST) -> tuple:
+    """The JIT modules (``gen_jit_spec("NAME", ...)``, patchkit/verify/jitspec.py) declared in
+    the function around an arch list of the engine's JIT specs: what `verify --build` compiles."""
+    from patchkit.base.engines import ENGINES
+    from patchkit.verify import jitspec
+
+    jit = ENGINES[f.engine].jit if f.engine in ENGINES else None
+    specs = (jit or {}).get("specs")
+    fn = next((d for d in f.stack(node)[::-1] if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if not specs or fn is None or not f.logical.startswith(specs):
+        return ()
+    mods = jitspec.modules_in(f.text, f.logical).values()
+    return tuple(m.name for m in mods if fn.lineno <= m.line <= fn.end_lineno)
+
+
 def _widen_list(f: _PyFile, node: ast.expr, w: Widened) -> Widened:
     elts = list(node.elts)
     ints = [e.value for e in elts if isinstance(e, ast.Constant) and type(e.value) is int]
@@ -487,6 +505,7 @@ def _widen_list(f: _PyFile, node: ast.expr, w: Widened) -> Widened:
     end = f.span(elts[-1])[1]
     w.edits.append((end, end, f", {new}".encode()))
     w.target, w.collection = f.span(node), True
+    w.jit = _jit_modules(f, node)
     w.how = f"list-element: {new}"
     return w
 
@@ -737,7 +756,7 @@ def draft_file(
     pyf = None
     if path.endswith(G.PY_SUFFIXES):
         try:
-            pyf = _PyFile(text, G.engine_words(engine), dev, cmp_, defines)
+            pyf = _PyFile(text, G.engine_words(engine), dev, cmp_, defines, engine, logical)
         except SyntaxError:
             return None, [Refused(c.n, c.gate, "the file does not parse") for c in chosen], []
     for c in chosen:
@@ -781,6 +800,10 @@ def draft_file(
         if why:
             return why
         _anchor_flags(cur, got, ws)
+        jit = tuple(dict.fromkeys(m for w in ws for m in w.jit))
+        for op in got:
+            if jit and op.kind == "list-element":
+                op.jit_modules = jit
         for w in ws:
             w.ops = got
         ops.extend(got)

@@ -151,7 +151,10 @@ def pin(ctx, engine, version, force):
     help="Write a recipe ID that widens the closed gates (or those of --only), proved before it is written.",
 )
 @click.option(
-    "--only", metavar="N,...", default="", help="With --draft: these gates, by the report's numbers (3,5,7-9)."
+    "--only",
+    metavar="N,...",
+    default="",
+    help="With --draft: these gates, by the report's numbers (3,5,7-9) or FILE:LINE.",
 )
 @click.option(
     "--out", "-o", metavar="DIR", help="With --draft: write ID.toml into DIR (default: the project's recipes/)."
@@ -165,7 +168,8 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, dra
     checks, JIT arch lists (supported_major_versions=[9, 10]) and C/C++/CUDA #if guards
     over __CUDA_ARCH__, each with file:line, the condition as written, why it is false,
     the enclosing function, what it guards, and the recipes in play that edit it.  What
-    the evaluator cannot decide is listed apart as unknown, never as closed.
+    the evaluator cannot decide is listed apart as unknown, never as closed.  With no
+    tree named: the activated venv's (one that holds an engine), else the workspace's.
 
     \b
     --draft ID writes a recipe that widens the gates numbered in the report
@@ -183,7 +187,7 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, dra
     \b
       patchkit gates --device 12.0 --to sglang==0.5.23
       patchkit gates --device sm120 --compare 9.0 -t flashinfer=.venv/lib/python3.12/site-packages
-      patchkit gates --device 12.0 --to flashinfer==0.6.3 --draft fi-comm-sm120 --only 4 -o recipes
+      patchkit gates --device 12.0 --to flashinfer==0.6.3 --draft fi-comm --only flashinfer/jit/comm.py:61
     """
     from patchkit.commands.gates import gates as run
 

@@ -111,6 +111,8 @@ def document(d, path: Path, written: bool) -> dict:
                 "scope": op.scope,
                 "locator": op.locator,
                 "params": op.params,
+                "jit_modules": list(op.jit_modules),
+                "gates": gates_of.get(id(op), []),
             }
             for op in d.ops
         ],

@@ -69,15 +69,25 @@ def fallback():
         fast_path()
 
 
-def twice():
-    if is_sm100_supported():
+def twice(x):
+    if x and is_sm100_supported():
         a()
-    if is_sm100_supported():
+    if x and is_sm100_supported():
         b()
+
+
+def lone():
+    if is_sm100_supported():
+        go()
 
 
 def excluded():
     if not is_sm120_supported():
+        register()
+
+
+def excluded_ne(sm):
+    if get_device_sm() != 120:
         register()
 
 
@@ -92,6 +102,10 @@ def no_analog():
 
 def jit():
     return gen_jit_spec("comm", supported_major_versions=[9, 10], archs=["sm_90a", "sm_100a"])
+
+
+def checked():
+    assert is_sm100_supported(), "needs SM100"
 """
 
 # each function's gates, as the report numbers them, and what --draft does with them
@@ -102,11 +116,14 @@ N = {
     "runtime": 4,  # replace-expr
     "fallback": 5,  # and-operand
     "twice_a": 6,
-    "twice_b": 7,  # replace-expr: the check stands twice in its scope
-    "excluded": 8,  # shuts the device out by name
-    "family": 9,  # the definition of a check named for a part
-    "majors": 10,  # list-element 12
-    "archs": 11,  # list-element "sm_120a"
+    "twice_b": 7,  # replace-expr: the chain stands twice in its scope
+    "lone": 8,  # a lone check, the whole condition of its if
+    "excluded": 9,  # shuts the device out by name
+    "excluded_ne": 10,  # the same, by a comparison
+    "family": 11,  # what a check named for a part returns
+    "majors": 12,  # list-element 12
+    "archs": 13,  # list-element "sm_120a"
+    "checked": 14,  # replace-stmt: the assert
 }
 
 
@@ -144,7 +161,7 @@ def test_the_report_numbers_its_gates_as_draft_names_them(tmp_path, run_cli):
 def test_draft_writes_a_recipe_with_the_op_kind_of_each_gate(tmp_path, run_cli):
     root = _tree(tmp_path)
     before = (root / "sglang/srt/layers/mod.py").read_bytes()
-    only = ",".join(str(N[k]) for k in ("fusion", "resolve", "runtime", "fallback", "majors", "archs"))
+    only = ",".join(str(N[k]) for k in ("fusion", "resolve", "runtime", "fallback", "majors", "archs", "checked"))
     code, out, err = _run(run_cli, tmp_path, "--draft", "widen-mod", "--only", only, "-o", "out")
     assert code == 0, out + err
     path = tmp_path / "out" / "widen-mod.toml"
@@ -165,6 +182,10 @@ def test_draft_writes_a_recipe_with_the_op_kind_of_each_gate(tmp_path, run_cli):
         "with": "server_args.enable_x and (is_sm100_supported() or is_sm120_supported())"
     }
     assert {o[3]["element"] for o in ops if o[0] == "list-element"} == {"12", '"sm_120a"'}
+    assert next(o for o in ops if o[0] == "replace-stmt")[2:] == (
+        {"match": 'assert is_sm100_supported(), "needs SM100"\n'},
+        {"with": 'assert is_sm100_supported() or is_sm120_supported(), "needs SM100"\n'},
+    )
     assert all("identity" in o for o in doc["ops"] if o["kind"] in ("or-operand", "and-operand", "replace-expr"))
     # the rationale says plainly what opening a gate does not do
     assert "3,700 to 236 tok/s" in doc["rationale"] and "does not make the code behind it work" in doc["summary"]
@@ -197,9 +218,11 @@ def test_the_drafted_recipe_applies_and_opens_the_gates(tmp_path, run_cli):
     "gate,words",
     [
         ("flag", "it binds `_is_sm100_supported`, a flag named for a part"),
-        ("family", "it is the definition of `is_sm100_family`, a check named for a part"),
+        ("family", "it is what `is_sm100_family` returns, a check named for a part"),
         ("excluded", "it shuts the device out by name"),
-        ("twice_a", "`is_sm100_supported()` stands 2 times in twice: a replace-expr would widen every one of them"),
+        ("excluded_ne", "it shuts the device out by name"),
+        ("lone", "`is_sm100_supported()` is the whole condition of its `if`: no op kind adds an operand"),
+        ("twice_a", "`x and is_sm100_supported()` stands 2 times in twice: a replace-expr would widen every one"),
     ],
 )
 def test_each_refusal_is_one_line_and_nothing_is_written(tmp_path, run_cli, gate, words):

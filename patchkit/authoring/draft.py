@@ -48,6 +48,7 @@ KINDS = frozenset(
     {
         "or-operand",
         "and-operand",
+        "replace-stmt",
         "list-element",
         "replace-expr",
         "ensure-import",
@@ -252,13 +253,10 @@ def _enclosing_defs(f: _PyFile, node: ast.AST) -> list[str]:
 
 
 def _definition(f: _PyFile, node: ast.AST, g: G.Gate) -> Optional[str]:
-    """Why the gate defines what a part is (a def or a binding named for one), else None."""
-    for name in _enclosing_defs(f, node):
-        if _NAMES_A_PART.search(name):
-            return (
-                f"it is the definition of `{name}`, a check named for a part: widening it makes the name lie to every"
-                " caller; widen the gates that read it"
-            )
+    """Why the gate defines what a part is, else None: the value of a binding named for one
+    (``_is_sm100_supported = ...``, ``is_sm100_supported = partial(..., [10])``), or what a
+    def named for one returns (``def is_blackwell(): return major == 10``).  A gate elsewhere
+    in such a def (a JIT module built for SM103 gated on its majors) defines nothing."""
     st = _statement_of(f, node)
     if isinstance(st, (ast.Assign, ast.AnnAssign)):
         targets = st.targets if isinstance(st, ast.Assign) else [st.target]
@@ -269,6 +267,13 @@ def _definition(f: _PyFile, node: ast.AST, g: G.Gate) -> Optional[str]:
                         f"it binds `{name}`, a flag named for a part: widening it makes the name lie to every reader;"
                         " widen the gates that read it"
                     )
+    if isinstance(st, ast.Return):
+        name = next(iter(_enclosing_defs(f, node)), "")
+        if _NAMES_A_PART.search(name):
+            return (
+                f"it is what `{name}` returns, a check named for a part: widening it makes the name lie to every"
+                " caller; widen the gates that read it"
+            )
     return None
 
 
@@ -298,11 +303,18 @@ def _answer(f: _PyFile, node, dev, stack):
 
 
 def _excludes_device(f: _PyFile, node: ast.expr, stack) -> bool:
-    """``not X`` where X admits the device: a check that shuts it out by name."""
-    if not _is_not(node):
-        return False
-    dv, _ = _answer(f, node.operand, f.dev, stack)
-    return dv is True
+    """A check that shuts the device out by name: ``not X`` where X admits it, ``major != 12``,
+    ``sm not in (120, 121)``."""
+    if _is_not(node):
+        dv, _ = _answer(f, node.operand, f.dev, stack)
+        return dv is True
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.NotEq, ast.NotIn)):
+        names = {f.dev.major, f.dev.sm, f.dev.capability, f.dev.name, f"sm_{f.dev.sm}"}
+        consts = [n.value for n in ast.walk(node.comparators[0]) if isinstance(n, ast.Constant)]
+        if isinstance(node.comparators[0], ast.Tuple) and len(consts) == 2:
+            consts.append(tuple(consts))
+        return any(c in names for c in consts)
+    return False
 
 
 def widen_python(f: _PyFile, g: G.Gate, n: int) -> Widened:
@@ -362,10 +374,16 @@ def widen_python(f: _PyFile, g: G.Gate, n: int) -> Widened:
         w.target = f.span(node)
         w.how = "replace-expr: " + "; ".join(f"`{e[2].decode()}`" for e in w.edits)
         return w
+    if _whole_test(f, node):
+        raise Refusal(
+            f"`{g.condition}` is the whole condition of its `{kind}`: no op kind adds an operand to a lone check"
+            " (or-operand needs an `or` chain; a replace-expr may not hold its own match): widen it by hand"
+        )
     new = _analog_or_refuse(f, node, stack)
     _need_names(f, new, node, w)
     a, b = f.span(node)
-    wrapped = f"{f.src(node)} or {new}" if _whole_test(f, node) else f"({f.src(node)} or {new})"
+    bare = isinstance(f.parent(node), (ast.Assert, ast.Return, ast.Assign, ast.AnnAssign))
+    wrapped = f"{f.src(node)} or {new}" if bare else f"({f.src(node)} or {new})"
     w.edits.append((a, b, wrapped.encode()))
     w.target = (a, b)
     w.how = f"replace-expr: `{wrapped}`"
@@ -377,9 +395,9 @@ def _paren(s: str) -> str:
 
 
 def _whole_test(f: _PyFile, node: ast.expr) -> bool:
-    """The node is the whole test of an if/elif/while/assert: `or` needs no parentheses."""
+    """The node is the whole test of an if/elif/while (no statement op kind rewrites that header)."""
     p = f.parent(node)
-    return isinstance(p, (ast.If, ast.While)) and p.test is node or isinstance(p, ast.Assert) and p.test is node
+    return isinstance(p, (ast.If, ast.While)) and p.test is node
 
 
 def _analog_or_refuse(f: _PyFile, node: ast.expr, stack: list) -> str:
@@ -806,6 +824,8 @@ def draft_file(
                 op.jit_modules = jit
         for w in ws:
             w.ops = got
+            if w.how.startswith("replace-expr") and {o.kind for o in got} & {"replace-stmt"} >= {"replace-stmt"}:
+                w.how = "replace-stmt" + w.how[len("replace-expr") :]
         ops.extend(got)
         cur, done = new, list(dict.fromkeys(trial))
         return ""
@@ -875,12 +895,14 @@ def _capture_reason(pyf: Optional[_PyFile], w: Widened, reason: str) -> str:
             node = pyf.find(w.gate)[0]
         except Refusal:
             return reason
+        if isinstance(pyf.parent(node), ast.BoolOp):  # the chain is what the replace-expr matches
+            node = pyf.parent(node)
         scope = next((d for d in pyf.stack(node)[::-1] if not isinstance(d, ast.ClassDef)), pyf.tree)
         same = sum(1 for n in ast.walk(scope) if isinstance(n, ast.expr) and ast.dump(n) == ast.dump(node))
         if same > 1:
             where = w.gate.function or "the module"
             return (
-                f"`{w.gate.condition}` stands {same} times in {where}: a replace-expr would widen every one of"
+                f"`{pyf.src(node)}` stands {same} times in {where}: a replace-expr would widen every one of"
                 " them, and no other op kind makes this edit: widen it by hand"
             )
     return f"no op kind makes exactly this edit ({reason})"

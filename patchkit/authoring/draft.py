@@ -189,6 +189,14 @@ class _PyFile:
                 self.parents[id(c)] = n
         self.bound = _bound_anywhere(self.tree)
 
+    def expr_at(self, span: tuple[int, int]) -> Optional[ast.expr]:
+        if not hasattr(self, "_spans"):
+            self._spans: dict = {}
+            for n in ast.walk(self.tree):
+                if isinstance(n, ast.expr):
+                    self._spans.setdefault(self.span(n), n)
+        return self._spans.get(span)
+
     def off(self, line: int, col: int) -> int:
         return self.starts[line - 1] + col
 
@@ -667,32 +675,45 @@ def _overlap(edits: list) -> bool:
     return any(b1 > a2 for (a1, b1), (a2, b2) in zip(spans, spans[1:], strict=False))
 
 
-def _gate_keys(path: str, engine: str, text: str, dev: Device, cmp_: Device) -> tuple[Counter, Counter]:
-    if path.endswith(G.PY_SUFFIXES):
-        closed, unknown = G.python_gates(text, G.engine_words(engine), dev, cmp_)
-    else:
-        got = G.cpp_gates(text, dev, cmp_)
-        closed, unknown = got if got is not None else ([], [])
-    key = lambda r: (r["kind"], r.get("function", ""), r["condition"])  # noqa: E731
-    return Counter(key(r) for r in closed), Counter(key(r) for r in unknown)
+def _keys(rows: list) -> Counter:
+    return Counter((r["kind"], r.get("function", ""), r["condition"]) for r in rows)
 
 
-def _read_back(ws: list, path: str, engine: str, old: str, new: str, edits: list, dev, cmp_) -> Optional[str]:
+class _Before:
+    """What the read-back compares with, read once per file: the pristine text's closed
+    gates (and, for Python, its parsed file)."""
+
+    def __init__(self, path: str, engine: str, text: str, dev: Device, cmp_: Device, pyf=None) -> None:
+        self.path, self.engine, self.text, self.dev, self.cmp, self.pyf = path, engine, text, dev, cmp_, pyf
+        if pyf is not None:
+            self.closed = _keys([row for row, _ in pyf.closed])
+        else:
+            got = G.cpp_gates(text, dev, cmp_)
+            self.closed = _keys(got[0] if got is not None else [])
+
+
+def _read_back(ws: list, before: _Before, new: str, edits: list) -> Optional[str]:
     """Why the edited text does not open exactly these gates (None when it does): each
     widened expression answers for the device as for the comparison part (Python), no gate
     it widens still reads closed, and none reads closed that did not."""
+    dev, cmp_ = before.dev, before.cmp
+    after = None
     try:
-        c0, _ = _gate_keys(path, engine, old, dev, cmp_)
-        c1, _ = _gate_keys(path, engine, new, dev, cmp_)
+        if before.pyf is not None:
+            after = _PyFile(new, before.pyf.eng, dev, cmp_)
+            c1 = _keys([row for row, _ in after.closed])
+        else:
+            got = G.cpp_gates(new, dev, cmp_)
+            c1 = _keys(got[0] if got is not None else [])
     except SyntaxError:
         return "the edit does not parse"
-    want = c0 - Counter((w.gate.kind, w.gate.function, w.gate.condition) for w in ws if not w.kept)
+    want = before.closed - Counter((w.gate.kind, w.gate.function, w.gate.condition) for w in ws if not w.kept)
     want += Counter((w.gate.kind, w.gate.function, a) for w in ws for a in w.adds)
     if c1 - want:
         still = next(iter(c1 - want))
         return f"after the edit `{still[2]}` still reads closed for {dev}"
-    if path.endswith(G.PY_SUFFIXES):
-        return _py_read_back(ws, engine, old, new, edits, dev, cmp_)
+    if after is not None:
+        return _py_read_back(ws, before.pyf, after, edits, dev, cmp_)
     return None
 
 
@@ -702,19 +723,13 @@ def _shift(span: tuple[int, int], edits: list) -> tuple[int, int]:
     return s + sum(d(x) for x in set(edits) if x[0] < s), e + sum(d(x) for x in set(edits) if x[0] <= e)
 
 
-def _py_read_back(ws: list, engine: str, old: str, new: str, edits: list, dev, cmp_) -> Optional[str]:
-    eng = G.engine_words(engine)
-    before, after = _PyFile(old, eng, dev, cmp_), _PyFile(new, eng, dev, cmp_)
-    spans: dict[tuple[int, int], ast.AST] = {}
-    for n in ast.walk(after.tree):
-        if isinstance(n, ast.expr):
-            spans.setdefault(after.span(n), n)
+def _py_read_back(ws: list, before: _PyFile, after: _PyFile, edits: list, dev, cmp_) -> Optional[str]:
     for w in ws:
         if w.target is None:
             continue
         s, e = _shift(w.target, edits)
-        node = spans.get((s, e)) or spans.get((s + 1, e - 1))
-        was = next((n for n in ast.walk(before.tree) if isinstance(n, ast.expr) and before.span(n) == w.target), None)
+        node = after.expr_at((s, e)) or after.expr_at((s + 1, e - 1))
+        was = before.expr_at(w.target)
         if node is None or was is None:
             return "the widened expression is not found after the edit"
         got = [after.answer(node, d, w.collection) for d in (dev, cmp_)]
@@ -777,6 +792,7 @@ def draft_file(
             pyf = _PyFile(text, G.engine_words(engine), dev, cmp_, defines, engine, logical)
         except SyntaxError:
             return None, [Refused(c.n, c.gate, "the file does not parse") for c in chosen], []
+    before = _Before(path, engine, text, dev, cmp_, pyf)
     for c in chosen:
         try:
             w = widen_python(pyf, c.gate, c.n) if pyf is not None else widen_cpp(text, c.gate, c.n, dev, cmp_)
@@ -788,7 +804,7 @@ def draft_file(
             refused.append(Refused(c.n, c.gate, "its edits overlap each other: widen it by hand"))
             continue
         new = _apply(data, edits).decode("utf-8", "surrogateescape")
-        why = _read_back([w], path, engine, text, new, edits, dev, cmp_)
+        why = _read_back([w], before, new, edits)
         if why:
             refused.append(Refused(c.n, c.gate, why))
             continue
@@ -810,13 +826,17 @@ def draft_file(
     cur = text
     alone: list[tuple[Widened, str]] = []
 
-    def step(ws: list[Widened]) -> str:
+    def step(ws: list[Widened], expect: Optional[set] = None) -> str:
         nonlocal cur, done
         trial = done + [e for w in ws for e in [*w.edits, *(x for _, _, x in w.needs)] if e not in done]
         new = _apply(data, trial).decode("utf-8", "surrogateescape")
         got, why = _express(engine, logical, cur, new)
         if why:
             return why
+        if expect is not None:  # all at once: only where each gate is its own op of its kind
+            widening = [o for o in got if o.kind not in ("ensure-import", "insert")]
+            if len(widening) != len(ws) or not {o.kind for o in widening} <= expect:
+                return "not one op per gate"
         _anchor_flags(cur, got, ws)
         jit = tuple(dict.fromkeys(m for w in ws for m in w.jit))
         for op in got:
@@ -824,7 +844,8 @@ def draft_file(
                 op.jit_modules = jit
         for w in ws:
             w.ops = got
-            if w.how.startswith("replace-expr") and {o.kind for o in got} & {"replace-stmt"} >= {"replace-stmt"}:
+            kinds = {o.kind for o in got}
+            if w.how.startswith("replace-expr") and "replace-stmt" in kinds and "replace-expr" not in kinds:
                 w.how = "replace-stmt" + w.how[len("replace-expr") :]
         ops.extend(got)
         cur, done = new, list(dict.fromkeys(trial))
@@ -833,7 +854,7 @@ def draft_file(
     if pyf is None:  # text hunks: all at once, each with context as the file stands before
         why = step(kept)
         alone = [(w, why) for w in kept] if why else []
-    else:
+    elif not _all_at_once(kept, step):
         for w in kept:
             why = step([w])
             if why:
@@ -844,7 +865,7 @@ def draft_file(
         kept = [w for w in kept if w not in [x for x, _ in alone]]
     if not kept:
         return None, refused, []
-    why = _read_back(kept, path, engine, text, cur, done, dev, cmp_)
+    why = _read_back(kept, before, cur, done)
     if why:
         for w in kept:
             refused.append(Refused(w.n, w.gate, f"together with the other gates of {path}: {why}"))
@@ -855,6 +876,15 @@ def draft_file(
         if op.kind == "ensure-import" and op.params.get("name") in where:
             op.params["defined_in"] = where[op.params["name"]]
     return FileDraft(engine, path, logical, data, new_b, ops, kept), refused, kept
+
+
+def _all_at_once(kept: list[Widened], step) -> bool:
+    """Several gates of a file expressed by one capture (one parse of a large file, not one
+    per gate), kept only where it makes one op of each gate's kind per gate."""
+    if len(kept) < 2:
+        return False
+    expect = {w.how.split(":")[0] for w in kept} | {"replace-stmt"}
+    return not step(kept, expect)
 
 
 def _anchor_flags(old: str, ops: list, kept: list) -> None:

@@ -106,6 +106,10 @@ def jit():
 
 def checked():
     assert is_sm100_supported(), "needs SM100"
+
+
+def pairs():
+    return build(capabilities=[(9, 0), (10, 0)])
 """
 
 # each function's gates, as the report numbers them, and what --draft does with them
@@ -124,6 +128,7 @@ N = {
     "majors": 12,  # list-element 12
     "archs": 13,  # list-element "sm_120a"
     "checked": 14,  # replace-stmt: the assert
+    "pairs": 15,  # list-element (12, 0)
 }
 
 
@@ -161,14 +166,16 @@ def test_the_report_numbers_its_gates_as_draft_names_them(tmp_path, run_cli):
 def test_draft_writes_a_recipe_with_the_op_kind_of_each_gate(tmp_path, run_cli):
     root = _tree(tmp_path)
     before = (root / "sglang/srt/layers/mod.py").read_bytes()
-    only = ",".join(str(N[k]) for k in ("fusion", "resolve", "runtime", "fallback", "majors", "archs", "checked"))
+    only = ",".join(
+        str(N[k]) for k in ("fusion", "resolve", "runtime", "fallback", "majors", "archs", "checked", "pairs")
+    )
     code, out, err = _run(run_cli, tmp_path, "--draft", "widen-mod", "--only", only, "-o", "out")
     assert code == 0, out + err
     path = tmp_path / "out" / "widen-mod.toml"
     doc = tomllib.loads(path.read_text())
     ops = [(o["kind"], o.get("scope", ""), o.get("locator"), o.get("params")) for o in doc["ops"]]
     kinds = [k for k, *_ in ops]
-    assert kinds.count("or-operand") == 2 and kinds.count("list-element") == 2
+    assert kinds.count("or-operand") == 2 and kinds.count("list-element") == 3
     assert ("ensure-import", "", {"module": "sglang.srt.utils"}) == ops[0][:3]
     assert ops[0][3]["name"] == "is_sm120_supported" and ops[0][3]["defined_in"] == "sglang/srt/utils/common.py"
     insert = next(o for o in ops if o[0] == "insert")
@@ -181,7 +188,7 @@ def test_draft_writes_a_recipe_with_the_op_kind_of_each_gate(tmp_path, run_cli):
     assert next(o for o in ops if o[0] == "replace-expr")[3] == {
         "with": "server_args.enable_x and (is_sm100_supported() or is_sm120_supported())"
     }
-    assert {o[3]["element"] for o in ops if o[0] == "list-element"} == {"12", '"sm_120a"'}
+    assert {o[3]["element"] for o in ops if o[0] == "list-element"} == {"12", '"sm_120a"', "(12, 0)"}
     assert next(o for o in ops if o[0] == "replace-stmt")[2:] == (
         {"match": 'assert is_sm100_supported(), "needs SM100"\n'},
         {"with": 'assert is_sm100_supported() or is_sm120_supported(), "needs SM100"\n'},

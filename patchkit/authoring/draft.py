@@ -526,6 +526,11 @@ def _widen_list(f: _PyFile, node: ast.expr, w: Widened) -> Widened:
             raise Refusal(f"no element names {f.cmp} ({f.cmp.name}): nothing to take the device's analog of")
         q = f.src(base)[0]
         new = q + _sm_sub(base.value, f.cmp, f.dev) + q
+    elif all(
+        isinstance(e, ast.Tuple) and len(e.elts) == 2 and all(type(getattr(x, "value", None)) is int for x in e.elts)
+        for e in elts
+    ):
+        new = f"({f.dev.major}, {f.dev.minor})"
     else:
         raise Refusal("a list of names or mixed elements: add the device by hand")
     end = f.span(elts[-1])[1]

@@ -80,9 +80,21 @@ def draft(inv: Invocation, rid: str, only: str, out: Optional[str], dev, cmp_, t
                 "a recipe names the releases it is for: scan a release or an installed package",
             )
     path = _path(inv, rid, out)
-    d = D.make(rid, chosen, targets, dev, cmp_, progress=None if as_json else lambda s: say(s, err=True))
+    from patchkit.base.progress import working
+
+    done = [0]
+
+    def said(s: str) -> None:
+        done[0] += 1
+        if not as_json:
+            say(s, err=True)
+
+    files = len({(c.engine, c.gate.path) for c in chosen})
+    with working(f"drafting {len(chosen)} gate(s) in {files} file(s)", lambda: f"{done[0]} of {files} files"):
+        d = D.make(rid, chosen, targets, dev, cmp_, progress=said)
     if d.files and not d.refused:
-        d.checks = D.prove(d, targets)
+        with working("proving the draft (check, the judge, the planner)"):
+            d.checks = D.prove(d, targets)
     proved = bool(d.files) and not d.refused and all(ok for _, ok, _ in d.checks)
     if proved:
         _write_new(path, out, d.text)

@@ -374,3 +374,26 @@ def test_overlapping_edits_are_told():
 
     assert _overlap([(0, 5, b"x"), (3, 8, b"y")])
     assert not _overlap([(0, 5, b"x"), (5, 5, b"y"), (6, 9, b"z")])
+
+
+def test_refusals_of_names_the_draft_cannot_bind(tmp_path, run_cli):
+    extra = {
+        "sglang/srt/layers/names.py": (
+            "from .common import is_sm100_supported\n\n"
+            "SM90, SM100 = 90, 100\n\n\n"
+            "def relative():\n"
+            "    if is_sm100_supported() or x:\n"
+            "        go()\n\n\n"
+            "def named():\n"
+            "    return build(sm_list=[SM90, SM100])\n"
+        ),
+    }
+    _tree(tmp_path, extra)
+    code, out, _ = _run(run_cli, tmp_path, "--json")
+    n = {g["function"]: g["n"] for t in json.loads(out)["trees"] for g in t["closed"] if "names" in g["path"]}
+    assert set(n) == {"relative", "named"}, n
+    code, out, _ = _run(run_cli, tmp_path, "--json", "--draft", "z", "--only", ",".join(map(str, n.values())))
+    assert code == 1
+    why = {r["n"]: r["why"] for r in json.loads(out)["refused"]}
+    assert why[n["relative"]].startswith("`from .common import is_sm100_supported` is a relative import")
+    assert why[n["named"]] == "a list of names or mixed elements: add the device by hand"

@@ -443,8 +443,6 @@ def _need_name(f: _PyFile, old: str, name: str, w: Widened, depth: int) -> None:
         raise Refusal(f"`{name}` is not bound in the file, and binding it takes more than two steps: write it by hand")
     for st in f.tree.body:  # imported at module level
         if isinstance(st, ast.ImportFrom) and any((a.asname or a.name) == old for a in st.names):
-            if any(a.asname for a in st.names if (a.asname or a.name) == old):
-                raise Refusal(f"`{old}` is imported under another name: import `{name}` by hand")
             module = _module_of(f, st)
             where = f.defines(module, name) if f.defines is not None else None
             if where is None:

@@ -397,3 +397,22 @@ def test_refusals_of_names_the_draft_cannot_bind(tmp_path, run_cli):
     why = {r["n"]: r["why"] for r in json.loads(out)["refused"]}
     assert why[n["relative"]].startswith("`from .common import is_sm100_supported` is a relative import")
     assert why[n["named"]] == "a list of names or mixed elements: add the device by hand"
+
+
+def test_a_gate_a_recipe_in_play_already_widens_is_refused(tmp_path, run_cli):
+    _tree(tmp_path)
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "fusion.toml").write_text(
+        'id = "fusion"\nsummary = "s"\n[engines]\nsglang = ">=0.5.9"\n[[ops]]\nkind = "or-operand"\n'
+        'engine = "sglang"\nfile = "sglang/srt/layers/mod.py"\nscope = "fusion"\n'
+        '[ops.locator]\noperands = ["_is_sm90_supported", "_is_sm100_supported"]\n'
+        '[ops.params]\noperand = "_is_sm120_supported"\n'
+    )
+    code, out, err = _run(
+        run_cli, tmp_path, "--recipes", "rec", "--draft", "x", "--only", f"{N['fusion']},3", "-o", "o"
+    )
+    assert code == 1
+    assert (
+        f"refused gate #{N['fusion']} sglang/srt/layers/mod.py:10 (_is_sm90_supported or _is_sm100_supported):"
+        " fusion (in play) already edits it: apply that recipe instead" in err
+    ), err

@@ -1088,6 +1088,13 @@ def make(rid: str, chosen: list[Numbered], targets: dict, dev: Device, cmp_: Dev
     d = Draft(rid)
     by_file: dict[tuple[str, str], list[Numbered]] = {}
     for c in chosen:
+        if c.gate.recipes:  # two recipes must not edit the same code
+            d.refused.append(
+                Refused(
+                    c.n, c.gate, f"{', '.join(c.gate.recipes)} (in play) already edits it: apply that recipe instead"
+                )
+            )
+            continue
         by_file.setdefault((c.engine, c.gate.path), []).append(c)
     for (engine, path), cs in by_file.items():
         t = targets[engine]

@@ -416,3 +416,45 @@ def test_a_gate_a_recipe_in_play_already_widens_is_refused(tmp_path, run_cli):
         f"refused gate #{N['fusion']} sglang/srt/layers/mod.py:10 (_is_sm90_supported or _is_sm100_supported):"
         " fusion (in play) already edits it: apply that recipe instead" in err
     ), err
+
+
+HOOK = """\
+from sglang.srt.runtime_context import get_platform
+
+
+def hook(cfg):
+    if (
+        cfg.x == "a"
+        and not get_platform().is_sm100
+        and cfg.y > 1
+    ):
+        go()
+    if (
+        cfg.q
+        and get_platform().is_sm100
+        and cfg.z
+    ):
+        go2()
+    use = (
+        get_platform().is_sm90
+        or get_platform().is_sm100
+    )
+    return use
+"""
+
+
+def test_multi_line_chains_keep_their_layout(tmp_path, run_cli):
+    """An operand added to a chain written one operand a line goes on its own line, as the op
+    writes it; a check inside such an `and` is widened by a replace-expr of the whole chain."""
+    root = mini_sglang(tmp_path / "sg", {"sglang/srt/hook.py": HOOK})
+    code, out, err = _run(run_cli, tmp_path, "--draft", "h", "--only", "1-3", "-o", "o")
+    assert code == 0, out + err
+    ops = tomllib.loads((tmp_path / "o" / "h.toml").read_text())["ops"]
+    assert [o["kind"] for o in ops] == ["and-operand", "replace-expr", "or-operand"]
+    assert ops[1]["locator"]["match"].split() == ["(", "cfg.q", "and", "get_platform().is_sm100", "and", "cfg.z", ")"]
+    code, out, err = run_cli("apply", "h", "--recipes", "o", "-t", f"sglang={root}", cwd=tmp_path)
+    assert code == 0, out + err
+    text = (root / "sglang/srt/hook.py").read_text()
+    assert "        and not get_platform().is_sm100\n        and not get_platform().is_sm120\n" in text
+    assert "        and (get_platform().is_sm100 or get_platform().is_sm120)\n" in text
+    assert "        or get_platform().is_sm100\n        or get_platform().is_sm120\n" in text

@@ -345,7 +345,8 @@ def widen_python(f: _PyFile, g: G.Gate, n: int) -> Widened:
             raise Refusal("no operand of the `or` admits the comparison part alone: nothing to take an analog of")
         new = _analog_or_refuse(f, base, stack)
         _need_names(f, new, base, w)
-        w.edits.append((f.span(node.values[-1])[1], f.span(node.values[-1])[1], f" or {new}".encode()))
+        end = f.span(node.values[-1])[1]
+        w.edits.append((end, end, f"{_sep(f, node, len(node.values) - 1, 'or')}{new}".encode()))
         w.target = f.span(node)
         w.how = f"or-operand: `{new}` beside `{f.src(base)}`"
         return w
@@ -354,15 +355,16 @@ def widen_python(f: _PyFile, g: G.Gate, n: int) -> Widened:
         new = _analog_or_refuse(f, node, stack)
         _need_names(f, new, node, w)
         end = f.span(node)[1]
-        w.edits.append((end, end, f" or {new}".encode()))
+        w.edits.append((end, end, f"{_sep(f, parent, parent.values.index(node), 'or')}{new}".encode()))
         w.target = f.span(parent)
         w.how = f"or-operand: `{new}` after `{f.src(node)}`"
         return w
     if _is_not(parent) and _is_and(f.parent(parent)):
         new = _analog_or_refuse(f, node, stack)
         _need_names(f, new, node, w)
+        chain = f.parent(parent)
         end = f.span(parent)[1]
-        w.edits.append((end, end, f" and not {_paren(new)}".encode()))
+        w.edits.append((end, end, f"{_sep(f, chain, chain.values.index(parent), 'and')}not {_paren(new)}".encode()))
         w.target, w.kept, w.adds = f.span(f.parent(parent)), True, (f"not {_paren(new)}",)
         w.how = f"and-operand: `not {_paren(new)}` after `{f.src(parent)}`"
         return w
@@ -399,7 +401,25 @@ def widen_python(f: _PyFile, g: G.Gate, n: int) -> Widened:
 
 
 def _paren(s: str) -> str:
-    return s if re.fullmatch(r"[\w.]+(\([\w., ]*\))?", s) else f"({s})"
+    """``s`` as an operand of ``not``: bare where it is a name, attribute, call or subscript."""
+    try:
+        e = ast.parse(s, mode="eval").body
+    except SyntaxError:
+        return f"({s})"
+    return s if isinstance(e, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({s})"
+
+
+_OPERATOR = re.compile(r"^[)\s]*?(\s*\b(?:or|and)\b\s*)[(\s]*$", re.S)
+
+
+def _sep(f: _PyFile, chain: ast.BoolOp, j: int, word: str) -> str:
+    """What goes before an operand added after operand ``j`` of ``chain``: the operator as the
+    chain writes it there (the one before operand ``j``, or the first), its line breaks and
+    indentation kept, as or-operand and and-operand write it."""
+    k = j if j >= 1 else 1
+    between = f.data[f.span(chain.values[k - 1])[1] : f.span(chain.values[k])[0]].decode("utf-8", "surrogateescape")
+    m = _OPERATOR.match(between)
+    return m.group(1) if m and "#" not in between else f" {word} "
 
 
 def _whole_test(f: _PyFile, node: ast.expr) -> bool:
@@ -834,6 +854,9 @@ def draft_file(
         trial = done + [e for w in ws for e in [*w.edits, *(x for _, _, x in w.needs)] if e not in done]
         new = _apply(data, trial).decode("utf-8", "surrogateescape")
         got, why = _express(engine, logical, cur, new)
+        if why and expect is None and len(ws) == 1 and pyf is not None:
+            got = _chain_replace(pyf, ws[0], engine, logical, data, done, cur, new)
+            why = "" if got else why
         if why:
             return why
         if expect is not None:  # all at once: only where each gate is its own op of its kind
@@ -879,6 +902,78 @@ def draft_file(
         if op.kind == "ensure-import" and op.params.get("name") in where:
             op.params["defined_in"] = where[op.params["name"]]
     return FileDraft(engine, path, logical, data, new_b, ops, kept), refused, kept
+
+
+def _chain_replace(
+    pyf: _PyFile, w: Widened, engine: str, logical: str, data: bytes, done: list, cur: str, new: str
+) -> list:
+    """A check inside an ``and`` chain (``A and get_platform().is_sm100 and C``) widened in
+    place: capture's smallest replace-expr would hold its own match, so the op matches the
+    whole chain (``with``: the chain with the check widened), in the gate's scope; the
+    imports and flags it needs are captured first.  Kept only where the ops make exactly the
+    edit; [] otherwise."""
+    try:
+        node = pyf.find(w.gate)[0]
+    except Refusal:
+        return []
+    chain = pyf.parent(node)
+    if not _is_and(chain) or not w.how.startswith("replace-expr") or not w.gate.function:
+        return []
+    a, b = pyf.span(chain)
+    before, after = pyf.data[:a].rstrip(), pyf.data[b:].lstrip()
+    if before.endswith(b"(") and after.startswith(b")"):  # the chain's own parentheses: a match that parses
+        a, b = len(before) - 1, len(pyf.data) - len(after) + 1
+    elif b"\n" in pyf.data[a:b]:
+        return []
+    inner = [(x - a, y - a, t) for x, y, t in w.edits if a <= x and y <= b]
+    if len(inner) != len(w.edits):
+        return []
+    # continuation lines as the op writes them: relative to the indentation of the match's line
+    line_start = pyf.data.rfind(b"\n", 0, a) + 1
+    indent = pyf.data[line_start:a][: len(pyf.data[line_start:a]) - len(pyf.data[line_start:a].lstrip())]
+
+    def dedent(src: bytes) -> str:
+        lines = src.split(b"\n")
+        return b"\n".join([lines[0], *(x[len(indent) :] if x.startswith(indent) else x for x in lines[1:])]).decode(
+            "utf-8", "surrogateescape"
+        )
+
+    old_src = dedent(pyf.data[a:b])
+    new_src = dedent(_apply(pyf.data[a:b], inner))
+    ops: list = []
+    mid = cur
+    needs = [x for _, _, x in w.needs if x not in done]
+    if needs:
+        mid = _apply(data, done + needs).decode("utf-8", "surrogateescape")
+        ops, why = _express(engine, logical, cur, mid)
+        if why:
+            return []
+        _anchor_flags(cur, ops, [w])
+    op = CapturedOp("replace-expr", engine, logical, w.gate.function, {"match": old_src, "count": 1}, {"with": new_src})
+    if _scope_apply(op, mid) != new:
+        return []
+    return [*ops, op]
+
+
+def _scope_apply(c: CapturedOp, text: str) -> Optional[str]:
+    """The text after the op's apply in its scope, or None where it is not pending there
+    (one place) or does not run."""
+    import libcst as cst
+
+    from patchkit.authoring.pycapture import _build
+    from patchkit.base.states import State
+    from patchkit.core import pyscope
+
+    o = _build(c)
+    if isinstance(o, str):
+        return None
+    try:
+        chain = pyscope.resolve(cst.parse_module(text), c.scope)
+        if o.locate(chain[-1]).state != State.PENDING:
+            return None
+        return pyscope.splice(chain, o.apply(chain[-1])).code
+    except Exception:  # a scope or an op that does not run here
+        return None
 
 
 def _all_at_once(kept: list[Widened], step) -> bool:

@@ -300,16 +300,23 @@ def test_cuda_arch_guards_drop_the_exclusion_or_gain_the_analog(tmp_path, run_cl
     assert code == 1 and "an #if continued over several lines" in err, err
 
 
+def test_drafting_more_gates_than_a_person_reads_needs_only(tmp_path, run_cli):
+    many = "".join(f"def f{i}(x):\n    return x or is_sm100_supported()\n\n\n" for i in range(90))
+    _tree(tmp_path, {"sglang/srt/many.py": many})  # 105 closed gates: more than one drafts unseen
+    code, out, err = _run(run_cli, tmp_path, "--draft", "x", "--jobs", "1")
+    assert code == 2 and "105 gates are closed; a recipe widens the ones you choose" in err, err
+
+
 def test_bad_input(tmp_path, run_cli):
     _tree(tmp_path)
     (tmp_path / "rec").mkdir()
     (tmp_path / "rec" / "widen.toml").write_text(gate_recipe())
     for args, words in [
-        (["--draft", "x", "--only", "99"], "no gate #99 (the scan numbers its closed gates 1 to"),
+        (["--draft", "x", "--only", "99"], "no gate #99 (the scan numbers its closed gates 1 to 15)"),
         (["--draft", "x", "--only", "a"], "is not a gate number nor FILE:LINE"),
         (["--draft", "Bad Id"], "is not a valid recipe id"),
         (["--only", "3"], "--only and --out go with --draft ID"),
-        (["--draft", "widen", "--recipes", str(tmp_path / "rec"), "-o", "o"], "'widen' is already a recipe in play"),
+        (["--draft", "widen", "--recipes", str(tmp_path / "rec"), "--only", "3", "-o", "o"], "is already a recipe in"),
     ]:
         code, out, err = _run(run_cli, tmp_path, *args)
         assert code == 2, (args, out, err)

@@ -11,6 +11,8 @@ from typing import Optional
 from patchkit.base.errors import PatchkitError, RecipeError
 from patchkit.commands import NOT_THERE, OK, Invocation, say
 
+ALL_AT_MOST = 100  # gates drafted without --only: past that, a person chooses
+
 
 def _chosen(only: str, numbered: list) -> list:
     """The gates --only names: numbers as the report prints them (3,5,7-9), or FILE:LINE
@@ -18,6 +20,11 @@ def _chosen(only: str, numbered: list) -> list:
     if not numbered:
         raise PatchkitError("gates --draft: no gate is closed for the device: nothing to draft", "")
     if not only:
+        if len(numbered) > ALL_AT_MOST:
+            raise PatchkitError(
+                f"gates --draft: {len(numbered)} gates are closed; a recipe widens the ones you choose",
+                "name them with --only N,... or FILE:LINE (the report's numbers)",
+            )
         return list(numbered)
     want: list[int] = []
     top = len(numbered)

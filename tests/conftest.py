@@ -53,8 +53,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # Recipes are only those a test names or finds from its working directory: none from
     # the user's ~/.config/patchkit/recipes, none shipped with the installed patchkit (a test
     # of those layers sets them up itself: tests/test_project.py, tests/test_install.py).
-    config._patchkit_empty_config = tempfile.mkdtemp(prefix="patchkit-empty-config-")
-    os.environ.update({"XDG_CONFIG_HOME": config._patchkit_empty_config, "PATCHKIT_NO_SHIPPED_RECIPES": "1"})
+    # The workers of one pytest-xdist run share the controller's: its cache key
+    # (patchkit/base/trust.py) is theirs too, so the releases one worker unpacks into the shared
+    # cache (tied to their archive under that key, patchkit/upstream/recorded.py) are the others'.
+    inherited = os.environ.get("XDG_CONFIG_HOME", "")
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.path.basename(inherited).startswith("patchkit-empty-config-"):
+        config._patchkit_empty_config = ""  # the controller's, removed by it
+    else:
+        config._patchkit_empty_config = tempfile.mkdtemp(prefix="patchkit-empty-config-")
+        _stable_cache_key(Path(config._patchkit_empty_config) / "patchkit")
+    os.environ.update(
+        {"XDG_CONFIG_HOME": config._patchkit_empty_config or inherited, "PATCHKIT_NO_SHIPPED_RECIPES": "1"}
+    )
     if offline_tier(config):
         # Children (python -m patchkit, pip, git) inherit these: no index, no remote git, an
         # empty cache.  The in-process guard below names the test; these stop what it cannot see.
@@ -69,6 +79,36 @@ def pytest_configure(config: pytest.Config) -> None:
                 "GIT_ALLOW_PROTOCOL": "file",
             }
         )
+
+
+def _stable_cache_key(config_dir: Path) -> None:
+    """One cache key (patchkit/base/trust.py) for every test run of this user on this machine,
+    as one user has one: what a run seals in the shared cache (releases unpacked, tied to
+    their archive) is the next run's, not unpacked again over a tree another run is reading.
+    Kept 0600 in the temporary directory; a run that cannot read it makes its own."""
+    stable = Path(tempfile.gettempdir()) / f"patchkit-tests-{os.getuid()}.key"
+    try:
+        fd = os.open(stable, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        pass
+    except OSError:
+        return
+    else:
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+    try:
+        fd = os.open(stable, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = f.read(33)
+    except OSError:
+        return
+    if len(key) != 32 or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return
+    config_dir.mkdir(mode=0o700)
+    fd = os.open(config_dir / "cache.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -421,7 +461,26 @@ def release_in_cache(cache: Path, engine: str, version: str, files: dict[str, st
     with zipfile.ZipFile(whl, "w") as z:
         for rel, text in files.items():
             z.writestr(rel, text)
-    return whl
+    return downloaded(whl, cache)
+
+
+def downloaded(archive: Path, cache: Path) -> Path:
+    """Record ``archive`` (a wheel or sdist made in patchkit's cache ``cache``) as a download
+    from the index records it (patchkit/upstream/recorded.py): its sha256, authenticated
+    under this user's key.  A release placed there without it is no pristine reference."""
+    from patchkit.upstream import recorded
+
+    old = os.environ.get("PATCHKIT_CACHE")
+    os.environ["PATCHKIT_CACHE"] = str(cache)
+    try:
+        recorded.record(archive, fetch.file_sha256(archive))
+        recorded._mine.pop(str(archive), None)  # recorded by an earlier process: only the entry stands
+    finally:
+        if old is None:
+            del os.environ["PATCHKIT_CACHE"]
+        else:
+            os.environ["PATCHKIT_CACHE"] = old
+    return archive
 
 
 # The smallest valid recipe (one list-element op), with ``{id}`` to fill: tests of recipe

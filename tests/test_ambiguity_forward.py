@@ -15,7 +15,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import mini_sglang
+from tests.conftest import downloaded, mini_sglang
 
 HOME = """\
 def adjust(self, arch):
@@ -77,6 +77,7 @@ def world(tmp_path, run_cli, monkeypatch):
         z.writestr("sglang/__init__.py", "")
         z.writestr("sglang/version.py", '__version__ = "0.5.9"\n')
         z.writestr("sglang/srt/args.py", HOME)
+    downloaded(wheels / "sglang-0.5.9-py3-none-any.whl", cache)
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "arm.toml").write_text(RECIPE)
 

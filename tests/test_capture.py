@@ -8,6 +8,7 @@ fresh pristine copy gives the edited bytes exactly."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -504,3 +505,376 @@ def test_a_captured_identity_keeps_only_the_imports_its_site_names(tmp_path, che
     assert code == 0, stdout + err
     assert _files(fresh) == _files(checkout)
     assert run_cli("check", str(out), cwd=tmp_path)[0] == 0
+
+
+# -- sdist and git layouts: files outside the Python package ------------------------------------
+
+VLLM_SDIST = {
+    "PKG-INFO": "Name: vllm\nVersion: 0.33.0\n",
+    "setup.py": "",
+    "CMakeLists.txt": 'cmake_minimum_required(VERSION 3.26)\nset(CUDA_SUPPORTED_ARCHS "8.0;9.0;10.0")\n'
+    "project(vllm_extensions LANGUAGES CXX)\n",
+    "cmake/utils.cmake": "macro (clear_cuda_arches CUDA_ARCH_FLAGS)\nendmacro()\n",
+    "csrc/k.cu": "// kernel\n#if defined(ENABLE_SM100)\nint x;\n#endif\nint y;\n",
+    "vllm/__init__.py": "",
+    "vllm/_version.py": "__version__ = version = '0.33.0'\n",
+    "vllm/config/vllm.py": "SUPPORTED = [90, 100]\n",
+}
+
+
+def _vllm_sdist(cache: Path, files: dict[str, str], version: str = "0.33.0") -> None:
+    """A vLLM sdist in patchkit's cache (cache/sdists/vllm/V), as the index would serve it."""
+    import io
+    import tarfile
+
+    d = cache / "sdists" / "vllm" / version
+    d.mkdir(parents=True)
+    with tarfile.open(d / f"vllm-{version}.tar.gz", "w:gz") as tar:
+        for rel, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"vllm-{version}/{rel}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def vllm_sdist(tmp_path, monkeypatch):
+    """An unpacked vLLM 0.33.0 sdist (git layout: csrc/, cmake/, CMakeLists.txt beside vllm/,
+    no .git) whose pristine release is the sdist in patchkit's cache."""
+    cache = tmp_path / "cache"
+    _vllm_sdist(cache, VLLM_SDIST)
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    monkeypatch.delenv("PATCHKIT_OFFLINE", raising=False)  # cached: the index is never asked
+    root = tmp_path / "vllm-0.33.0"
+    for rel, text in VLLM_SDIST.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_capture_on_an_sdist_takes_files_outside_the_package(tmp_path, vllm_sdist, run_cli):
+    """CMakeLists.txt, cmake/ and csrc/ of an unpacked vLLM sdist are captured as text-hunks
+    beside the Python op; the recipe applies to a fresh copy of the sdist byte for byte and
+    reverts, and in the package layout (site-packages, which has no csrc/) the op on vllm/
+    applies and the others are not this layout's."""
+    from patchkit.base.target import open_target
+
+    assert open_target("vllm", vllm_sdist).layout == "git"
+    pristine = _files(vllm_sdist)
+    fresh = tmp_path / "fresh"
+    shutil.copytree(vllm_sdist, fresh)
+    _edit(vllm_sdist, "CMakeLists.txt", '"8.0;9.0;10.0"', '"8.0;9.0;10.0;12.0"')
+    _edit(vllm_sdist, "csrc/k.cu", "defined(ENABLE_SM100)", "defined(ENABLE_SM100) || defined(ENABLE_SM120)")
+    _edit(vllm_sdist, "cmake/utils.cmake", "endmacro()\n", "  set(X 1)\nendmacro()\n")
+    _edit(vllm_sdist, "vllm/config/vllm.py", "[90, 100]", "[90, 100, 120]")
+    out = tmp_path / "recipes" / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"vllm={vllm_sdist}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    assert "over 4 file(s)" in stdout, stdout
+    ops = tomllib.loads(out.read_text())["ops"]
+    assert sorted((o["kind"], o["file"]) for o in ops) == [
+        ("list-element", "vllm/config/vllm.py"),
+        ("text-hunk", "CMakeLists.txt"),
+        ("text-hunk", "cmake/utils.cmake"),
+        ("text-hunk", "csrc/k.cu"),
+    ], ops
+    rec = ["--recipes", str(out.parent)]
+    code, stdout, err = run_cli(*rec, "apply", "mine", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(vllm_sdist)
+    code, stdout, err = run_cli(*rec, "status", "mine", "-t", f"vllm={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"] * 4, stdout
+    code, stdout, err = run_cli(*rec, "revert", "mine", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == pristine
+    # the same release installed (package layout: vllm/ alone) has no csrc/: applying there
+    # is one line that says so, and nothing is written
+    sp = tmp_path / "site-packages"
+    for rel, text in VLLM_SDIST.items():
+        if rel.startswith("vllm/"):
+            (sp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (sp / rel).write_text(text)
+    (sp / "vllm-0.33.0.dist-info").mkdir()
+    (sp / "vllm-0.33.0.dist-info" / "METADATA").write_text("Name: vllm\nVersion: 0.33.0\n")
+    before = _files(sp)
+    code, stdout, err = run_cli(*rec, "apply", "mine", "-t", f"vllm={sp}", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1, stdout + err
+    said = "mine > op #1 (text-hunk) > CMakeLists.txt: not in vllm's package layout (an installed or unpacked wheel"
+    assert said in err, err
+    assert "apply the recipe there (-t vllm=PATH)" in err and "logical names start with" not in err
+    assert _files(sp) == before
+
+
+FLASHINFER = {
+    "version.txt": "0.6.3\n",
+    "flashinfer/__init__.py": "",
+    "flashinfer/jit/core.py": 'SM = ["90a", "100a"]\n',
+    "include/flashinfer/arch.cuh": "#if __CUDA_ARCH__ >= 900\n#define HAS_TMA 1\n#endif\n",
+    "csrc/gemm.cu": "// gemm\nvoid run();\n",
+}
+
+
+def test_capture_on_a_checkout_maps_include_and_csrc_through_the_engines_layouts(tmp_path, run_cli):
+    """A FlashInfer checkout's include/ and csrc/ edits are captured by logical name, and
+    the recipe applies to the same release installed, where those files lie under
+    flashinfer/data/ (engines.toml's package layout), byte for byte, and reverts."""
+    repo = tmp_path / "flashinfer"
+    for rel, text in FLASHINFER.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "v0.6.3")
+    git(repo, "tag", "v0.6.3")
+    _edit(repo, "include/flashinfer/arch.cuh", "#if __CUDA_ARCH__ >= 900\n", "#if __CUDA_ARCH__ >= 900 || SM120\n")
+    _edit(repo, "csrc/gemm.cu", "void run();\n", "void run();\nvoid run_sm120();\n")
+    _edit(repo, "flashinfer/jit/core.py", '"100a"]', '"100a", "120a"]')
+    out = tmp_path / "recipes" / "fi.toml"
+    code, stdout, err = run_cli("capture", "fi", "-t", f"flashinfer={repo}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    ops = tomllib.loads(out.read_text())["ops"]
+    assert sorted((o["kind"], o["file"]) for o in ops) == [
+        ("list-element", "flashinfer/jit/core.py"),
+        ("text-hunk", "csrc/gemm.cu"),
+        ("text-hunk", "include/flashinfer/arch.cuh"),
+    ], ops
+    sp = tmp_path / "site-packages"
+    installed = {"flashinfer/jit/core.py": "flashinfer/jit/core.py", "flashinfer/__init__.py": "flashinfer/__init__.py"}
+    installed |= {"include/flashinfer/arch.cuh": "flashinfer/data/include/flashinfer/arch.cuh"}
+    installed |= {"csrc/gemm.cu": "flashinfer/data/csrc/gemm.cu"}
+    for logical, rel in installed.items():
+        (sp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (sp / rel).write_text(FLASHINFER[logical])
+    (sp / "flashinfer_python-0.6.3.dist-info").mkdir()
+    (sp / "flashinfer_python-0.6.3.dist-info" / "METADATA").write_text("Name: flashinfer-python\nVersion: 0.6.3\n")
+    before = _files(sp)
+    rec = ["--recipes", str(out.parent)]
+    code, stdout, err = run_cli(*rec, "apply", "fi", "-t", f"flashinfer={sp}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    for logical, rel in installed.items():
+        assert (sp / rel).read_bytes() == (repo / logical).read_bytes(), rel
+    code, stdout, err = run_cli(*rec, "revert", "fi", "-t", f"flashinfer={sp}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(sp) == before
+
+
+# -- several changes in one statement --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ('def add(parser, mode="fast", k=1, *, v=None):', 'def add(parser, mode="slow", k=2, *, v=True):'),
+        (
+            'def add(\n    parser,\n    mode="fast",\n    k=1,\n    *,\n    v=None,\n):',
+            'def add(\n    parser,\n    mode="slow",\n    k=1,\n    *,\n    v=True,\n):',
+        ),
+    ],
+    ids=["one line", "one default a line"],
+)
+def test_several_defaults_changed_in_one_def_header_are_one_set_default_each(tmp_path, checkout, run_cli, old, new):
+    """Three (two) parameter defaults changed in one `def` header: one set-default per default,
+    in the order they stand; the recipe applies to a pristine copy byte for byte, reads
+    applied there, and reverts byte for byte."""
+    p = checkout / MOD
+    p.write_text(p.read_text().replace('def add(parser, mode="fast"):', old))
+    git(checkout, "commit", "-qam", "v0.5.9, its header")
+    git(checkout, "tag", "-f", "v0.5.9")
+    pristine = _fresh(checkout, tmp_path / "pristine")
+    _edit(checkout, MOD, old, new)
+    out = tmp_path / "recipes" / "mine.toml"
+    code, stdout, err = run_cli("capture", "mine", "-t", f"sglang={checkout}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    ops = tomllib.loads(out.read_text())["ops"]
+    want = [("mode", '"slow"'), ("k", "2"), ("v", "True")] if "k=2" in new else [("mode", '"slow"'), ("v", "True")]
+    assert [(o["kind"], o["scope"], o["locator"]["param"], o["params"]["value"]) for o in ops] == [
+        ("set-default", "add", name, value) for name, value in want
+    ], out.read_text()
+    fresh = _fresh(checkout, tmp_path / "fresh")
+    rec = ["--recipes", str(out.parent)]
+    code, stdout, err = run_cli(*rec, "apply", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(checkout)
+    code, stdout, err = run_cli(*rec, "status", "mine", "-t", f"sglang={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"] * len(want), stdout
+    code, stdout, err = run_cli(*rec, "revert", "mine", "-t", f"sglang={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    assert _files(fresh) == _files(pristine)
+
+
+def test_several_keywords_of_one_call_are_one_op_each():
+    """Three keyword values changed in one call: one set-default each (not the whole
+    statement's value replaced)."""
+    from patchkit.authoring.pycapture import capture_python
+
+    old = "def f(parser):\n    parser.add_argument('--n', type=int, default=1, choices=[1, 2], nargs=None)\n"
+    new = old.replace("default=1", "default=2").replace("nargs=None", "nargs='?'")
+    ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+    assert not failed, failed
+    assert [(o.kind, o.locator["keyword"], o.params["value"]) for o in ops] == [
+        ("set-default", "default", "2"),
+        ("set-default", "nargs", "'?'"),
+    ], ops
+
+
+@pytest.mark.real
+def test_capture_on_a_real_vllm_sdist_with_cmake_csrc_and_a_def_header(tmp_path, run_cli):
+    """vLLM 0.17.0's sdist (the smallest the vLLM tests download), unpacked as the
+    repository lays it out, edited by hand: CMakeLists.txt's architectures, a csrc/ kernel
+    gate, three defaults of one multi-line `def` header and a one-line list.  capture writes
+    text-hunks, three set-defaults and a list-element; the recipe applies to a fresh copy of
+    the sdist byte for byte, reads applied, and reverts byte for byte; the installed layout
+    (vllm/ alone) is told, in one line, which op edits a file it does not have."""
+    from patchkit.upstream.drift import release_tree
+    from tests.conftest import copy_linked
+
+    release = release_tree("vllm", "0.17.0")
+
+    def sdist(name: str) -> Path:
+        root = copy_linked(release, tmp_path / name)
+        shutil.rmtree(root / ".patchkit")
+        return root
+
+    edited = sdist("edited")
+    edits = [
+        (
+            "CMakeLists.txt",
+            '"7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0")',
+            '"7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0;12.1")',
+        ),
+        (
+            "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu",
+            "  if (version_num >= 100 && version_num < 110) {\n",
+            "  if (version_num >= 100 && version_num < 130) {\n",
+        ),
+        (
+            "vllm/utils/flashinfer.py",
+            "    force_use_trtllm: bool | None = None,\n    has_sinks: bool = False,\n    has_spec: bool = False,\n",
+            "    force_use_trtllm: bool | None = True,\n    has_sinks: bool = True,\n    has_spec: bool = True,\n",
+        ),
+        (
+            "vllm/platforms/interface.py",
+            'machine in ("x86_64", "amd64", "i386", "i686")',
+            'machine in ("x86_64", "amd64", "i386", "i686", "x64")',
+        ),
+    ]
+    for rel, old, new in edits:
+        p = edited / rel
+        text = p.read_text()
+        assert text.count(old) == 1, rel
+        p.unlink()  # a hard link to the cache's release: never written through
+        p.write_text(text.replace(old, new))
+    out = tmp_path / "recipes" / "cap.toml"
+    code, stdout, err = run_cli("capture", "cap", "-t", f"vllm={edited}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    recipe = out.read_text()
+    ops = tomllib.loads(recipe)["ops"]
+    assert [(o["kind"], o["file"], o.get("locator", {}).get("param")) for o in ops] == [
+        ("text-hunk", "CMakeLists.txt", None),
+        ("text-hunk", "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu", None),
+        ("list-element", "vllm/platforms/interface.py", None),
+        ("set-default", "vllm/utils/flashinfer.py", "force_use_trtllm"),
+        ("set-default", "vllm/utils/flashinfer.py", "has_sinks"),
+        ("set-default", "vllm/utils/flashinfer.py", "has_spec"),
+    ], recipe
+    for o in ops[2:]:  # a compact identity: of the file's imports, only those its site names
+        assert len(o["identity"]["imports"]) <= 8, o["identity"]["imports"]
+    rec = ["--recipes", str(out.parent)]
+    fresh = sdist("fresh")
+    code, stdout, err = run_cli(*rec, "apply", "cap", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    for rel, _, _ in edits:
+        assert (fresh / rel).read_bytes() == (edited / rel).read_bytes(), rel
+    code, stdout, err = run_cli(*rec, "status", "cap", "-t", f"vllm={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"] * 6, stdout
+    code, stdout, err = run_cli(*rec, "revert", "cap", "-t", f"vllm={fresh}", cwd=tmp_path)
+    assert code == 0, stdout + err
+    for rel, _, _ in edits:
+        assert (fresh / rel).read_bytes() == (release / rel).read_bytes(), rel
+    # installed: vllm/ alone, without csrc/ or CMakeLists.txt
+    sp = tmp_path / "site-packages"
+    copy_linked(release / "vllm", sp / "vllm")
+    (sp / "vllm-0.17.0.dist-info").mkdir()
+    (sp / "vllm-0.17.0.dist-info" / "METADATA").write_text("Name: vllm\nVersion: 0.17.0\n")
+    code, stdout, err = run_cli(*rec, "apply", "cap", "-t", f"vllm={sp}", cwd=tmp_path)
+    assert code == 2 and len(err.strip().splitlines()) == 1, stdout + err
+    assert "cap > op #1 (text-hunk) > CMakeLists.txt: not in vllm's package layout" in err, err
+    for rel, _, _ in edits[2:]:
+        assert (sp / rel).read_bytes() == (release / rel).read_bytes(), rel
+
+
+def test_a_one_line_edit_of_a_choices_list_is_a_list_element_on_its_name():
+    """SGLang's server_args.py holds lists of backend names at module level, several of them
+    holding the same names (`contains` cannot single one out).  An element added to one of
+    them on its line is a list-element on the name it is assigned to, not the whole
+    statement's value rewritten (set-default) or the statement replaced."""
+    from patchkit.authoring.pycapture import capture_python
+
+    old = (
+        'DETERMINISTIC_ATTENTION_BACKEND_CHOICES = ["flashinfer", "fa3", "triton"]\n'
+        'RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND = ["fa3", "triton"]\n'
+        'MAMBA_BACKEND_CHOICES = ["triton", "flashinfer"]\n'
+        "\n\nclass ServerArgs:\n    def check(self):\n"
+        '        self.backends = ["triton", "flashinfer"]\n'
+        '        self.fallback = ["triton", "flashinfer"]\n'
+    )
+    for line, new, target in [
+        (0, '"flashinfer", "fa3", "triton", "trtllm_mha"]', "DETERMINISTIC_ATTENTION_BACKEND_CHOICES"),
+        (1, '"fa3", "triton", "flashinfer"]', "RADIX_SUPPORTED_DETERMINISTIC_ATTENTION_BACKEND"),
+        (7, '"triton", "flashinfer", "cutlass"]', "self.backends"),
+    ]:
+        lines = old.splitlines(True)
+        lines[line] = lines[line][: lines[line].index("[") + 1] + new + "\n"
+        ops, failed = capture_python("sglang", "sglang/srt/server_args.py", old, "".join(lines))
+        assert not failed, failed
+        (op,) = ops
+        assert (op.kind, op.locator) == ("list-element", {"target": target}), (op.kind, op.locator, op.params)
+
+
+@pytest.mark.real
+def test_a_choices_list_of_sglangs_server_args_is_captured_by_its_name(tmp_path, run_cli, pristine_trees):
+    """SGLang 0.5.9's DETERMINISTIC_ATTENTION_BACKEND_CHOICES (its names stand in other lists
+    too) gains an element on its one line: a list-element on that name, which applies to a
+    fresh copy byte for byte, reads applied and reverts byte for byte."""
+    from tests.conftest import copy_linked
+
+    release, f = pristine_trees["sglang"], "sglang/srt/server_args.py"
+
+    def copy(name: str) -> Path:
+        root = copy_linked(release, tmp_path / name)
+        shutil.rmtree(root / ".patchkit")
+        return root
+
+    edited = copy("edited")
+    old = 'DETERMINISTIC_ATTENTION_BACKEND_CHOICES = ["flashinfer", "fa3", "triton"]'
+    text = (edited / f).read_text()
+    assert text.count(old) == 1
+    (edited / f).unlink()  # a hard link to the cache's release: never written through
+    (edited / f).write_text(text.replace(old, old[:-1] + ', "trtllm_mha"]'))
+    out = tmp_path / "recipes" / "choices.toml"
+    code, stdout, err = run_cli("capture", "choices", "-t", f"sglang={edited}", "--out", str(out), cwd=tmp_path)
+    assert code == 0, err
+    (op,) = tomllib.loads(out.read_text())["ops"]
+    assert (op["kind"], op["locator"]) == ("list-element", {"target": "DETERMINISTIC_ATTENTION_BACKEND_CHOICES"})
+    fresh = copy("fresh")
+    rec = ["--recipes", str(out.parent)]
+    assert run_cli(*rec, "apply", "choices", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    assert (fresh / f).read_bytes() == (edited / f).read_bytes()
+    code, stdout, err = run_cli(*rec, "status", "choices", "-t", f"sglang={fresh}", "--json", cwd=tmp_path)
+    assert [o["state"] for o in json.loads(stdout)["recipes"][0]["ops"]] == ["applied"], stdout
+    assert run_cli(*rec, "revert", "choices", "-t", f"sglang={fresh}", cwd=tmp_path)[0] == 0
+    assert (fresh / f).read_bytes() == (release / f).read_bytes()
+
+
+def test_an_element_put_first_or_into_an_empty_list_is_a_list_element():
+    """At the front of a list (params.before) and into an empty one: list-element, not the
+    whole value rewritten."""
+    from patchkit.authoring.pycapture import capture_python
+
+    for old, new, params in [
+        ('X = ["a", "b"]\n', 'X = ["c", "a", "b"]\n', {"element": '"c"', "before": '"a"'}),
+        ("X = []\n", 'X = ["a"]\n', {"element": '"a"'}),
+    ]:
+        ops, failed = capture_python("sglang", "sglang/srt/m.py", old, new)
+        assert not failed, failed
+        assert [(o.kind, o.locator, o.params) for o in ops] == [("list-element", {"target": "X"}, params)], ops

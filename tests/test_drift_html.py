@@ -149,7 +149,11 @@ def test_the_page_in_a_real_browser_shows_what_json_says(run_cli, tmp_path, monk
                 want[(r["id"], f"op #{o['index']}", v)] = o["state"]
     assert {k: s for k, s in got.items() if s != "none"} == want
     assert got[("autotune-cutlass", "", "0.5.13")] == "upstream"
-    assert {c["data-version"] for c in shown.cells if c.get("class") == "transition"} == {"0.5.13", "0.5.14"}
+    # autotune-cutlass reads upstream from 0.5.13; at 0.5.14 it hands over to its variant
+    # (op #1 leaves play, op #2 enters): a hand-over, no transition
+    assert {c["data-version"] for c in shown.cells if c.get("class") == "transition"} == {"0.5.13"}
+    handed = {(c["data-recipe"], c["data-op"], c["data-version"]) for c in shown.cells if c.get("class") == "handover"}
+    assert {("autotune-cutlass", "op #1", "0.5.14"), ("autotune-cutlass", "op #2", "0.5.14")} <= handed, handed
 
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "drift-across.png"
@@ -207,3 +211,27 @@ def test_at_1400_px_the_newest_release_is_in_view_beside_the_row_names(tmp_path)
     shot.unlink(missing_ok=True)
     p = browse(exe, page, tmp_path / "profile", f"--screenshot={shot}")
     assert p.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p.stderr[-2000:]
+
+
+def test_a_variant_hand_over_is_not_a_transition():
+    """At 1.2 the recipe hands over from op #1 to its variant's op #2: both rows change to or
+    from `none` there, which is no change of either op's verdict (a dashed hand-over, not
+    counted); op #2's own change at 1.3 is a transition."""
+    op = {"kind": "set-default", "engine": "sglang", "file": "f.py", "line": 3, "location": "", "message": ""}
+
+    def rec(*ops):
+        return [{"id": "r", "state": ops[0][1], "message": "", "blockers": [], "ops": [
+            {**op, "index": i, "state": st} for i, st in ops
+        ]}]  # fmt: skip
+
+    m = {
+        "1.0": rec((1, "pending")),
+        "1.1": rec((1, "pending")),
+        "1.2": rec((2, "pending")),
+        "1.3": rec((2, "upstream")),
+    }
+    page = parse(render("sglang", "sglang==1.0..1.3", ["1.0", "1.1", "1.2", "1.3"], m))
+    by = {(c["data-op"], c["data-version"]): c.get("class") for c in page.cells}
+    assert [by[("op #1", v)] for v in ("1.0", "1.1", "1.2", "1.3")] == [None, None, "handover", None]
+    assert [by[("op #2", v)] for v in ("1.0", "1.1", "1.2", "1.3")] == [None, None, "handover", "transition"]
+    assert [by[("", v)] for v in ("1.0", "1.1", "1.2", "1.3")] == [None, None, None, "transition"]

@@ -17,7 +17,7 @@ import pytest
 from patchkit.base import journal
 from patchkit.base.engines import ENGINES, EngineError, parse
 from patchkit.base.target import open_target
-from tests.conftest import ROOT
+from tests.conftest import ROOT, downloaded
 
 # Modules allowed to name an engine: FlashInfer's nvcc build model (its flags and the
 # third-party include dirs of its wheel), reached only through the definition's `jit` table.
@@ -203,6 +203,7 @@ def _vllm_sdist(cache: Path, version: str) -> None:
             info = tarfile.TarInfo(f"vllm-{version}/{rel}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    downloaded(d / f"vllm-{version}.tar.gz", cache)
 
 
 def test_vllm_in_every_layout_with_its_sdist_as_the_reference(tmp_path, monkeypatch, run_cli):

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from patchkit.base.errors import FetchError
-from patchkit.upstream import drift, fetch
+from patchkit.upstream import drift, fetch, recorded
 
 
 def wheel_bytes(name: str) -> bytes:
@@ -60,7 +60,9 @@ def test_a_release_is_downloaded_checked_and_cached(index):
         "downloading sglang==0.5.9 from the package index (sglang-0.5.9-py3-none-any.whl) ...",
         f"cached {w}",
     ]
-    assert [p.name for p in w.parent.iterdir()] == [w.name]  # no temporary left behind
+    # no temporary left behind; the sha256 it was checked against, recorded (recorded.py)
+    assert sorted(p.name for p in w.parent.iterdir()) == [w.name, w.name + ".sha256"]
+    assert recorded.recorded(w) == hashlib.sha256(blobs[w.name]).hexdigest()
     # Cached: the index is not asked again (it is gone), whatever the pinned hash.
     (root / "simple" / "sglang" / "index.html").unlink()
     assert fetch.fetch_wheel("sglang", "0.5.9") == w

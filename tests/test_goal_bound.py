@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from patchkit.core.ops import KINDS, OpParamError
-from tests.conftest import mini_sglang
+from tests.conftest import downloaded, mini_sglang
 
 MODULE = """\
 class Deps:
@@ -53,6 +53,7 @@ def world(tmp_path, run_cli, monkeypatch):
                 z.writestr("sglang/__init__.py", "")
                 z.writestr("sglang/version.py", '__version__ = "0.5.9"\n')
                 z.writestr("sglang/srt/deps.py", MODULE.format(v=release_v))
+            downloaded(wheels / "sglang-0.5.9-py3-none-any.whl", tmp_path / "cache")
         root = mini_sglang(tmp_path / "t", {"sglang/srt/deps.py": MODULE.format(v=tree_v)})
         out = run_cli("--recipes", str(tmp_path / "r"), "status", "pin", "-t", f"sglang={root}", "--json")[1]
         return json.loads(out)["recipes"][0]["ops"][0]

@@ -23,7 +23,10 @@ A row in the table (all keys but name, category, args and exit are optional):
     repeat              {path: [[chunk, count], ...]}: a large file, built from parts
     dirs                [path]: directories to make
     zips                {path: dir or [dir, {path in the zip: text}]}: a zip of the directory
-                        (and these files: a release wheel in the cache), made before ``pre``
+                        (and these files: a release wheel in the cache), made before ``pre``;
+                        one under ``cache/wheels/`` or ``cache/sdists/`` is recorded as a
+                        download records it (its sha256, authenticated: recorded.py)
+    unrecorded          [path]: zips of ``zips`` placed in the cache without that record
     links               {path: where}: symlinks (``{inside}``/``{outside}``/``{t}``/``{pid}`` expand)
     fifos               [path]: named pipes
     remove              [path]: files or directories to delete
@@ -70,7 +73,7 @@ else:  # pragma: no cover
 
 import pytest
 
-from tests.conftest import mini_sglang
+from tests.conftest import downloaded, mini_sglang
 
 TABLE = Path(__file__).with_name("hostile_cases.toml")
 DATA = tomllib.loads(TABLE.read_text())
@@ -87,6 +90,7 @@ KEYS = {
     "repeat",
     "dirs",
     "zips",
+    "unrecorded",
     "links",
     "fifos",
     "remove",
@@ -116,6 +120,7 @@ def test_the_table_is_well_formed():
         assert {"name", "category", "args", "exit"} <= set(c), c["name"]
         assert c["exit"] in (0, 1, 2), c["name"]
         assert c.get("xfail", "owned elsewhere: ").startswith("owned elsewhere: "), c["name"]
+        assert set(c.get("unrecorded", ())) <= set(c.get("zips", {})), c["name"]
 
 
 # -- building a row's world ------------------------------------------------------------------
@@ -152,6 +157,7 @@ def _build(tmp_path: Path) -> dict:
 
 
 def _zips(case: dict, where: dict[str, Path]) -> None:
+    unrecorded = set(case.get("unrecorded", ()))
     for rel, src in case.get("zips", {}).items():
         src, extra = (src, {}) if isinstance(src, str) else src
         dest, src = where["inside"] / _expand(rel, where), where["inside"] / _expand(src, where)
@@ -162,6 +168,8 @@ def _zips(case: dict, where: dict[str, Path]) -> None:
                     z.write(p, p.relative_to(src).as_posix())
             for name, text in extra.items():
                 z.writestr(name, text)
+        if rel.startswith(("cache/wheels/", "cache/sdists/")) and rel not in unrecorded:
+            downloaded(dest, where["inside"] / "cache")
 
 
 def _damage(case: dict, where: dict[str, Path]) -> None:

@@ -4,6 +4,7 @@ patchkit's code hash, and a `status` fast path that hides no bug."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from functools import lru_cache
@@ -275,3 +276,37 @@ def test_path_replace_prints_as_deep_replace_and_keeps_every_other_subtree():
         body=[cst.SimpleStatementLine([cst.Expr(x)]), cst.SimpleStatementLine([cst.Expr(x)])]
     )
     assert path_replace(twice, x, cst.Name("y")).code == "y\ny\n"
+
+
+@pytest.mark.parametrize("rel", ["base/engines.toml", "upstream/pristine.py", "base/target.py", "core/judge.py"])
+def test_code_hash_covers_every_layer_that_decides_a_verdict(rel, monkeypatch):
+    """The engine definitions (base/engines.toml), the pristine readers (upstream/) and the
+    target's layout (base/) decide verdicts as the judge (core/) does: a change to any of them
+    must miss the verdict and plan caches.  Before, only core/ was hashed."""
+    path = os.path.realpath(Path(verdicts.__file__).resolve().parents[1] / rel)
+    before = verdicts.code_hash()
+    real_stat = os.stat
+
+    def stat(p, *a, **k):  # the file rewritten: one byte longer
+        st = real_stat(p, *a, **k)
+        if os.path.realpath(p) != path:
+            return st
+        return os.stat_result(
+            (
+                st.st_mode,
+                st.st_ino,
+                st.st_dev,
+                st.st_nlink,
+                st.st_uid,
+                st.st_gid,
+                st.st_size + 1,
+                int(st.st_atime),
+                int(st.st_mtime),
+                int(st.st_ctime),
+            )
+        )
+
+    monkeypatch.setattr(verdicts.os, "stat", stat)
+    assert verdicts.code_hash() != before
+    monkeypatch.undo()
+    assert verdicts.code_hash() == before

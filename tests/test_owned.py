@@ -17,7 +17,7 @@ import pytest
 from patchkit.base import fsio, regular, trust
 from patchkit.base.target import open_target
 from patchkit.core import confirm, verdicts
-from tests.conftest import MINIMAL_RECIPE, mini_sglang
+from tests.conftest import MINIMAL_RECIPE, downloaded, mini_sglang
 
 RECIPE = MINIMAL_RECIPE.format(id="r")
 TREE = {"sglang/srt/x.py": 'def f():\n    return ["a"]\n'}
@@ -133,6 +133,7 @@ def applied(tmp_path, cache, run_cli, monkeypatch):
     with zipfile.ZipFile(wheel, "w") as z:
         for p in sorted(t.rglob("*.py")):
             z.write(p, p.relative_to(t).as_posix())
+    downloaded(wheel, cache)
     (tmp_path / "recipes").mkdir()
     (tmp_path / "recipes" / "r.toml").write_text(RECIPE)
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")

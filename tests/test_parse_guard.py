@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 from patchkit.authoring.capture import capture_python
-from tests.conftest import MINIMAL_RECIPE, mini_sglang
+from tests.conftest import MINIMAL_RECIPE, downloaded, mini_sglang
 
 ROOT = Path(__file__).resolve().parents[1]
 DEEP = 'def f():\n    return ["a"]\nx = ' + "(" * 3000 + "1" + ")" * 3000 + "\n"
@@ -29,6 +29,7 @@ def _wheel_in_cache(cache: Path, files: dict[str, str]) -> None:
     with zipfile.ZipFile(d / "sglang-0.5.9-py3-none-any.whl", "w") as z:
         for name, text in files.items():
             z.writestr(name, text)
+    downloaded(d / "sglang-0.5.9-py3-none-any.whl", cache)
 
 
 def test_a_pristine_file_too_deep_for_cpython_is_not_parsed(tmp_path):

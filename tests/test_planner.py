@@ -18,7 +18,7 @@ from patchkit.base.states import State
 from patchkit.core import judge, planner, verdicts
 from patchkit.core.ops import KINDS, Located
 from patchkit.core.ops.text_replace import TextReplace
-from tests.conftest import mini_sglang
+from tests.conftest import downloaded, mini_sglang
 
 MODULE = '''"""A tiny stand-in for an engine module."""
 
@@ -494,6 +494,7 @@ def _wheel(tmp_path, gates_py: str) -> None:
     with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:
         z.writestr("sglang/__init__.py", "")
         z.writestr("sglang/srt/gates.py", gates_py)
+    downloaded(wheels / "sglang-0.5.9-py3-none-any.whl", tmp_path / "cache")
 
 
 def test_revert_never_rewrites_a_line_the_pristine_release_holds(gates, tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.base import journal
-from tests.conftest import mini_sglang
+from tests.conftest import downloaded, mini_sglang
 
 GATE = """\
 _is_sm90_supported = True
@@ -61,6 +61,7 @@ def _wheel(cache: Path, gate_py: str) -> None:
         z.writestr("sglang/__init__.py", "")
         z.writestr("sglang/version.py", '__version__ = "0.5.9"\n')
         z.writestr("sglang/srt/gate.py", gate_py)
+    downloaded(wheels / "sglang-0.5.9-py3-none-any.whl", cache)
 
 
 @pytest.fixture

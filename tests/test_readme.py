@@ -13,6 +13,8 @@ Every ```sh block of README.md is one of:
   names a target of the Makefile; `pipx install`, `uv tool install` and `pip install` of a
   path name a directory whose pyproject.toml is patchkit's, with extras it defines.  A
   command the test cannot check fails it: mark the block, or check the command here.
+  A `patchkit publish ... --dry-run` line is also run from the clone, offline with an empty
+  cache: it must stop only at the release it may not download.
 
 A ```dockerfile block's `RUN`/`CMD` lines that call patchkit are checked as `patchkit` lines,
 and a ```toml block that is a recipe (`id = ...`) must pass `patchkit check`.
@@ -231,6 +233,31 @@ def test_each_run_block_runs(block, tmp_path):
         timeout=120,
     )
     assert done.returncode == 0, f"README.md:{block.line} exits {done.returncode}:\n{done.stdout}{done.stderr}"
+
+
+def _publish_stops_only_at_the_release(words: list[str], tmp: Path) -> str:
+    """Run a `patchkit publish ... --dry-run` line from the clone, offline with an empty
+    cache: "" when the one thing it stops at is a release it may not download (every
+    check that needs no release passed), else what it said."""
+    tmp.mkdir(parents=True)
+    done = subprocess.run(
+        [str(PATCHKIT), *words[1:]], cwd=ROOT, env=_env(tmp), capture_output=True, text=True, timeout=120
+    )
+    said = done.stdout + done.stderr
+    ok = done.returncode == 2 and "is not in patchkit's cache" in said and len(done.stderr.strip().splitlines()) == 1
+    return "" if ok else f"exit {done.returncode}: {said}"
+
+
+def test_each_publish_dry_run_gets_as_far_as_the_release(tmp_path):
+    """The README's `publish ... --dry-run` exited 2 as written: sm120's recipes edit
+    FlashInfer too, and it named only `--from sglang==...`.  Each such line now stops only
+    where it needs the release's wheel (this test runs offline); the old line does not."""
+    lines = [w for b in SH for w in commands(b.text) if w[:2] == ["patchkit", "publish"] and "--dry-run" in w]
+    assert lines
+    for n, words in enumerate(lines):
+        assert _publish_stops_only_at_the_release(words, tmp_path / f"{n}") == "", " ".join(words)
+    old = "patchkit publish sm120 --from sglang==0.5.9 --repository-url http://index:8080/ --dry-run".split()
+    assert "also edits flashinfer" in _publish_stops_only_at_the_release(old, tmp_path / "old")
 
 
 @pytest.mark.parametrize("block", [b for b in README_BLOCKS if b.lang == "dockerfile"], ids=_blocks_id)

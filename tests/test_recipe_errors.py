@@ -219,8 +219,8 @@ CASES = [
     (
         "two locator forms",
         lambda s: s.replace("contains = ['\"a\"']", 'contains = [\'"a"\']\nkeyword = "k"'),
-        "r.toml:14 > op #1 > locator: needs exactly one of contains, keyword, membership (hint: e.g. locator = { "
-        "contains = ['\"flashinfer_trtllm\"'] })",
+        "r.toml:14 > op #1 > locator: needs exactly one of contains, keyword, membership, target (hint: e.g. "
+        "locator = { contains = ['\"flashinfer_trtllm\"'] })",
     ),
     (
         "invalid toml",

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import mini_sglang
+from tests.conftest import downloaded, mini_sglang
 from tests.ops.test_replace_expr import RUNNER
 
 RECIPE = """
@@ -52,6 +52,7 @@ def _world(tmp_path, run_cli, monkeypatch, recipe=RECIPE, file=FILE, source=SOUR
         with zipfile.ZipFile(d / "sglang-0.5.9-py3-none-any.whl", "w") as z:
             z.writestr("sglang/__init__.py", "")
             z.writestr(file, source)
+        downloaded(d / "sglang-0.5.9-py3-none-any.whl", cache)
 
     return root / file, cli, op, wheel
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.base import journal
+from tests.conftest import downloaded
 
 SG = {
     "sglang/__init__.py": "",
@@ -63,6 +64,7 @@ def _wheel(cache: Path, dist: str, version: str, files: dict[str, str]) -> None:
     with zipfile.ZipFile(d / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl", "w") as z:
         for rel, text in files.items():
             z.writestr(rel, text)
+    downloaded(d / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl", cache)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from conftest import fail_target_rename
 from patchkit.base import fsio
 from patchkit.base.errors import TargetError
 from patchkit.core import record, transaction
+from tests.conftest import downloaded
 
 MODULE = 'BACKENDS = ["a", "b"]\nGATE = "sm90"\n'
 KERNEL = "#if (__CUDA_ARCH__ >= 900) && (__CUDA_ARCH__ < 1200))\n  sync();\n#endif\n"
@@ -386,6 +387,7 @@ def test_a_journal_in_the_way_is_refused_before_the_first_rename(site, run_cli, 
     with zipfile.ZipFile(wheels / "sglang-0.5.9-py3-none-any.whl", "w") as z:  # revert's pristine reference
         for rel, data in pristine.items():
             z.writestr(rel, data)
+    downloaded(wheels / "sglang-0.5.9-py3-none-any.whl", tmp_path / "cache")
     assert cli(run_cli, site, "apply", "widen")[0] == 0
     applied = snapshot(root)
     journal = root / ".patchkit" / "journal.json"

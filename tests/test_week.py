@@ -324,6 +324,9 @@ def test_the_pristine_reference_is_the_wheel_pip_installed_from_a_file(tmp_path,
     monkeypatch.delenv("PATCHKIT_OFFLINE")
     monkeypatch.setenv("PATCHKIT_LAZY", "0")
     fresh = _mini_wheel(tmp_path)
+    from patchkit.upstream import recorded
+
+    recorded.record(fresh, fetch.file_sha256(fresh))  # as a download records what it checked
     monkeypatch.setattr(fetch, "fetch_wheel", lambda dist, v, say=None, **k: fresh)
     capsys.readouterr()
     ref = pristine.Reference(open_target("sglang", site))

@@ -8,9 +8,11 @@ changed file is diffed line by line, and each hunk is expressed as the op that m
   pristine and the edited statement (``ast``, walked in parallel) names the op: an element
   added to (or taken from) a list, tuple or set literal -> list-element (an element that was
   a commented-out line -> ``uncomment``); an operand added to an ``or`` (``and``) chain ->
-  or-operand (and-operand); a changed field, parameter or keyword default -> set-default; a keyword argument added or
-  removed -> call-arg; a dict key -> dict-entry; an elif/else arm -> add-branch; a name added
-  to ``from M import ...`` -> ensure-import; statements added -> insert, deleted ->
+  or-operand (and-operand); a changed field, parameter or keyword default -> set-default
+  (several changed in one statement, as three defaults of one ``def`` header: one op each,
+  made in order); a keyword argument added or removed -> call-arg; a dict key ->
+  dict-entry; an elif/else arm -> add-branch; a name added to ``from M import ...`` ->
+  ensure-import; statements added -> insert, deleted ->
   delete-stmt, anchored on neighbouring statements; any other expression -> replace-expr, any
   other simple statement -> replace-stmt; comments and blank lines -> text-hunk.
 - Other files: text-hunks of whole lines, with as much context as makes each stand at

@@ -100,6 +100,34 @@ def _diff(a, b, parents: list) -> Optional[tuple]:
     return _diff(x, y, [*parents, (a, b, name)])
 
 
+def _leaves(a, b, parents: list) -> list[tuple]:
+    """Every smallest pair where ``a`` and ``b`` differ, as _diff finds one, but past a node
+    where several children differ (three defaults changed in one ``def`` header, keywords of
+    one call): each is (node_a, node_b, path).  A node whose shape changes (a list of
+    another length, another type, a field that is no node) is a pair itself."""
+    if type(a) is not type(b):
+        return [(a, b, parents)]
+    differing = []
+    for name, va in ast.iter_fields(a):
+        vb = getattr(b, name, None)
+        if isinstance(va, list):
+            if not isinstance(vb, list) or len(va) != len(vb):
+                return [(a, b, parents)]
+            for x, y in zip(va, vb, strict=True):
+                if isinstance(x, ast.AST):
+                    if not _same(x, y):
+                        differing.append((x, y, name))
+                elif x != y:
+                    return [(a, b, parents)]
+        elif isinstance(va, ast.AST):
+            if not isinstance(vb, ast.AST) or not _same(va, vb):
+                differing.append((va, vb, name))
+        elif va != vb:
+            return [(a, b, parents)]
+    got = [leaf for x, y, name in differing for leaf in _leaves(x, y, [*parents, (a, b, name)])]
+    return sorted(got, key=lambda leaf: (getattr(leaf[0], "lineno", 0), getattr(leaf[0], "col_offset", 0)))
+
+
 def _chain(node: ast.If, lines: list[str]) -> list[tuple[str, object]]:
     """An if-chain's clauses: ("if"|"elif", the If node), ("else", its statement list).  An
     ``else:`` holding only an ``if`` is told from an ``elif`` by its text."""
@@ -471,7 +499,29 @@ class _PyFile:
         d = _diff(an, bn, [])
         if d is None:
             return
+        leaves = _leaves(an, bn, [])
+        if len(leaves) > 1:  # several changes in one statement: one op each, made in order
+            yield from self._several(leaves, a)
         x, y, path = d
+        yield from self._smallest(x, y, path, a)
+
+    _MAX_GROUPS = 4  # of several changes' ops: the first candidates of each, then the next ones
+
+    def _several(self, leaves: list[tuple], a: _Stmt) -> Iterator[list[CapturedOp]]:
+        """Groups of one op per change (each change's candidates in their order: a group of
+        the first ones, then of the second ones, ...), where every change has one that is
+        not a replace-expr (which would rewrite what holds the others)."""
+        per = []
+        for x, y, path in leaves:
+            got = [c for c in self._smallest(x, y, path, a) if not isinstance(c, list) and c.kind != "replace-expr"]
+            if not got:
+                return
+            per.append(got)
+        for i in range(min(self._MAX_GROUPS, max(len(p) for p in per))):
+            yield [copy.copy(p[min(i, len(p) - 1)]) for p in per]
+
+    def _smallest(self, x, y, path, a: _Stmt) -> Iterator:
+        """The ops for one smallest difference ``x`` -> ``y`` of a statement."""
         scope = a.scope
         if isinstance(x, (ast.List, ast.Tuple, ast.Set)) and type(x) is type(y):
             yield from self._list_element(x, y, path, scope)
@@ -583,8 +633,8 @@ class _PyFile:
         if action == "remove":
             params["action"] = "remove"
         afters = [{}]
-        if action == "add" and pos < len(small):
-            afters = [{"after": _src(self.new, y.elts[pos - 1])}] if pos > 0 else []
+        if action == "add" and pos < len(small):  # not at the end: after its predecessor, or at the front
+            afters = [{"after": _src(self.new, y.elts[pos - 1])} if pos > 0 else {"before": _src(self.new, y.elts[1])}]
         locators = self._collection_locators(path, others)
         comments = []
         if action == "add":
@@ -609,7 +659,8 @@ class _PyFile:
 
     def _collection_locators(self, path, others: list[str]) -> list[dict]:
         """The ways to find a collection: the keyword it is passed as (with or without its
-        call), the membership test it is the right side of, or elements it holds."""
+        call), the membership test it is the right side of, the name it is assigned to, or
+        elements it holds."""
         locators: list[dict] = []
         parent = path[-1][1] if path else None
         if isinstance(parent, ast.keyword) and parent.arg:
@@ -620,6 +671,9 @@ class _PyFile:
                 locators.append({**loc, "call": _src(self.new, grand.func)})
         if isinstance(parent, ast.Compare):
             locators.append({"membership": _src(self.new, parent.left)})
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and path[-1][2] == "value":
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            locators += [{"target": _src(self.new, t)} for t in targets if isinstance(t, (ast.Name, ast.Attribute))]
         if others:
             locators += [{"contains": others}, {"contains": others[:2]}] + [{"contains": [o]} for o in others]
         return locators

@@ -37,6 +37,14 @@ class Target(NamedTuple):
         for lp, pp in ENGINES[self.engine].layouts[self.layout]:
             if logical.startswith(lp):
                 return pp + logical[len(lp) :]
+        if logical.startswith(logical_prefixes(self.engine)):  # the engine's file, not this layout's
+            here = ", ".join(lp for lp, _ in ENGINES[self.engine].layouts[self.layout])
+            what = "an installed or unpacked wheel" if self.layout == "package" else "a checkout or an unpacked sdist"
+            raise TargetError(
+                f"{logical}: not in {self.engine}'s {self.layout} layout ({what}: {here} only) at {self.root}",
+                f"only {self.engine}'s checkout or unpacked sdist has it: apply the recipe there"
+                f" (-t {self.engine}=PATH)",
+            )
         raise TargetError(
             f"{logical}: not a file of {self.engine}",
             f"logical names start with {', '.join(logical_prefixes(self.engine))}",

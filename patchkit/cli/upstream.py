@@ -141,9 +141,21 @@ def pin(ctx, engine, version, force):
     metavar="PATH",
     help="Scan the sglang, flashinfer and vllm this interpreter imports (e.g. a venv's bin/python).",
 )
+@release_option(
+    "--across",
+    metavar="ENGINE==A..B",
+    help="Scan every release from A to B that the index lists and say, release to release, which gates appeared, "
+    "closed, opened or went away (each release's scan is cached).",
+)
 @click.option("--vendored", is_flag=True, help="Also scan vendored third-party code (CUTLASS, CuTe, 3rdparty...).")
 @click.option("--jobs", "-j", type=int, default=0, help="Processes to scan with (default: by the tree's size).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--html",
+    metavar="FILE",
+    help="With --across: also write the gates x releases matrix as one self-contained page (a colour per state, "
+    "transitions marked, lines and why on hover; works offline).",
+)
 @click.option(
     "--draft",
     metavar="ID",
@@ -160,7 +172,7 @@ def pin(ctx, engine, version, force):
     "--out", "-o", metavar="DIR", help="With --draft: write ID.toml into DIR (default: the project's recipes/)."
 )
 @click.pass_context
-def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, draft, only, out):
+def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_json, html, draft, only, out):
     """Find every gate that shuts out a GPU: closed for --device, open for --compare.
 
     \b
@@ -172,6 +184,11 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, dra
     tree named: the activated venv's (one that holds an engine), else the workspace's.
 
     \b
+    With --across ENGINE==A..B, every release in the range is scanned (cached) and each
+    gate is followed by its file, function and condition as written: per release, which
+    appeared, closed (was open), opened (still there, no longer closed) or went away.
+
+    \b
     --draft ID writes a recipe that widens the gates numbered in the report
     (--only 3,5): an or-chain gains the device's analog (or-operand), an arch
     list the device (list-element), an #if loses the conjunct that shuts it out
@@ -181,19 +198,23 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, dra
     Opening a gate does not make the code behind it work on the part.
 
     \b
-    Exit codes: 0 no gate closed (--draft: written); 1 some are (--draft: a gate
-    refused or the proof failed, nothing written); 2 usage or target error.
+    Exit codes: 0 no gate closed (with --across: none appeared or closed in the range;
+    --draft: written); 1 some are (did; --draft: a gate refused or the proof failed,
+    nothing written); 2 usage or target error.
 
     \b
       patchkit gates --device 12.0 --to sglang==0.5.23
       patchkit gates --device sm120 --compare 9.0 -t flashinfer=.venv/lib/python3.12/site-packages
+      patchkit gates --device 12.0 --across flashinfer==0.6.3..0.7.4 --html gates.html
       patchkit gates --device 12.0 --to flashinfer==0.6.3 --draft fi-comm --only flashinfer/jit/comm.py:61
     """
     from patchkit.commands.gates import gates as run
 
+    # no tree named (nor --across): the activated serving venv, as apply and status choose
+    inv = invocation(ctx, python, tuple(target) + tuple(to) + ((across,) if across else ()))
     sys.exit(
         run(
-            invocation(ctx, python, tuple(target) + tuple(to)),
+            inv,
             device,
             compare,
             tuple(target),
@@ -201,6 +222,8 @@ def gates(ctx, device, compare, target, to, python, vendored, jobs, as_json, dra
             as_json,
             vendored,
             jobs,
+            across=across,
+            html=html,
             draft=draft,
             only=only,
             out=out,

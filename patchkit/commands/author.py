@@ -82,7 +82,8 @@ class {cls}:
 # scope = "{func}"
 # [ops.locator]
 # contains = [\'"todo_a"\', \'"todo_b"\']  # the collection that holds these elements
-# # or: keyword = "supported_major_versions" (+ call = "f"), or: membership = "major"
+# # or: keyword = "supported_major_versions" (+ call = "f"), or: membership = "major",
+# # or: target = "BACKEND_CHOICES"  (the collection assigned to that name)
 # [ops.params]
 # element = \'"todo_c"\'
 # after = \'"todo_a"\'  # optional: where it goes (default: at the end)
@@ -534,7 +535,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
     ``partial``: with the bytes the captured ops alone make).  Returns what is wrong, or []."""
     import tempfile
 
-    from patchkit.base.target import ENGINES, Target, open_target
+    from patchkit.base.target import ENGINES, Target
     from patchkit.core.planner import plan_apply
     from patchkit.core.recipe import load_recipe
     from patchkit.core.session import Session
@@ -550,9 +551,11 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
             return [f"the captured recipe does not load: {e}"]
         trees = {}
         for engine, t in targets.items():
-            root = Path(tmp) / "trees" / engine
+            # in the target's own layout: an sdist's or a checkout's files outside the package
+            # (vLLM's csrc/, CMakeLists.txt) have no place in a package layout
+            root = (Path(tmp) / "trees" / engine).resolve()
             pkg = ENGINES[engine].package
-            copy = Target(engine, root, "package", t.version)
+            copy = Target(engine, root, t.layout, t.version)
             files = {f"{pkg}/__init__.py": refs[engine].read(f"{pkg}/__init__.py") or b""}
             files.update({c.logical: c.pristine for c in changed if c.engine == engine})
             if f"{pkg}/_version.py" not in files:
@@ -561,7 +564,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
                 p = root / copy.relpath(logical)
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_bytes(data)
-            trees[engine] = open_target(engine, root)
+            trees[engine] = copy
         session = Session(trees, releases=RELEASES)
         plan = plan_apply(session, [recipe], ignore_range=True, dry_run=True)
         if plan.blockers:

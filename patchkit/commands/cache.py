@@ -48,6 +48,7 @@ KINDS = {
     "confirmed": "confirmed views",
     "engines": "engine definitions read",
     "verify": "verify --build results",
+    "gates": "gates --across: each release's scan",
     "publish": "publish's built wheels",
 }
 RELEASE_KINDS = ("wheels", "sdists", "lazy", "trees")

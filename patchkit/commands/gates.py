@@ -101,6 +101,8 @@ def gates(
     as_json: bool,
     vendored: bool,
     jobs: int = 0,
+    across: str | None = None,
+    html: str | None = None,
     draft: str = "",
     only: str = "",
     out: str | None = None,
@@ -109,6 +111,25 @@ def gates(
     cmp_ = _device(compare, "--compare") if compare else G.default_compare(dev)
     if cmp_.capability == dev.capability:
         raise PatchkitError(f"--compare {cmp_} is the device itself", "compare with another part, e.g. --compare 10.0")
+    if across and (draft or only or out):
+        raise PatchkitError(
+            "--draft drafts from the trees one scan reads, not from --across",
+            f"e.g. patchkit gates --device {device} --to ENGINE==VERSION --draft ID --only N",
+        )
+    if across:
+        if target or to or inv.python:
+            raise PatchkitError(
+                f"--across {across} scans releases from the index: -t, --to and --python name other trees",
+                f"run them apart: patchkit gates --device {device} --across {across}",
+            )
+        from patchkit.commands.gates_across import run
+
+        return run(across, dev, cmp_, as_json, html, vendored, jobs)
+    if html:
+        raise PatchkitError(
+            "--html draws the matrix of --across", "e.g. patchkit gates --device 12.0 --across sglang==0.5.9..0.5.23 "
+            "--html gates.html"
+        )  # fmt: skip
     trees = _trees(inv, tuple(target), tuple(to))
     recipes = _recipes(inv)
     scans = []

@@ -20,10 +20,11 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit.base.errors import OpBug, PatchkitError
+from patchkit.base.errors import OpBug, PatchkitError, TargetError
 from patchkit.base.journal import sha256
 from patchkit.base.model import OpSpec, Recipe
 from patchkit.base.states import State
+from patchkit.base.target import ENGINES
 from patchkit.core import (
     blockers,
     confirm,
@@ -392,8 +393,14 @@ def _ours(session: Session, recipe: Recipe, op: OpSpec) -> bool:
 
 
 def _judge(session: Session, recipe: Recipe, op: OpSpec) -> _Draft:
-    session.target(op.engine, recipe)
-    f = session.file(op.engine, op.file)
+    t = session.target(op.engine, recipe)
+    try:
+        f = session.file(op.engine, op.file)
+    except TargetError as e:
+        if op.file.startswith(tuple(lp for lp, _ in ENGINES[op.engine].layouts[t.layout])):
+            raise  # the file's own trouble (a symlink out of the tree), said as it is
+        # a file this layout has no place for (an installed vLLM's csrc/): which op names it
+        raise TargetError(f"{recipe.id} > {op.label} > {e.message}", e.hint) from None
     if not f.exists:
         ev = _Draft(recipe, op, f, Located(State.MISSING, reason=f"{f.where()} does not exist"), op.scope)
     else:

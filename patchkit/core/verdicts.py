@@ -86,15 +86,17 @@ def _state_digest(root: Path, rel: str) -> Optional[str]:
 
 def code_hash() -> str:
     """patchkit's own code, by each module's path, size and mtime (as Python's .pyc files
-    are checked), and the Python running it.
+    are checked), and the Python running it: the whole package, not this layer alone (the
+    engine definitions in base/, the pristine readers in upstream/ decide verdicts too).
 
     Computed afresh on every call (a walk and a stat of patchkit's files, about a
     millisecond), never remembered in a module global: a caller that needs it more than
     once in an invocation computes it once and passes it on (``key(..., code=)``), so what
     a key was made from is visible at the call."""
     h = _hash(sys.version.encode(), digest_size=32)
-    for dirpath, dirnames, filenames in sorted(os.walk(os.path.dirname(__file__))):
-        dirnames.sort()
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for dirpath, dirnames, filenames in sorted(os.walk(package)):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for fn in sorted(filenames):
             if fn.endswith(".py") or fn == "engines.toml":  # the shipped engine definitions
                 st = os.stat(os.path.join(dirpath, fn))

@@ -2,7 +2,9 @@
 
 Rows are recipes and, under each, its ops; columns are releases.  Each cell carries its state
 as text, as a class (one colour per state) and as ``data-state``; a cell whose state differs
-from the release before it is marked as a transition (a thick left edge and a ``▶``); the
+from the release before it is marked as a transition (a thick left edge and a ``▶``), except
+where the op enters or leaves play as the recipe hands over to another variant (``none``
+beside it: a dashed edge, a hand-over, not counted as a transition); the
 evidence (where the op stands, patchkit's message: the candidates of a moved or ambiguous
 op, the standing blockers) is the cell's ``title``, shown on hover.  Everything is inline:
 no script, font or style is fetched, so the file works offline and can be attached to an
@@ -51,6 +53,7 @@ tr.op th.row{font-weight:400;padding-left:20px;color:#444}
 th.row .kind{color:#1565c0}th.row .file{color:#777;font-family:ui-monospace,monospace;font-size:11px}
 td{text-align:center;font-size:11px;cursor:default}
 td.transition{border-left:4px solid #000}td.transition::before{content:"\\25B6 ";font-size:9px}
+td.handover{border-left:2px dashed #999}
 tr.hl th.row,td.hl{outline:2px solid #1565c0;outline-offset:-2px}
 .legend span{display:inline-block;padding:1px 6px;margin:0 4px 4px 0;border:1px solid #ccc}
 """
@@ -85,8 +88,29 @@ def _pairing(engine: str, versions: list[str], with_: dict) -> list[str]:
     return [why for _, why in pairing_lines(engine, versions, with_)]
 
 
-def _state_css() -> str:
-    return "".join(f'td[data-state="{s}"]{{background:{bg};color:{fg}}}' for s, (bg, fg) in PALETTE.items())
+def _state_css(palette: dict = PALETTE) -> str:
+    return "".join(f'td[data-state="{s}"]{{background:{bg};color:{fg}}}' for s, (bg, fg) in palette.items())
+
+
+def legend(palette: dict = PALETTE) -> str:
+    """One swatch per state, in the cells' colours."""
+    return "".join(f'<span style="background:{bg};color:{fg}">{escape(s)}</span>' for s, (bg, fg) in palette.items())
+
+
+def page(title: str, heading: str, intro: str, said: str, corner: str, head: str, body: str, after: str = "",
+         paired: str = "", palette: dict = PALETTE) -> str:  # fmt: skip
+    """The page around a matrix (``intro``, ``said``, ``head``, ``body``, ``after``: HTML):
+    its sticky header row (``head``: a <th> per release, ``paired``: more header rows) and
+    first column (``corner`` names it), scrolled to the newest release on load."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{CSS}{_state_css(palette)}</style></head><body>"
+        f"<h1>{escape(heading)}</h1>"
+        f'<p>{intro}<span id="summary"></span><span id="layout"></span></p>'
+        f'{said}<div class="legend">{legend(palette)}</div>'
+        f'<div id="wrap"><table id="matrix"><thead><tr><th class="row">{escape(corner)}</th>{head}</tr>{paired}</thead>'
+        f"<tbody>{body}</tbody></table></div>{after}<script>{JS}</script></body></html>\n"
+    )
 
 
 def _op_title(o: dict) -> str:
@@ -140,11 +164,9 @@ def rows(versions: list[str], matrix: dict[str, list[dict]]) -> list[tuple[str, 
     return out
 
 
-def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[dict]], changes=None, with_=None) -> str:
-    """The page.  ``with_``: {version: {engine: {"version", "by"}}}, the other engines'
-    release each column was judged with: a header row per engine."""
-    with_ = with_ or {}
-    head = "".join(f"<th>{escape(v)}</th>" for v in versions)
+def paired_rows(versions: list[str], with_: dict) -> str:
+    """A header row per other engine: its release paired with each column (``with_``:
+    {version: {engine: {"version", "by"}}})."""
     paired = ""
     for e in sorted({e for v in versions for e in with_.get(v, {})}):
         cells = "".join(
@@ -155,12 +177,25 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
             for v in versions
         )
         paired += f'<tr class="with"><th class="row">with {escape(e)}</th>{cells}</tr>'
+    return paired
+
+
+def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[dict]], changes=None, with_=None) -> str:
+    """The page.  ``with_``: {version: {engine: {"version", "by"}}}, the other engines'
+    release each column was judged with: a header row per engine."""
+    with_ = with_ or {}
+    head = "".join(f"<th>{escape(v)}</th>" for v in versions)
+    paired = paired_rows(versions, with_)
     said = "".join(f"<p>{escape(why)}</p>" for why in _pairing(engine, versions, with_))
     body = []
     for rid, op, cells in rows(versions, matrix):
         tds, prev = [], None
         for v, (state, title) in zip(versions, cells, strict=True):
-            cls = ' class="transition"' if prev is not None and state != prev else ""
+            cls = ""
+            if prev is not None and state != prev:
+                # an op leaving (or entering) play where the recipe hands over to another
+                # variant is no change of its verdict: a hand-over, not a transition
+                cls = ' class="handover"' if "none" in (state, prev) else ' class="transition"'
             tds.append(
                 f'<td{cls} data-recipe="{escape(rid)}" data-op="{escape(op)}" data-version="{escape(v)}" '
                 f'data-state="{escape(state)}" title="{escape(title)}">{escape(state)}</td>'
@@ -177,7 +212,6 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
         else:
             name, label = rid, escape(rid)
         body.append(f'<tr class="{kind}"><th class="row" title="{escape(name)}">{label}</th>{"".join(tds)}</tr>')
-    legend = "".join(f'<span style="background:{bg};color:{fg}">{escape(s)}</span>' for s, (bg, fg) in PALETTE.items())
     listed = ""
     if changes:
         items = "".join(
@@ -186,14 +220,9 @@ def render(engine: str, spec: str, versions: list[str], matrix: dict[str, list[d
             for c in changes
         )
         listed = f"<h2>Changes (bisect)</h2><ul>{items}</ul>"
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>patchkit drift {escape(spec)}</title><style>{CSS}{_state_css()}</style></head><body>"
-        f"<h1>patchkit drift --across {escape(spec)}</h1>"
-        f"<p>{escape(engine)}: {len(versions)} releases, each judged pristine. A cell with a thick left edge "
+    intro = (
+        f"{escape(engine)}: {len(versions)} releases, each judged pristine. A cell with a thick left edge "
         "changed state since the release before it; hover a cell for where the op stands and why. "
-        '<span id="summary"></span><span id="layout"></span></p>'
-        f'{said}<div class="legend">{legend}</div>'
-        f'<div id="wrap"><table id="matrix"><thead><tr><th class="row">recipe / op</th>{head}</tr>{paired}</thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>{listed}<script>{JS}</script></body></html>\n"
     )
+    return page(f"patchkit drift {spec}", f"patchkit drift --across {spec}", intro, said, "recipe / op", head,
+                "".join(body), listed, paired)  # fmt: skip

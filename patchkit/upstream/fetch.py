@@ -32,6 +32,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from patchkit.base import fsio, paths
 from patchkit.base.errors import FetchError
 from patchkit.base.paths import cache_dir  # noqa: F401  (re-exported: fetch.cache_dir is the public name)
+from patchkit.upstream import recorded
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
 INDEX_ENVS = ("PATCHKIT_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL")
@@ -399,15 +400,30 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
     d = wheel_dir(dist, version) if kind == "wheel" else sdist_dir(dist, version)
     suffix = ".whl" if kind == "wheel" else ".tar.gz"
     cached = sorted(p for p in d.glob(f"*{suffix}") if p.is_file()) if d.is_dir() else []
+    unchecked = []  # (file, why): not the bytes recorded when it was downloaded (recorded.py)
     for w in cached:
-        if not sha256 or file_sha256(w) == sha256:
+        if sha256:  # the pin's sha256 is the record (and recorded: a reference reads it offline)
+            if file_sha256(w) == sha256:
+                if recorded.recorded(w) != sha256:
+                    recorded.record(w, sha256)
+                return w
+            continue
+        why = recorded.why_not(w)
+        if why is None:
             return w
+        unchecked.append((w, why))
     if offline():
+        if unchecked:
+            raise recorded.refusal(*unchecked[0], OFFLINE_ENV)
         raise FetchError(
             f"{dist} {version} is not in patchkit's cache ({d}), and {OFFLINE_ENV}=1 forbids downloading it",
             f"unset {OFFLINE_ENV}, or put the release's {kind} in {d}",
         )
     pick = locate(kind, dist, version)
+    for w, _ in unchecked:  # the index's own file, already here: checked against its sha256 now
+        if w.name == pick["filename"] and pick["sha256"] and file_sha256(w) == pick["sha256"]:
+            recorded.record(w, pick["sha256"])
+            return w
     from patchkit.base import fsio
 
     fsio.owned_dir(cache_dir(), d.relative_to(cache_dir()).as_posix())  # the download lands there only
@@ -428,6 +444,7 @@ def _fetch(kind: str, dist: str, version: str, sha256: str, say: Callable[[str],
             )
         dest = d / pick["filename"]
         os.replace(part, dest)
+        recorded.record(dest, actual)
     say(f"cached {dest}")
     return dest
 
@@ -479,8 +496,10 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
     try:
+        checked = recorded.tree_record(wheel, source)
         with zipfile.ZipFile(wheel) as z, working(f"unpacking {wheel.name}"):
             z.extractall(tmp)
+        recorded.seal_tree(tmp, dest, checked)
         _into_place(tmp, dest, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -497,14 +516,21 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
     (tmp / ".patchkit").mkdir(exist_ok=True)
     (tmp / ".patchkit" / ".gitignore").write_text("*\n")
     (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
-    if tree_source(dest) == source:
+    sealed = (tmp / recorded.TREE_RECORD).is_file()
+
+    def same() -> bool:  # the same tree, and (where ours is tied to its archive) tied to it too
+        if tree_source(dest) != source:
+            return False
+        return not sealed or recorded.tree_why_not(dest, source.get("engine", ""), source.get("version", "")) is None
+
+    if same():
         shutil.rmtree(tmp, ignore_errors=True)
         return
     fsio.clear_entry(dest)
     try:
         os.replace(tmp, dest)
     except OSError:
-        if tree_source(dest) != source:  # not the same tree put there between the two steps
+        if not same():  # not the same tree put there between the two steps
             raise
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -534,6 +560,7 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
     n = 0
     try:
+        checked = recorded.tree_record(sdist, source)
         with tarfile.open(sdist, "r:gz") as tar, working(f"unpacking {sdist.name}", lambda: f"{n} files"):
             for m in tar:
                 parts = m.name.split("/", 1)
@@ -552,6 +579,7 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
                 with src, open(out, "wb") as f:
                     shutil.copyfileobj(src, f)
                 n += 1
+        recorded.seal_tree(tmp, dest, checked)
         _into_place(tmp, dest, source)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -575,8 +603,7 @@ def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda 
             " patchkit keeps its own files there",
             "remove it (patchkit makes it again)",
         )
-    src = tree_source(dest)
-    if src and src.get("version") == version:
+    if recorded.tree_why_not(dest, engine, version) is None:  # unpacked from a checked archive
         return dest
     from patchkit.base.target import ENGINES
 

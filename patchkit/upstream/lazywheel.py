@@ -302,9 +302,13 @@ class LazyWheel:
     def stored(cls, dist: str, version: str, say: Callable[[str], None]) -> Optional["LazyWheel"]:
         """The release as a previous run listed it (``lazy/DIST/VERSION/manifest.json``), or None."""
         from patchkit.base import regular
+        from patchkit.base.paths import cache_dir
 
+        # an authenticated entry (patchkit/base/trust.py): a listing planted or copied into the
+        # cache, naming blobs of its own as the release's members, is a miss
+        rel = manifest_path(dist, version).relative_to(cache_dir()).as_posix()
         try:
-            doc = json.loads(regular.read(manifest_path(dist, version), 64 << 20))
+            doc = json.loads(regular.read_cached(cache_dir(), rel, 64 << 20) or b"null")
             lw = cls(dist, version, say, dict(doc["pick"]))
             lw.size, lw._record = int(doc["size"]), dict(doc["record"])
             lw._members = {str(k): [int(x) for x in v] for k, v in doc["members"].items()}
@@ -380,10 +384,11 @@ class LazyWheel:
             "members": self._members,
             "record": self._record,
         }
-        try:
-            _write_atomic(manifest_path(self.dist, self.version), json.dumps(doc, sort_keys=True).encode())
-        except OSError:
-            pass
+        from patchkit.base import fsio
+        from patchkit.base.paths import cache_dir
+
+        rel = manifest_path(self.dist, self.version).relative_to(cache_dir()).as_posix()
+        fsio.store_cached(cache_dir(), rel, json.dumps(doc, sort_keys=True).encode())
 
     # reading
     def namelist(self) -> list[str]:

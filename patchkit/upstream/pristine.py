@@ -122,18 +122,48 @@ class Reference:
         except InvalidVersion:
             raise PatchkitError(f"{v!r} is not a release version") from None
         dist = ENGINES[self.target.engine].dist
+        from patchkit.base import regular
         from patchkit.base.paths import wheels_dir
+        from patchkit.upstream import recorded
 
         d = wheels_dir(dist) / public  # fetch.wheel_dir, without importing the index client
-        cached = sorted(w for w in d.glob("*.whl") if w.is_file()) if d.is_dir() else []  # a FIFO is not a wheel
-        installed = None if cached else installed_from(self.target.root, dist, public)
-        if cached:
-            whl = cached[0]
+        # A cached wheel is used only as the bytes recorded when it was downloaded (recorded.py),
+        # checked as it is opened, every time; a FIFO or a link there is not a wheel.
+        opened, unchecked = None, []
+        for w in sorted(d.glob("*.whl")) if d.is_dir() else []:
+            try:
+                opened = (w, recorded.open_checked(w))
+                break
+            except recorded.Unchecked as e:
+                unchecked.append((w, str(e)))
+            except regular.NotRegular as e:
+                unchecked.append((w, f"it is {e.kind}, not a wheel"))
+        if opened is None and unchecked and os.environ.get(OFFLINE_ENV) != "1":
+            # online: checked against the index again (recorded where it is the index's file,
+            # downloaded again over it where it is not)
+            from patchkit.upstream import fetch
+
+            try:
+                w = fetch.fetch_wheel(dist, public, say=_say)
+                opened = (w, recorded.open_checked(w))
+            except FetchError as e:
+                if "no such release" not in e.message:
+                    raise
+            except recorded.Unchecked:  # changed again since: not used
+                pass
+        installed = None if opened else installed_from(self.target.root, dist, public)
+        if opened:
+            whl, f = opened
+            self._zip = zipfile.ZipFile(f)
+            self.what = f"{dist} {public}'s wheel"
+            return
         elif installed is not None:
             whl = installed
         elif self._lazy_or_sdist(dist, public):
             return
         elif os.environ.get(OFFLINE_ENV) == "1":
+            if unchecked:
+                raise recorded.refusal(*unchecked[0], OFFLINE_ENV)
             raise PatchkitError(f"{dist} {public}'s wheel is not in patchkit's cache, and {OFFLINE_ENV}=1")
         else:
             # pip installed it from an index: its HTTP cache holds the bytes under keys only pip
@@ -151,12 +181,12 @@ class Reference:
                     raise
                 self._open_sdist()  # PATCHKIT_LAZY=0: the sdist-only release, as _lazy_or_sdist reads it
                 return
-        from patchkit.base import regular
-
-        try:  # checked as it is opened: a FIFO put there since never blocks
-            self._zip = zipfile.ZipFile(regular.open_file(whl))
+        try:  # checked as it is opened: a FIFO put there since never blocks; a download, against its record
+            self._zip = zipfile.ZipFile(regular.open_file(whl) if whl == installed else recorded.open_checked(whl))
         except regular.NotRegular as e:
             raise PatchkitError(f"{whl}: is {e.kind}, not a wheel", "remove it from patchkit's cache") from None
+        except recorded.Unchecked as e:  # changed since the download was checked
+            raise PatchkitError(f"{whl}: not used as a pristine reference: {e}", "remove it") from None
         self.what = f"{dist} {public}'s wheel" + (f" ({whl}, as installed)" if whl == installed else "")
 
     def _lazy_or_sdist(self, dist: str, public: str) -> bool:
@@ -201,15 +231,21 @@ class Reference:
             public = Version(v).public
         except InvalidVersion:
             raise PatchkitError(f"{v!r} is not a release version") from None
-        from patchkit.upstream import fetch
+        from patchkit.upstream import fetch, recorded
 
         dest = fetch.cache_dir() / "trees" / f"{self.target.engine}-{public}"
-        src = fetch.tree_source(dest)
-        if not (src and src.get("version") == public) and os.environ.get(OFFLINE_ENV) == "1":
+        why = recorded.tree_why_not(dest, self.target.engine, public)
+        offline = why is not None and os.environ.get(OFFLINE_ENV) == "1"
+        if offline and not os.path.lexists(dest):
             raise PatchkitError(
                 f"{self.target.engine} {public}'s sdist is not in patchkit's cache, and {OFFLINE_ENV}=1"
             )
-        root = fetch.release_tree(self.target.engine, public, say=_say)
+        try:  # a tree not tied to a checked archive is made again from one (fetch.release_tree)
+            root = fetch.release_tree(self.target.engine, public, say=_say)
+        except FetchError:
+            if offline:  # none here to make it from: the tree there is not used
+                raise recorded.refusal(dest, str(why), OFFLINE_ENV) from None
+            raise
         got = fetch.tree_source(root) or {}
         # the wheel where the index has no sdist of the release (drift.release_tree)
         self._tree = Target(self.target.engine, root, "git" if got.get("sdist") else "package", public)

@@ -1,3 +1,4 @@
+from patchkit.base.states import State
 from tests.ops.golden import check, goal, state
 
 AUTOTUNE = """
@@ -181,3 +182,80 @@ def test_goal_of_remove_is_no_element_of_that_meaning():
     src = "def f():\n    return [\"flashinfer_trtllm\", 'flashinfer_mxfp4']\n"
     assert goal("list-element", src, "f", loc, params) == ("done", False)  # locate matches tokens
     assert goal("list-element", src.replace(", 'flashinfer_mxfp4'", ""), "f", loc, params) == ("done", True)
+
+
+CHOICES = """
+MAMBA_BACKEND_CHOICES = ["triton", "flashinfer"]
+RADIX_BACKENDS: list = ["triton", "flashinfer"]
+
+
+class Args:
+    def __post_init__(self):
+        self.backends = ["triton", "flashinfer"]
+"""
+
+
+def test_target_names_the_collection_assigned_to_a_name_or_attribute():
+    """Three lists hold the same elements (`contains` cannot tell them apart); each is named
+    by what it is assigned to, annotated or not, a name or an attribute."""
+    assert state("list-element", CHOICES, "", {"contains": ['"triton"']}, {"element": '"cutlass"'}).state == "ambiguous"
+    check(
+        "list-element",
+        CHOICES,
+        CHOICES.replace('CHOICES = ["triton", "flashinfer"]', 'CHOICES = ["triton", "flashinfer", "cutlass"]'),
+        "",
+        {"target": "MAMBA_BACKEND_CHOICES"},
+        {"element": '"cutlass"'},
+    )
+    check(
+        "list-element",
+        CHOICES,
+        CHOICES.replace('list = ["triton", "flashinfer"]', 'list = ["triton", "flashinfer", "cutlass"]'),
+        "",
+        {"target": "RADIX_BACKENDS"},
+        {"element": '"cutlass"'},
+    )
+    check(
+        "list-element",
+        CHOICES,
+        CHOICES.replace('self.backends = ["triton"', 'self.backends = ["cutlass", "triton"').replace(
+            '"cutlass", "triton", "flashinfer"]', '"triton", "flashinfer", "cutlass"]'
+        ),
+        "Args.__post_init__",
+        {"target": "self.backends"},
+        {"element": '"cutlass"'},
+    )
+    got = state("list-element", CHOICES, "", {"target": "OTHER"}, {"element": '"cutlass"'})
+    assert got.state == "missing" and "no literal collection assigned to `OTHER` here" in got.reason, got
+    assert goal("list-element", CHOICES, "", {"target": "RADIX_BACKENDS"}, {"element": '"triton"'}) == (
+        State.DONE,
+        True,
+    )
+
+
+def test_before_puts_the_element_at_the_front_and_an_empty_collection_takes_one_cleanly():
+    """params.before: the element it precedes (the front of the collection, where after
+    cannot say it); into an empty one-line collection the element goes without a separator
+    (``["a"]``, ``("a",)``, not ``["a", ]``).  Each way back gives the bytes exactly."""
+    check(
+        "list-element",
+        'X = ["a", "b"]\n',
+        'X = ["c", "a", "b"]\n',
+        "",
+        {"target": "X"},
+        {"element": '"c"', "before": '"a"'},
+    )
+    multi = 'X = [\n    "a",\n    "b",\n]\n'
+    check(
+        "list-element",
+        multi,
+        multi.replace('    "a"', '    "c",\n    "a"'),
+        "",
+        {"target": "X"},
+        {"element": '"c"', "before": '"a"'},
+    )
+    check("list-element", "X = []\n", 'X = ["a"]\n', "", {"target": "X"}, {"element": '"a"'})
+    check("list-element", "X = ()\n", 'X = ("a",)\n', "", {"target": "X"}, {"element": '"a"'})
+    check("list-element", "f(ks=[])\n", "f(ks=[12])\n", "", {"keyword": "ks"}, {"element": "12"})
+    got = state("list-element", 'X = ["a"]\n', "", {"target": "X"}, {"element": '"c"', "before": '"z"'})
+    assert got.state == "missing" and 'element `"z"` to insert before is not in the collection' in got.reason, got

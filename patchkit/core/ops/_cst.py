@@ -414,6 +414,10 @@ def insert_item(items: Sequence, index: int, new, opening_ws=None) -> tuple:
     line stays with it.
     """
     items = list(items)
+    if not items and not isinstance(opening_ws, cst.ParenthesizedWhitespace):
+        # the only item of a one-line collection: no separator after it (``["a"]``, not
+        # ``["a", ]``); libcst writes a one-element tuple's own comma (``("a",)``)
+        return (new.with_changes(comma=cst.MaybeSentinel.DEFAULT),)
     sep = separator(items, index, opening_ws)
     if index == 0:
         return (new.with_changes(comma=sep), *items)

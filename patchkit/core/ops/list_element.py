@@ -5,6 +5,11 @@ Also widens gates whose allowed values are a literal collection:
   locator.keyword    = "supported_major_versions"     the value of this keyword argument
                        (locator.call narrows it to one callee)
   locator.membership = "major"                        the right side of ``major in [...]``
+  locator.target     = "MOE_RUNNER_BACKEND_CHOICES"   the value assigned to this name (or
+                       attribute): ``NAME = [...]``, ``NAME: T = [...]``
+
+An added element goes at the end, after params.after, or before params.before (the element
+it precedes: the front of the collection).
 
 With params.comment (or params.uncomment = true, meaning ``# <element>,``) the element is
 turned from that exact comment line into a real element, and back on revert, so the
@@ -59,6 +64,16 @@ def _with_closing_ws(coll, ws):
     return coll.with_changes(rpar=[*coll.rpar[:-1], coll.rpar[-1].with_changes(whitespace_before=ws)])
 
 
+def _assigned(n) -> list:
+    """(target, value) of an assignment whose value is a literal collection: ``NAME = [...]``
+    (each of ``A = B = [...]``'s targets), ``NAME: T = [...]``; [] for any other node."""
+    if isinstance(n, cst.Assign) and isinstance(n.value, _COLLECTIONS):
+        return [(t.target, n.value) for t in n.targets]
+    if isinstance(n, cst.AnnAssign) and isinstance(n.value, _COLLECTIONS):
+        return [(n.target, n.value)]
+    return []
+
+
 def _gap(coll, j: int):
     """The whitespace (with any comment lines) that follows element j."""
     if j < len(coll.elements) - 1:
@@ -68,16 +83,16 @@ def _gap(coll, j: int):
 
 @register("list-element")
 class ListElement(Op):
-    LOCATOR = {"contains": "list[str]", "keyword": "str", "call": "str", "membership": "str"}
-    PARAMS = {"element": "str", "action": "str", "comment": "str", "uncomment": "bool", "after": "str"}
+    LOCATOR = {"contains": "list[str]", "keyword": "str", "call": "str", "membership": "str", "target": "str"}
+    PARAMS = {"element": "str", "action": "str", "comment": "str", "uncomment": "bool", "after": "str", "before": "str"}
     REQUIRED = ("params.element",)
 
     def __init__(self, locator: dict, params: dict) -> None:
-        forms = [k for k in ("contains", "keyword", "membership") if k in locator]
+        forms = [k for k in ("contains", "keyword", "membership", "target") if k in locator]
         if len(forms) != 1:
             raise OpParamError(
                 "locator",
-                "needs exactly one of contains, keyword, membership",
+                "needs exactly one of contains, keyword, membership, target",
                 "e.g. locator = { contains = ['\"flashinfer_trtllm\"'] }",
             )
         if "call" in locator and "keyword" not in locator:
@@ -93,6 +108,9 @@ class ListElement(Op):
         self.keyword = locator.get("keyword")
         self.call = tokens(locator["call"]) if "call" in locator else None
         self.membership = tokens(locator["membership"]) if "membership" in locator else None
+        self.target = tokens(locator["target"]) if "target" in locator else None
+        if "target" in locator:
+            parse_expr(locator["target"], "locator.target")
         self.element_src = params["element"]
         self.element = parse_expr(self.element_src, "params.element")
         self.element_tokens = tokens(self.element_src)
@@ -106,14 +124,26 @@ class ListElement(Op):
             raise OpParamError("params.comment", f"must be a comment line starting with '#': {comment!r}")
         self.comment = comment
         self.after = tokens(params["after"]) if "after" in params else None
+        self.before = tokens(params["before"]) if "before" in params else None
+        if self.after is not None and self.before is not None:
+            raise OpParamError("params.before", "and params.after both place the element: give one")
+        if "before" in params:
+            parse_expr(params["before"], "params.before")
         # The post-condition's own reading of the locator and the element (is_applied).
         self.goal = meaning(self.element_src)
-        self.site = {k: locator[k] for k in ("contains", "keyword", "call", "membership") if k in locator}
+        self.site = {k: locator[k] for k in ("contains", "keyword", "call", "membership", "target") if k in locator}
         # Every candidate holds the locator's fragments (not necessarily the element), in one
         # statement, done or pending.  Every file holding the site holds their words, and with
         # a comment (or for remove) the element's words too: they are there in both states.
         located_by = tuple(
-            s for s in (*locator.get("contains", ()), self.keyword or "", locator.get("membership", "")) if s
+            s
+            for s in (
+                *locator.get("contains", ()),
+                self.keyword or "",
+                locator.get("membership", ""),
+                locator.get("target", ""),
+            )
+            if s
         )
         both = (self.element_src,) if (self.comment is not None or self.action == "remove") else ()
         self.reads = Reads(patterns=(located_by,), file_words=(*located_by, *both))
@@ -142,6 +172,8 @@ class ListElement(Op):
                 for t in n.comparisons:
                     if isinstance(t.operator, (cst.In, cst.NotIn)) and isinstance(t.comparator, _COLLECTIONS):
                         found.append(t.comparator)
+            elif self.form == "target":
+                found += [v for t, v in _assigned(n) if node_tokens(t) == self.target]
         return found
 
     def _describe(self) -> str:
@@ -150,6 +182,8 @@ class ListElement(Op):
             return "list/tuple/set holding " + ", ".join(" ".join(c) for c in self.contains)
         if self.form == "keyword":
             return f"literal collection passed as {self.keyword}="
+        if self.form == "target":
+            return f"literal collection assigned to `{' '.join(self.target)}`"
         return f"literal collection in `{' '.join(self.membership)} in [...]`"
 
     def _index(self, coll) -> int | None:
@@ -186,14 +220,9 @@ class ListElement(Op):
         # Not yet done: check the edit is possible.
         if self.comment is not None and self.action == "add" and self._comment_at(coll) is None:
             return Located(MISSING, (coll,), f"commented-out element `{self.comment}` not found in the collection")
-        if (
-            self.after is not None
-            and self.action == "add"
-            and not any(node_tokens(e.value) == self.after for e in coll.elements)
-        ):
-            return Located(
-                MISSING, (coll,), f"element `{' '.join(self.after)}` to insert after is not in the collection"
-            )
+        for side, at in (("after", self.after), ("before", self.before)):
+            if at is not None and self.action == "add" and not any(node_tokens(e.value) == at for e in coll.elements):
+                return Located(MISSING, (coll,), f"element `{' '.join(at)}` to insert {side} is not in the collection")
         return Located(PENDING, (coll,))
 
     def is_applied(self, scope) -> bool:
@@ -224,6 +253,8 @@ class ListElement(Op):
                     for t in n.comparisons:
                         if isinstance(t.operator, (cst.In, cst.NotIn)) and isinstance(t.comparator, _COLLECTIONS):
                             yield t.comparator
+            elif "target" in site:
+                yield from (v for t, v in _assigned(n) if node_meaning(t) == meaning(site["target"]))
 
     # -- edits -------------------------------------------------------------------------
     def _add(self, coll):
@@ -232,6 +263,8 @@ class ListElement(Op):
         index = len(coll.elements)
         if self.after is not None:
             index = 1 + next(i for i, e in enumerate(coll.elements) if node_tokens(e.value) == self.after)
+        if self.before is not None:
+            index = next(i for i, e in enumerate(coll.elements) if node_tokens(e.value) == self.before)
         new = cst.Element(value=self.element)
         return coll.with_changes(elements=insert_item(coll.elements, index, new, _opening_ws(coll)))
 

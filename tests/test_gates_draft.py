@@ -316,6 +316,7 @@ def test_bad_input(tmp_path, run_cli):
         (["--draft", "x", "--only", "a"], "is not a gate number nor FILE:LINE"),
         (["--draft", "Bad Id"], "is not a valid recipe id"),
         (["--only", "3"], "--only and --out go with --draft ID"),
+        (["--across", "sglang==0.5.9..0.5.10", "--draft", "x"], "--draft drafts from the trees one scan reads"),
         (["--draft", "widen", "--recipes", str(tmp_path / "rec"), "--only", "3", "-o", "o"], "is already a recipe in"),
     ]:
         code, out, err = _run(run_cli, tmp_path, *args)

@@ -466,3 +466,36 @@ def test_multi_line_chains_keep_their_layout(tmp_path, run_cli):
     assert "        and not get_platform().is_sm100\n        and not get_platform().is_sm120\n" in text
     assert "        and (get_platform().is_sm100 or get_platform().is_sm120)\n" in text
     assert "        or get_platform().is_sm100\n        or get_platform().is_sm120\n" in text
+
+
+def test_membership_lists_and_capability_arguments(tmp_path, run_cli):
+    """`major in (9, 10)` gains the device as a list-element; a check that takes a capability
+    (vLLM's `is_device_capability_family(100)`) has the device's as its analog's argument."""
+    root = tmp_path / "vllm"
+    files = {
+        "vllm/__init__.py": "",
+        "vllm/_version.py": "__version__ = version = '0.33.0'\n",
+        "vllm/attn.py": (
+            "from vllm.platforms import current_platform\n\n\n"
+            "def pick(x, major):\n"
+            "    if x and current_platform.get_device_capability()[0] in (9, 10):\n"
+            "        return 1\n"
+            "    if x and current_platform.is_device_capability_family(100):\n"
+            "        return 2\n"
+            "    return 0\n"
+        ),
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    code, out, err = run_cli("gates", "--device", "12.0", "-t", f"vllm={root}", "--draft", "v", "-o", "o", cwd=tmp_path)
+    assert code == 0, out + err
+    ops = tomllib.loads((tmp_path / "o" / "v.toml").read_text())["ops"]
+    assert [(o["kind"], o["params"]) for o in ops] == [
+        ("list-element", {"element": "12"}),
+        (
+            "replace-expr",
+            {"with": "x and (current_platform.is_device_capability_family(100) or "
+             "current_platform.is_device_capability_family(120))"},
+        ),
+    ]  # fmt: skip

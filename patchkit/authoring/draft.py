@@ -117,9 +117,21 @@ def _sm_sub(word: str, cmp_: Device, dev: Device) -> str:
 
 
 class _Analog(ast.NodeTransformer):
-    def __init__(self, cmp_: Device, dev: Device) -> None:
+    def __init__(self, cmp_: Device, dev: Device, checks: frozenset = frozenset()) -> None:
         self.cmp, self.dev, self.changed = cmp_, dev, False
+        self.checks = checks  # the engine's device checks: their arguments are capabilities
         self.compare_depth = 0
+
+    def visit_Call(self, node: ast.Call):
+        name = G._terminal(node.func)
+        node.func = self.visit(node.func)
+        inside = name in self.checks
+        self.compare_depth += inside
+        node.args = [self.visit(a) for a in node.args]
+        for k in node.keywords:
+            k.value = self.visit(k.value)
+        self.compare_depth -= inside
+        return node
 
     def _word(self, w: str) -> str:
         new = _sm_sub(w, self.cmp, self.dev)
@@ -154,12 +166,13 @@ class _Analog(ast.NodeTransformer):
         return node
 
 
-def analog(expr: ast.expr, cmp_: Device, dev: Device) -> Optional[str]:
+def analog(expr: ast.expr, cmp_: Device, dev: Device, checks: frozenset = frozenset()) -> Optional[str]:
     """The source of the device's form of ``expr``, or None where nothing in it names the
-    comparison part."""
+    comparison part (``checks``: the engine's device checks, whose arguments are capabilities:
+    ``is_device_capability_family(100)`` -> ``(120)``)."""
     import copy
 
-    t = _Analog(cmp_, dev)
+    t = _Analog(cmp_, dev, checks)
     new = t.visit(copy.deepcopy(expr))
     return ast.unparse(new) if t.changed else None
 
@@ -334,6 +347,13 @@ def widen_python(f: _PyFile, g: G.Gate, n: int) -> Widened:
     w = Widened(n, g)
     if kind == "arch-list":
         return _widen_list(f, node, w)
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.In)
+        and isinstance(node.comparators[0], (ast.List, ast.Tuple, ast.Set))
+    ):  # `major in (9, 10)`: the collection gains the device
+        return _widen_list(f, node.comparators[0], w, compare=node)
     if _excludes_device(f, node, stack) or (_is_and(node) and any(_excludes_device(f, v, stack) for v in node.values)):
         raise Refusal(
             "it shuts the device out by name (a negated check that admits it): upstream excluded it on purpose;"
@@ -429,7 +449,7 @@ def _whole_test(f: _PyFile, node: ast.expr) -> bool:
 
 
 def _analog_or_refuse(f: _PyFile, node: ast.expr, stack: list) -> str:
-    new = analog(node, f.cmp, f.dev)
+    new = analog(node, f.cmp, f.dev, f.eng.all_words)
     if new is None:
         raise Refusal(
             f"`{f.src(node)}` names no part ({f.cmp}) that an analog for {f.dev} could be made of: write the"
@@ -475,7 +495,7 @@ def _need_name(f: _PyFile, old: str, name: str, w: Widened, depth: int) -> None:
     for st in f.tree.body:  # a module flag: its binding's analog, after it
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             if st.targets[0].id == old:
-                new = analog(st, f.cmp, f.dev)
+                new = analog(st, f.cmp, f.dev, f.eng.all_words)
                 if new is None or not new.startswith(name + " "):
                     raise Refusal(f"`{old}`'s binding has no analog for {f.dev}: bind `{name}` by hand")
                 value = ast.parse(new).body[0].value
@@ -529,8 +549,12 @@ def _jit_modules(f: _PyFile, node: ast.AST) -> tuple:
     return tuple(m.name for m in mods if fn.lineno <= m.line <= fn.end_lineno)
 
 
-def _widen_list(f: _PyFile, node: ast.expr, w: Widened) -> Widened:
+def _widen_list(f: _PyFile, node: ast.expr, w: Widened, compare: Optional[ast.Compare] = None) -> Widened:
+    """An arch list gains the device; ``compare``: the list is the right side of ``x in
+    (...)``, and the comparison is what must read true for it."""
     elts = list(node.elts)
+    if not elts:
+        raise Refusal("an empty list: add the device by hand")
     ints = [e.value for e in elts if isinstance(e, ast.Constant) and type(e.value) is int]
     strs = [e for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     if ints and len(ints) == len(elts):
@@ -553,7 +577,7 @@ def _widen_list(f: _PyFile, node: ast.expr, w: Widened) -> Widened:
         raise Refusal("a list of names or mixed elements: add the device by hand")
     end = f.span(elts[-1])[1]
     w.edits.append((end, end, f", {new}".encode()))
-    w.target, w.collection = f.span(node), True
+    w.target, w.collection = (f.span(compare), False) if compare is not None else (f.span(node), True)
     w.jit = _jit_modules(f, node)
     w.how = f"list-element: {new}"
     return w

@@ -243,7 +243,12 @@ def recipe_toml(
     ops: list[CapturedOp],
     failed: Optional[list] = None,
     idents: Optional[dict[int, dict]] = None,
+    header: str = "",
+    summary: str = "",
+    rationale: str = "",
 ) -> str:
+    """The recipe as TOML.  ``header``, ``summary`` and ``rationale`` (the text inside its
+    triple quotes): another writer's words instead of capture's TODOs (`gates --draft`)."""
     from packaging.version import Version
 
     from patchkit.authoring.port import next_release
@@ -251,14 +256,23 @@ def recipe_toml(
     engines = sorted({op.engine for op in ops})
     versions = {e: Version(targets[e].version).public for e in engines}
     made = ", ".join(f"{e} {versions[e]}" for e in engines)
+    why = (
+        [rationale]
+        if rationale
+        else [
+            f"Captured from {', '.join(str(targets[e].root) for e in engines)} against "
+            f"{', '.join(refs[e].what for e in engines)}.",
+            "TODO: why, with numbers.",
+        ]
+    )
     out = [
-        "# Captured by `patchkit capture` from a hand edit; `patchkit check` validates it.",
+        header or "# Captured by `patchkit capture` from a hand edit; `patchkit check` validates it.",
         f'id = "{rid}"',
-        f'summary = "TODO: say in one line what this does (captured from a hand edit of {made})"',
+        f"summary = {toml_str(summary)}"
+        if summary
+        else f'summary = "TODO: say in one line what this does (captured from a hand edit of {made})"',
         'rationale = """',
-        f"Captured from {', '.join(str(targets[e].root) for e in engines)} against "
-        f"{', '.join(refs[e].what for e in engines)}.",
-        "TODO: why, with numbers.",
+        *why,
         '"""',
         "bundles = []",
         "",
@@ -277,6 +291,8 @@ def recipe_toml(
         out += [f'kind = "{op.kind}"', f'engine = "{op.engine}"', f"file = {toml_str(op.file)}"]
         if op.scope:
             out.append(f"scope = {toml_str(op.scope)}")
+        if op.jit_modules:
+            out.append(f"jit_modules = {_value(list(op.jit_modules))}")
         for section in ("locator", "params"):
             table = getattr(op, section)
             if table:

@@ -23,6 +23,7 @@ class CapturedOp:
     locator: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     hunks: str = ""  # which lines of the edited file it makes, for messages
+    jit_modules: tuple = ()  # the JIT modules its edit reaches (`gates --draft`: an arch list's)
 
 
 @dataclass

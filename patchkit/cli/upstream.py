@@ -156,8 +156,23 @@ def pin(ctx, engine, version, force):
     help="With --across: also write the gates x releases matrix as one self-contained page (a colour per state, "
     "transitions marked, lines and why on hover; works offline).",
 )
+@click.option(
+    "--draft",
+    metavar="ID",
+    default="",
+    help="Write a recipe ID that widens the closed gates (or those of --only), proved before it is written.",
+)
+@click.option(
+    "--only",
+    metavar="N,...",
+    default="",
+    help="With --draft: these gates, by the report's numbers (3,5,7-9) or FILE:LINE.",
+)
+@click.option(
+    "--out", "-o", metavar="DIR", help="With --draft: write ID.toml into DIR (default: the project's recipes/)."
+)
 @click.pass_context
-def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_json, html):
+def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_json, html, draft, only, out):
     """Find every gate that shuts out a GPU: closed for --device, open for --compare.
 
     \b
@@ -165,7 +180,8 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
     checks, JIT arch lists (supported_major_versions=[9, 10]) and C/C++/CUDA #if guards
     over __CUDA_ARCH__, each with file:line, the condition as written, why it is false,
     the enclosing function, what it guards, and the recipes in play that edit it.  What
-    the evaluator cannot decide is listed apart as unknown, never as closed.
+    the evaluator cannot decide is listed apart as unknown, never as closed.  With no
+    tree named: the activated venv's (one that holds an engine), else the workspace's.
 
     \b
     With --across ENGINE==A..B, every release in the range is scanned (cached) and each
@@ -173,15 +189,43 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
     appeared, closed (was open), opened (still there, no longer closed) or went away.
 
     \b
-    Exit codes: 0 no gate closed (with --across: none appeared or closed in the range);
-    1 some are (did); 2 usage or target error.
+    --draft ID writes a recipe that widens the gates numbered in the report
+    (--only 3,5): an or-chain gains the device's analog (or-operand), an arch
+    list the device (list-element), an #if loses the conjunct that shuts it out
+    (text-hunk).  It is proved first (check, every op pending, the planner's
+    bytes, every op applied after) and never written over a file.  A gate no op
+    kind widens safely is refused, one line each, and nothing is written.
+    Opening a gate does not make the code behind it work on the part.
+
+    \b
+    Exit codes: 0 no gate closed (with --across: none appeared or closed in the range;
+    --draft: written); 1 some are (did; --draft: a gate refused or the proof failed,
+    nothing written); 2 usage or target error.
 
     \b
       patchkit gates --device 12.0 --to sglang==0.5.23
       patchkit gates --device sm120 --compare 9.0 -t flashinfer=.venv/lib/python3.12/site-packages
       patchkit gates --device 12.0 --across flashinfer==0.6.3..0.7.4 --html gates.html
+      patchkit gates --device 12.0 --to flashinfer==0.6.3 --draft fi-comm --only flashinfer/jit/comm.py:61
     """
     from patchkit.commands.gates import gates as run
 
-    inv = invocation(ctx, python)
-    sys.exit(run(inv, device, compare, tuple(target), tuple(to), as_json, vendored, jobs, across=across, html=html))
+    # no tree named (nor --across): the activated serving venv, as apply and status choose
+    inv = invocation(ctx, python, tuple(target) + tuple(to) + ((across,) if across else ()))
+    sys.exit(
+        run(
+            inv,
+            device,
+            compare,
+            tuple(target),
+            tuple(to),
+            as_json,
+            vendored,
+            jobs,
+            across=across,
+            html=html,
+            draft=draft,
+            only=only,
+            out=out,
+        )
+    )

@@ -29,7 +29,7 @@ def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> lis
 
     out: dict[str, object] = {}
     if inv.python:
-        target = tuple(inv.options((), target).targets)
+        target = _python_trees(inv, target)
     for arg in target:
         engine, path = parse_target_arg(arg)
         if engine not in ENGINES:
@@ -60,6 +60,26 @@ def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> lis
     return list(out.values())
 
 
+def _python_trees(inv: Invocation, target: tuple[str, ...]) -> tuple[str, ...]:
+    """``ENGINE=ROOT`` of every engine the --python interpreter (or the activated venv)
+    imports, beside the trees named with -t: a scan needs no recipe to name its engines."""
+    from patchkit.base.target import ENGINES
+
+    facts = inv.probe() or {}
+    given = {a.split("=", 1)[0].strip() for a in target}
+    found = [
+        f"{e}={m['root']}"
+        for e in ENGINES
+        if e not in given and (m := facts.get("modules", {}).get(ENGINES[e].package, {})).get("found")
+    ]
+    if not found and not target:
+        raise PatchkitError(
+            f"--python {inv.python}: it imports none of {', '.join(ENGINES)}",
+            "name the tree with -t ENGINE=PATH, or another interpreter",
+        )
+    return tuple(target) + tuple(found)
+
+
 def _err(s: str) -> None:
     say(s, err=True)
 
@@ -83,11 +103,19 @@ def gates(
     jobs: int = 0,
     across: str | None = None,
     html: str | None = None,
+    draft: str = "",
+    only: str = "",
+    out: str | None = None,
 ) -> int:
     dev = _device(device, "--device")
     cmp_ = _device(compare, "--compare") if compare else G.default_compare(dev)
     if cmp_.capability == dev.capability:
         raise PatchkitError(f"--compare {cmp_} is the device itself", "compare with another part, e.g. --compare 10.0")
+    if across and (draft or only or out):
+        raise PatchkitError(
+            "--draft drafts from the trees one scan reads, not from --across",
+            f"e.g. patchkit gates --device {device} --to ENGINE==VERSION --draft ID --only N",
+        )
     if across:
         if target or to or inv.python:
             raise PatchkitError(
@@ -110,6 +138,14 @@ def gates(
         res = G.scan(t.engine, t.root, t.layout, t.version, dev, cmp_, vendored=vendored, jobs=jobs)
         G.mark_recipes(res, recipes)
         scans.append((res, time.monotonic() - t0))
+    if draft or only or out:
+        if not draft:
+            raise PatchkitError(
+                "--only and --out go with --draft ID", "e.g. patchkit gates --device 12.0 --draft my-id --only 3"
+            )
+        from patchkit.commands.gates_draft import draft as run_draft
+
+        return run_draft(inv, draft, only, out, dev, cmp_, trees, scans, as_json)
     closed = sum(len(r.closed) for r, _ in scans)
     if as_json:
         say(json.dumps(document(dev, cmp_, scans), indent=2), raw=True)
@@ -137,7 +173,7 @@ def document(dev: Device, cmp_: Device, scans) -> dict:
                 "cpp": r.cpp,
                 "seconds": round(dt, 3),
                 "errors": r.errors,
-                "closed": [g.to_json() for g in r.closed],
+                "closed": [{"n": n, **g.to_json()} for n, g in _numbers(scans, r)],
                 "unknown": [g.to_json() for g in r.unknown],
             }
             for r, dt in scans
@@ -145,8 +181,17 @@ def document(dev: Device, cmp_: Device, scans) -> dict:
     }
 
 
+def _numbers(scans, r) -> list:
+    """(n, gate) of ``r``'s closed gates, numbered across the scans as the report prints
+    them (what `--draft --only N` names)."""
+    from patchkit.authoring.draft import numbered
+
+    return [(x.n, x.gate) for x in numbered(scans) if x.root == r.root and x.engine == r.engine]
+
+
 def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
     out = [f"gates closed for {dev} and open for {cmp_}"]
+    n = 0
     for r, dt in scans:
         files = len({g.path for g in r.closed})
         left = f", {r.vendored_skipped} vendored files left out (--vendored adds them)" if r.vendored_skipped else ""
@@ -165,8 +210,9 @@ def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
                 last = path
             out.append(f"  {function or '(module level)'}")
             for g in gs:
+                n += 1
                 mark = f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""
-                out.append(f"    {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
+                out.append(f"    #{n:<3} {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
                 out.append(f"           {g.why}")
                 if g.guards:
                     out.append(f"           guards: {g.guards}")

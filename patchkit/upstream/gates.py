@@ -605,6 +605,8 @@ def _cpp_find(node, device: Device, compare: Device, cond: str, out: list) -> Op
             _cpp_find(c, device, compare, cond, out)
     elif t == "binary_expression":
         op = node.child_by_field_name("operator").text.decode()
+        if op == "||" and dv is True:
+            return dv  # an operand admits the device already: the others close nothing
         if op in ("&&", "||"):
             _cpp_find(node.child_by_field_name("left"), device, compare, cond, out)
             _cpp_find(node.child_by_field_name("right"), device, compare, cond, out)

@@ -224,6 +224,8 @@ def _env(tmp: Path, real: bool = False) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "XDG_"))}
     if real:
         env.update({k: os.environ[k] for k in fetch.INDEX_ENVS if os.environ.get(k)})
+        # pip's own cache too (`make demo` installs patchkit's dependencies into a new venv)
+        env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
     (tmp / "home").mkdir(exist_ok=True)
     for xdg in ("CONFIG", "CACHE", "DATA", "STATE"):
         (tmp / "xdg" / xdg.lower()).mkdir(parents=True, exist_ok=True)
@@ -401,7 +403,8 @@ def test_every_shell_block_is_run_or_an_illustration():
     for b in README_BLOCKS:
         assert b.lang, f"README.md:{b.line}: a block without a language"
     for b in SH:
-        assert b.mark, f"README.md:{b.line}: mark it `<!-- run: FLOW -->` ({', '.join(FLOWS)}) or `<!-- illustration: why -->`"
+        how = f"`<!-- run: FLOW -->` ({', '.join(FLOWS)}) or `<!-- illustration: why -->`"
+        assert b.mark, f"README.md:{b.line}: mark it {how}"
         if b.mark == "run":
             assert b.flow in FLOWS, f"README.md:{b.line}: no flow {b.flow!r} (one of {sorted(FLOWS)})"
     text = "x\n\n```sh\npatchkit list\n```\n\n<!-- run: nope -->\n```sh\npatchkit list\n```\n"

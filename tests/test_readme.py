@@ -23,8 +23,9 @@ command of a run block that the test cannot check fails it.  A `patchkit publish
 --dry-run` line is also run from the clone, offline with an empty cache: it must stop only
 at the release it may not download.
 
-A ```dockerfile block's `RUN`/`CMD` lines that call patchkit are checked as `patchkit` lines,
-and a ```toml block that is a recipe (`id = ...`) must pass `patchkit check`."""
+A ```dockerfile block is marked too: run, its shell-form RUN lines run twice (as on a
+rebuild over an image they patched); its `RUN`/`CMD` lines that call patchkit are checked as
+`patchkit` lines.  A ```toml block that is a recipe (`id = ...`) must pass `patchkit check`."""
 
 from __future__ import annotations
 
@@ -88,6 +89,18 @@ def blocks(text: str) -> list[Block]:
 
 README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
 SH = [b for b in README_BLOCKS if b.lang in ("sh", "bash", "shell", "console")]
+# Blocks of commands: shell, and a Dockerfile's (its RUN lines are shell too).
+COMMANDS = SH + [b for b in README_BLOCKS if b.lang == "dockerfile"]
+
+
+def script(b: Block) -> str:
+    """What running the block means: a shell block as it is; a Dockerfile's shell-form RUN
+    lines, twice (a rebuild on an image they already patched runs them again)."""
+    if b.lang != "dockerfile":
+        return b.text
+    runs = [m.group(1) for m in re.finditer(r"^RUN\s+([^\[].*)$", b.text, re.M)]
+    assert runs, f"README.md:{b.line}: a dockerfile block with no shell-form RUN line to run"
+    return "\n".join(runs * 2)
 
 
 def _engines() -> set[str]:
@@ -316,13 +329,13 @@ def as_run(text: str, subs: list[tuple[str, str]]) -> str:
     return text
 
 
-@pytest.mark.parametrize("block", [_run_param(b) for b in SH if b.mark == "run"])
+@pytest.mark.parametrize("block", [_run_param(b) for b in COMMANDS if b.mark == "run"])
 def test_each_run_block_runs(block, tmp_path, request):
     """Each `<!-- run: FLOW -->` block, as written, in a fresh clone with an empty HOME."""
     assert block.flow in FLOWS, f"README.md:{block.line}: no flow {block.flow!r} (one of {sorted(FLOWS)})"
     flow = FLOWS[block.flow]
     env = _env(tmp_path, real=flow.real)
-    text = as_run(block.text, flow.make(tmp_path, request))
+    text = as_run(script(block), flow.make(tmp_path, request))
     work = clone(tmp_path / "clone", env)
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", text],
@@ -396,13 +409,14 @@ def test_each_recipe_in_the_readme_passes_check(block, tmp_path):
 
 def test_every_shell_block_is_run_or_an_illustration():
     """The rule itself: every block that could be shell is one the tests above read (a block
-    without a language might be: name it, ```sh or ```text), and every shell block is run
+    without a language might be: name it, ```sh or ```text), and every shell or dockerfile
+    block is run
     (`<!-- run: FLOW -->`, a flow of FLOWS) or says why it cannot be (`<!-- illustration: why
     -->`): a new block is one or the other, or this fails."""
     assert SH
     for b in README_BLOCKS:
         assert b.lang, f"README.md:{b.line}: a block without a language"
-    for b in SH:
+    for b in COMMANDS:
         how = f"`<!-- run: FLOW -->` ({', '.join(FLOWS)}) or `<!-- illustration: why -->`"
         assert b.mark, f"README.md:{b.line}: mark it {how}"
         if b.mark == "run":

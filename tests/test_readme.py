@@ -259,7 +259,8 @@ def _env(tmp: Path, real: bool = False) -> dict[str, str]:
 # Each block runs as written (bash -euo pipefail), inside a fresh `git clone` of this checkout,
 # with an empty HOME and XDG directories.  A flow makes what the block presumes the user has
 # (checkouts under ~/src, a serving venv), and says which of the block's words stand for it:
-# a path it names (/opt/serve) becomes the one the test made.  Nothing else is changed.
+# a path it names (/opt/serve) becomes the one the test made.  Nothing else is changed.  (A
+# clone holds what is committed: commit before you run these by hand.)
 
 
 class Flow(NamedTuple):

@@ -68,7 +68,8 @@ def test_sglang_0_5_13_two_recipes_already_upstream(run_cli):
     )
     moe = recipe(doc, "moe-backend-sm120")["ops"][0]
     assert moe["message"] == "upstream marker matched at sglang/srt/server_args.py:3351"
-    assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.3"
+    # judged with the FlashInfer 0.5.13 requires, over the pin (0.6.3), as `--across` pairs them
+    assert doc["targets"]["sglang"]["version"] == "0.5.13" and doc["targets"]["flashinfer"]["version"] == "0.6.12"
 
 
 @pytest.mark.real
@@ -128,10 +129,11 @@ def test_sglang_0_5_20_is_judged_with_its_own_variants(run_cli):
     (mrr,) = recipe(doc, "max-running-requests")["ops"]
     assert mrr["index"] == 2 and mrr["location"].startswith("sglang/srt/arg_groups/fields/schedule.py::Schedule:")
     ar = recipe(doc, "allreduce-fusion")["ops"]
+    # FlashInfer's half (ops 4, 5) is upstream in 0.6.18, the FlashInfer 0.5.20 requires
     assert [(o["index"], o["state"]) for o in ar] == [
         (3, "pending"),
-        (4, "pending"),
-        (5, "pending"),
+        (4, "upstream"),
+        (5, "upstream"),
         (10, "pending"),
         (11, "pending"),
         (12, "pending"),
@@ -163,7 +165,7 @@ def test_status_on_a_pristine_newer_tree_answers_like_drift(run_cli, tree):
     s, f = tree("sglang", "0.5.15", links=True), tree("flashinfer", "0.6.3", links=True)
     code, out, _ = run_cli("status", "-t", f"sglang={s}", "-t", f"flashinfer={f}", "--json")
     st = json.loads(out)
-    _, dr = drift_json(run_cli, "--to", "sglang==0.5.15")
+    _, dr = drift_json(run_cli, "--to", "sglang==0.5.15", "--to", "flashinfer==0.6.3")  # the pair status reads
 
     def strip(doc):
         return [
@@ -221,20 +223,23 @@ def test_bisect_skips_releases_where_nothing_changes(run_cli, monkeypatch):
 
 @pytest.mark.real
 def test_pin_moves_only_its_lines_after_preflight(run_cli, tmp_path):
+    """Its lines, and those of the FlashInfer the release requires (0.5.12.post1: 0.6.11.post1),
+    which the preflight judged it with: `sync` then makes the pair the release installs."""
     pins = tmp_path / "upstream_pins.toml"
     shutil.copy(ROOT / "upstream_pins.toml", pins)
     original = pins.read_text()
     code, out, err = run_cli("--pins", str(pins), "--recipes", str(ROOT / "recipes"), "pin", "sglang", "0.5.12.post1")
     assert code == 0, out + err
+    assert "flashinfer pinned to 0.6.11.post1 (the version sglang 0.5.12.post1 requires)" in out
     new = pins.read_text()
     assert len(original.splitlines()) == len(new.splitlines())
     changed = [(a, b) for a, b in zip(original.splitlines(), new.splitlines(), strict=True) if a != b]
-    assert [a.split("=")[0].strip() for a, _ in changed] == ["version", "wheel", "sha256", "rev"]
-    assert (
-        'version = "0.5.12.post1"' in new
-        and 'rev = "v0.5.12.post1"                        # tag matching the release' in new
-    )
-    assert "# tag matching the release" in new  # comments survive
+    assert [a.split("=")[0].strip() for a, _ in changed] == ["version", "wheel", "sha256", "rev"] * 2
+    assert 'version = "0.5.12.post1"' in new and 'version = "0.6.11.post1"' in new
+    # the comment keeps its column; FlashInfer's named the old commit, and now says what rev is
+    assert 'rev = "v0.5.12.post1"                 # tag matching the release' in new
+    assert 'rev = "v0.6.11.post1"                 # tag matching the release' in new
+    assert "# The upstream releases" in new  # comments survive
     # A release where a recipe goes missing is refused, and the file is left alone (0.5.22
     # judged with recipes written before communicator.py went away).
     old = tmp_path / "old-recipes"

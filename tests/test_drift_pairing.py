@@ -104,3 +104,59 @@ def test_to_still_overrides_the_pairing(tmp_path, monkeypatch, run_cli):
     assert _fi_state(doc, "0.5.10") == "pending"
     code, out, err = run_cli(*args, "--to", "flashinfer==0.6.3", cwd=tmp_path / "cwd")
     assert "flashinfer: 0.6.3 for every release (--to)" in out.splitlines()
+
+
+# -- in a clone: `drift --to` and `pin` pair the same way --------------------------------------
+
+PINS = """# the pins
+[sglang]
+index = "sglang"                      # package-index name
+version = "0.5.9"
+wheel = "sglang-0.5.9-py3-none-any.whl"
+sha256 = "0"
+rev = "v0.5.9"                        # tag matching the release
+
+[flashinfer]
+index = "flashinfer-python"
+version = "0.6.3"
+wheel = "flashinfer_python-0.6.3-py3-none-any.whl"
+sha256 = "0"
+rev = "v0.6.3"                        # commit d0886ce (flashinfer/_build_meta.py)
+"""
+
+
+def _in_a_clone(tmp_path, monkeypatch):
+    args = _releases(tmp_path, monkeypatch)
+    (tmp_path / "cwd" / "upstream_pins.toml").write_text(PINS)
+    return args[:2]
+
+
+def test_drift_to_in_a_clone_judges_the_flashinfer_the_release_requires(tmp_path, monkeypatch, run_cli):
+    """In a clone, `drift --to sglang==0.5.10` judged 0.5.10 with the pinned FlashInfer 0.6.3,
+    where `--across` (and 0.5.10 itself) takes 0.6.4: the README's upgrade flow read a
+    preflight of a pair that is never installed.  The pin stands only for an engine the
+    release does not pin exactly; `--to flashinfer==V` still chooses."""
+    common = _in_a_clone(tmp_path, monkeypatch)
+    code, out, err = run_cli(*common, "drift", "both", "--to", "sglang==0.5.10", "--json", cwd=tmp_path / "cwd")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["targets"]["flashinfer"]["root"].endswith("flashinfer-0.6.4"), doc["targets"]  # hand-made: no version
+    assert "flashinfer 0.6.4: the version this sglang release requires (over the pin 0.6.3" in err, err
+    code, out, err = run_cli(*common, "drift", "both", "--to", "sglang==0.5.10", "--to", "flashinfer==0.6.3",
+                             "--json", cwd=tmp_path / "cwd")  # fmt: skip
+    assert json.loads(out)["targets"]["flashinfer"]["root"].endswith("flashinfer-0.6.3")
+
+
+def test_pin_moves_the_flashinfer_the_release_requires_with_it(tmp_path, monkeypatch, run_cli):
+    """`patchkit pin sglang 0.5.10` moved SGLang alone: `sync` then made 0.5.10 beside
+    FlashInfer 0.6.3, a pair 0.5.10 does not install and the preflight did not judge."""
+    common = _in_a_clone(tmp_path, monkeypatch)
+    pins = tmp_path / "cwd" / "upstream_pins.toml"
+    code, out, err = run_cli(*common, "pin", "sglang", "0.5.10", cwd=tmp_path / "cwd")
+    assert code == 0, out + err
+    new = pins.read_text()
+    assert 'version = "0.5.10"' in new and 'version = "0.6.4"' in new, new
+    assert 'rev = "v0.6.4"                        # tag matching the release' in new  # not the old commit
+    assert 'rev = "v0.5.10"                       # tag matching the release' in new
+    assert "flashinfer pinned to 0.6.4 (the version sglang 0.5.10 requires)" in out, out
+    assert new.startswith("# the pins\n")  # comments and layout survive

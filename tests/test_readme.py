@@ -1,24 +1,31 @@
 """A README line cannot fail as written (issue 32).
 
-Every ```sh block of README.md is one of:
+Every ```sh block of README.md is marked on the line before it, and a block that is not
+fails test_every_shell_block_is_run_or_an_illustration:
 
-* marked `<!-- run ... -->` on the line before it: run here, in an empty directory with an
-  empty HOME and patchkit offline, and it must exit 0;
-* marked `<!-- illustration ... -->`: it needs what a test machine has not (a serving venv,
-  the fleet's index); its `patchkit` lines are still checked as below;
-* unmarked: every command in it is checked the cheap way, offline: a `patchkit` line is read
-  by click's own parser for that (sub)command (an option it does not have, an option without
-  its value, a missing argument fails), every recipe or bundle it names exists, and every
-  ENGINE of `-t ENGINE=PATH`, `--from ENGINE==V`, `--to`, `--across` is an engine; `make T`
-  names a target of the Makefile; `pipx install`, `uv tool install` and `pip install` of a
-  path name a directory whose pyproject.toml is patchkit's, with extras it defines.  A
-  command the test cannot check fails it: mark the block, or check the command here.
-  A `patchkit publish ... --dry-run` line is also run from the clone, offline with an empty
-  cache: it must stop only at the release it may not download.
+* `<!-- run: FLOW -->`: run as written (bash -euo pipefail) inside a fresh `git clone` of
+  this checkout, with an empty HOME and XDG directories; it must exit 0.  FLOW names an
+  entry of FLOWS below, which makes what the block presumes the user has (checkouts under
+  ~/src, a serving venv at /opt/serve: a path the block names becomes the one the test made)
+  and says whether it needs real releases (the real tier, patchkit's shared cache, the
+  network allowed) or runs offline with an empty cache.
+* `<!-- illustration: why -->`: it needs what a test machine has not (a GPU server, the
+  fleet's index, the user's tool directory); its `patchkit` lines are still read by
+  patchkit's own click parser, so a wrong option fails.
 
-A ```dockerfile block's `RUN`/`CMD` lines that call patchkit are checked as `patchkit` lines,
-and a ```toml block that is a recipe (`id = ...`) must pass `patchkit check`.
-"""
+Every command of a block is also checked the cheap way, offline: a `patchkit` line is read
+by click's own parser for that (sub)command (an option it does not have, an option without
+its value, a missing argument fails), every recipe or bundle it names exists, and every
+ENGINE of `-t ENGINE=PATH`, `--from ENGINE==V`, `--to`, `--across` is an engine; `make T`
+names a target of the Makefile; `pipx install`, `uv tool install` and `pip install` of a
+path name a directory whose pyproject.toml is patchkit's, with extras it defines.  A
+command of a run block that the test cannot check fails it.  A `patchkit publish ...
+--dry-run` line is also run from the clone, offline with an empty cache: it must stop only
+at the release it may not download.
+
+A ```dockerfile block is marked too: run, its shell-form RUN lines run twice (as on a
+rebuild over an image they patched); its `RUN`/`CMD` lines that call patchkit are checked as
+`patchkit` lines.  A ```toml block that is a recipe (`id = ...`) must pass `patchkit check`."""
 
 from __future__ import annotations
 
@@ -28,12 +35,16 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import click
 import pytest
 
+from patchkit.base import paths
+from patchkit.base.target import ENGINES as ENGINE_SPECS
 from patchkit.cli import cli
+from patchkit.upstream import fetch
+from tests.conftest import PINNED
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +61,7 @@ class Block(NamedTuple):
     text: str
     line: int  # of the opening fence, from 1
     mark: str  # "run", "illustration" or ""
+    flow: str = ""  # of a "run" block: the FLOWS entry that sets up what it needs
 
 
 def blocks(text: str) -> list[Block]:
@@ -68,14 +80,27 @@ def blocks(text: str) -> list[Block]:
         while k >= 0 and not lines[k].strip():
             k -= 1
         before = lines[k].strip() if k >= 0 else ""
-        mark = re.match(r"^<!--\s*(run|illustration)\b.*-->$", before)
-        out.append(Block(m.group(1), "\n".join(lines[i + 1 : j]), i + 1, mark.group(1) if mark else ""))
+        mark = re.match(r"^<!--\s*(run|illustration)\b:?\s*([\w-]*).*-->$", before)
+        kind, flow = (mark.group(1), mark.group(2) if mark.group(1) == "run" else "") if mark else ("", "")
+        out.append(Block(m.group(1), "\n".join(lines[i + 1 : j]), i + 1, kind, flow))
         i = j + 1
     return out
 
 
 README_BLOCKS = blocks(README.read_text(encoding="utf-8"))
 SH = [b for b in README_BLOCKS if b.lang in ("sh", "bash", "shell", "console")]
+# Blocks of commands: shell, and a Dockerfile's (its RUN lines are shell too).
+COMMANDS = SH + [b for b in README_BLOCKS if b.lang == "dockerfile"]
+
+
+def script(b: Block) -> str:
+    """What running the block means: a shell block as it is; a Dockerfile's shell-form RUN
+    lines, twice (a rebuild on an image they already patched runs them again)."""
+    if b.lang != "dockerfile":
+        return b.text
+    runs = [m.group(1) for m in re.finditer(r"^RUN\s+([^\[].*)$", b.text, re.M)]
+    assert runs, f"README.md:{b.line}: a dockerfile block with no shell-form RUN line to run"
+    return "\n".join(runs * 2)
 
 
 def _engines() -> set[str]:
@@ -197,7 +222,7 @@ def _blocks_id(b: Block) -> str:
     return f"README.md:{b.line}"
 
 
-@pytest.mark.parametrize("block", [b for b in SH if b.mark != "run"], ids=_blocks_id)
+@pytest.mark.parametrize("block", SH, ids=_blocks_id)
 def test_each_shell_block_checks(block):
     for words in commands(block.text):
         if block.mark == "illustration" and not (words[0] == "patchkit" or words[0].endswith("/patchkit")):
@@ -205,32 +230,121 @@ def test_each_shell_block_checks(block):
         check_command(words)
 
 
-def _env(tmp: Path) -> dict[str, str]:
+def _env(tmp: Path, real: bool = False) -> dict[str, str]:
+    """An empty HOME and empty XDG directories; offline with an empty cache, or (``real``) the
+    network allowed and patchkit's shared cache, so releases the tier downloads are not
+    downloaded again."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "XDG_"))}
-    (tmp / "home").mkdir()
+    if real:
+        env.update({k: os.environ[k] for k in fetch.INDEX_ENVS if os.environ.get(k)})
+        # pip's own cache too (`make demo` installs patchkit's dependencies into a new venv)
+        env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
+    (tmp / "home").mkdir(exist_ok=True)
+    for xdg in ("CONFIG", "CACHE", "DATA", "STATE"):
+        (tmp / "xdg" / xdg.lower()).mkdir(parents=True, exist_ok=True)
+        env[f"XDG_{xdg}_HOME"] = str(tmp / "xdg" / xdg.lower())
     env.update(
         HOME=str(tmp / "home"),
-        PATCHKIT_OFFLINE="1",
-        PATCHKIT_CACHE=str(tmp / "cache"),
+        PATCHKIT_CACHE=str(paths.cache_dir() if real else tmp / "cache"),
         PATH=f"{PATCHKIT.parent}{os.pathsep}{env.get('PATH', '')}",
         NO_COLOR="1",
     )
+    if not real:
+        env["PATCHKIT_OFFLINE"] = "1"
     return env
 
 
-@pytest.mark.parametrize("block", [b for b in SH if b.mark == "run"], ids=_blocks_id)
-def test_each_run_block_runs(block, tmp_path):
-    for words in commands(block.text):
-        check_command(words)
-    work = tmp_path / "work"
-    work.mkdir()
+# -- the flows a `<!-- run: FLOW -->` block names ----------------------------------------------
+#
+# Each block runs as written (bash -euo pipefail), inside a fresh `git clone` of this checkout,
+# with an empty HOME and XDG directories.  A flow makes what the block presumes the user has
+# (checkouts under ~/src, a serving venv), and says which of the block's words stand for it:
+# a path it names (/opt/serve) becomes the one the test made.  Nothing else is changed.  (A
+# clone holds what is committed: commit before you run these by hand.)
+
+
+class Flow(NamedTuple):
+    real: bool  # needs real releases (and may use the network): the real tier
+    make: Callable[[Path, pytest.FixtureRequest], list[tuple[str, str]]]  # (tmp, request) -> substitutions
+
+
+def _nothing(tmp: Path, request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+    return []
+
+
+def _two_commands(tmp: Path, request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+    # `make test` is this suite: the test asks make for its plan (every target it needs
+    # exists, nothing runs); `make demo` runs as written, its venv made from the index.
+    return [(r"^make test\b", "make -n test")]
+
+
+def _checkouts(tmp: Path, request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+    """~/src/sglang and ~/src/flashinfer: unpacked pinned releases (a layout -t detects)."""
+    tree = request.getfixturevalue("tree")
+    for engine in PINNED:
+        tree(engine, name=f"home/src/{engine}", links=True)
+    return []
+
+
+def _serving_venv(tmp: Path, request: pytest.FixtureRequest) -> list[tuple[str, str]]:
+    """/opt/serve: a venv into which pip installed the pinned SGLang and FlashInfer wheels
+    (no dependencies: nothing here imports them)."""
+    venv = tmp / "opt" / "serve"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    wheels = [str(fetch.fetch_wheel(ENGINE_SPECS[e].dist, v)) for e, v in PINNED.items()]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q"]
+        + ["--disable-pip-version-check", "--no-deps", "--no-index", *wheels],
+        check=True,
+        capture_output=True,
+    )
+    return [("/opt/serve", str(venv))]
+
+
+FLOWS: dict[str, Flow] = {
+    "recipe": Flow(False, _nothing),
+    "clone": Flow(True, _two_commands),
+    "checkouts": Flow(True, _checkouts),
+    "serving-venv": Flow(True, _serving_venv),
+}
+
+
+def _run_param(b: Block):
+    flow = FLOWS.get(b.flow)
+    marks = [pytest.mark.real, pytest.mark.xdist_group("readme")] if flow and flow.real else []
+    return pytest.param(b, id=_blocks_id(b), marks=marks)
+
+
+def clone(dest: Path, env: dict[str, str]) -> Path:
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: nothing to clone")
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(dest)], env=env, check=True, capture_output=True)
+    return dest
+
+
+def as_run(text: str, subs: list[tuple[str, str]]) -> str:
+    for pattern, repl in subs:
+        new = re.sub(pattern, repl, text, flags=re.M) if pattern.startswith("^") else text.replace(pattern, repl)
+        assert new != text, f"{pattern!r} is not in the block: the flow and the README disagree"
+        text = new
+    return text
+
+
+@pytest.mark.parametrize("block", [_run_param(b) for b in COMMANDS if b.mark == "run"])
+def test_each_run_block_runs(block, tmp_path, request):
+    """Each `<!-- run: FLOW -->` block, as written, in a fresh clone with an empty HOME."""
+    assert block.flow in FLOWS, f"README.md:{block.line}: no flow {block.flow!r} (one of {sorted(FLOWS)})"
+    flow = FLOWS[block.flow]
+    env = _env(tmp_path, real=flow.real)
+    text = as_run(script(block), flow.make(tmp_path, request))
+    work = clone(tmp_path / "clone", env)
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.text],
+        ["bash", "-euo", "pipefail", "-c", text],
         cwd=work,
-        env=_env(tmp_path),
+        env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, f"README.md:{block.line} exits {done.returncode}:\n{done.stdout}{done.stderr}"
 
@@ -294,12 +408,22 @@ def test_each_recipe_in_the_readme_passes_check(block, tmp_path):
     assert "no errors" in done.stdout
 
 
-def test_every_shell_block_is_tested_or_an_illustration():
+def test_every_shell_block_is_run_or_an_illustration():
     """The rule itself: every block that could be shell is one the tests above read (a block
-    without a language might be: name it, ```sh or ```text)."""
+    without a language might be: name it, ```sh or ```text), and every shell or dockerfile
+    block is run
+    (`<!-- run: FLOW -->`, a flow of FLOWS) or says why it cannot be (`<!-- illustration: why
+    -->`): a new block is one or the other, or this fails."""
     assert SH
     for b in README_BLOCKS:
         assert b.lang, f"README.md:{b.line}: a block without a language"
+    for b in COMMANDS:
+        how = f"`<!-- run: FLOW -->` ({', '.join(FLOWS)}) or `<!-- illustration: why -->`"
+        assert b.mark, f"README.md:{b.line}: mark it {how}"
+        if b.mark == "run":
+            assert b.flow in FLOWS, f"README.md:{b.line}: no flow {b.flow!r} (one of {sorted(FLOWS)})"
+    text = "x\n\n```sh\npatchkit list\n```\n\n<!-- run: nope -->\n```sh\npatchkit list\n```\n"
+    assert [(b.mark, b.flow) for b in blocks(text)] == [("", ""), ("run", "nope")]
 
 
 def test_the_readme_leads_with_the_users_flows():

@@ -112,6 +112,8 @@ def pin(ctx, engine, version, force):
     """Move ENGINE's pin in upstream_pins.toml to VERSION, after a drift preflight.
 
     Only the version, wheel, sha256 and rev lines change; comments and layout survive.
+    A pinned engine that VERSION requires exactly (SGLang's FlashInfer, its Requires-Dist)
+    moves with it: the preflight judged that pair, and it is the pair the release installs.
     """
     from patchkit.commands.drift import pin as run
 

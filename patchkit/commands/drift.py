@@ -116,15 +116,17 @@ def drift(
     specs = [D.parse_spec(spec) for spec in to]
     given = {engine for _, engine, _ in specs}
     needed = {e for r in catalog.select(names) for e in r.engines}
-    # pinned releases of engines the recipes edit (a vLLM recipe downloads no SGLang)
-    pinned = {e: v for e, v in _pinned(project).items() if e not in given and e in needed}
-    # What no --to and no pin gives: an engine a given release pins exactly (its
-    # definition's `requires`, read from the release's Requires-Dist); anything else fails
-    # here, before a byte is downloaded.
+    # An engine a given release pins exactly (its definition's `requires`, read from the
+    # release's Requires-Dist) is judged at that release, over the pin, as `--across` pairs
+    # them: the preflight judges the pair the release installs (and `pin` moves).  --to
+    # overrides; anything else fails here, before a byte is downloaded.
     from patchkit.base.target import ENGINES
 
     by = {r: e for k, e, _ in specs if k == "release" for r in ENGINES[e].requires if r not in given}
     derive = set(by)
+    # pinned releases of engines the recipes edit (a vLLM recipe downloads no SGLang)
+    pins = {e: v for e, v in _pinned(project).items() if e not in given and e in needed}
+    pinned = {e: v for e, v in pins.items() if e not in derive}
     _missing_engines(catalog, names, given | set(pinned) | derive, "drift")
     trees = {}
     releases: dict[str, str] = {}  # engine -> version, where the tree is a release
@@ -141,15 +143,17 @@ def drift(
         if not any(engine in r.engines for r in catalog.select(names)):
             continue
         version = _required_by(trees[by[engine]], engine)
-        if version is None:
+        if version is None and engine in pins:  # the release names no exact one: the pin stands
+            version = pins[engine]
+        elif version is None:
             raise PatchkitError(
                 f"drift: no {engine} release given or pinned, and this {by[engine]} release names no exact one",
                 f"add --to {engine}==VERSION",
             )
-        _err(
-            f"{engine} {version}: the version this {by[engine]} release requires "
-            f"(no pin here; --to {engine}==V to choose)"
-        )
+        else:
+            where = f"over the pin {pins[engine]}" if engine in pins else "no pin here"
+            what = f"the version this {by[engine]} release requires"
+            _err(f"{engine} {version}: {what} ({where}; --to {engine}==V to choose)")
         trees[engine], releases[engine] = D.release_tree(engine, version, say=_err), version
     # releases only: the verdicts `--across` keeps answer a repeat; a path is judged as it is now
     res = (
@@ -358,11 +362,25 @@ def pin(project: Project, engine: str, version: str, force: bool) -> int:
             err=True,
         )
         return NOT_THERE
-    whl = fetch.fetch_wheel(pins[engine].index, version, say=_err)
+    from patchkit.base.target import ENGINES
+
+    # A pinned engine this release requires exactly (SGLang's FlashInfer) moves with it: the
+    # preflight judged that pair, and it is the pair the release installs.
+    tree = D.release_tree(engine, version, say=_err)
+    moves = {engine: version}
+    for other in ENGINES[engine].requires:
+        required = _required_by(tree, other) if other in pins else None
+        if required is not None and required != pins[other].version:
+            moves[other] = required
+    wheels = {e: fetch.fetch_wheel(pins[e].index, v, say=_err) for e, v in moves.items()}  # all, before a write
     path = project.pins_path
-    pins_mod.set_value(path, engine, "version", version)
-    pins_mod.set_value(path, engine, "wheel", whl.name)
-    pins_mod.set_value(path, engine, "sha256", fetch.file_sha256(whl))
-    pins_mod.set_value(path, engine, "rev", f"v{version}")
-    say(f"\n{path.name}: {engine} pinned to {version} (run `patchkit sync --force` to refresh the workspace)")
+    say("")
+    for e, v in moves.items():
+        pins_mod.set_value(path, e, "version", v)
+        pins_mod.set_value(path, e, "wheel", wheels[e].name)
+        pins_mod.set_value(path, e, "sha256", fetch.file_sha256(wheels[e]))
+        pins_mod.set_value(path, e, "rev", f"v{v}", comment="# tag matching the release")
+        why = "" if e == engine else f" (the version {engine} {version} requires)"
+        say(f"{path.name}: {e} pinned to {v}{why}")
+    say("run `patchkit sync --force` to refresh the workspace")
     return OK

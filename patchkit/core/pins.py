@@ -70,8 +70,10 @@ def load(path: Path) -> dict[str, Pin]:
     return pins
 
 
-def set_value(path: Path, engine: str, key: str, value: str) -> None:
-    """Rewrite only the ``key = ...`` line of ``[engine]`` (comments and layout survive)."""
+def set_value(path: Path, engine: str, key: str, value: str, comment: str | None = None) -> None:
+    """Rewrite only the ``key = ...`` line of ``[engine]`` (comments and layout survive; a
+    trailing comment keeps its column).  ``comment``: the line's trailing comment instead,
+    where the old one described the old value."""
     text = path.read_text()
     lines = text.splitlines(keepends=True)
     section, start = None, None
@@ -85,7 +87,12 @@ def set_value(path: Path, engine: str, key: str, value: str) -> None:
         if section == engine:
             km = re.match(rf'^(\s*{re.escape(key)}\s*=\s*)("[^"]*"|\'[^\']*\')(.*)$', line, re.S)
             if km:
-                lines[i] = f'{km.group(1)}"{value}"{km.group(3)}'
+                rest = km.group(3)
+                cm = re.match(r"^(\s+)(#[^\n]*)(\n?)$", rest)
+                if cm:  # a trailing comment keeps its column (at least one space before it)
+                    pad = len(km.group(2)) + len(cm.group(1)) - len(value) - 2
+                    rest = " " * max(1, pad) + (comment if comment is not None else cm.group(2)) + cm.group(3)
+                lines[i] = f'{km.group(1)}"{value}"{rest}'
                 atomic_write(path, "".join(lines).encode())
                 return
     if start is None:

@@ -234,7 +234,10 @@ def test_a_whole_tree_asked_for_fills_the_sparse_one(env, local_index, monkeypat
     serve(local_index, monkeypatch)
     root = fetch.release_tree("sglang", "0.5.9", lazy=True)
     Document(open_target("sglang", root), GATE)
+    (root / "sglang/__init__.py").unlink()
+    (root / "sglang/__init__.py").write_text("forged = 1\n")  # not the checked wheel's: replaced
     assert fetch.release_tree("sglang", "0.5.9") == root
+    assert (root / "sglang/__init__.py").read_text() == ""
     assert not sparse.is_sparse(root)
     assert SO in files_in(root) and (root / "sglang/srt/other.py").read_text() == BASE["sglang/srt/other.py"]
     assert fetch.tree_source(root)["wheel"] == HERE[0] and "sparse" not in fetch.tree_source(root)

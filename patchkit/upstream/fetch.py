@@ -582,7 +582,9 @@ def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda 
         )
     src = tree_source(dest)
     if src and src.get("version") == version:
-        if src.get("sparse") and not lazy:
+        return dest
+    if src and src.get("sparse") == version:  # no "version": a patchkit before sparse trees makes it again
+        if not lazy:
             from patchkit.upstream import lazytree
 
             say(f"{engine} {version}: a sparse tree in the cache; filling it from the whole wheel ...")

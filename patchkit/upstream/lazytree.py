@@ -89,7 +89,8 @@ def make(engine: str, version: str, dest: Path, say: Callable[[str], None]) -> b
         first = [n for n in lw.namelist() if n.split("/", 1)[0].endswith(".dist-info")]
         first.append(f"{info.package}/__init__.py")
         _bring(lw, tmp, [n for n in first if n in lw._members], say)
-        source = {"engine": engine, "source": "index", "version": version, "wheel": lw.filename, "sparse": True}
+        # "sparse" in place of "version": a patchkit that knows no sparse tree reads none
+        source = {"engine": engine, "source": "index", "sparse": version, "wheel": lw.filename}
         fetch._into_place(tmp, dest, source)
     except BaseException:
         import shutil

@@ -447,7 +447,8 @@ def lazytree_section(z: dict) -> list[str]:
         "  sparse: the central directory and RECORD by range, then only the files the judge reads, nearby ones in",
         "  one request, stored once as blobs that the trees hard-link (patchkit/upstream/lazytree.py). On the",
         "  loopback a download costs no wait, so the wall times show the unpacking and the judging; on a real link",
-        "  the bytes are the wait. `BENCH_ONLY=lazytree make bench` runs this part alone (printed).",
+        "  the bytes are the wait. `BENCH_ONLY=lazytree make bench` runs this part alone (printed). The SGLang",
+        "  rows pair each release with the FlashInfer release it requires.",
         "",
     ]
 

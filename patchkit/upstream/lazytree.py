@@ -76,10 +76,10 @@ def make(engine: str, version: str, dest: Path, say: Callable[[str], None]) -> b
     if lw is None or not lw.record_digest:
         if fetch.offline():
             return False
-        say(f"reading {info.dist}=={version}'s wheel by ranges from the package index (its directory, files read)")
         lw = lazywheel.LazyWheel.open(info.dist, version, say)
         if lw is None:
             return False
+        say(f"{info.dist}=={version}: read by ranges from the package index (the files judged, not the wheel)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
     try:

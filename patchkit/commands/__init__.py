@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from patchkit.base import term
 from patchkit.core.project import Project
+from patchkit.upstream import lazytree  # noqa: F401  (a sparse release tree read here fetches what it lacks)
 
 OK, NOT_THERE, USAGE = 0, 1, 2
 

@@ -136,9 +136,9 @@ def drift(
 
             trees[engine] = open_target(engine, value).root
         else:
-            trees[engine], releases[engine] = D.release_tree(engine, value, say=_err), value
+            trees[engine], releases[engine] = D.tree(engine, value, say=_err), value
     for engine, version in pinned.items():
-        trees[engine], releases[engine] = D.release_tree(engine, version, say=_err), version
+        trees[engine], releases[engine] = D.tree(engine, version, say=_err), version
     for engine in sorted(derive - set(trees)):
         if not any(engine in r.engines for r in catalog.select(names)):
             continue
@@ -154,7 +154,7 @@ def drift(
             where = f"over the pin {pins[engine]}" if engine in pins else "no pin here"
             what = f"the version this {by[engine]} release requires"
             _err(f"{engine} {version}: {what} ({where}; --to {engine}==V to choose)")
-        trees[engine], releases[engine] = D.release_tree(engine, version, say=_err), version
+        trees[engine], releases[engine] = D.tree(engine, version, say=_err), version
     # releases only: the verdicts `--across` keeps answer a repeat; a path is judged as it is now
     res = (
         D.judge_releases(catalog, names, releases)
@@ -171,7 +171,8 @@ def drift(
     if as_json:
         from patchkit.core.report import as_json as dump
 
-        say(dump("drift", res, good, targets, retire=retire))
+        # how far the judge's reads of each release went (a sparse tree: files, searches)
+        say(dump("drift", res, good, targets, retire=retire, reads={e: D.reads(e, v) for e, v in releases.items()}))
     else:
         say(human(res, targets))
         if retire:
@@ -278,7 +279,7 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
         if v not in paired:
             got = {e: {"version": ov, "by": "--to" if e in given else "pin"} for e, ov in fixed.items()}
             if derive:
-                tree = D.release_tree(engine, v, say=_err)
+                tree = D.tree(engine, v, say=_err)
                 for e in derive:
                     req = _required_by(tree, e)
                     if req is not None:
@@ -322,6 +323,13 @@ def _across(project, catalog, names, spec, bisect, as_json, jobs, to=(), html=No
             # the other engines' release each column was judged with, and why that one:
             # "required" (the release's Requires-Dist), "--to" or "pin"
             "with": with_,
+            # how far the judge's reads of each release went: for a sparse tree (read by
+            # ranges) the files it holds of the wheel's, and the searches that read every
+            # file of a kind ("sglang/*.py"); null for a whole tree
+            "reads": {
+                v: {engine: D.reads(engine, v), **{e: D.reads(e, x["version"]) for e, x in with_[v].items()}}
+                for v in shown
+            },
         }
         if changes is not None:
             doc["changes"] = [

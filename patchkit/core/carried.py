@@ -161,10 +161,11 @@ class TreeFiles:
         self.target = target
 
     def read(self, logical: str) -> Optional[bytes]:
-        from patchkit.base import fsio
+        from patchkit.base import fsio, sparse
         from patchkit.base.errors import PatchkitError
 
         try:
+            sparse.need(self.target.root, [self.target.relpath(logical)])
             return fsio.read_file(self.target.path(logical))
         except PatchkitError:
             return None

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import libcst as cst
 
-from patchkit.base import fsio
+from patchkit.base import fsio, sparse
 from patchkit.base.errors import TargetError
 from patchkit.base.target import Target
 from patchkit.core import outline, pyscope, view
@@ -86,6 +86,8 @@ class Document:
         # Where the bytes are written: a symlink inside the target is written through, so
         # it stays a link (Target.path refuses one that leads outside).
         self.real: Path = Path(os.path.realpath(self.path))
+        if planned is None:
+            sparse.need(target.root, [target.relpath(logical)])  # a sparse release tree brings it in
         data = fsio.read_file(self.path) if planned is None else planned
         self.exists = data is not None
         self.original: bytes = data or b""

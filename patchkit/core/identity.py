@@ -298,26 +298,37 @@ def _known_releases(engine: str) -> list[str]:
 
 
 def _cached_releases(engine: str) -> list[str]:
-    """Versions of the engine whose release wheel is in patchkit's cache, oldest first."""
+    """Versions of the engine whose release wheel is in patchkit's cache, oldest first: the
+    whole file, or its listing read by ranges (``lazy/DIST/VERSION/manifest.json``,
+    patchkit/upstream/lazywheel.py), which reads it as well."""
+    import re
+
     from packaging.version import InvalidVersion, Version
 
-    from patchkit.base.paths import wheels_dir
+    from patchkit.base.paths import cache_dir, wheels_dir
     from patchkit.base.target import ENGINES
 
-    d = wheels_dir(ENGINES[engine].dist)
-    out = []
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return []
-    for v in names:
+    dist = ENGINES[engine].dist
+    out = {}
+    for d, has in (
+        (wheels_dir(dist), lambda p: any(n.endswith(".whl") for n in os.listdir(p))),
+        (cache_dir() / "lazy" / re.sub(r"[-_.]+", "-", dist).lower(), lambda p: (p / "manifest.json").is_file()),
+    ):
         try:
-            key = Version(v)
-        except InvalidVersion:
+            names = os.listdir(d)
+        except OSError:
             continue
-        if any(n.endswith(".whl") for n in os.listdir(d / v)):
-            out.append((key, v))
-    return [v for _, v in sorted(out)]
+        for v in names:
+            try:
+                key = Version(v)
+            except InvalidVersion:
+                continue
+            try:
+                if v not in out and has(d / v):
+                    out[v] = key
+            except OSError:
+                continue
+    return sorted(out, key=lambda v: out[v])
 
 
 def _pinned(engine: str) -> Optional[str]:

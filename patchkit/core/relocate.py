@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
 
-from patchkit.base import fsio
+from patchkit.base import fsio, sparse
 from patchkit.base.errors import TargetError
 from patchkit.base.model import OpSpec
 from patchkit.base.target import ENGINES, Target
@@ -172,6 +172,7 @@ def _shares_line(lines: list[str], c: ast.stmt) -> bool:
 
 def tree_files(target: Target, suffix: str) -> list[tuple[str, Path]]:
     """(logical name, path) of every file with this suffix in the target's layout."""
+    _whole(target, suffix)
     out = []
     for lp, pp in ENGINES[target.engine].layouts[target.layout]:
         base = target.root / pp
@@ -190,6 +191,12 @@ def tree_files(target: Target, suffix: str) -> list[tuple[str, Path]]:
                     p = Path(dirpath) / fn
                     out.append((lp + str(p.relative_to(base)), p))
     return out
+
+
+def _whole(target: Target, suffix: str) -> None:
+    """A sparse release tree (patchkit/base/sparse.py) brings in every file this search
+    reads first: it sees what a whole tree would show it."""
+    sparse.need_suffix(target.root, [pp for _, pp in ENGINES[target.engine].layouts[target.layout]], suffix)
 
 
 def logical_of(target: Target, path: Path) -> str | None:
@@ -228,6 +235,7 @@ def candidates(target: Target, suffix: str, words: tuple[bytes, ...]) -> list[tu
     grep = shutil.which("grep")
     if not words or not grep:
         return tree_files(target, suffix)
+    _whole(target, suffix)
     roots = sorted(
         {
             str(target.root / pp)

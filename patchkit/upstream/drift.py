@@ -33,6 +33,22 @@ from patchkit.upstream import fetch
 from patchkit.upstream.fetch import release_tree  # noqa: F401  (drift's name for it, kept for its callers)
 from patchkit.upstream.pristine import RELEASES
 
+
+def tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
+    """The release as drift judges it: a sparse tree, each file fetched by range when the
+    judge reads it (patchkit/upstream/lazytree.py), unless ``PATCHKIT_LAZY=0`` or the index
+    serves no ranges (a whole tree, as ``release_tree`` gives every other caller)."""
+    return release_tree(engine, version, say=say, lazy=True)
+
+
+def reads(engine: str, version: str) -> "dict | None":
+    """How far the judge's reads of a release went (lazytree.extent): None for a whole tree."""
+    from patchkit.upstream import lazytree
+
+    d = fetch.cache_dir() / "trees" / f"{engine}-{version}"
+    return lazytree.extent(d) if d.is_dir() else None
+
+
 # A recipe in one of these would be applied by `apply` on that release, or needs nothing
 # there: its ops read pending or upstream (applied, on a tree given by path), none moved,
 # missing, ambiguous or modified (results.recipe_state folds those into the recipe), and no
@@ -151,7 +167,7 @@ def judge_releases(catalog: Catalog, names: tuple[str, ...], versions: dict[str,
     hit = _cached(key)
     if hit is not None:
         return [RecipeResult.from_json(d) for d in hit]
-    res = judge_release(catalog, names, {e: release_tree(e, v) for e, v in versions.items()})
+    res = judge_release(catalog, names, {e: tree(e, v) for e, v in versions.items()})
     fsio.store_cached(fetch.cache_dir(), f"drift/{key}.json", json.dumps([r.to_json() for r in res]).encode())
     return res
 
@@ -159,8 +175,8 @@ def judge_releases(catalog: Catalog, names: tuple[str, ...], versions: dict[str,
 def _worker(args) -> tuple[str, list[dict]]:
     recipe_dirs, names, engine, version, others = args
     catalog = Catalog.load(recipe_dirs)
-    trees = {e: release_tree(e, v) for e, v in others.items()}
-    trees[engine] = release_tree(engine, version)
+    trees = {e: tree(e, v) for e, v in others.items()}
+    trees[engine] = tree(engine, version)
     return version, [r.to_json() for r in judge_release(catalog, names, trees)]
 
 
@@ -188,9 +204,9 @@ def across(
             todo.append(v)
     # Download in this process (one progress line each), judge in parallel.
     for v in todo:
-        release_tree(engine, v, say=say)
+        tree(engine, v, say=say)
         for e, ov in with_(v).items():
-            release_tree(e, ov, say=say)
+            tree(e, ov, say=say)
     args = [(recipe_dirs, names, engine, v, with_(v)) for v in todo]  # the workers load the same catalog
     from patchkit.base.progress import working
 

@@ -521,7 +521,12 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
     def same() -> bool:  # the same tree, and (where ours is tied to its archive) tied to it too
         if tree_source(dest) != source:
             return False
-        return not sealed or recorded.tree_why_not(dest, source.get("engine", ""), source.get("version", "")) is None
+        engine = source.get("engine", "")
+        if not sealed:
+            return True
+        if "sparse" in source:
+            return recorded.sparse_why_not(dest, engine, source["sparse"]) is None
+        return recorded.tree_why_not(dest, engine, source.get("version", "")) is None
 
     if same():
         shutil.rmtree(tmp, ignore_errors=True)
@@ -587,10 +592,15 @@ def unpack_sdist(sdist: Path, dest: Path, prefixes: tuple[str, ...], source: dic
     return n
 
 
-def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None) -> Path:
+def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None, lazy: bool = False) -> Path:
     """A pristine unpacked release, from the cache or the index: its sdist where the engine's
     reference is the sdist (and the index has one), else its wheel (drift and the pristine
-    references read releases here)."""
+    references read releases here).
+
+    ``lazy`` (drift): where the release is read from its wheel, a *sparse* tree
+    (patchkit/upstream/lazytree.py) that fetches each file by HTTP range when something reads
+    it, unless ``PATCHKIT_LAZY=0`` or the index serves no ranges.  Without it the tree is
+    whole: a sparse one left by an earlier drift is filled in place."""
     # cache/trees is patchkit's own (checked without following a link); the release's own
     # directory is never made empty in advance: another process must see it whole or not at
     # all (fetch.unpack renames a finished tree into place).
@@ -605,9 +615,29 @@ def release_tree(engine: str, version: str, say: Callable[[str], None] = lambda 
         )
     if recorded.tree_why_not(dest, engine, version) is None:  # unpacked from a checked archive
         return dest
+    src = tree_source(dest)
+    # a sparse tree patchkit made (no "version": a patchkit before sparse trees makes it again)
+    if src and src.get("sparse") == version and recorded.sparse_why_not(dest, engine, version) is None:
+        if not lazy:
+            from patchkit.upstream import lazytree
+
+            say(f"{engine} {version}: a sparse tree in the cache; filling it from the whole wheel ...")
+            lazytree.fill(dest, say)
+        return dest
     from patchkit.base.target import ENGINES
 
     info = ENGINES[engine]
+    if lazy and info.reference != "sdist":
+        from patchkit.upstream import lazytree
+
+        if lazytree.enabled():
+            try:
+                if lazytree.make(engine, version, dest, say):
+                    return dest
+            except FetchError as e:
+                if "no such release" not in e.message:
+                    raise
+                return _sdist_only(engine, version, dest, e, say)
     if info.reference == "sdist":
         try:
             sdist = fetch_sdist(info.dist, version, say=say)

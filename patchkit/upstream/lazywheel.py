@@ -296,6 +296,8 @@ class LazyWheel:
         self._whole: Optional[zipfile.ZipFile] = None
         self._pick = pick
         self.fetched = 0  # members read by range in this process
+        # the RECORD's own name and digest (it lists none for itself): as read by open
+        self.record_name, self.record_digest = "", ""
 
     # opening
     @classmethod
@@ -312,6 +314,7 @@ class LazyWheel:
             lw = cls(dist, version, say, dict(doc["pick"]))
             lw.size, lw._record = int(doc["size"]), dict(doc["record"])
             lw._members = {str(k): [int(x) for x in v] for k, v in doc["members"].items()}
+            lw.record_name, lw.record_digest = str(doc.get("record_name", "")), str(doc.get("record_digest", ""))
             if any(len(v) != 6 for v in lw._members.values()):
                 return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, regular.NotRegular, regular.TooBig):
@@ -335,7 +338,10 @@ class LazyWheel:
             rec = [n for n in lw._members if re.fullmatch(r"[^/]+\.dist-info/RECORD", n)]
             if len(rec) != 1:
                 raise RangeError(f"{len(rec)} RECORD files in the wheel's directory")
-            lw._record = _record(lw._range_read(rec[0]))
+            raw = lw._range_read(rec[0])
+            lw._record = _record(raw)
+            lw.record_name, lw.record_digest = rec[0], hashlib.sha256(raw).hexdigest()
+            write_blob(lw.record_digest, raw)  # the tree's RECORD (patchkit/upstream/lazytree.py)
         except (RangeError, FetchError, OSError) as e:
             lw._fallback_said(e)
             return None
@@ -383,6 +389,8 @@ class LazyWheel:
             "size": self.size,
             "members": self._members,
             "record": self._record,
+            "record_name": self.record_name,
+            "record_digest": self.record_digest,
         }
         from patchkit.base import fsio
         from patchkit.base.paths import cache_dir

@@ -211,6 +211,34 @@ def tree_why_not(dest: Path, engine: str, version: str) -> Optional[str]:
     return "its record names no archive"
 
 
+def sparse_record(engine: str, version: str, wheel: str, record: str) -> bytes:
+    """The record a sparse tree carries (patchkit/upstream/lazytree.py): the release and the
+    wheel whose directory and RECORD (by its digest) vouch for each file fetched into it.  It
+    has no ``sha256``, so ``tree_why_not`` never takes a sparse tree for a whole one."""
+    return json.dumps({"engine": engine, "sparse": version, "wheel": wheel, "record": record}, sort_keys=True).encode()
+
+
+def sparse_why_not(dest: Path, engine: str, version: str) -> Optional[str]:
+    """None when ``dest`` is a sparse tree patchkit made of ``engine`` ``version`` (its
+    authenticated record says so), else why (a phrase): a planted ``sparse.json`` and
+    ``source.json`` make no pristine reference."""
+    from patchkit.base import regular
+
+    raw = regular.read_cached(dest, TREE_RECORD, 1 << 16)
+    try:
+        doc = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        doc = None
+    if not isinstance(doc, dict) or not _HEX64.fullmatch(str(doc.get("record", ""))):
+        return "it carries no authenticated record of the wheel it is read from"
+    if doc.get("engine") != engine or doc.get("sparse") != version:
+        return f"its record names {doc.get('engine')} {doc.get('sparse')}"
+    wheel = doc.get("wheel")
+    if not isinstance(wheel, str) or not wheel or "/" in wheel or wheel.startswith("."):
+        return f"its record names {wheel!r}"
+    return None
+
+
 def sdist_dir(cache: Path, dist: str, version: str) -> Path:
     """fetch.sdist_dir, without importing the index client."""
     return cache / "sdists" / re.sub(r"[-_.]+", "-", dist).lower() / version

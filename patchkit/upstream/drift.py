@@ -38,6 +38,8 @@ def tree(engine: str, version: str, say: Callable[[str], None] = lambda s: None)
     """The release as drift judges it: a sparse tree, each file fetched by range when the
     judge reads it (patchkit/upstream/lazytree.py), unless ``PATCHKIT_LAZY=0`` or the index
     serves no ranges (a whole tree, as ``release_tree`` gives every other caller)."""
+    from patchkit.upstream import lazytree  # noqa: F401  (installs what a sparse tree is read through)
+
     return release_tree(engine, version, say=say, lazy=True)
 
 

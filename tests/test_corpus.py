@@ -33,12 +33,11 @@ from typing import Optional
 
 import pytest
 
-from patchkit.base import sparse
 from patchkit.base.target import ENGINES
 from patchkit.core.ops import KINDS
 from patchkit.upstream import drift
 from tests.conftest import ROOT, copy_linked
-from tests.test_truth_table import NEAR, TableError, _scopes, _span, _text, physical, split_location
+from tests.test_truth_table import NEAR, TableError, _scopes, _span, _text, evidence_tree, physical, split_location
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -227,16 +226,6 @@ def drift_json(*args: str) -> dict:
     return json.loads(out.getvalue())
 
 
-def evidence_tree(cell: Cell) -> Path:
-    """The release as drift reads it (a sparse tree: the files read so far, each checked against
-    the wheel's RECORD), with the cell's evidence file brought in: no whole wheel is downloaded
-    to read one line of it."""
-    tree = drift.tree(cell.engine, cell.release)
-    if cell.file:
-        sparse.need(tree, [physical(tree, cell.engine, cell.file).relative_to(tree).as_posix()])
-    return tree
-
-
 @pytest.fixture(scope="module")
 def matrix():
     """matrix(engine) -> {release: recipe results}: one `drift --across` per engine and module."""
@@ -277,7 +266,7 @@ def test_cell(cell: Cell, matrix):
     if why:
         pytest.skip(why)
     results = matrix(cell.engine)[cell.release]
-    tree = evidence_tree(cell)
+    tree = evidence_tree(cell.engine, cell.release, cell.file)
     problems = check(cell, reported(results, cell.recipe, cell.op), tree)
     assert not problems, "\n".join(problems)
 
@@ -287,7 +276,7 @@ def test_cell(cell: Cell, matrix):
 def test_evidence_reads_as_written(cell: Cell):
     """Every evidence line, needs and known_wrong cells included: the truth is checked against
     the code, not against patchkit."""
-    problems = reads(cell, evidence_tree(cell))
+    problems = reads(cell, evidence_tree(cell.engine, cell.release, cell.file))
     assert not problems, "\n".join(problems)
 
 

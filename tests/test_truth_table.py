@@ -35,6 +35,7 @@ from typing import Optional
 
 import pytest
 
+from patchkit.base import sparse
 from patchkit.upstream import drift
 from tests.conftest import ROOT
 
@@ -197,6 +198,16 @@ def split_location(location: str) -> tuple[str, str, Optional[int]]:
     return file, scope, int(line)
 
 
+def evidence_tree(engine: str, release: str, file: str = "") -> Path:
+    """The release as drift judged it (a sparse tree: the files read so far, each checked
+    against the wheel's RECORD), with the evidence ``file`` brought in by range: reading one
+    line of it downloads no whole wheel."""
+    tree = drift.tree(engine, release)
+    if file:
+        sparse.need(tree, [physical(tree, engine, file).relative_to(tree).as_posix()])
+    return tree
+
+
 def check_op(cell: Cell, op: Optional[dict], tree: Path) -> list[str]:
     """What is wrong with patchkit's verdict for this cell ([] when it agrees)."""
     ev = f" (evidence {cell.evidence})" if cell.evidence else ""
@@ -244,7 +255,7 @@ def check_release(table: Table, engine: str, release: str, results: list[dict], 
                     continue
                 if c.xfail:
                     continue  # reported by its own cell
-                problems += check_op(c, mine.get(w), drift.release_tree(other, version))
+                problems += check_op(c, mine.get(w), evidence_tree(other, version, c.file))
         standing = {b["blocker"]: b for b in r.get("blockers", ())}
         want = {}
         for other, version in r["versions"].items():
@@ -338,7 +349,7 @@ def test_cell(cell: Cell, matrix):
     if cell.release not in AXES[cell.engine]:
         pytest.skip(f"{cell.engine} {cell.release} is not in this run's sample ({REPLAY})")
     results = matrix(cell.engine)[cell.release]
-    tree = drift.release_tree(cell.engine, cell.release)
+    tree = evidence_tree(cell.engine, cell.release, cell.file)
     problems = check_op(cell, reported_op(results, cell.recipe, cell.what), tree)
     assert not problems, "\n".join(problems)
 
@@ -389,7 +400,7 @@ def test_a_wrong_cell_is_reported_with_its_op_release_and_evidence(tmp_path, mat
     problems = []
     for v, results in matrix("sglang").items():
         for c in table.ops.get(("sglang", v), {}).values():
-            problems += check_op(c, reported_op(results, c.recipe, c.what), drift.release_tree("sglang", v))
+            problems += check_op(c, reported_op(results, c.recipe, c.what), evidence_tree("sglang", v, c.file))
     flips = [p for p in problems if p.startswith("max-running-requests op #2")]
     names = [f"max-running-requests op #2 on sglang {v}" for v in AXES["sglang"][-4:]]
     assert [p.split(":")[0] for p in flips] == names

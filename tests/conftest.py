@@ -15,6 +15,7 @@ test that only passes thanks to releases already downloaded fails as on a clean 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -439,6 +440,40 @@ def recipes_dir():
 def pk(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run the real `patchkit` console entry (python -m patchkit) as a subprocess."""
     return subprocess.run([sys.executable, "-m", "patchkit", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def one_op_judge(tmp_path, run_cli, monkeypatch):
+    """The goal tests' harness, offline: ``one_op_judge(FILE, ID, RECIPE, home=None)`` gives
+    ``judge(target, pristine=None, home=...)`` -> ``(root, cli, op)``: a miniature SGLang tree
+    whose ``FILE`` is ``target``, the recipe ``ID`` (``RECIPE``, written for 0.5.8, whose
+    ``FILE`` in the cache is ``home`` where given), the pristine 0.5.9 in the cache where
+    ``pristine`` is given, ``cli(*args)`` on that tree, and ``status ID --json``'s one op."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
+
+    def factory(file: str, recipe_id: str, recipe: str, home: "str | None" = None):
+        def judge(target: str, pristine: "str | None" = None, home: "str | None" = home):
+            if home is not None:
+                release_in_cache(cache, "sglang", "0.5.8", {file: home, "sglang/__init__.py": ""})
+            if pristine is not None:
+                release_in_cache(cache, "sglang", "0.5.9", {file: pristine, "sglang/__init__.py": ""})
+            root = mini_sglang(tmp_path / "t", {file: target})
+            recipes = tmp_path / "recipes"
+            recipes.mkdir(exist_ok=True)
+            (recipes / f"{recipe_id}.toml").write_text(recipe)
+
+            def cli(*args):
+                return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
+
+            code, out, err = cli("status", recipe_id, "--json")
+            assert code in (0, 1), (out, err)
+            return root, cli, json.loads(out)["recipes"][0]["ops"][0]
+
+        return judge
+
+    return factory
 
 
 def mini_sglang(root: Path, files: dict[str, str]) -> Path:

@@ -11,11 +11,7 @@ written for, 0.5.9 the target's pristine release.
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from tests.conftest import mini_sglang, release_in_cache
 
 FILE = "sglang/srt/runner.py"
 
@@ -52,28 +48,8 @@ class Runner:
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None):
-        release_in_cache(cache, "sglang", "0.5.8", {FILE: HOME, "sglang/__init__.py": ""})
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {FILE: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {FILE: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "keep-graphs.toml").write_text(RECIPE)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "keep-graphs", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(FILE, "keep-graphs", RECIPE, home=HOME)
 
 
 def test_upstream_removed_it_too_reads_upstream(judge):

@@ -17,13 +17,10 @@ the recipe was written for, 0.5.9 the target's pristine release.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from patchkit.core.goals import cppeval
 from patchkit.core.goals.device import Device
-from tests.conftest import mini_sglang, release_in_cache
 
 pytest.importorskip("tree_sitter_cpp")
 
@@ -96,28 +93,8 @@ def refactor(common: str = 'TVM_FFI_ICHECK(major == 10 || major == 12) << "SM 10
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None):
-        release_in_cache(cache, "sglang", "0.5.8", {KERNEL: HOME, "sglang/__init__.py": ""})
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {KERNEL: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {KERNEL: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "moe-launcher.toml").write_text(RECIPE)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "moe-launcher", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(KERNEL, "moe-launcher", RECIPE, home=HOME)
 
 
 def test_the_callees_check_admits_the_device_upstream(judge):

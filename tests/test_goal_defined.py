@@ -16,8 +16,6 @@ import json
 
 import pytest
 
-from tests.conftest import mini_sglang, release_in_cache
-
 FILE = "sglang/srt/utils.py"
 
 RECIPE = """
@@ -82,28 +80,8 @@ DEF_LINE = UPSTREAM.splitlines().index("def is_sm12x_supported(device) -> bool:"
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None, home=HOME):
-        release_in_cache(cache, "sglang", "0.5.8", {FILE: home, "sglang/__init__.py": ""})
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {FILE: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {FILE: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "helper.toml").write_text(RECIPE)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "helper", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(FILE, "helper", RECIPE, home=HOME)
 
 
 def test_upstreams_helper_in_its_own_words_after_a_decorated_anchor_reads_upstream(judge):

@@ -15,8 +15,6 @@ import json
 
 import pytest
 
-from tests.conftest import mini_sglang, release_in_cache
-
 FILE = "sglang/srt/layers/gemm.py"
 
 RECIPE = """
@@ -55,27 +53,8 @@ BASE = UPSTREAM.replace("    is_sm12x_supported,\n", "")
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None):
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {FILE: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {FILE: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "imp.toml").write_text(RECIPE)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "imp", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(FILE, "imp", RECIPE)
 
 
 def test_a_relative_import_of_the_name_upstream_reads_upstream(judge):

@@ -9,11 +9,7 @@ Offline, on a miniature sglang tree; 0.5.9 in the cache is the target's pristine
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from tests.conftest import mini_sglang, release_in_cache
 
 FILE = "sglang/srt/args.py"
 
@@ -56,29 +52,8 @@ class Args:
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None, home=None):
-        if home is not None:
-            release_in_cache(cache, "sglang", "0.5.8", {FILE: home, "sglang/__init__.py": ""})
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {FILE: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {FILE: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "flag.toml").write_text(RECIPE)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "flag", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(FILE, "flag", RECIPE)
 
 
 def test_upstreams_code_in_other_formatting_reads_upstream(judge):

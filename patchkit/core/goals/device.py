@@ -29,7 +29,8 @@ class Device:
     (``sm120@cuda12.8`` says it).  Then a Python predicate's CUDA requirement is taken as met
     (a device runs only under a toolkit that knows it), but a CMake branch on the toolkit's
     version (``CMAKE_CUDA_COMPILER_VERSION``, cmakeeval.py) is unknown: which arch list a
-    build compiles depends on the toolkit, and it is never assumed.  ``platform`` is "cuda" (or "rocm", where a check asks)."""
+    build compiles depends on the toolkit, and it is never assumed.  ``platform`` is "cuda"
+    (or "rocm", where a check asks)."""
 
     major: int
     minor: int = 0

@@ -158,7 +158,10 @@ def _args(cmd) -> list:
     al = next((c for c in cmd.named_children if c.type == "argument_list"), None)
     if al is None:
         return out
-    for a in al.named_children:
+    for a in al.children:
+        if a.type in ("(", ")"):  # a parenthesis of an if() condition
+            out.append((a.type, False))
+            continue
         if a.type != "argument" or not a.named_children:
             continue
         inner = a.named_children[0]
@@ -414,6 +417,9 @@ class _Cond:
         tests, binary tests, NOT, then AND/OR left to right."""
         items: list = []
         for text, quoted in tokens:
+            if text in ("(", ")") and not quoted:
+                items.append(text)
+                continue
             if quoted:
                 t = self.expand(text)
                 items.append((t, True))

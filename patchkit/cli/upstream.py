@@ -119,7 +119,13 @@ def pin(ctx, engine, version, force):
 
 
 @cli.command()
-@click.option("--device", required=True, metavar="CC", help="The GPU the gates are judged for: 12.0, sm120, sm_120a.")
+@click.option(
+    "--device",
+    required=True,
+    metavar="CC",
+    help="The GPU the gates are judged for: 12.0, sm120, sm_120a; with its CUDA toolkit, 12.0@cuda12.9 "
+    "(decides CMake branches on CMAKE_CUDA_COMPILER_VERSION).",
+)
 @click.option(
     "--compare",
     metavar="CC",

@@ -74,3 +74,15 @@ def test_a_vllm_tree_scan_reports_its_cmake_lists(tmp_path):
     }
     r = pk("gates", "--device", "12.0@cuda99", "-t", f"vllm={root}", cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_without_the_cmake_grammar_a_cmake_file_is_said_not_read(tmp_path, monkeypatch):
+    from patchkit.core.goals import cmakeeval
+
+    monkeypatch.setattr(cmakeeval, "_parser", lambda: None)
+    root = tmp_path / "vllm"
+    (root / "vllm").mkdir(parents=True)
+    (root / "CMakeLists.txt").write_text(TEXT)
+    res = G.scan("vllm", root, "git", None, Device.parse("12.0"), Device.parse("10.0"), jobs=1)
+    assert not res.closed and not res.unknown
+    assert res.errors == [f"CMakeLists.txt: {cmakegates.NOT_READ}"], res.errors

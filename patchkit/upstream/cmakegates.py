@@ -18,6 +18,8 @@ from typing import Optional
 from patchkit.core.goals import cmakeeval
 from patchkit.core.goals.device import Device
 
+NOT_READ = "not read: tree-sitter-cmake is not installed (pip install 'patchkit[goals]')"
+
 
 def is_cmake(name: str) -> bool:
     base = name.replace("\\", "/").rsplit("/", 1)[-1]

@@ -799,7 +799,8 @@ def _scan_file(args) -> tuple[str, str, Optional[tuple], Optional[str], bool]:
             return rel, logical, None, f"{rel}: does not parse ({type(e).__name__})", True
         return rel, logical, got, None, True
     if cmakegates.is_cmake(rel):  # CMake arch lists (cmakegates.py)
-        return rel, logical, cmakegates.cmake_gates(data.decode("utf-8", "replace"), device, compare), None, True
+        got = cmakegates.cmake_gates(data.decode("utf-8", "replace"), device, compare)
+        return rel, logical, got, None if got is not None else f"{rel}: {cmakegates.NOT_READ}", got is not None
     if b"__CUDA_ARCH" not in data:
         return rel, logical, None, None, False
     got = cpp_gates(data.decode("utf-8", errors="replace"), device, compare)

@@ -250,30 +250,32 @@ def arch_lists(text: str) -> Optional[list[ArchList]]:
     out: list[ArchList] = []
     cmds: list = []
     _walk(tree.root_node, (), out, cmds)
+    by_start = {x.start: x for x in out}
+    table = []  # (first byte, name, first argument, the first source file it names)
+    for cmd, name in cmds:
+        args = _args(cmd)
+        src = next((a for a, _ in args for a in a.split(";") if _SOURCE.search(a.strip())), "")
+        table.append((cmd.start_byte, name, args[0][0] if args else "", src.strip()))
     done = []
     for lst in out:
         guards = ""
-        for cmd, name in cmds:
-            if cmd.start_byte <= lst.end:
+        for start, name, first, src in table:
+            if start <= lst.end:
                 continue
-            args = _args(cmd)
-            if name in _LIST_COMMANDS and args and args[0][0] == lst.var and _in_other_group(lst, cmd, out):
+            if name in _LIST_COMMANDS and first == lst.var and _in_other_group(lst, by_start.get(start)):
                 break
-            hit = next((a for a, _ in args for a in a.split(";") if _SOURCE.search(a.strip())), "")
-            if hit:
-                guards = hit.strip()
+            if src:
+                guards = src
                 break
         done.append(ArchList(**{**lst.__dict__, "guards": guards}))
     return done
 
 
-def _in_other_group(lst: ArchList, cmd, lists: list) -> bool:
-    """``cmd`` sets the list's variable again, other than as another arm of the same
-    version split (``if(13.0) set V ... else() set V ... endif()``)."""
-    other = next((x for x in lists if x.start == cmd.start_byte), None)
-    if other is None:
-        return True
-    return not (other.var == lst.var and _same_split(lst, other))
+def _in_other_group(lst: ArchList, other: Optional[ArchList]) -> bool:
+    """A command that sets the list's variable again (``other``: its arch list, if it is one),
+    other than as another arm of the same version split (``if(13.0) set V ... else() set V
+    ... endif()``)."""
+    return other is None or not (other.var == lst.var and _same_split(lst, other))
 
 
 def _same_split(a: ArchList, b: ArchList) -> bool:

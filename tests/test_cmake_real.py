@@ -88,12 +88,14 @@ def test_a_hunk_on_vllm_0170_reads_upstream_on_0330(tmp_path, run_cli):
     ev = op["evidence"]
     assert ev["rule"] == 7 and ev["goal_at"] == "CMakeLists.txt:793", ev  # 0.33.0's else arm
     assert '`DSV3_FUSED_A_GEMM_ARCHS "9.0a;10.0a;10.1a;10.3a;12.0a;12.1a"` (line 793) admits 12.0' in ev["goal_eval"]
-    # the decoy: the SM100 scaled_mm list (admits 10.0 only) never reads reached
+    # The decoy: 0.17.0's SM100 FP4 list (CMakeLists.txt:679, "10.0a;10.1a;10.3a", pending
+    # there) is gone in 0.33.0, split into FP4_SM100_ARCHS (10.0 only) and FP4_SM120_ARCHS
+    # (which admits 12.0): another variable is not the list, and nothing is concluded.
     (rec / "dsv3-sm120.toml").write_text(
-        HUNK.replace("DSV3_FUSED_A_GEMM_ARCHS", "SCALED_MM_ARCHS").replace(
-            '"9.0a;10.0a;10.1a;10.3a', '"10.0a;10.1a;10.3a'
-        )
+        HUNK.replace("DSV3_FUSED_A_GEMM_ARCHS", "FP4_ARCHS").replace('"9.0a;10.0a;10.1a;10.3a', '"10.0a;10.1a;10.3a')
     )
+    code, out, err = run_cli("--recipes", str(rec), "drift", "dsv3-sm120", "--to", "vllm==0.17.0", "--json")
+    assert json.loads(out)["recipes"][0]["ops"][0]["state"] == "pending", out + err
     code, out, err = run_cli("--recipes", str(rec), "drift", "dsv3-sm120", "--to", "vllm==0.33.0", "--json")
     (op,) = json.loads(out)["recipes"][0]["ops"]
-    assert op["state"] in ("pending", "missing", "ambiguous") and not op["evidence"]["goal"], op
+    assert op["state"] == "missing" and not op["evidence"]["goal"], op

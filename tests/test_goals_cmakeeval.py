@@ -140,3 +140,8 @@ def test_arch_lists_their_branches_and_what_they_guard():
     assert C.value(groups[0], CU129)[0] is True
     assert C.value(groups[1], SM120)[0] is False  # no arm admits it, whichever is taken
     assert C.value(groups[1], SM100)[0] is True
+
+
+def test_a_list_in_a_function_names_it():
+    text = 'function(build_fp4)\n  set(FP4_ARCHS "10.0a")\nendfunction()\nset(TOP_ARCHS "9.0a")\n'
+    assert [(x.var, x.function) for x in C.arch_lists(text)] == [("FP4_ARCHS", "build_fp4"), ("TOP_ARCHS", "")]

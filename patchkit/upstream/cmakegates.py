@@ -44,7 +44,7 @@ def cmake_gates(text: str, device: Device, compare: Device) -> Optional[tuple[li
             "line": lst.line,
             "kind": "cmake-arch-list",
             "condition": lst.shown,
-            "function": f"{lst.command}()",
+            "function": lst.function,
             "guards": lst.guards,
             "branch": branch,
         }

@@ -135,6 +135,7 @@ class ArchList:
     guards: str = ""  # the first source file built after it, before the variable is set again
     start: int = 0  # byte offsets of the command
     end: int = 0
+    function: str = ""  # the CMake function() or macro() it is defined in, "" at the top level
 
     @property
     def shown(self) -> str:
@@ -183,7 +184,7 @@ def _split_items(value: str) -> tuple[str, ...]:
 _LIST_COMMANDS = {"set": 1, "cuda_archs_loose_intersection": 1}  # the argument the list is
 
 
-def _walk(node, path: tuple, out: list, cmds: list) -> None:
+def _walk(node, path: tuple, out: list, cmds: list, fn: str = "") -> None:
     for c in node.named_children:
         t = c.type
         if t == "normal_command":
@@ -206,6 +207,7 @@ def _walk(node, path: tuple, out: list, cmds: list) -> None:
                             path=path,
                             start=c.start_byte,
                             end=c.end_byte,
+                            function=fn,
                         )
                     )
         elif t == "if_condition":
@@ -220,11 +222,16 @@ def _walk(node, path: tuple, out: list, cmds: list) -> None:
                 elif part.type == "else_command":
                     current = path + tuple(_not(x) for x in before)
                 elif part.type == "body":
-                    _walk(part, current, out, cmds)
+                    _walk(part, current, out, cmds, fn)
         elif t in ("foreach_loop", "while_loop", "function_def", "macro_def", "block_def", "body"):
+            name = fn
+            if t in ("function_def", "macro_def"):
+                head = c.named_children[0] if c.named_children else None
+                args = _args(head) if head is not None else []
+                name = args[0][0] if args else fn
             for part in c.named_children:
                 if part.type == "body":
-                    _walk(part, path, out, cmds)
+                    _walk(part, path, out, cmds, name)
 
 
 def _not(b: Branch) -> Branch:

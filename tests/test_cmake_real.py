@@ -54,6 +54,12 @@ def test_gates_on_vllm_0330_cmakelists():
     closed, unknown = cmakegates.cmake_gates(text, Device.parse("12.0@cuda12.9"), Device.parse("10.0@cuda12.9"))
     got = {r["line"] for r in closed}
     assert {897, 981, 1063, 1130} <= got and 895 not in got  # the CUDA 13 arm is not in effect
+    # CMakeLists.txt:629: the SM100 MiniMax list, but every target arch >= 12.0 is appended to it
+    # at 634 (a foreach) before set_gencode_flags_for_srcs builds the file it guards with it
+    assert 629 not in got
+    rows = {r["line"]: r for r in unknown}
+    assert "appended to at line 634" in rows[629]["why"]
+    assert rows[629]["guards"] == "csrc/fused_minimax_m3_qknorm_rope_kv_insert_kernel.cu"
 
 
 HUNK = """

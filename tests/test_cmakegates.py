@@ -86,3 +86,21 @@ def test_without_the_cmake_grammar_a_cmake_file_is_said_not_read(tmp_path, monke
     res = G.scan("vllm", root, "git", None, Device.parse("12.0"), Device.parse("10.0"), jobs=1)
     assert not res.closed and not res.unknown
     assert res.errors == [f"CMakeLists.txt: {cmakegates.NOT_READ}"], res.errors
+
+
+def test_a_list_appended_to_after_it_is_not_closed():
+    """vLLM 0.33.0's MINIMAX_M3_FUSED_ARCHS: the SM100 list, then every target arch >= 12.0
+    appended to it in a foreach: the value built with is not the literal, so unknown."""
+    text = (
+        'cuda_archs_loose_intersection(M_ARCHS "10.0a;10.1a" "${CUDA_ARCHS}")\n'
+        "foreach(_ARCH ${CUDA_ARCHS})\n"
+        "  if(_ARCH VERSION_GREATER_EQUAL 12.0)\n"
+        '    list(APPEND M_ARCHS "${_ARCH}")\n'
+        "  endif()\n"
+        "endforeach()\n"
+        'set_gencode_flags_for_srcs(SRCS "csrc/m.cu" CUDA_ARCHS "${M_ARCHS}")\n'
+    )
+    closed, unknown = cmakegates.cmake_gates(text, Device.parse("12.0@cuda12.9"), Device.parse("10.0@cuda12.9"))
+    assert not closed
+    assert [(r["line"], r["guards"]) for r in unknown] == [(1, "csrc/m.cu")]
+    assert "M_ARCHS is appended to at line 4" in unknown[0]["why"]

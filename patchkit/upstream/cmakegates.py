@@ -49,6 +49,8 @@ def cmake_gates(text: str, device: Device, compare: Device) -> Optional[tuple[li
             "branch": branch,
         }
         no = f"no element admits it (as cuda_archs_loose_intersection reads {device.major}.{device.minor})"
+        if lst.extended:  # list(APPEND VAR ...) after it: the value built with is not the literal
+            taken, why = None, f"{lst.var} is appended to at line {lst.extended}" + (f"; {why}" if why else "")
         if taken is True:
             row["why"] = f"false for {device}: {no}" + (f", under {branch}" if branch else "")
             row["open_why"] = f"true for {compare}"

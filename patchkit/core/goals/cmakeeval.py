@@ -136,6 +136,7 @@ class ArchList:
     start: int = 0  # byte offsets of the command
     end: int = 0
     function: str = ""  # the CMake function() or macro() it is defined in, "" at the top level
+    extended: int = 0  # the line of a list(APPEND|PREPEND|INSERT) to its variable before it is set again
 
     @property
     def shown(self) -> str:
@@ -258,23 +259,40 @@ def arch_lists(text: str) -> Optional[list[ArchList]]:
     cmds: list = []
     _walk(tree.root_node, (), out, cmds)
     by_start = {x.start: x for x in out}
-    table = []  # (first byte, name, first argument, the first source file it names)
+    table = []  # (first byte, line, name, arguments, the first source file it names)
+    sources: dict[str, str] = {}  # a variable set to a source file, as last seen
     for cmd, name in cmds:
         args = _args(cmd)
-        src = next((a for a, _ in args for a in a.split(";") if _SOURCE.search(a.strip())), "")
-        table.append((cmd.start_byte, name, args[0][0] if args else "", src.strip()))
+        src = next((a for a, _ in args for a in a.split(";") if _SOURCE.search(a.strip())), "").strip()
+        table.append((cmd.start_byte, cmd.start_point[0] + 1, name, args, src))
     done = []
     for lst in out:
-        guards = ""
-        for start, name, first, src in table:
+        guards, fallback, extended = "", "", 0
+        sources = {}
+        for start, line, name, args, src in table:
+            first = args[0][0] if args else ""
+            if name == "set" and src and first:
+                sources[first] = src
             if start <= lst.end:
                 continue
             if name in _LIST_COMMANDS and first == lst.var and _in_other_group(lst, by_start.get(start)):
                 break
-            if src:
-                guards = src
-                break
-        done.append(ArchList(**{**lst.__dict__, "guards": guards}))
+            if name == "list" and len(args) > 1 and first in ("APPEND", "PREPEND", "INSERT") and args[1][0] == lst.var:
+                extended = extended or line
+            fallback = fallback or src
+            ref = "${" + lst.var + "}"
+            if not guards and any(ref in a for a, _ in args):
+                # the command that builds with it: its SRCS, a source file or a variable set to one
+                at = next((k for k, (a, _) in enumerate(args) if a == "SRCS"), None)
+                if at is not None and at + 1 < len(args):
+                    v = args[at + 1][0]
+                    m = _VAR_REF.fullmatch(v.strip())
+                    guards = (
+                        sources.get(m.group(1), "")
+                        if m
+                        else next((x.strip() for x in v.split(";") if _SOURCE.search(x.strip())), "")
+                    )
+        done.append(ArchList(**{**lst.__dict__, "guards": guards or fallback, "extended": extended}))
     return done
 
 
@@ -546,7 +564,8 @@ def explain(lst: ArchList, device: Device) -> str:
     """The evaluation of a list for a device, in words."""
     a = admits(lst.items, device)
     word = {True: "admits", False: "does not admit", None: "may or may not admit"}[a]
-    return f"`{lst.shown}` (line {lst.line}) {word} {device}"
+    more = f" (appended to at line {lst.extended})" if lst.extended else ""
+    return f"`{lst.shown}` (line {lst.line}) {word} {device}{more}"
 
 
 def value(lists: list[ArchList], device: Device) -> tuple[Optional[bool], str]:
@@ -559,7 +578,8 @@ def value(lists: list[ArchList], device: Device) -> tuple[Optional[bool], str]:
         if taken is False:
             said.append(f"{explain(lst, device)}, not in effect ({why})")
             continue
-        answers.append(admits(lst.items, device))
+        a = admits(lst.items, device)
+        answers.append(None if a is False and lst.extended else a)
         where = f" under {lst.branch_text()}" if lst.toolkit_path() else ""
         said.append(explain(lst, device) + where + (f" ({why})" if taken is None else ""))
     if not answers:

@@ -80,3 +80,28 @@ def test_cuda():
 def test_bad_values(kw):
     with pytest.raises(ValueError):
         Device(**kw)
+
+
+@pytest.mark.parametrize(
+    "text,cuda,spec",
+    [
+        ("sm120@cuda12.9", (12, 9), "12.0@cuda12.9"),
+        ("12.0@12.8", (12, 8), "12.0@cuda12.8"),
+        ("sm_121a @ cuda 13.0", (13, 0), "12.1@cuda13.0"),
+        ("sm120", None, "12.0"),  # no toolkit named: unknown, never assumed
+    ],
+)
+def test_a_device_names_its_toolkit(text, cuda, spec):
+    d = Device.parse(text)
+    assert d.cuda == cuda and d.spec == spec and Device.parse(d.spec) == d
+
+
+@pytest.mark.parametrize("text", ["sm120@cuda", "sm120@cuda12", "12.0@twelve"])
+def test_a_bad_toolkit_is_refused(text):
+    with pytest.raises(ValueError):
+        Device.parse(text)
+
+
+def test_two_toolkits_are_refused():
+    with pytest.raises(ValueError, match="two CUDA versions"):
+        Device.parse("sm120@cuda12.9", cuda="13.0")

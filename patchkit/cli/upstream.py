@@ -121,7 +121,13 @@ def pin(ctx, engine, version, force):
 
 
 @cli.command()
-@click.option("--device", required=True, metavar="CC", help="The GPU the gates are judged for: 12.0, sm120, sm_120a.")
+@click.option(
+    "--device",
+    required=True,
+    metavar="CC",
+    help="The GPU the gates are judged for: 12.0, sm120, sm_120a; with its CUDA toolkit, 12.0@cuda12.9 "
+    "(decides CMake branches on CMAKE_CUDA_COMPILER_VERSION).",
+)
 @click.option(
     "--compare",
     metavar="CC",
@@ -179,8 +185,10 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
 
     \b
     Python conditions, assertions, flags and arguments built from the engine's device
-    checks, JIT arch lists (supported_major_versions=[9, 10]) and C/C++/CUDA #if guards
-    over __CUDA_ARCH__, each with file:line, the condition as written, why it is false,
+    checks, JIT arch lists (supported_major_versions=[9, 10]), C/C++/CUDA #if guards
+    over __CUDA_ARCH__ and CMake arch lists (vLLM's CMakeLists.txt: a branch on the CUDA
+    toolkit is decided by --device 12.0@cuda12.9, else unknown), each with file:line,
+    the condition as written, why it is false,
     the enclosing function, what it guards, and the recipes in play that edit it.  What
     the evaluator cannot decide is listed apart as unknown, never as closed.  With no
     tree named: the activated venv's (one that holds an engine), else the workspace's.

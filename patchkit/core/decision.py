@@ -31,7 +31,7 @@ Every threshold the evidence is weighed by (similarity, margin, the share of a d
 statement's tokens) is in patchkit/core/identity.py, as git has one ``-M``.  A verdict
 carries its evidence and the rule that decided it (``Evidence.to_json``) into ``--json``;
 rules 7-9 also where the goal is reached and how it was evaluated (``goal_at``, ``goal_eval``):
-a Python or C/C++/CUDA device gate, a bound, a deleted statement's absence, an insert's
+a Python or C/C++/CUDA device gate, a CMake arch list, a bound, a deleted statement's absence, an insert's
 presence (goal.py).
 """
 

@@ -289,6 +289,81 @@ def cpp_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -
     )
 
 
+# -- CMake: a text hunk that adds the device to an arch list ----------------------------------
+
+
+def is_cmake(path: str) -> bool:
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return base == "CMakeLists.txt" or base.endswith(".cmake")
+
+
+def text_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """A text hunk's goal reached in other words: on a CMake file ``cmake_in_scope``, on a
+    C/C++/CUDA file ``cpp_in_scope``."""
+    if is_cmake(op.file):
+        return cmake_in_scope(op, text, home_text, device)
+    return cpp_in_scope(op, text, home_text, device)
+
+
+def _toolkit_conflict(arm: Any, home: Any) -> bool:
+    """``arm`` stands in another toolkit branch than ``home``: one of its conditions is one of
+    home's taken the other way."""
+    want = {" ".join(b.condition.split()): b.want for b in home.toolkit_path()}
+    return any(want.get(" ".join(b.condition.split()), b.want) != b.want for b in arm.toolkit_path())
+
+
+def cmake_in_scope(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """A text hunk (or replace) on a CMake file (``CMakeLists.txt``, ``*.cmake``) whose edit
+    makes an arch list admit the device (its goal: "this arch list admits the device, under
+    the toolkit branch it stands in"), its lines no longer found.  The goal is derived from the
+    edit: in the release the op was written for, the one arch list at the hunk's changed line
+    does not admit the device (read by patchkit/core/goals/cmakeeval.py as vLLM's
+    ``cuda_archs_loose_intersection`` reads it), and with the edit made it does.  The list is
+    found again by its variable: the one definition of it in the file (both releases), else the
+    one that guards the same first source file; its arms (a version split: ``if(13.0) "12.0f"
+    else() "12.0a"``) that stand in the home list's branch, or in a branch the home list did not
+    have, must all admit the device where they may be in effect.  An arm that does not, or
+    cannot be decided, concludes nothing."""
+    from patchkit.core.goals import cmakeeval
+
+    if op.kind not in CPP_KINDS or not is_cmake(op.file) or home_text is None or not cmakeeval.available():
+        return None
+    from patchkit.base.states import State
+
+    site = op.impl.locate(home_text)
+    if site.state != State.PENDING or len(site.nodes) != 1:
+        return None
+    line = site.nodes[0]
+    before = [x for x in cmakeeval.arch_lists(home_text) or () if x.line <= line <= x.end_line]
+    after = [x for x in cmakeeval.arch_lists(op.impl.apply(home_text)) or () if x.line <= line <= x.end_line]
+    if len(before) != 1 or len(after) != 1 or before[0].var != after[0].var:
+        return None
+    home = before[0]
+    if cmakeeval.admits(home.items, device) is not False or cmakeeval.admits(after[0].items, device) is not True:
+        return None  # the edit is not shown to make the list admit the device
+    home_groups = [g for g in cmakeeval.groups(cmakeeval.arch_lists(home_text) or []) if g[0].var == home.var]
+    lists = cmakeeval.arch_lists(text)
+    if lists is None:
+        return None
+    now = [g for g in cmakeeval.groups(lists) if g[0].var == home.var]
+    if not (len(home_groups) == 1 and len(now) == 1):
+        now = [g for g in now if home.guards and g[0].guards == home.guards]
+    if len(now) != 1:
+        return None  # none, or several: nothing says which is the site's
+    arms = [a for a in now[0] if not _toolkit_conflict(a, home)]
+    if not arms:
+        return None
+    got, why = cmakeeval.value(arms, device)
+    if got is not True:
+        return None
+    first = arms[0]
+    return Reached(
+        first.line,
+        f"the arch list {home.var} (it was `{home.shown}` in the release the op was written for) now reads: {why};"
+        " the goal is reached in other words",
+    )
+
+
 # -- delete-stmt: absence at the identified scope ---------------------------------------------
 
 

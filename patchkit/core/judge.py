@@ -539,23 +539,29 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
     shown reached (the verdict stands)."""
     device = goal.device_of(recipe)
     loc, f = ev.located, ev.file
-    cpp = device is not None and op.kind in goal.CPP_KINDS and goal.is_cpp(op.file) and f.exists
+    cpp = (
+        device is not None
+        and op.kind in goal.CPP_KINDS
+        and (goal.is_cpp(op.file) or goal.is_cmake(op.file))
+        and f.exists
+    )
     if not cpp and (not f.exists or not f.is_python or op.impl.language != "python"):
         return None
     ref = session.reference(op.engine)
     keep: tuple = ()  # the site's own node, where the goal is read at it
     if cpp:
         # A C/C++/CUDA hunk that widens a device gate: its lines gone, the one device gate of
-        # the function the edit was in admits the device (goal.cpp_in_scope).
+        # the function the edit was in admits the device (goal.cpp_in_scope); a CMake hunk
+        # that adds the device to an arch list: that list admits it (goal.cmake_in_scope).
         if loc.state != State.MISSING or loc.nodes or ev.file is not session.file(op.engine, op.file):
             return None
         home_text = _home_text(session, recipe, op)
-        got = goal.cpp_in_scope(op, f.text, home_text, device) if home_text is not None else None
+        got = goal.text_in_scope(op, f.text, home_text, device) if home_text is not None else None
         if got is None:
             return None
 
         def there(text: str) -> bool:
-            return goal.cpp_in_scope(op, text, home_text, device) is not None
+            return goal.text_in_scope(op, text, home_text, device) is not None
 
         where = f"in {op.file}"
     elif loc.state == State.MISSING and len(loc.nodes) == 1 and _cst_nodes(loc) and getattr(op.impl, "bound", None):

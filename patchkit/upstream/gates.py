@@ -30,6 +30,7 @@ from typing import Iterable, Optional
 
 from patchkit.core.goals import pyeval
 from patchkit.core.goals.device import Device
+from patchkit.upstream import cmakegates
 
 # Path components of third-party code an engine ships (CUTLASS, CuTe DSL copies, CCCL...):
 # kept apart and left out unless asked for.  Whole components only: `cute_sm12x_gemm` and
@@ -71,6 +72,7 @@ class Gate:
     vendored: bool = False
     open_why: str = ""  # why it is true for the comparison device
     recipes: tuple[str, ...] = ()  # recipes in play whose ops edit it
+    branch: str = ""  # a CMake arch list's toolkit branch (cmakegates.py)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -750,7 +752,7 @@ def _files(root: Path, engine: str, layout: str) -> list[tuple[str, str]]:
     for _, pp in prefixes:
         base = root / pp
         if base.is_file():
-            if pp.endswith(PY_SUFFIXES + CPP_SUFFIXES):
+            if pp.endswith(PY_SUFFIXES + CPP_SUFFIXES) or cmakegates.is_cmake(pp):
                 seen.setdefault(pp, pp)
             continue
         if not base.is_dir():
@@ -759,7 +761,7 @@ def _files(root: Path, engine: str, layout: str) -> list[tuple[str, str]]:
             dirnames[:] = sorted(d for d in dirnames if d not in (".git", "__pycache__", ".patchkit"))
             rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
             for f in filenames:
-                if f.endswith(PY_SUFFIXES + CPP_SUFFIXES):
+                if f.endswith(PY_SUFFIXES + CPP_SUFFIXES) or cmakegates.is_cmake(f):
                     rel = f if rel_dir == "." else f"{rel_dir}/{f}"
                     seen.setdefault(rel, rel)
     out = []
@@ -798,6 +800,9 @@ def _scan_file(args) -> tuple[str, str, Optional[tuple], Optional[str], bool]:
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
             return rel, logical, None, f"{rel}: does not parse ({type(e).__name__})", True
         return rel, logical, got, None, True
+    if cmakegates.is_cmake(rel):  # CMake arch lists (cmakegates.py)
+        got = cmakegates.cmake_gates(data.decode("utf-8", "replace"), device, compare)
+        return rel, logical, got, None if got is not None else f"{rel}: {cmakegates.NOT_READ}", got is not None
     if b"__CUDA_ARCH" not in data:
         return rel, logical, None, None, False
     got = cpp_gates(data.decode("utf-8", errors="replace"), device, compare)
@@ -853,7 +858,7 @@ def scan(
 
 
 def _spec(device: Device) -> str:
-    return f"{device.major}.{device.minor}"
+    return device.spec
 
 
 # -- recipes in play ------------------------------------------------------------------------------

@@ -78,8 +78,8 @@ def scan_key(engine: str, version: str, device: Device, compare: Device, vendore
                 repr((info.predicates, sorted(info.layouts.items()))),
                 engine,
                 version,
-                f"{device.major}.{device.minor}",
-                f"{compare.major}.{compare.minor}",
+                device.spec,  # 12.0, or 12.0@cuda12.9: the toolkit decides CMake branches
+                compare.spec,
                 vendored,
                 cppeval.available(),
                 sorted(only) if only is not None else None,

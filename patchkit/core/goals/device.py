@@ -25,9 +25,12 @@ _CUDA = re.compile(r"^(\d{1,2})\.(\d{1,2})$")
 class Device:
     """A GPU by compute capability: ``Device(12, 0)`` is consumer Blackwell (SM120).
 
-    ``cuda`` is the CUDA toolkit version (torch.version.cuda) as a tuple, or None: not said,
-    and then a check's CUDA requirement is taken as met (a device runs only under a toolkit
-    that knows it).  ``platform`` is "cuda" (or "rocm", where a check asks)."""
+    ``cuda`` is the CUDA toolkit version (torch.version.cuda) as a tuple, or None: not said
+    (``sm120@cuda12.8`` says it).  Then a Python predicate's CUDA requirement is taken as met
+    (a device runs only under a toolkit that knows it), but a CMake branch on the toolkit's
+    version (``CMAKE_CUDA_COMPILER_VERSION``, cmakeeval.py) is unknown: which arch list a
+    build compiles depends on the toolkit, and it is never assumed.  ``platform`` is "cuda"
+    (or "rocm", where a check asks)."""
 
     major: int
     minor: int = 0
@@ -52,6 +55,13 @@ class Device:
         ``cuda``: the toolkit, e.g. ``"12.8"``.  ValueError for anything else (a bare ``120``
         is ambiguous: write ``sm120`` or ``12.0``)."""
         s = str(text).strip().lower()
+        if "@" in s:  # sm120@cuda12.8, 12.0@12.8: the toolkit it is built with
+            s, _, tk = s.partition("@")
+            tk = tk.strip().removeprefix("cuda").strip()
+            if cuda is not None and parse_cuda(cuda) != parse_cuda(tk):
+                raise ValueError(f"{text!r}: two CUDA versions ({tk} and {cuda})")
+            cuda = tk
+            s = s.strip()
         m = _SM.match(s)
         if m:
             major, minor = int((m.group(1) + (m.group(2) or ""))), int(m.group(3))
@@ -61,6 +71,11 @@ class Device:
                 raise ValueError(f"{text!r}: not a device (write sm120, sm_120a, 12.0, sm90)")
             major, minor = int(d.group(1)), int(d.group(2))
         return cls(major, minor, parse_cuda(cuda) if cuda is not None else None)
+
+    @property
+    def spec(self) -> str:
+        """What ``parse`` reads back: ``12.0``, or ``12.0@cuda12.8`` with a toolkit."""
+        return f"{self.major}.{self.minor}" + (f"@cuda{self.cuda[0]}.{self.cuda[1]}" if self.cuda else "")
 
     @property
     def capability(self) -> tuple[int, int]:

@@ -4,6 +4,7 @@ patchkit's code hash, and a `status` fast path that hides no bug."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from functools import lru_cache
@@ -202,6 +203,30 @@ def test_code_hash_is_computed_not_remembered(monkeypatch):
     assert verdicts.code_hash() == before
     monkeypatch.setattr(sys, "version", sys.version + " (another build)")
     assert verdicts.code_hash() != before
+
+
+def test_code_hash_covers_all_of_patchkit(monkeypatch):
+    """Every module of the package and the shipped engine table, not only patchkit/core/
+    (where verdicts.py lies): a cache keyed on the code misses when any of it changes."""
+    import types
+
+    import patchkit
+
+    before = verdicts.code_hash()
+    real = os.stat
+    for rel in ("upstream/gates.py", "base/engines.toml", "core/verdicts.py"):
+        changed = os.path.join(os.path.dirname(os.path.abspath(patchkit.__file__)), rel)
+
+        def stat(path, *a, changed=changed, **k):
+            st = real(path, *a, **k)
+            if os.path.abspath(path) != changed:
+                return st
+            return types.SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1)
+
+        monkeypatch.setattr(os, "stat", stat)
+        assert verdicts.code_hash() != before, rel
+        monkeypatch.setattr(os, "stat", real)
+    assert verdicts.code_hash() == before
 
 
 def test_verdict_key_uses_the_code_hash_it_is_given(tmp_path):

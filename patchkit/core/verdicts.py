@@ -93,7 +93,8 @@ def code_hash() -> str:
     once in an invocation computes it once and passes it on (``key(..., code=)``), so what
     a key was made from is visible at the call."""
     h = _hash(sys.version.encode(), digest_size=32)
-    for dirpath, dirnames, filenames in sorted(os.walk(os.path.dirname(__file__))):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # patchkit/, not patchkit/core/
+    for dirpath, dirnames, filenames in sorted(os.walk(package)):
         dirnames.sort()
         for fn in sorted(filenames):
             if fn.endswith(".py") or fn == "engines.toml":  # the shipped engine definitions

@@ -46,6 +46,7 @@ KINDS = {
     "identity": "sites identified in releases",
     "outlines": "file outlines",
     "confirmed": "confirmed views",
+    "gates": "gates scanned, by file bytes and by tree",
     "engines": "engine definitions read",
     "verify": "verify --build results",
     "publish": "publish's built wheels",

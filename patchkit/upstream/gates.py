@@ -28,7 +28,6 @@ import ast
 import bisect
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -1172,8 +1171,10 @@ def scan(
         out.cached = sum(1 for r in results if r[4])
     else:
         args = [(str(root), rel, engine, _spec(device), _spec(compare), salt) for rel, _ in todo]
-        jobs = jobs or min(len(args) // 200 + 1, os.cpu_count() or 1, 4)
+        jobs = jobs or min(len(args) // 200 + 1, _cores(), 4)
         if jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
             with ProcessPoolExecutor(jobs) as pool:
                 got = list(pool.map(_scan_file, args, chunksize=32))
         else:
@@ -1195,6 +1196,14 @@ def scan(
         for row, dest in [(r, out.closed) for r in closed] + [(r, out.unknown) for r in unknown]:
             dest.append(Gate(engine=engine, path=rel, file=logical_of[rel], vendored=v, **row))
     return out
+
+
+def _cores() -> int:
+    """The cores this process may run on (taskset, a container's cpuset), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # pragma: no cover - macOS
+        return os.cpu_count() or 1
 
 
 def _spec(device: Device) -> str:

@@ -324,3 +324,40 @@ def test_parallel_scan_is_the_scan(tmp_path, cache):
     one = G.scan("sglang", root, "package", "0.5.9", SM120, SM100, jobs=1, cache=False)
     two = G.scan("sglang", root, "package", "0.5.9", SM120, SM100, jobs=2)
     assert _doc(two) == _doc(one) and os.listdir(cache / "gates" / "files")
+
+
+# -- on real releases: the hand-checked sample's files ---------------------------------------------
+
+SAMPLE = Path(__file__).parent / "data" / "gates_sample.json"
+RELEASES = {"sglang": "0.5.23", "flashinfer": "0.7.4", "vllm": "0.33.0"}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("engine", sorted(RELEASES))
+def test_the_fast_readers_on_the_samples_files(engine):
+    """Each file of the hand-checked sample (tests/data/gates_sample.json) read by the fast
+    paths as by the plain readers, and scanned from the cache as without it."""
+    from patchkit.base.target import open_target
+    from patchkit.upstream import fetch
+
+    root = fetch.release_tree(engine, RELEASES[engine])
+    paths = sorted({r["path"] for r in json.loads(SAMPLE.read_text())["rows"] if r["engine"] == engine})
+    eng = G.engine_words(engine)
+    for rel in paths:
+        data = (root / rel).read_bytes()
+        assert eng.holds_words(data) == bool(eng.text_test.search(data)), rel
+        text = data.decode("utf-8", errors="replace")
+        if rel.endswith(".py"):
+            tree = ast.parse(text)
+            s = G._PyScan(text, tree, eng, SM120, SM100)
+            assert s.words == set(eng.words) | plain_device_names(tree, set(eng.words), 8), rel
+            assert all(s.mentions(n) == plain_mentions(n, s.words, named=True) for n in ast.walk(tree)), rel
+        else:
+            assert G._directives(text) == plain_directives(text), rel
+    t = open_target(engine, root)
+    plain = G.scan(engine, t.root, t.layout, t.version, SM120, SM100, only=set(paths), cache=False)
+    assert plain.closed
+    for _ in range(2):  # cold (or as the tier left it), then from the cache
+        got = G.scan(engine, t.root, t.layout, t.version, SM120, SM100, only=set(paths))
+        assert _doc(got) == _doc(plain)
+    assert got.cached == got.parsed

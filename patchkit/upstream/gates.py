@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import gc
 import os
 import re
 from dataclasses import asdict, dataclass, field, replace
@@ -305,15 +306,17 @@ class _PyScan:
 
     # -- one site: its maximal closed sub-expressions -------------------------------------------
 
-    def env(self, stack: list) -> pyeval.Env:
+    def env(self, stack: list, explain: bool = False) -> pyeval.Env:
         chain = [self.scope(f) for f in reversed(stack) if not isinstance(f, ast.ClassDef)]
         if stack and isinstance(stack[-1], ast.ClassDef):
             chain.insert(0, self.scope(stack[-1]))
         chain.append(self.scope(self.tree))
-        return pyeval.Env(self.eng.preds, tuple(chain))
+        return pyeval.Env(self.eng.preds, tuple(chain), explain=explain)
 
-    def answer(self, node: ast.expr, dev: Device, stack: list, collection: bool):
-        env = self.env(stack)
+    def answer(self, node: ast.expr, dev: Device, stack: list, collection: bool, explain: bool = False):
+        """The device's answer at ``node`` and its env; ``explain``: its first unknown shown
+        with its source (only an unknown row reads it, so only its answer pays for it)."""
+        env = self.env(stack, explain)
         v = pyeval.list_admits(node, dev, env) if collection else pyeval.evaluate(node, dev, env)
         return v, env
 
@@ -338,7 +341,11 @@ class _PyScan:
         ):
             cv, _ = self.answer(node, self.compare, ctx[0], False)
             if cv is not False:
-                self.unknown.append((node, site.kind, ctx, top_env.why[0] if top_env.why else "", None))
+                why = ""
+                if top_env.why:  # the top answer again, explained (find's: a collection's as a list)
+                    collection = isinstance(node, (ast.List, ast.Tuple, ast.Set))
+                    why = self.answer(node, self.device, ctx[0], collection, explain=True)[1].why[0]
+                self.unknown.append((node, site.kind, ctx, why, None))
 
     def find(self, node: ast.expr, site: _Site, ctx, kind: str, top: bool = False, negated: bool = False):
         """Report the maximal sub-expressions of ``node`` that are closed for the device and
@@ -516,22 +523,14 @@ def _index(tree: ast.Module, parent: dict) -> tuple[list, list, bool, bool]:
     named: list = []
     walrus = declares = False
     AST, Name, Attribute, Constant, keyword = ast.AST, ast.Name, ast.Attribute, ast.Constant, ast.keyword
-    # each node with the bindings whose value it stands in (a := inside a value: two)
+    arch = _ARCH_STR.match
+    # each node with the bindings whose value it stands in (a := inside a value: two); a
+    # name or a constant (most nodes, and leaves) is read where it is met, never stacked
     stack: list = [(tree, ())]
+    push = stack.append
     while stack:
         n, owners = stack.pop()
         t = type(n)
-        if t is Name:  # its only child is its context
-            named.append((n, n.id))
-            for o in owners:
-                o[1].add(n.id)
-            continue
-        if t is Constant:
-            if _static_mention(n):
-                named.append((n, None))
-                for o in owners:
-                    o[2][0] = True
-            continue
         value = None
         if t is Attribute:
             named.append((n, n.attr))
@@ -556,15 +555,30 @@ def _index(tree: ast.Module, parent: dict) -> tuple[list, list, bool, bool]:
             fields = _FIELDS[t] = tuple(f for f in t._fields if f not in _NO_WORDS)
         for f in fields:
             v = getattr(n, f, None)
+            if type(v) is list:
+                kids = v
+            elif isinstance(v, AST):
+                kids = (v,)
+            else:
+                continue
             inner = owners + (value,) if value is not None and f == "value" else owners
-            if isinstance(v, AST):
-                parent[id(v)] = n
-                stack.append((v, inner))
-            elif type(v) is list:
-                for x in v:
-                    if isinstance(x, AST):
+            for x in kids:
+                tx = type(x)
+                if tx is Constant:
+                    c = x.value
+                    if type(c) is str and len(c) < 12 and arch(c):  # an arch string (_static_mention)
                         parent[id(x)] = n
-                        stack.append((x, inner))
+                        named.append((x, None))
+                        for o in inner:
+                            o[2][0] = True
+                elif tx is Name:  # its only child is its context
+                    parent[id(x)] = n
+                    named.append((x, x.id))
+                    for o in inner:
+                        o[1].add(x.id)
+                elif isinstance(x, AST):
+                    parent[id(x)] = n
+                    push((x, inner))
     return [(targets, reads, static[0]) for targets, reads, static in assigns], named, walrus, declares
 
 
@@ -1117,18 +1131,26 @@ def _scan_file(args) -> tuple[str, Optional[list], Optional[list], Optional[str]
         return rel, closed, unknown, f"{rel}: {error}" if error else None, True, True, True
     device, compare = Device.parse(dev), Device.parse(cmp_)
     error, keep = None, True
-    if python:
-        try:
-            closed, unknown = python_gates(data.decode("utf-8", errors="replace"), eng, device, compare)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-            closed, unknown = [], []
-            error = f"does not parse ({type(e).__name__})"
-            keep = not isinstance(e, MemoryError)  # this machine's, this time
-    else:
-        got = cpp_gates(data.decode("utf-8", errors="replace"), device, compare)
-        closed, unknown = got if got is not None else ([], [])
-        for r in closed:
-            r.pop("directive", None)
+    # A module's tree is millions of objects and holds no cycle: the cycle collector's passes
+    # over them while it is parsed and walked were a third of the time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if python:
+            try:
+                closed, unknown = python_gates(data.decode("utf-8", errors="replace"), eng, device, compare)
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+                closed, unknown = [], []
+                error = f"does not parse ({type(e).__name__})"
+                keep = not isinstance(e, MemoryError)  # this machine's, this time
+        else:
+            got = cpp_gates(data.decode("utf-8", errors="replace"), device, compare)
+            closed, unknown = got if got is not None else ([], [])
+            for r in closed:
+                r.pop("directive", None)
+    finally:
+        if collecting:
+            gc.enable()
     if key and keep:
         _keep_file(key, closed, unknown, error)
     return rel, closed, unknown, f"{rel}: {error}" if error else None, True, False, keep

@@ -236,7 +236,9 @@ class Env:
     """What an expression is evaluated against: the scopes it sees (innermost first, the
     module last), the engine's predicates, and plain values (a predicate's meaning sees the
     device's names and its parameters).  ``notes`` collects what the verdict rests on, for
-    the explanation; ``why`` the first thing that was unknown."""
+    the explanation; ``why`` the first thing that was unknown (``explain`` False: said
+    without the source of the expression, for a caller that reads no explanation and would
+    not pay for ast.unparse; the verdict is the same)."""
 
     predicates: tuple[Predicate, ...] = ()
     scopes: tuple[Scope, ...] = ()
@@ -245,15 +247,25 @@ class Env:
     why: list[str] = field(default_factory=list)
     _busy: set = field(default_factory=set)
     depth: int = 0  # 0: the expression itself; more: a bound value or a meaning it reads
+    explain: bool = True
 
     def child(self, values: dict[str, Value]) -> Env:
         """An env for a predicate's meaning: the same predicates and notes, no scopes."""
-        return Env(self.predicates, (), values, self.notes, self.why, self._busy, self.depth + 1)
+        return Env(self.predicates, (), values, self.notes, self.why, self._busy, self.depth + 1, self.explain)
 
     def at(self, scope: int) -> Env:
         """The env seen from scope index ``scope`` outwards (a bound value is read where it
         was bound)."""
-        return Env(self.predicates, self.scopes[scope:], self.values, self.notes, self.why, self._busy, self.depth + 1)
+        return Env(
+            self.predicates,
+            self.scopes[scope:],
+            self.values,
+            self.notes,
+            self.why,
+            self._busy,
+            self.depth + 1,
+            self.explain,
+        )
 
 
 def _parents(module: ast.AST, target: ast.AST) -> dict[int, ast.AST]:
@@ -356,6 +368,7 @@ def kleene_not(v: Optional[bool]) -> Optional[bool]:
     return None if v is None else not v
 
 
+@functools.lru_cache(maxsize=256)  # trees are only read; a big binding (a registry dict) is shown again and again
 def _src(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
@@ -365,7 +378,7 @@ def _src(node: ast.AST) -> str:
 
 def _unknown(env: Env, node: ast.AST, why: str) -> None:
     if not env.why:
-        env.why.append(f"`{_src(node)}` {why}")
+        env.why.append(f"`{_src(node)}` {why}" if env.explain else why)
     return None
 
 
@@ -558,7 +571,8 @@ def _name(expr: ast.Name, device: Device, env: Env) -> Value:
                 return None if v is None else _unknown(env, expr, "unpacks a value not modelled")
             v = v[k]
         at = f"[{', '.join(map(str, b.path))}]" if b.path else ""
-        _note(env, f"`{n}` = `{_src(b.value)}`{at}: {_show(v)}")
+        if env.depth == 0:  # only the expression's own names are noted: shown only then
+            _note(env, f"`{n}` = `{_src(b.value)}`{at}: {_show(v)}")
         return v
     return _unknown(env, expr, "is not bound here")
 

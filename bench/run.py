@@ -276,9 +276,13 @@ def bench_gates(work: Path) -> dict:
     """`gates --device 12.0` over a whole release from the store (SGLang 0.5.23, FlashInfer
     0.7.4; vendored code left out, as by default), on 2 cores (taskset, where the machine has
     more): cold (no gates entry in the cache: every file that names a device check parsed)
-    and warm (the tree unchanged: its entry read back), and a copy of the SGLang tree made
-    just now (its files' entries, by their bytes: nothing parsed, every file read)."""
+    and warm (the tree unchanged: its entry read back), and SGLang's with its files' entries
+    but no tree entry, as a copy of the tree finds them (nothing parsed, every file read)."""
     out: dict = {}
+    # patchkit with its goals extra (tree-sitter), in a venv of its own: the C/C++ gates are
+    # scanned, and the other rows keep the plain install they were measured with
+    py = bench_venv(work, "venv-goals", "goals")
+    pk = [str(Path(py).parent / "patchkit"), *PK[1:]]
     pin = ["taskset", "-c", "0,1"] if (os.cpu_count() or 1) > 2 and shutil.which("taskset") else []
     out["_cores"] = "2 cores (taskset -c 0,1)" if pin else f"{os.cpu_count()} cores"
 
@@ -287,18 +291,20 @@ def bench_gates(work: Path) -> dict:
 
     for engine, version in (("sglang", "0.5.23"), ("flashinfer", "0.7.4")):
         drift.release_tree(engine, version)
-        cmd = [*pin, *PK, "gates", "--device", "12.0", "--to", f"{engine}=={version}", "--json"]
+        cmd = [*pin, *pk, "gates", "--device", "12.0", "--to", f"{engine}=={version}", "--json"]
         runs = RUNS if engine == "sglang" else max(1, RUNS // 2)
         out[(engine, "cold")] = measure(cmd, setup=cold, runs=runs)
         out[(engine, "warm")] = measure(cmd, runs=max(RUNS, 11))
         doc = json.loads(subprocess.run(cmd, capture_output=True, text=True).stdout)
         t = doc["trees"][0]
         out[(engine, "files")] = (t["files"], t["parsed"], len(t["closed"]), len(t["unknown"]))
-    copy = work / "gates-sg"
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(drift.release_tree("sglang", "0.5.23"), copy, symlinks=True)
-    out[("sglang", "copy")] = measure([*pin, *PK, "gates", "--device", "12.0", "-t", f"sglang={copy}", "--json"])
-    out["click"] = measure([*pin, PY, "-c", "import click"], runs=max(RUNS, 11))
+
+    def files_only():  # as for a copy of the tree, or a release sharing its files: no tree entry
+        shutil.rmtree(cache_dir() / "gates" / "trees", ignore_errors=True)
+
+    cmd = [*pin, *pk, "gates", "--device", "12.0", "--to", "sglang==0.5.23", "--json"]
+    out[("sglang", "copy")] = measure(cmd, setup=files_only)
+    out["click"] = measure([*pin, py, "-c", "import click"], runs=max(RUNS, 11))
     return out
 
 
@@ -331,7 +337,7 @@ def gates_rows(z: dict) -> list[tuple]:
         if engine == "sglang":
             rows.append(
                 (
-                    "  same, a copy of the tree made just now (each file's entry, by its bytes)",
+                    "  same, no entry for the tree (a copy, a release sharing its files): each file's, by its bytes",
                     fmt(z[("sglang", "copy")]),
                     _rss(z[("sglang", "copy")]),
                     "",
@@ -445,15 +451,15 @@ def fmt(x: dict | None) -> str:
     return "n/a" if x is None else f"{x['median']:.3f} s (min {x['min']:.3f}, n={x['runs']})"
 
 
-def bench_venv(work: Path) -> str:
+def bench_venv(work: Path, name: str = "venv", extra: str = "") -> str:
     """A venv with patchkit installed from this tree the way users install it (not editable:
-    an editable install adds an import hook to every start-up), plus ast-grep."""
-    venv = work / "venv"
+    an editable install adds an import hook to every start-up), plus ast-grep; ``extra``:
+    with that extra (``goals``: tree-sitter, for the C/C++ gates)."""
+    venv = work / name
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    subprocess.run(
-        [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", str(ROOT), "ast-grep-cli"], check=True
-    )
+    spec = f"{ROOT}[{extra}]" if extra else str(ROOT)
+    subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", spec, "ast-grep-cli"], check=True)
     return py
 
 
@@ -766,8 +772,8 @@ def main() -> None:
         "  two processes, the cycle collector off while a module is parsed and walked; cold includes keeping each",
         "  parsed file's rows in the cache (`gates/files/`, by its bytes). Warm, the tree's entry (`gates/trees/`,",
         "  keyed on its files' names and identities) is read back: no file is read or parsed, and what is left is",
-        "  start-up, the recipes in play (libcst) and the JSON. A copy of the tree made just now misses the tree's",
-        "  entry (new inodes, and too fresh to be kept whole) and reads every file's by its bytes. The scanner",
+        "  start-up, the recipes in play (libcst) and the JSON. A copy of the tree (new inodes) misses the tree's",
+        "  entry and reads every file's by its bytes (the row without the tree's entry). The scanner",
         "  before this (the first `gates`), measured on this machine under other agents' load: SGLang 0.5.23",
         "  21.9 s (14.5 s CPU), vLLM 0.33.0 11.5 s (6.5 s CPU), FlashInfer 0.7.4 299 s (130 s CPU).",
         "",

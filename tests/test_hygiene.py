@@ -205,6 +205,30 @@ def test_code_hash_is_computed_not_remembered(monkeypatch):
     assert verdicts.code_hash() != before
 
 
+def test_code_hash_covers_all_of_patchkit(monkeypatch):
+    """Every module of the package and the shipped engine table, not only patchkit/core/
+    (where verdicts.py lies): a cache keyed on the code misses when any of it changes."""
+    import types
+
+    import patchkit
+
+    before = verdicts.code_hash()
+    real = os.stat
+    for rel in ("upstream/gates.py", "base/engines.toml", "core/verdicts.py"):
+        changed = os.path.join(os.path.dirname(os.path.abspath(patchkit.__file__)), rel)
+
+        def stat(path, *a, changed=changed, **k):
+            st = real(path, *a, **k)
+            if os.path.abspath(path) != changed:
+                return st
+            return types.SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1)
+
+        monkeypatch.setattr(os, "stat", stat)
+        assert verdicts.code_hash() != before, rel
+        monkeypatch.setattr(os, "stat", real)
+    assert verdicts.code_hash() == before
+
+
 def test_verdict_key_uses_the_code_hash_it_is_given(tmp_path):
     assert verdicts.key(tmp_path, ("a",), {}) == verdicts.key(tmp_path, ("a",), {}, code=verdicts.code_hash())
     assert verdicts.key(tmp_path, ("a",), {}, code="x") != verdicts.key(tmp_path, ("a",), {}, code="y")

@@ -46,9 +46,9 @@ KINDS = {
     "identity": "sites identified in releases",
     "outlines": "file outlines",
     "confirmed": "confirmed views",
+    "gates": "gates scanned: by file bytes, by tree, and each release's for --across",
     "engines": "engine definitions read",
     "verify": "verify --build results",
-    "gates": "gates --across: each release's scan",
     "publish": "publish's built wheels",
 }
 RELEASE_KINDS = ("wheels", "sdists", "lazy", "trees")

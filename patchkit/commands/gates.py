@@ -24,7 +24,6 @@ def _device(text: str, what: str) -> Device:
 def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> list:
     """The targets to scan: --target/--python trees, --to releases, else the workspace's."""
     from patchkit.base.target import ENGINES, open_target, parse_target_arg
-    from patchkit.upstream import drift as D
     from patchkit.upstream import fetch
 
     out: dict[str, object] = {}
@@ -40,6 +39,8 @@ def _trees(inv: Invocation, target: tuple[str, ...], to: tuple[str, ...]) -> lis
             raise PatchkitError(f"--target {engine}= given twice", "give one tree per engine")
         out[engine] = open_target(engine, path)
     for spec in to:
+        from patchkit.upstream import drift as D  # the judge and libcst: only where a release is named
+
         kind, engine, value = D.parse_spec(spec)
         if engine in out:
             raise PatchkitError(f"--to {spec!r}: {engine} is given twice", "give one tree per engine")

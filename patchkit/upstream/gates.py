@@ -12,18 +12,23 @@ the comparison device, and it is reported at its maximal such sub-expression (th
 parameter, a call not modelled, a build macro), the gate is listed apart as ``unknown``, never
 as closed.
 
-Each file is read once and tested cheaply for the words of a device check first; only files
-that hold one are parsed (``ast`` for Python; tree-sitter-cpp, optional, for the conditions of
-``#if`` lines and, for a file with a closed gate, its functions).  The scan of one file is a
-pure function of its text (``python_gates``, ``cpp_gates``); ``scan`` reads a tree.
+Each file is read once and tested cheaply for the words of a device check first (a bytes
+search for each word, then the words' pattern); only files that hold one are parsed (``ast``
+for Python, walked once to index its device words and bindings; tree-sitter-cpp, optional,
+for the conditions of ``#if`` lines, found by a search for ``#``, and, for a file with a
+closed gate, the functions around its lines).  The scan of one file is a pure function of its
+text (``python_gates``, ``cpp_gates``); ``scan`` reads a tree, on several processes where it
+is large, and keeps what it found in patchkit's cache: a file's rows under its bytes, a whole
+tree's under its files' identities, so a tree scanned before is answered without parsing.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
+import gc
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Optional
@@ -45,6 +50,7 @@ CPP_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl
 _ARCHY = re.compile(r"major|arch|(^|_)sms?(_|$)|capabilit|(^|_)cc(_|$)|compute_cap", re.I)
 _ARCH_STR = re.compile(r"^(sm|compute)_?\d{2,3}[af]?$", re.I)
 _ARCH_WORDS = re.compile(rb"""["'](?:sm|compute)_?\d{2,3}[af]?["']|major_versions""")
+_ARCH_NEEDLES = (b'"sm', b"'sm", b'"compute', b"'compute", b"major_versions")  # one is in each match
 _FEAT = re.compile(r"__CUDA_ARCH_FEAT_SM(\d+)_ALL")
 _DATACENTER = ((7, 0), (8, 0), (9, 0), (10, 0))  # the parts a consumer GPU's gates are compared with
 
@@ -92,6 +98,7 @@ class Scan:
     files: int = 0  # files looked at
     parsed: int = 0  # files that held a device word and were parsed
     vendored_skipped: int = 0
+    cached: int = 0  # parsed files whose rows came from patchkit's cache
     cpp: bool = True  # tree-sitter was there for the C++ files
     errors: list[str] = field(default_factory=list)  # files that did not parse
 
@@ -130,7 +137,16 @@ class Engine:
         self.words = frozenset(device)
         alts = b"|".join(re.escape(w.encode()) for w in sorted(self.words, key=len, reverse=True))
         self.text_test = re.compile(alts + b"|" + _ARCH_WORDS.pattern) if alts else _ARCH_WORDS
+        # What every match of text_test holds: each word no other word is part of, and the
+        # arch words' literal parts.  A bytes search for each is far cheaper than the
+        # alternation over a file that holds none (most files).
+        words = sorted(self.words)
+        self.needles = tuple(w.encode() for w in words if not any(o != w and o in w for o in words)) + _ARCH_NEEDLES
         self.all_words = frozenset(by_name)
+
+    def holds_words(self, data: bytes) -> bool:
+        """Whether a file's bytes name a device check or an arch word (``text_test``)."""
+        return any(n in data for n in self.needles) and self.text_test.search(data) is not None
 
 
 @dataclass
@@ -148,30 +164,28 @@ class _PyScan:
         self.lines = text.splitlines(keepends=True)
         self.closed: list[tuple] = []
         self.unknown: list[tuple] = []
-        self.words = set(eng.words) | self._device_names(tree)
+        # one walk of the file: the bindings that may carry a device check, and which nodes
+        # read a device word (a node mentions one when it, or a node below it, does)
+        self._parent: dict[int, ast.AST] = {}
+        assigns, named, self._walrus, self._declares = _index(tree, self._parent)
+        self.words = set(eng.words) | self._device_names(assigns, rounds=8)
         # what an unknown gate must read itself: a device check, a name bound straight from
         # one, or a name that says it holds the device (device_sm_major, cc_major)
-        self.direct = set(eng.words) | self._device_names(tree, rounds=1)
-        self._mention: dict[int, bool] = {}
+        self.direct = set(eng.words) | self._device_names(assigns, rounds=1)
+        self._mentioning = self._mark(named)
         self._scopes: dict[int, pyeval.Scope] = {}
 
-    def _device_names(self, tree: ast.Module, rounds: int = 8) -> set[str]:
+    def _device_names(self, assigns: list, rounds: int) -> set[str]:
         """Names bound anywhere in the file to something that mentions a device check (a
         cheap filter: the evaluator decides what they mean)."""
-        assigns = []
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Assign):
-                assigns.append((n.targets, n.value))
-            elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
-                assigns.append(([n.target], n.value))
         names: set[str] = set()
         words = set(self.eng.words)
         changed = True
         while changed and rounds:
             changed, rounds = False, rounds - 1
             known = words | names
-            for targets, value in assigns:
-                if not _mentions(value, known):
+            for targets, reads, static in assigns:
+                if not static and reads.isdisjoint(known):
                     continue
                 for t in targets:
                     for x in _bound_names(t):
@@ -180,11 +194,25 @@ class _PyScan:
                             changed = True
         return names
 
+    def _mark(self, named: list) -> set[int]:
+        """The ids of the nodes that mention a device word (``_mentions`` with ``named``):
+        each node that reads one itself, and every node above it."""
+        out: set[int] = set()
+        words, parent = self.words, self._parent
+        for n, name in named:
+            if name is not None and not (name in words or _device_name(name)):
+                continue
+            i = id(n)
+            while i not in out:
+                out.add(i)
+                up = parent.get(i)
+                if up is None:
+                    break
+                i = id(up)
+        return out
+
     def mentions(self, node: ast.AST) -> bool:
-        got = self._mention.get(id(node))
-        if got is None:
-            got = self._mention[id(node)] = _mentions(node, self.words, named=True)
-        return got
+        return id(node) in self._mentioning
 
     def device_part_differs(self, node: ast.expr, stack: list) -> bool:
         """Whether the parts of a condition that read the device are unknown, or answer
@@ -199,16 +227,16 @@ class _PyScan:
         return False
 
     def direct_device(self, node: ast.AST) -> bool:
-        for n in ast.walk(node):
+        for n in _walk(node):
             name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-            if name and (name in self.direct or _DEVICE_NAME.search(name)):
+            if name and (name in self.direct or _device_name(name)):
                 return True
         return False
 
     def scope(self, node: ast.AST) -> pyeval.Scope:
         s = self._scopes.get(id(node))
         if s is None:
-            s = self._scopes[id(node)] = pyeval.scope_of(node)
+            s = self._scopes[id(node)] = pyeval.scope_of(node, self._walrus, self._declares)
         return s
 
     # -- the walk over statements ---------------------------------------------------------------
@@ -280,15 +308,17 @@ class _PyScan:
 
     # -- one site: its maximal closed sub-expressions -------------------------------------------
 
-    def env(self, stack: list) -> pyeval.Env:
+    def env(self, stack: list, explain: bool = False) -> pyeval.Env:
         chain = [self.scope(f) for f in reversed(stack) if not isinstance(f, ast.ClassDef)]
         if stack and isinstance(stack[-1], ast.ClassDef):
             chain.insert(0, self.scope(stack[-1]))
         chain.append(self.scope(self.tree))
-        return pyeval.Env(self.eng.preds, tuple(chain))
+        return pyeval.Env(self.eng.preds, tuple(chain), explain=explain)
 
-    def answer(self, node: ast.expr, dev: Device, stack: list, collection: bool):
-        env = self.env(stack)
+    def answer(self, node: ast.expr, dev: Device, stack: list, collection: bool, explain: bool = False):
+        """The device's answer at ``node`` and its env; ``explain``: its first unknown shown
+        with its source (only an unknown row reads it, so only its answer pays for it)."""
+        env = self.env(stack, explain)
         v = pyeval.list_admits(node, dev, env) if collection else pyeval.evaluate(node, dev, env)
         return v, env
 
@@ -313,7 +343,11 @@ class _PyScan:
         ):
             cv, _ = self.answer(node, self.compare, ctx[0], False)
             if cv is not False:
-                self.unknown.append((node, site.kind, ctx, top_env.why[0] if top_env.why else "", None))
+                why = ""
+                if top_env.why:  # the top answer again, explained (find's: a collection's as a list)
+                    collection = isinstance(node, (ast.List, ast.Tuple, ast.Set))
+                    why = self.answer(node, self.device, ctx[0], collection, explain=True)[1].why[0]
+                self.unknown.append((node, site.kind, ctx, why, None))
 
     def find(self, node: ast.expr, site: _Site, ctx, kind: str, top: bool = False, negated: bool = False):
         """Report the maximal sub-expressions of ``node`` that are closed for the device and
@@ -436,23 +470,129 @@ class _PyScan:
 _BOOLISH = (ast.BoolOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Attribute, ast.Name, ast.Subscript, ast.NamedExpr)
 
 
-def _mentions(node: ast.AST, words, named: bool = False) -> bool:
-    """``node`` reads one of ``words`` (or, ``named``, a name that says it holds the device:
-    ``major``, ``cc_major``), a keyword of devices, or an architecture string."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name):
-            if n.id in words or (named and _DEVICE_NAME.search(n.id)):
-                return True
-        elif isinstance(n, ast.Attribute):
-            if n.attr in words or (named and _DEVICE_NAME.search(n.attr)):
-                return True
-        elif isinstance(n, ast.keyword):
-            if n.arg and _ARCHY.search(n.arg) and isinstance(n.value, (ast.List, ast.Tuple, ast.Set, ast.Name)):
-                return True
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 12:
-            if _ARCH_STR.match(n.value):
-                return True
-    return False
+# Fields that hold no name, keyword or constant (load/store contexts, operators): a walk
+# that looks for device words need not enter them.
+_NO_WORDS = frozenset({"ctx", "op", "ops"})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _children(node: ast.AST) -> list:
+    """The child nodes of ``node`` that ``ast.walk`` would visit, but contexts and operators."""
+    fields = _FIELDS.get(type(node))
+    if fields is None:
+        fields = _FIELDS[type(node)] = tuple(f for f in node._fields if f not in _NO_WORDS)
+    out = []
+    for f in fields:
+        v = getattr(node, f, None)
+        if isinstance(v, ast.AST):
+            out.append(v)
+        elif isinstance(v, list):
+            out += [x for x in v if isinstance(x, ast.AST)]
+    return out
+
+
+def _walk(node: ast.AST) -> list:
+    """``node`` and every node below it (as ``ast.walk``, in another order, without contexts
+    and operators)."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack += _children(n)
+    return out
+
+
+def _static_mention(n: ast.AST) -> bool:
+    """A node that says it is about devices whatever the file binds: a keyword of devices
+    (``supported_major_versions=[9, 10]``) or an architecture string."""
+    if isinstance(n, ast.keyword):
+        return bool(n.arg and _ARCHY.search(n.arg) and isinstance(n.value, (ast.List, ast.Tuple, ast.Set, ast.Name)))
+    return (
+        isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and len(n.value) < 12
+        and bool(_ARCH_STR.match(n.value))
+    )
+
+
+def _index(tree: ast.Module, parent: dict) -> tuple[list, list, bool, bool]:
+    """One walk of a module: fills ``parent`` (a node's id: the node above it) and returns
+    the bindings (targets, the names and attributes their value reads, whether it holds a
+    keyword of devices or an arch string), the nodes that may read a device word (a Name or
+    Attribute with its name; a device keyword or arch string with None), and whether the
+    module holds a ``:=`` and a ``global``/``nonlocal`` statement (pyeval.scope_of)."""
+    assigns: list[tuple[list, set, list]] = []  # (targets, reads, [static])
+    named: list = []
+    walrus = declares = False
+    AST, Name, Attribute, Constant, keyword = ast.AST, ast.Name, ast.Attribute, ast.Constant, ast.keyword
+    arch = _ARCH_STR.match
+    # each node with the bindings whose value it stands in (a := inside a value: two); a
+    # name or a constant (most nodes, and leaves) is read where it is met, never stacked
+    stack: list = [(tree, ())]
+    push = stack.append
+    while stack:
+        n, owners = stack.pop()
+        t = type(n)
+        value = None
+        if t is Attribute:
+            named.append((n, n.attr))
+            for o in owners:
+                o[1].add(n.attr)
+        elif t is keyword:
+            if _static_mention(n):
+                named.append((n, None))
+                for o in owners:
+                    o[2][0] = True
+        elif t is ast.Assign:
+            value = (n.targets, set(), [False])
+        elif (t is ast.AnnAssign or t is ast.NamedExpr) and n.value is not None:
+            value = ([n.target], set(), [False])
+            walrus = walrus or t is ast.NamedExpr
+        elif t is ast.Global or t is ast.Nonlocal:
+            declares = True
+        if value is not None:
+            assigns.append(value)
+        fields = _FIELDS.get(t)
+        if fields is None:
+            fields = _FIELDS[t] = tuple(f for f in t._fields if f not in _NO_WORDS)
+        for f in fields:
+            v = getattr(n, f, None)
+            if type(v) is list:
+                kids = v
+            elif isinstance(v, AST):
+                kids = (v,)
+            else:
+                continue
+            inner = owners + (value,) if value is not None and f == "value" else owners
+            for x in kids:
+                tx = type(x)
+                if tx is Constant:
+                    c = x.value
+                    if type(c) is str and len(c) < 12 and arch(c):  # an arch string (_static_mention)
+                        parent[id(x)] = n
+                        named.append((x, None))
+                        for o in inner:
+                            o[2][0] = True
+                elif tx is Name:  # its only child is its context
+                    parent[id(x)] = n
+                    named.append((x, x.id))
+                    for o in inner:
+                        o[1].add(x.id)
+                elif isinstance(x, AST):
+                    parent[id(x)] = n
+                    push((x, inner))
+    return [(targets, reads, static[0]) for targets, reads, static in assigns], named, walrus, declares
+
+
+_device_name_seen: dict[str, bool] = {}
+
+
+def _device_name(name: str) -> bool:
+    """A name that says it holds the device (``major``, ``cc_major``, ``sm_version``)."""
+    got = _device_name_seen.get(name)
+    if got is None:
+        got = _device_name_seen[name] = bool(_DEVICE_NAME.search(name))
+    return got
 
 
 def _refuses(stmts: list) -> bool:
@@ -546,28 +686,38 @@ def python_gates(text: str, eng: Engine, device: Device, compare: Device) -> tup
 
 # -- C++ / CUDA ---------------------------------------------------------------------------------
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(if|elif)\b(.*)$")
+# An #if/#elif from its `#` (a fast search for the `#`); only blanks may stand before it
+# on its line.  Blanks are ``\s`` but the newline, as on a line of its own.
+_DIRECTIVE = re.compile(r"#[^\S\n]*(if|elif)\b(.*)$", re.M)
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/")
 
 
 def _directives(text: str) -> list[tuple[int, str, str]]:
     """(line, directive, condition) of every #if/#elif line naming __CUDA_ARCH (continued
-    lines joined)."""
-    out = []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        m = _DIRECTIVE.match(lines[i])
-        start = i
-        if m:
-            cond = m.group(2)
+    lines joined; a continued line is no directive of its own)."""
+    out: list[tuple[int, str, str]] = []
+    lines: Optional[list[str]] = None
+    line = pos = after = 0  # the match's line (0-based), its offset, the first line not yet joined
+    for m in _DIRECTIVE.finditer(text):
+        start = m.start()
+        bol = text.rfind("\n", 0, start) + 1
+        if text[bol:start].strip():
+            continue  # code before the `#`: no directive
+        line += text.count("\n", pos, start)
+        pos = start
+        if line < after:
+            continue
+        cond, i = m.group(2), line
+        if cond.rstrip().endswith("\\"):
+            lines = text.split("\n") if lines is None else lines
             while cond.rstrip().endswith("\\") and i + 1 < len(lines):
                 i += 1
                 cond = cond.rstrip()[:-1] + " " + lines[i]
-            cond = re.sub(r"/\*.*?\*/", " ", cond)
-            cond = cond.split("//")[0]
-            if "__CUDA_ARCH" in cond:
-                out.append((start + 1, m.group(1), " ".join(cond.split())))
-        i += 1
+        after = i + 1
+        cond = _BLOCK_COMMENT.sub(" ", cond)
+        cond = cond.split("//")[0]
+        if "__CUDA_ARCH" in cond:
+            out.append((line + 1, m.group(1), " ".join(cond.split())))
     return out
 
 
@@ -695,11 +845,17 @@ def _cpp_context(parser, text: str, rows: list[dict]) -> None:
     data = text.encode()
     tree = parser.parse(data)
     want = {r["line"]: r for r in rows}
+    lines = sorted(want)
     stack = [tree.root_node]
     funcs: list[tuple[int, int, str]] = []
     guarded: dict[int, str] = {}
     while stack:
         node = stack.pop()
+        # only what holds a row's line: a function around it, the directive at it
+        top, bottom = node.start_point[0] + 1, node.end_point[0] + 1
+        k = bisect.bisect_left(lines, top)
+        if k == len(lines) or lines[k] > bottom:
+            continue
         t = node.type
         if t == "function_definition":
             name = _declarator_name(node)
@@ -783,30 +939,240 @@ def engine_words(engine: str) -> Engine:
     return _ENGINES[engine]
 
 
-def _scan_file(args) -> tuple[str, str, Optional[tuple], Optional[str], bool]:
-    """(rel, logical, (closed, unknown) or None if no device word, error, parsed)."""
-    root, rel, logical, engine, dev, cmp_ = args
-    device, compare = Device.parse(dev), Device.parse(cmp_)
+# -- the cache ------------------------------------------------------------------------------------
+#
+# A scan is a pure function of the scanned files' bytes, the engine's predicates, the two
+# devices and patchkit's code (and tree-sitter's, for C++).  Two kinds of entry keep it, both
+# through the cache's one rule (HMAC'd, read with regular.read_cached, written with
+# fsio.store_cached; one that fails its MAC or its shape is a miss, computed again):
+#
+# * ``gates/files/<key>``: one file's rows, keyed by the digest of its bytes (and the rest
+#   above).  A file edited, a release that shares most files with one scanned before, a
+#   copy of a tree elsewhere: only the files whose bytes are new are parsed.
+# * ``gates/trees/<key>``: a whole scan's rows, keyed by the scanned files' names and
+#   identities (device, inode, mode, size, mtime, ctime: what a change to a file changes, as
+#   git's index and verdicts.tree_state know it), so that a scan of an unchanged tree reads
+#   no file.  A tree with a file changed less than verdicts.RACY_NS before is not kept (a
+#   second change in the same tick could not be told); its files' entries still are.
+
+_FORMAT = "gates-1"
+_ENTRY_LIMIT = 64 << 20
+_ROW_TYPES = {
+    "line": int,
+    "kind": str,
+    "condition": str,
+    "why": str,
+    "open_why": str,
+    "function": str,
+    "guards": str,
+    "state": str,
+    "branch": str,
+}
+_ROW_NEEDS = frozenset(("line", "kind", "condition", "why"))
+
+
+def _rows_fit(rows) -> bool:
+    """Rows as the scan makes them (a cache entry's, checked before use: patchkit/base/shape.py's rule)."""
+    return isinstance(rows, list) and all(
+        isinstance(r, dict)
+        and _ROW_NEEDS <= r.keys()
+        and all(k in _ROW_TYPES and type(v) is _ROW_TYPES[k] for k, v in r.items())
+        for r in rows
+    )
+
+
+def _salt(engine: str, device: Device, compare: Device, cpp: bool) -> str:
+    """What every entry of this scan is keyed on besides its files: patchkit's code, the
+    engine's predicates (a user's engines.toml may define them), the two devices and the
+    C++ and CMake parsers (tree-sitter's own code, by path, size and mtime)."""
+    import importlib.util
+
+    from patchkit.base.engines import ENGINES
+    from patchkit.core.verdicts import code_hash, digest_of
+
+    parser = ""
+    mods = []
+    if cpp:
+        import tree_sitter
+        import tree_sitter_cpp
+
+        mods += [tree_sitter, tree_sitter_cpp]
+    if importlib.util.find_spec("tree_sitter_cmake") is not None:  # the CMake lists' parser, when here
+        import tree_sitter_cmake
+
+        mods.append(tree_sitter_cmake)
+    for mod in mods:
+        f = getattr(mod, "__file__", None) or ""
+        try:
+            st = os.stat(f)
+            parser += f"{f}|{st.st_size}|{st.st_mtime_ns};"
+        except OSError:
+            parser += f"{f}|?;"
+    parts = [_FORMAT, code_hash(), engine, repr(ENGINES[engine].predicates), _spec(device), _spec(compare), parser]
+    return digest_of("\n".join(parts).encode())
+
+
+def _file_key(salt: str, kind: str, data: bytes) -> str:
+    from patchkit.core.verdicts import digest_of
+
+    return digest_of(f"{salt}|{kind}|{digest_of(data)}".encode())
+
+
+def _file_entry(key: str) -> Optional[tuple[list, list, Optional[str]]]:
+    import json
+
+    from patchkit.base import regular
+    from patchkit.base.paths import cache_dir
+
+    raw = regular.read_cached(cache_dir(), f"gates/files/{key}.json", _ENTRY_LIMIT)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.get("format") == _FORMAT and doc.get("key") == key):
+        return None
+    closed, unknown, error = doc.get("closed"), doc.get("unknown"), doc.get("error")
+    if not (_rows_fit(closed) and _rows_fit(unknown) and (error is None or isinstance(error, str))):
+        return None
+    return closed, unknown, error
+
+
+def _keep_file(key: str, closed: list, unknown: list, error: Optional[str]) -> None:
+    import json
+
+    from patchkit.base import fsio
+    from patchkit.base.paths import cache_dir
+
+    doc = {"format": _FORMAT, "key": key, "closed": closed, "unknown": unknown, "error": error}
+    fsio.store_cached(cache_dir(), f"gates/files/{key}.json", json.dumps(doc, separators=(",", ":")).encode())
+
+
+def _tree_key(salt: str, root: Path, files: list, todo: list, vendored: bool) -> Optional[str]:
+    """The key of a whole scan: every listed file by name, each scanned one by identity;
+    None when one cannot be looked at or changed less than verdicts.RACY_NS ago."""
+    import time
+
+    from patchkit.core.verdicts import RACY_NS, digest_of
+
+    now = time.time_ns()
+    scanned = {rel for rel, _ in todo}
+    parts = [salt, f"vendored={vendored}"]
+    base = str(root)
+    for rel, logical in files:
+        if rel not in scanned:
+            parts.append(f"{rel}|{logical}|-")
+            continue
+        try:
+            st = os.stat(f"{base}/{rel}")
+        except OSError:
+            return None
+        if max(st.st_mtime_ns, st.st_ctime_ns) > now - RACY_NS:
+            return None
+        parts.append(
+            f"{rel}|{logical}|{st.st_dev}|{st.st_ino}|{st.st_mode}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+        )
+    return digest_of("\n".join(parts).encode())
+
+
+def _tree_entry(key: str) -> Optional[list]:
+    import json
+
+    from patchkit.base import regular
+    from patchkit.base.paths import cache_dir
+
+    raw = regular.read_cached(cache_dir(), f"gates/trees/{key}.json", _ENTRY_LIMIT)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.get("format") == _FORMAT and doc.get("key") == key):
+        return None
+    results = doc.get("results")
+    if not isinstance(results, list):
+        return None
+    for r in results:
+        if not (
+            isinstance(r, list)
+            and len(r) == 5
+            and isinstance(r[0], str)
+            and _rows_fit(r[1])
+            and _rows_fit(r[2])
+            and (r[3] is None or isinstance(r[3], str))
+            and type(r[4]) is bool
+        ):
+            return None
+    return results
+
+
+def _keep_tree(key: str, results: list) -> None:
+    import json
+
+    from patchkit.base import fsio
+    from patchkit.base.paths import cache_dir
+
+    doc = {"format": _FORMAT, "key": key, "results": results}
+    fsio.store_cached(cache_dir(), f"gates/trees/{key}.json", json.dumps(doc, separators=(",", ":")).encode())
+
+
+# -- one file, a tree ------------------------------------------------------------------------------
+
+
+def _scan_file(args) -> tuple[str, Optional[list], Optional[list], Optional[str], bool, bool, bool]:
+    """(rel, closed rows or None if no device word, unknown rows, error, parsed, from the
+    cache, may be kept) of one file, its rows from the cache where its bytes were scanned
+    before."""
+    root, rel, engine, dev, cmp_, salt = args
     try:
         data = (Path(root) / rel).read_bytes()
     except OSError as e:
-        return rel, logical, None, f"{rel}: {e.strerror or e}", False
-    if rel.endswith(PY_SUFFIXES):
+        return rel, None, None, f"{rel}: {e.strerror or e}", False, False, False
+    python = rel.endswith(PY_SUFFIXES)
+    cmake = not python and cmakegates.is_cmake(rel)  # CMake arch lists (cmakegates.py)
+    if python:
         eng = engine_words(engine)
-        if not eng.text_test.search(data):
-            return rel, logical, None, None, False
-        try:
-            got = python_gates(data.decode("utf-8", errors="replace"), eng, device, compare)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
-            return rel, logical, None, f"{rel}: does not parse ({type(e).__name__})", True
-        return rel, logical, got, None, True
-    if cmakegates.is_cmake(rel):  # CMake arch lists (cmakegates.py)
-        got = cmakegates.cmake_gates(data.decode("utf-8", "replace"), device, compare)
-        return rel, logical, got, None if got is not None else f"{rel}: {cmakegates.NOT_READ}", got is not None
-    if b"__CUDA_ARCH" not in data:
-        return rel, logical, None, None, False
-    got = cpp_gates(data.decode("utf-8", errors="replace"), device, compare)
-    return rel, logical, got, None, True
+        if not eng.holds_words(data):
+            return rel, None, None, None, False, False, True
+    elif not cmake and b"__CUDA_ARCH" not in data:
+        return rel, None, None, None, False, False, True
+    key = _file_key(salt, "py" if python else "cmake" if cmake else "cpp", data) if salt else None
+    hit = _file_entry(key) if key else None
+    if hit is not None:
+        closed, unknown, error = hit
+        return rel, closed, unknown, f"{rel}: {error}" if error else None, True, True, True
+    device, compare = Device.parse(dev), Device.parse(cmp_)
+    error, keep = None, True
+    # A module's tree is millions of objects and holds no cycle: the cycle collector's passes
+    # over them while it is parsed and walked were a third of the time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if python:
+            try:
+                closed, unknown = python_gates(data.decode("utf-8", errors="replace"), eng, device, compare)
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+                closed, unknown = [], []
+                error = f"does not parse ({type(e).__name__})"
+                keep = not isinstance(e, MemoryError)  # this machine's, this time
+        elif cmake:
+            got = cmakegates.cmake_gates(data.decode("utf-8", "replace"), device, compare)
+            closed, unknown = got if got is not None else ([], [])
+            if got is None:  # no parser here: said, never kept (one installed later reads it)
+                error, keep = cmakegates.NOT_READ, False
+        else:
+            got = cpp_gates(data.decode("utf-8", errors="replace"), device, compare)
+            closed, unknown = got if got is not None else ([], [])
+            for r in closed:
+                r.pop("directive", None)
+    finally:
+        if collecting:
+            gc.enable()
+    if key and keep:
+        _keep_file(key, closed, unknown, error)
+    return rel, closed, unknown, f"{rel}: {error}" if error else None, True, False, keep
 
 
 def scan(
@@ -819,9 +1185,12 @@ def scan(
     vendored: bool = False,
     jobs: int = 0,
     only: Optional[set] = None,
+    cache: bool = True,
 ) -> Scan:
     """Every closed (and unknown) gate of the tree at ``root``, in file and line order;
-    ``only``: these files (paths relative to ``root``) alone."""
+    ``only``: these files (paths relative to ``root``) alone.  ``cache``: answer from
+    patchkit's cache what was scanned before (the same bytes, or the same unchanged tree),
+    and keep what is scanned now."""
     from patchkit.core.goals import cppeval
 
     out = Scan(engine, str(root), version, cpp=cppeval.available())
@@ -834,27 +1203,48 @@ def scan(
             continue
         if rel.endswith(CPP_SUFFIXES) and not out.cpp:
             continue
-        todo.append((str(root), rel, logical, engine, _spec(device), _spec(compare)))
+        todo.append((rel, logical))
     out.files = len(todo)
-    jobs = jobs or min(len(todo) // 200 + 1, os.cpu_count() or 1, 4)
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            results = list(pool.map(_scan_file, todo, chunksize=32))
+    salt = _salt(engine, device, compare, out.cpp) if cache else ""
+    tkey = _tree_key(salt, root, files, todo, vendored) if cache else None
+    results = _tree_entry(tkey) if tkey else None
+    if results is not None:
+        out.cached = sum(1 for r in results if r[4])
     else:
-        results = [_scan_file(t) for t in todo]
-    for rel, logical, got, err, parsed in results:
+        args = [(str(root), rel, engine, _spec(device), _spec(compare), salt) for rel, _ in todo]
+        jobs = jobs or min(len(args) // 200 + 1, _cores(), 4)
+        if jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(jobs) as pool:
+                got = list(pool.map(_scan_file, args, chunksize=32))
+        else:
+            got = [_scan_file(a) for a in args]
+        results = [
+            [rel, closed, unknown, err, parsed] for rel, closed, unknown, err, parsed, *_ in got if parsed or err
+        ]
+        out.cached = sum(1 for g in got if g[5])
+        if tkey and all(g[6] for g in got):  # a file unread, or out of memory: not kept
+            _keep_tree(tkey, results)
+    logical_of = dict(todo)
+    for rel, closed, unknown, err, parsed in results:
         out.parsed += parsed
         if err:
             out.errors.append(err)
-        if not got:
+        if not closed and not unknown:
             continue
-        closed, unknown = got
         v = is_vendored(rel)
         for row, dest in [(r, out.closed) for r in closed] + [(r, out.unknown) for r in unknown]:
-            row = dict(row)
-            row.pop("directive", None)
-            dest.append(Gate(engine=engine, path=rel, file=logical, vendored=v, **row))
+            dest.append(Gate(engine=engine, path=rel, file=logical_of[rel], vendored=v, **row))
     return out
+
+
+def _cores() -> int:
+    """The cores this process may run on (taskset, a container's cpuset), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # pragma: no cover - macOS
+        return os.cpu_count() or 1
 
 
 def _spec(device: Device) -> str:

@@ -120,7 +120,9 @@ def _bind_target(t: ast.expr, value: Optional[ast.expr], cond: bool, out: dict, 
     # an attribute or subscript target binds no name
 
 
-def _walrus(nodes: Iterable[Optional[ast.AST]], cond: bool, out: dict) -> None:
+def _walrus(nodes: Iterable[Optional[ast.AST]], cond: bool, out: dict, look: bool = True) -> None:
+    if not look:  # the caller knows the module holds no `:=`
+        return
     for n in nodes:
         if n is None:
             continue
@@ -129,21 +131,22 @@ def _walrus(nodes: Iterable[Optional[ast.AST]], cond: bool, out: dict) -> None:
                 out.setdefault(w.target.id, []).append(Binding(None, (), True))
 
 
-def _collect(stmts: list[ast.stmt], cond: bool, out: dict, globs: set) -> None:
+def _collect(stmts: list[ast.stmt], cond: bool, out: dict, globs: set, walrus: bool = True) -> None:
     """The bindings of a block, not descending into nested functions and classes (their names
-    are bound here, their bodies are scopes of their own)."""
+    are bound here, their bodies are scopes of their own); ``walrus`` False: the module holds
+    no ``:=`` (none is looked for)."""
     for st in stmts:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.setdefault(st.name, []).append(Binding(None, (), cond))
-            _walrus(st.decorator_list, cond, out)
+            _walrus(st.decorator_list, cond, out, walrus)
         elif isinstance(st, ast.Assign):
             for t in st.targets:
                 _bind_target(t, st.value, cond, out)
-            _walrus([st.value], cond, out)
+            _walrus([st.value], cond, out, walrus)
         elif isinstance(st, ast.AnnAssign):
             if st.value is not None:
                 _bind_target(st.target, st.value, cond, out)
-                _walrus([st.value], cond, out)
+                _walrus([st.value], cond, out, walrus)
         elif isinstance(st, ast.AugAssign):
             _bind_target(st.target, None, cond, out)
         elif isinstance(st, (ast.Import, ast.ImportFrom)):
@@ -153,43 +156,46 @@ def _collect(stmts: list[ast.stmt], cond: bool, out: dict, globs: set) -> None:
                     out.setdefault(name, []).append(Binding(None, (), cond))
         elif isinstance(st, (ast.For, ast.AsyncFor)):
             _bind_target(st.target, None, True, out)
-            _walrus([st.iter], cond, out)
-            _collect(st.body + st.orelse, True, out, globs)
+            _walrus([st.iter], cond, out, walrus)
+            _collect(st.body + st.orelse, True, out, globs, walrus)
         elif isinstance(st, (ast.While, ast.If)):
-            _walrus([st.test], cond, out)
-            _collect(st.body + st.orelse, True, out, globs)
+            _walrus([st.test], cond, out, walrus)
+            _collect(st.body + st.orelse, True, out, globs, walrus)
         elif isinstance(st, (ast.With, ast.AsyncWith)):
             for it in st.items:
                 if it.optional_vars is not None:
                     _bind_target(it.optional_vars, None, cond, out)
-            _walrus([it.context_expr for it in st.items], cond, out)
-            _collect(st.body, True, out, globs)
+            _walrus([it.context_expr for it in st.items], cond, out, walrus)
+            _collect(st.body, True, out, globs, walrus)
         elif isinstance(st, ast.Try) or type(st).__name__ == "TryStar":
-            _collect(st.body + st.orelse + st.finalbody, True, out, globs)
+            _collect(st.body + st.orelse + st.finalbody, True, out, globs, walrus)
             for h in st.handlers:
                 if h.name:
                     out.setdefault(h.name, []).append(Binding(None, (), True))
-                _collect(h.body, True, out, globs)
+                _collect(h.body, True, out, globs, walrus)
         elif type(st).__name__ == "Match":
-            _walrus([st.subject], cond, out)
+            _walrus([st.subject], cond, out, walrus)
             for case in st.cases:
                 for n in ast.walk(case.pattern):
                     name = getattr(n, "name", None) or getattr(n, "rest", None)
                     if isinstance(name, str):
                         out.setdefault(name, []).append(Binding(None, (), True))
-                _collect(case.body, True, out, globs)
+                _collect(case.body, True, out, globs, walrus)
         elif isinstance(st, ast.Delete):
             for t in st.targets:
                 _bind_target(t, None, cond, out)
         elif isinstance(st, (ast.Global, ast.Nonlocal)):
             globs.update(st.names)
         else:  # Expr, Return, Assert, Raise, ...
-            _walrus([st], cond, out)
+            _walrus([st], cond, out, walrus)
 
 
 @functools.lru_cache(maxsize=64)  # trees are only read: a module's bindings are collected once
-def scope_of(node: ast.AST) -> Scope:
-    """The names ``node`` (a module, function, lambda or class) binds in its own body."""
+def scope_of(node: ast.AST, walrus: bool = True, declarations: bool = True) -> Scope:
+    """The names ``node`` (a module, function, lambda or class) binds in its own body.
+    A caller that knows the module holds no ``:=`` (``walrus``) or no ``global``/``nonlocal``
+    statement (``declarations``) may say so: the walks that look for them are skipped, and
+    the scope is the same."""
     out: dict[str, list[Binding]] = {}
     globs: set[str] = set()
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -198,22 +204,22 @@ def scope_of(node: ast.AST) -> Scope:
             if arg is not None:
                 out.setdefault(arg.arg, []).append(Binding(None))
         if isinstance(node, ast.Lambda):
-            _walrus([node.body], False, out)
+            _walrus([node.body], False, out, walrus)
         else:
-            _collect(node.body, False, out, globs)
+            _collect(node.body, False, out, globs, walrus)
         kind = "function"
     elif isinstance(node, ast.ClassDef):
-        _collect(node.body, False, out, globs)
+        _collect(node.body, False, out, globs, walrus)
         kind = "class"
     else:
-        _collect(getattr(node, "body", []), False, out, globs)
+        _collect(getattr(node, "body", []), False, out, globs, walrus)
         kind = "module"
         # a function that declares a name global and binds it binds the module's, when called
-        for f in ast.walk(node):
+        for f in ast.walk(node) if declarations else ():
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names: dict[str, list[Binding]] = {}
                 declared: set[str] = set()
-                _collect(f.body, False, names, declared)
+                _collect(f.body, False, names, declared, walrus)
                 for g in sorted(declared & set(names)):
                     out.setdefault(g, []).append(Binding(None, (), True))
         return Scope(out, frozenset(), kind)
@@ -230,7 +236,9 @@ class Env:
     """What an expression is evaluated against: the scopes it sees (innermost first, the
     module last), the engine's predicates, and plain values (a predicate's meaning sees the
     device's names and its parameters).  ``notes`` collects what the verdict rests on, for
-    the explanation; ``why`` the first thing that was unknown."""
+    the explanation; ``why`` the first thing that was unknown (``explain`` False: said
+    without the source of the expression, for a caller that reads no explanation and would
+    not pay for ast.unparse; the verdict is the same)."""
 
     predicates: tuple[Predicate, ...] = ()
     scopes: tuple[Scope, ...] = ()
@@ -239,15 +247,25 @@ class Env:
     why: list[str] = field(default_factory=list)
     _busy: set = field(default_factory=set)
     depth: int = 0  # 0: the expression itself; more: a bound value or a meaning it reads
+    explain: bool = True
 
     def child(self, values: dict[str, Value]) -> Env:
         """An env for a predicate's meaning: the same predicates and notes, no scopes."""
-        return Env(self.predicates, (), values, self.notes, self.why, self._busy, self.depth + 1)
+        return Env(self.predicates, (), values, self.notes, self.why, self._busy, self.depth + 1, self.explain)
 
     def at(self, scope: int) -> Env:
         """The env seen from scope index ``scope`` outwards (a bound value is read where it
         was bound)."""
-        return Env(self.predicates, self.scopes[scope:], self.values, self.notes, self.why, self._busy, self.depth + 1)
+        return Env(
+            self.predicates,
+            self.scopes[scope:],
+            self.values,
+            self.notes,
+            self.why,
+            self._busy,
+            self.depth + 1,
+            self.explain,
+        )
 
 
 def _parents(module: ast.AST, target: ast.AST) -> dict[int, ast.AST]:
@@ -350,6 +368,7 @@ def kleene_not(v: Optional[bool]) -> Optional[bool]:
     return None if v is None else not v
 
 
+@functools.lru_cache(maxsize=256)  # trees are only read; a big binding (a registry dict) is shown again and again
 def _src(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
@@ -359,7 +378,7 @@ def _src(node: ast.AST) -> str:
 
 def _unknown(env: Env, node: ast.AST, why: str) -> None:
     if not env.why:
-        env.why.append(f"`{_src(node)}` {why}")
+        env.why.append(f"`{_src(node)}` {why}" if env.explain else why)
     return None
 
 
@@ -552,7 +571,8 @@ def _name(expr: ast.Name, device: Device, env: Env) -> Value:
                 return None if v is None else _unknown(env, expr, "unpacks a value not modelled")
             v = v[k]
         at = f"[{', '.join(map(str, b.path))}]" if b.path else ""
-        _note(env, f"`{n}` = `{_src(b.value)}`{at}: {_show(v)}")
+        if env.depth == 0:  # only the expression's own names are noted: shown only then
+            _note(env, f"`{n}` = `{_src(b.value)}`{at}: {_show(v)}")
         return v
     return _unknown(env, expr, "is not bound here")
 

@@ -35,6 +35,7 @@ class RangeIndex:
         self.lie: dict[str, bytes] = {}
         self.short: dict[str, int] = {}  # {filename: n}: each range answer n bytes short of its Content-Range
         self.requests = 0
+        self.paths: list[str] = []  # each request's path and Range, for a test's message
         self.range_requests = 0
         self.bytes = 0
         self.lock = threading.Lock()
@@ -65,6 +66,7 @@ class RangeIndex:
     def reset(self) -> None:
         with self.lock:
             self.requests = self.range_requests = self.bytes = 0
+            self.paths = []
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -111,6 +113,7 @@ def _handler(idx: RangeIndex):
         def do_GET(self):  # noqa: N802
             with idx.lock:
                 idx.requests += 1
+                idx.paths.append(f"{self.path} {self.headers.get('Range', '')}".strip())
             if idx.latency:
                 time.sleep(idx.latency)
             path = self.path.split("?", 1)[0]

@@ -286,7 +286,10 @@ def test_upgrade_to_0_5_12_then_0_5_13_drops_what_upstream_merged(synced_copy, r
     assert [trailer(repo, c)[0] for c in carried] == ["allreduce-fusion", "max-running-requests"]
     # The pin moved, line by line: rev and version; the wheel hash is left for `patchkit sync`.
     text = pins.read_text()
-    assert 'rev = "v0.5.13"                        # tag matching the release' in text
+    # the rev line's trailing comment keeps its column (pins.set_value)
+    (before,) = [ln for ln in pins_before.decode().splitlines() if ln.startswith('rev = "v0.5.')]
+    assert 'rev = "v0.5.13"                       # tag matching the release' in text
+    assert text.index("# tag matching the release") - text.index('rev = "v0.5.13"') == before.index("#")
     assert 'version = "0.5.13"' in text and 'sha256 = ""' in text
     assert len(text.splitlines()) == len(pins_before.decode().splitlines())
     assert "[flashinfer]" in text and 'rev = "v0.6.3"' in text

@@ -52,7 +52,7 @@ def test_status_by_ranges_is_status_on_whole_wheels(tree, run_cli, tmp_path, mon
         assert code in (0, 1), err
         verdicts = json.loads(out)["recipes"]
         if lazy in got:  # the second lazy run: nothing from the network
-            assert idx.requests == 0, err
+            assert idx.requests == 0, (idx.paths, err)
         else:
             served = idx.bytes
             if lazy == "1":

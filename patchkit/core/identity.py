@@ -331,6 +331,18 @@ def _cached_releases(engine: str) -> list[str]:
     return sorted(out, key=lambda v: out[v])
 
 
+def _wheel_at_hand(engine: str, version: str) -> bool:
+    """The release's whole wheel is in patchkit's cache (its bytes read without the network;
+    a listing read by ranges is not: each member it has not stored is one more request)."""
+    from patchkit.base.paths import wheels_dir
+    from patchkit.base.target import ENGINES
+
+    try:
+        return any(n.endswith(".whl") for n in os.listdir(wheels_dir(ENGINES[engine].dist) / version))
+    except (OSError, KeyError):
+        return False
+
+
 def _pinned(engine: str) -> Optional[str]:
     """The engine's version in the project's upstream_pins.toml, or None (none found, or
     not readable: the pins are checked where they are used, not here)."""
@@ -491,9 +503,10 @@ def holds_as_released(session, recipe: Recipe, op: OpSpec, f) -> bool:
     if not own_release_in_range(session, recipe, op):
         return False
     t = session.targets[op.engine]
-    if t.layout == "package" and (t.version or "").split("+", 1)[0] not in _cached_releases(op.engine):
-        # No release wheel to compare with yet: rather than download one, believe the
-        # installer's RECORD when it lists exactly these bytes (pip wrote the file and the row).
+    if t.layout == "package" and not _wheel_at_hand(op.engine, (t.version or "").split("+", 1)[0]):
+        # No release wheel at hand to compare with (none, or only its listing read by ranges,
+        # whose members cost a request): rather than fetch one, believe the installer's RECORD
+        # when it lists exactly these bytes (pip wrote the file and the row).
         from patchkit.core.record import installed_as
 
         if installed_as(t, f.logical, f.original):

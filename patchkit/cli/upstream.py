@@ -159,6 +159,13 @@ def pin(ctx, engine, version, force):
 @click.option("--jobs", "-j", type=int, default=0, help="Processes to scan with (default: by the tree's size).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Print every closed gate on its own row (by default, repeats of one condition in one file and function "
+    "are folded into one row that names their count, lines and numbers, after a summary per component).",
+)
+@click.option(
     "--html",
     metavar="FILE",
     help="With --across: also write the gates x releases matrix as one self-contained page (a colour per state, "
@@ -180,7 +187,7 @@ def pin(ctx, engine, version, force):
     "--out", "-o", metavar="DIR", help="With --draft: write ID.toml into DIR (default: the project's recipes/)."
 )
 @click.pass_context
-def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_json, html, draft, only, out):
+def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_json, every, html, draft, only, out):
     """Find every gate that shuts out a GPU: closed for --device, open for --compare.
 
     \b
@@ -189,7 +196,10 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
     over __CUDA_ARCH__ and CMake arch lists (vLLM's CMakeLists.txt: a branch on the CUDA
     toolkit is decided by --device 12.0@cuda12.9, else unknown), each with file:line,
     the condition as written, why it is false,
-    the enclosing function, what it guards, and the recipes in play that edit it.  What
+    the enclosing function, what it guards, and the recipes in play that edit it.
+    The report opens with a summary per component (closed gates, files, distinct
+    conditions; generated code marked), then folds the repeats of one condition in
+    one file and function into one row (count, lines, numbers); --all prints each.  What
     the evaluator cannot decide is listed apart as unknown, never as closed.  With no
     tree named: the activated venv's (one that holds an engine), else the workspace's.
 
@@ -237,5 +247,6 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
             draft=draft,
             only=only,
             out=out,
+            every=every,
         )
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 from patchkit.base.errors import PatchkitError
 from patchkit.commands import NOT_THERE, OK, Invocation, say
@@ -107,11 +108,17 @@ def gates(
     draft: str = "",
     only: str = "",
     out: str | None = None,
+    every: bool = False,
 ) -> int:
     dev = _device(device, "--device")
     cmp_ = _device(compare, "--compare") if compare else G.default_compare(dev)
     if cmp_.capability == dev.capability:
         raise PatchkitError(f"--compare {cmp_} is the device itself", "compare with another part, e.g. --compare 10.0")
+    if every and (across or draft):
+        raise PatchkitError(
+            "--all unfolds the report of one scan's closed gates, not --across or --draft",
+            f"e.g. patchkit gates --device {device} --to ENGINE==VERSION --all",
+        )
     if across and (draft or only or out):
         raise PatchkitError(
             "--draft drafts from the trees one scan reads, not from --across",
@@ -151,7 +158,7 @@ def gates(
     if as_json:
         say(json.dumps(document(dev, cmp_, scans), indent=2), raw=True)
     else:
-        for line in report(dev, cmp_, scans, vendored):
+        for line in report(dev, cmp_, scans, vendored, every):
             say(line)
     return NOT_THERE if closed else OK
 
@@ -190,9 +197,89 @@ def _numbers(scans, r) -> list:
     return [(x.n, x.gate) for x in numbered(scans) if x.root == r.root and x.engine == r.engine]
 
 
-def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
+LINES_SHOWN = 4  # lines named on a folded row before "... and N more" (--all prints each gate)
+RUNS_SHOWN = 6  # runs of numbers (12-15) named on a folded row
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Gates of one file and function with the same kind, condition, reason and recipes: one row."""
+
+    path: str
+    function: str
+    gates: tuple  # G.Gate, in file order
+    numbers: tuple[int, ...]  # their report numbers (what `--draft --only` names)
+
+
+def folds(numbered: list) -> list[Fold]:
+    """(n, gate) in report order -> one Fold per (file, function, kind, condition, why, recipes),
+    in the order of each fold's first gate."""
+    out: dict[tuple, list] = {}
+    for n, g in numbered:
+        key = (g.path, g.function, g.kind, g.condition, g.why, g.recipes, g.vendored)
+        out.setdefault(key, []).append((n, g))
+    return [Fold(k[0], k[1], tuple(g for _, g in v), tuple(n for n, _ in v)) for k, v in out.items()]
+
+
+def runs(numbers) -> str:
+    """3,4,5,9 -> "3-5,9" (the syntax of --only)."""
+    parts: list[str] = []
+    ns = sorted(numbers)
+    i = 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        parts.append(str(ns[i]) if i == j else f"{ns[i]}-{ns[j]}")
+        i = j + 1
+    if len(parts) > RUNS_SHOWN:
+        return ",".join(parts[:RUNS_SHOWN]) + f",... ({len(parts) - RUNS_SHOWN} more runs; --all numbers each)"
+    return ",".join(parts)
+
+
+def component(path: str, package: str) -> str:
+    """The top-level component of ``path``: its first directory below the engine's package
+    (``flashinfer/jit/``), or the package's own modules (``flashinfer/*``)."""
+    parts = path.split("/")
+    if package and parts[0] == package and len(parts) > 1:
+        return f"{package}/{parts[1]}/" if len(parts) > 2 else f"{package}/*"
+    return f"{parts[0]}/" if len(parts) > 1 else "*"
+
+
+def generated(path: str) -> bool:
+    return "generated" in path.split("/")[:-1]
+
+
+def summary(closed: list) -> list[str]:
+    """One line per component, the most gates first: closed gates, files, distinct conditions."""
+    firsts = {g.path.split("/")[0] for g in closed}
+    package = firsts.pop() if len(firsts) == 1 else ""
+    by: dict[str, list] = {}
+    for g in closed:
+        by.setdefault(component(g.path, package), []).append(g)
+    width = max((len(c) for c in by), default=0)
+    out = []
+    for c, gs in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        gen = sum(1 for g in gs if generated(g.path))
+        mark = "" if not gen else "  [generated]" if gen == len(gs) else f"  [{gen} in generated code]"
+        out.append(
+            f"  {c:<{width}}  {len(gs):>5} closed  {len({g.path for g in gs}):>4} files  "
+            f"{len({(g.kind, g.condition) for g in gs}):>4} conditions{mark}"
+        )
+    return out
+
+
+def _lines(gs) -> str:
+    shown = ", ".join(str(g.line) for g in gs[:LINES_SHOWN])
+    more = len(gs) - LINES_SHOWN
+    return shown + (f" ... and {more} more" if more > 0 else "")
+
+
+def report(dev: Device, cmp_: Device, scans, vendored: bool, every: bool = False) -> list[str]:
+    """The report for people. Gates of one file and function with the same condition are folded
+    into one row (their count, lines and numbers), after a summary per component; ``every``
+    prints each gate on its own row, as --json lists them."""
     out = [f"gates closed for {dev} and open for {cmp_}"]
-    n = 0
     for r, dt in scans:
         files = len({g.path for g in r.closed})
         left = f", {r.vendored_skipped} vendored files left out (--vendored adds them)" if r.vendored_skipped else ""
@@ -203,20 +290,41 @@ def report(dev: Device, cmp_: Device, scans, vendored: bool) -> list[str]:
         )
         if not r.cpp:
             out.append("  (C/C++/CUDA files not scanned: tree-sitter is not installed; pip install patchkit[goals])")
+        numbered = _numbers(scans, r)
+        fs = folds(numbered)
+        if r.closed and not every:
+            out.append("")
+            out.append(
+                f"by component ({len(fs)} rows below for {len(r.closed)} gates: repeats of one condition in one "
+                "function are folded; --all prints each):"
+            )
+            out.extend(summary(r.closed))
         last = None
-        for path, function, gs in G.groups(r.closed):
-            if path != last:
+        lastf = None
+        for f in fs if not every else [Fold(g.path, g.function, (g,), (n,)) for n, g in numbered]:
+            g = f.gates[0]
+            if f.path != last:
                 out.append("")
-                out.append(path + (" [vendored]" if gs[0].vendored else ""))
-                last = path
-            out.append(f"  {function or '(module level)'}")
-            for g in gs:
-                n += 1
-                mark = f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""
-                out.append(f"    #{n:<3} {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
-                out.append(f"           {g.why}")
-                if g.guards:
-                    out.append(f"           guards: {g.guards}")
+                out.append(
+                    f.path + (" [vendored]" if g.vendored else "") + (" [generated]" if generated(f.path) else "")
+                )
+                last, lastf = f.path, None
+            if f.function != lastf:
+                out.append(f"  {f.function or '(module level)'}")
+                lastf = f.function
+            mark = f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""
+            if len(f.gates) == 1:
+                out.append(f"    #{f.numbers[0]:<3} {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
+            else:
+                out.append(f"    #{f.numbers[0]:<3} x{len(f.gates):<4} {g.kind:<9} {g.condition}{mark}")
+                out.append(f"           lines {_lines(f.gates)}; numbers {runs(f.numbers)}")
+            out.append(f"           {g.why}")
+            if g.guards:
+                others = len({x.guards for x in f.gates}) - 1
+                out.append(
+                    f"           guards: {g.guards}"
+                    + (f" (and {others} other{'s' if others > 1 else ''})" if others else "")
+                )
         if r.unknown:
             out.append("")
             out.append(f"unknown for {dev} ({len(r.unknown)}; never counted as closed):")

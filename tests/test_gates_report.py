@@ -1,0 +1,80 @@
+"""The gates report for people (patchkit/commands/gates.py): repeats folded, a summary per
+component, the numbers `--draft --only` names kept, --all unfolded."""
+
+from __future__ import annotations
+
+from patchkit.commands import gates as C
+from patchkit.core.goals.device import Device
+from patchkit.upstream import gates as G
+from tests.conftest import mini_sglang, pk
+
+DEV, CMP = Device.parse("12.0"), Device.parse("10.0")
+WHY = "false for 12.0: no element admits it"
+
+
+def gate(path, line, cond, function="", kind="arch-list", why=WHY, guards=""):
+    return G.Gate("flashinfer", path, path, line, kind, cond, why, function=function, guards=guards)
+
+
+def scan(closed):
+    return [(G.Scan("flashinfer", "/t", "0.1", closed=closed, files=9, parsed=9), 0.1)]
+
+
+def rows():
+    a = '["sm_100a", "sm_103a"]'
+    gs = [gate("flashinfer/jit/x.py", 10 * i, a, guards=f"g{i % 2}") for i in range(1, 8)]
+    gs.insert(3, gate("flashinfer/jit/x.py", 35, '["sm_100a"]'))
+    gs.append(gate("flashinfer/jit/x.py", 90, a, function="f"))  # another function: its own row
+    gs.append(gate("flashinfer/data/generated/k.cuh", 5, "__CUDA_ARCH__ == 1000", kind="#if", why="false"))
+    gs.append(gate("flashinfer/data/generated/l.cuh", 5, "__CUDA_ARCH__ == 1000", kind="#if", why="false"))
+    gs.append(gate("flashinfer/utils.py", 3, "major == 10", kind="if", why="false"))
+    return gs
+
+
+def test_repeats_fold_into_one_row_that_keeps_the_numbers():
+    s = scan(rows())
+    numbered = C._numbers(s, s[0][0])
+    assert [n for n, _ in numbered] == list(range(1, 13))  # the numbers --json and --draft use
+    text = "\n".join(C.report(DEV, CMP, s, False))
+    # gates 1-3 and 5-8 (x.py, module level): one row, the first gate's number, count, lines, numbers
+    assert '    #1   x7    arch-list ["sm_100a", "sm_103a"]' in text
+    assert "lines 10, 20, 30, 40 ... and 3 more; numbers 1-3,5-8" in text
+    assert "guards: g1 (and 1 other)" in text
+    assert '#4      35  arch-list ["sm_100a"]' in text  # a different condition stays apart
+    assert '#9      90  arch-list ["sm_100a", "sm_103a"]' in text  # same condition, other function
+    assert sum(t.startswith("    #") for t in text.splitlines()) == 6  # 6 rows for 12 gates
+
+
+def test_summary_per_component_marks_generated_code():
+    text = C.report(DEV, CMP, scan(rows()), False)
+    i = next(i for i, t in enumerate(text) if t.startswith("by component"))
+    assert "(6 rows below for 12 gates" in text[i]
+    summary = text[i + 1 : i + 4]
+    assert summary[0].split() == ["flashinfer/jit/", "9", "closed", "1", "files", "2", "conditions"]
+    assert summary[1].split() == ["flashinfer/data/", "2", "closed", "2", "files", "1", "conditions", "[generated]"]
+    assert summary[2].split()[:2] == ["flashinfer/*", "1"]
+    assert "flashinfer/data/generated/k.cuh [generated]" in text
+
+
+def test_all_prints_every_gate_with_its_number():
+    text = C.report(DEV, CMP, scan(rows()), False, every=True)
+    assert not any(t.startswith("by component") for t in text)
+    numbers = [int(t.split()[0][1:]) for t in text if t.startswith("    #")]
+    assert numbers == list(range(1, 13))
+
+
+def test_runs_are_what_only_reads():
+    assert C.runs([9, 3, 4, 5, 12]) == "3-5,9,12"
+    assert C.runs(range(1, 30, 2)).endswith("(9 more runs; --all numbers each)")
+
+
+def test_all_on_the_command_line(tmp_path):
+    body = "".join(f"if is_sm100_supported():\n    go{i}()\n" for i in range(4))
+    root = mini_sglang(tmp_path / "t", {"sglang/srt/a.py": body})
+    r = pk("gates", "--device", "12.0", "-t", f"sglang={root}", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "x4" in r.stdout and "numbers 1-4" in r.stdout
+    every = pk("gates", "--device", "12.0", "-t", f"sglang={root}", "--all", cwd=tmp_path)
+    assert every.returncode == 1 and "x4" not in every.stdout and "#4 " in every.stdout
+    bad = pk("gates", "--device", "12.0", "--across", "sglang==0.5.9..0.5.23", "--all", cwd=tmp_path)
+    assert bad.returncode == 2 and "--all" in bad.stderr

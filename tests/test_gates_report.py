@@ -78,3 +78,13 @@ def test_all_on_the_command_line(tmp_path):
     assert every.returncode == 1 and "x4" not in every.stdout and "#4 " in every.stdout
     bad = pk("gates", "--device", "12.0", "--across", "sglang==0.5.9..0.5.23", "--all", cwd=tmp_path)
     assert bad.returncode == 2 and "--all" in bad.stderr
+
+
+def test_a_component_that_holds_most_gates_is_split_one_level_further():
+    paths = ["sglang/srt/layers/a.py"] * 3 + ["sglang/srt/models/b.py", "sglang/srt/c.py", "sglang/jit/d.py"]
+    of = C.components(paths)
+    assert of["sglang/srt/layers/a.py"] == "sglang/srt/layers/"
+    assert of["sglang/srt/models/b.py"] == "sglang/srt/models/"
+    assert of["sglang/srt/c.py"] == "sglang/srt/*"
+    assert of["sglang/jit/d.py"] == "sglang/jit/"  # a fifth of the gates: kept whole
+    assert C.components(["a.py", "b/c.py"]) == {"a.py": "*", "b/c.py": "b/"}

@@ -237,13 +237,30 @@ def runs(numbers) -> str:
     return ",".join(parts)
 
 
-def component(path: str, package: str) -> str:
-    """The top-level component of ``path``: its first directory below the engine's package
-    (``flashinfer/jit/``), or the package's own modules (``flashinfer/*``)."""
-    parts = path.split("/")
-    if package and parts[0] == package and len(parts) > 1:
-        return f"{package}/{parts[1]}/" if len(parts) > 2 else f"{package}/*"
-    return f"{parts[0]}/" if len(parts) > 1 else "*"
+def components(paths: list[str]) -> dict[str, str]:
+    """path -> its component: the first directory below the tree's common top (``flashinfer/jit/``),
+    the top's own files as ``flashinfer/*``; a component that holds more than half of the paths,
+    spread over several sub-directories, is split one level further (``sglang/srt/layers/``)."""
+    out: dict[str, str] = {}
+
+    def place(ps: list[str], depth: int) -> None:
+        by: dict[str, list[str]] = {}
+        for p in ps:
+            parts = p.split("/")
+            if len(parts) > depth + 1:  # below a directory of this level
+                by.setdefault("/".join(parts[: depth + 1]) + "/", []).append(p)
+            else:  # a file of the level above
+                by.setdefault("/".join(parts[:depth]) + "/*" if depth else "*", []).append(p)
+        for c, cps in by.items():
+            children = {p.split("/")[depth + 1] for p in cps} if c.endswith("/") else set()
+            if len(children) > 1 and (len(by) == 1 or 2 * len(cps) > len(paths)) and depth < 4:
+                place(cps, depth + 1)
+            else:
+                for p in cps:
+                    out[p] = c
+
+    place(paths, 0)
+    return out
 
 
 def generated(path: str) -> bool:
@@ -252,11 +269,10 @@ def generated(path: str) -> bool:
 
 def summary(closed: list) -> list[str]:
     """One line per component, the most gates first: closed gates, files, distinct conditions."""
-    firsts = {g.path.split("/")[0] for g in closed}
-    package = firsts.pop() if len(firsts) == 1 else ""
+    of = components([g.path for g in closed])
     by: dict[str, list] = {}
     for g in closed:
-        by.setdefault(component(g.path, package), []).append(g)
+        by.setdefault(of[g.path], []).append(g)
     width = max((len(c) for c in by), default=0)
     out = []
     for c, gs in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):

@@ -88,3 +88,21 @@ def test_a_component_that_holds_most_gates_is_split_one_level_further():
     assert of["sglang/srt/c.py"] == "sglang/srt/*"
     assert of["sglang/jit/d.py"] == "sglang/jit/"  # a fifth of the gates: kept whole
     assert C.components(["a.py", "b/c.py"]) == {"a.py": "*", "b/c.py": "b/"}
+
+
+def test_one_gate_in_many_files_of_a_directory_is_one_row():
+    d = "flashinfer/data/csrc/k"
+    gs = [gate(f"{d}/k{i}.cu", 5 + i, "__CUDA_ARCH__ == 1000", kind="#if", why="false") for i in range(5)]
+    gs.insert(2, gate(f"{d}/k1.cu", 50, "__CUDA_ARCH__ == 900", kind="#if", why="false"))  # another condition
+    gs += [gate("flashinfer/data/csrc/o/a.cu", 1, "__CUDA_ARCH__ == 1000", kind="#if", why="false")] * 2
+    s = scan(gs)
+    text = C.report(DEV, CMP, s, False)
+    rows = [t for t in text if t.startswith("    #")]
+    assert len(rows) == 3  # k/ (5 files), k1.cu's other condition, o/a.cu (x2: two files are not folded)
+    assert f"{d}/ (5 files with this gate)" in text
+    i = text.index(f"{d}/ (5 files with this gate)")
+    assert text[i + 1].startswith("    #1   x5    #if       __CUDA_ARCH__ == 1000")
+    assert text[i + 2] == "           at k0.cu:5, k1.cu:6, k2.cu:7, k3.cu:8 ... and 1 more; numbers 1-2,4-6"
+    assert "flashinfer/data/csrc/o/a.cu" in text
+    every = [t for t in C.report(DEV, CMP, s, False, every=True) if t.startswith("    #")]
+    assert len(every) == 8

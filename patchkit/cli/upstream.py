@@ -162,8 +162,9 @@ def pin(ctx, engine, version, force):
     "--all",
     "every",
     is_flag=True,
-    help="Print every closed gate on its own row (by default, repeats of one condition in one file and function "
-    "are folded into one row that names their count, lines and numbers, after a summary per component).",
+    help="Print every closed gate on its own row (by default, repeats of one condition in one file and function, "
+    "or in 3+ files of one directory, are folded into one row that names their count, lines and numbers, after a "
+    "summary per component).",
 )
 @click.option(
     "--html",
@@ -199,7 +200,8 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
     the enclosing function, what it guards, and the recipes in play that edit it.
     The report opens with a summary per component (closed gates, files, distinct
     conditions; generated code marked), then folds the repeats of one condition in
-    one file and function into one row (count, lines, numbers); --all prints each.  What
+    one file and function, or in 3+ files of one directory, into one row (count,
+    lines, the numbers --only reads); --all prints each.  What
     the evaluator cannot decide is listed apart as unknown, never as closed.  With no
     tree named: the activated venv's (one that holds an engine), else the workspace's.
 

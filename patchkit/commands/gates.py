@@ -199,6 +199,7 @@ def _numbers(scans, r) -> list:
 
 LINES_SHOWN = 4  # lines named on a folded row before "... and N more" (--all prints each gate)
 RUNS_SHOWN = 6  # runs of numbers (12-15) named on a folded row
+SPREAD = 3  # files of one directory with the same gate folded into one row of the directory
 
 
 @dataclass(frozen=True)
@@ -213,12 +214,34 @@ class Fold:
 
 def folds(numbered: list) -> list[Fold]:
     """(n, gate) in report order -> one Fold per (file, function, kind, condition, why, recipes),
-    in the order of each fold's first gate."""
+    in the order of each fold's first gate; then the same gate in SPREAD files of one directory
+    folded into one (``spread``)."""
     out: dict[tuple, list] = {}
     for n, g in numbered:
         key = (g.path, g.function, g.kind, g.condition, g.why, g.recipes, g.vendored)
         out.setdefault(key, []).append((n, g))
-    return [Fold(k[0], k[1], tuple(g for _, g in v), tuple(n for n, _ in v)) for k, v in out.items()]
+    return spread([Fold(k[0], k[1], tuple(g for _, g in v), tuple(n for n, _ in v)) for k, v in out.items()])
+
+
+def spread(fs: list[Fold]) -> list[Fold]:
+    """Folds of SPREAD or more files of one directory with the same kind, condition, reason and
+    recipes (a generated kernel per file, each with its own guard) -> one fold of that directory
+    (path "DIR/", function ""), at its first file's place; the files and lines stay named."""
+    by: dict[tuple, list[Fold]] = {}
+    for f in fs:
+        g = f.gates[0]
+        by.setdefault((f.path.rpartition("/")[0], g.kind, g.condition, g.why, g.recipes, g.vendored), []).append(f)
+    out: list[Fold] = []
+    for f in fs:
+        g = f.gates[0]
+        group = by[(f.path.rpartition("/")[0], g.kind, g.condition, g.why, g.recipes, g.vendored)]
+        if len({x.path for x in group}) < SPREAD:
+            out.append(f)
+        elif group[0] is f:
+            pairs = sorted(((n, x) for y in group for n, x in zip(y.numbers, y.gates, strict=True)), key=lambda p: p[0])
+            dirname = f.path.rpartition("/")[0]
+            out.append(Fold(dirname + "/", "", tuple(x for _, x in pairs), tuple(n for n, _ in pairs)))
+    return out
 
 
 def runs(numbers) -> str:
@@ -233,7 +256,8 @@ def runs(numbers) -> str:
         parts.append(str(ns[i]) if i == j else f"{ns[i]}-{ns[j]}")
         i = j + 1
     if len(parts) > RUNS_SHOWN:
-        return ",".join(parts[:RUNS_SHOWN]) + f",... ({len(parts) - RUNS_SHOWN} more runs; --all numbers each)"
+        more = len(parts) - RUNS_SHOWN
+        return ",".join(parts[:RUNS_SHOWN]) + f",... ({more} more run{'s' if more > 1 else ''}; --all numbers each)"
     return ",".join(parts)
 
 
@@ -285,10 +309,11 @@ def summary(closed: list) -> list[str]:
     return out
 
 
-def _lines(gs) -> str:
-    shown = ", ".join(str(g.line) for g in gs[:LINES_SHOWN])
+def _lines(gs, files: bool = False) -> str:
+    """ "lines 3, 9 ... and 4 more", or with ``files`` "at a.cu:3, b.cu:9 ... and 4 more"."""
+    at = [f"{g.path.rpartition('/')[2]}:{g.line}" if files else str(g.line) for g in gs[:LINES_SHOWN]]
     more = len(gs) - LINES_SHOWN
-    return shown + (f" ... and {more} more" if more > 0 else "")
+    return ("at " if files else "lines ") + ", ".join(at) + (f" ... and {more} more" if more > 0 else "")
 
 
 def report(dev: Device, cmp_: Device, scans, vendored: bool, every: bool = False) -> list[str]:
@@ -319,13 +344,20 @@ def report(dev: Device, cmp_: Device, scans, vendored: bool, every: bool = False
         lastf = None
         for f in fs if not every else [Fold(g.path, g.function, (g,), (n,)) for n, g in numbered]:
             g = f.gates[0]
-            if f.path != last:
+            many = f.path.endswith("/")
+            if f.path != last or many:
                 out.append("")
+                files = f" ({len({x.path for x in f.gates})} files with this gate)" if many else ""
                 out.append(
-                    f.path + (" [vendored]" if g.vendored else "") + (" [generated]" if generated(f.path) else "")
+                    f.path
+                    + files
+                    + (" [vendored]" if g.vendored else "")
+                    + (" [generated]" if generated(f.path + "x") else "")
                 )
                 last, lastf = f.path, None
-            if f.function != lastf:
+            if many:
+                lastf = None
+            elif f.function != lastf:
                 out.append(f"  {f.function or '(module level)'}")
                 lastf = f.function
             mark = f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""
@@ -333,7 +365,7 @@ def report(dev: Device, cmp_: Device, scans, vendored: bool, every: bool = False
                 out.append(f"    #{f.numbers[0]:<3} {g.line:>5}  {g.kind:<9} {g.condition}{mark}")
             else:
                 out.append(f"    #{f.numbers[0]:<3} x{len(f.gates):<4} {g.kind:<9} {g.condition}{mark}")
-                out.append(f"           lines {_lines(f.gates)}; numbers {runs(f.numbers)}")
+                out.append(f"           {_lines(f.gates, many)}; numbers {runs(f.numbers)}")
             out.append(f"           {g.why}")
             if g.guards:
                 others = len({x.guards for x in f.gates}) - 1

@@ -92,3 +92,24 @@ def test_the_hand_checked_sample_still_reads_as_checked(engine, version):
         assert g.function == row["function"], (row, g.function)
     real = sum(r["real"] for r in rows)
     assert real / len(rows) >= 0.9, f"{real}/{len(rows)} real arch gates"
+
+
+def test_the_report_folds_a_releases_gates_and_keeps_every_number():
+    """SGLang 0.5.23's arg_groups/ and kernels/ (68 closed gates; its arg groups repeat their
+    checks): the folded report names each closed gate's number exactly once (what --draft --only
+    reads), in fewer rows than --all, with a summary per component."""
+    from patchkit.commands import gates as C
+
+    root = fetch.release_tree("sglang", "0.5.23")
+    dirs = ("sglang/srt/arg_groups", "sglang/kernels")
+    only = {p.relative_to(root).as_posix() for d in dirs for p in (root / d).rglob("*") if p.is_file()}
+    res = _scan("sglang", root, only)
+    assert res.closed
+    scans = [(res, 0.0)]
+    fs = C.folds(C._numbers(scans, res))
+    assert sorted(n for f in fs for n in f.numbers) == list(range(1, len(res.closed) + 1))
+    assert sum(len(f.gates) for f in fs) == len(res.closed) and len(fs) < len(res.closed)
+    folded, every = C.report(SM120, SM100, scans, False), C.report(SM120, SM100, scans, False, every=True)
+    assert len(folded) < len(every)
+    assert any(t.startswith("  sglang/kernels/ ") for t in folded)  # the summary's rows
+    assert sum(t.startswith("    #") for t in every) == len(res.closed)

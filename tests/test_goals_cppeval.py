@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from patchkit.core.goals import cppeval
+from patchkit.core.goals import cppeval, grammar
 from patchkit.core.goals.cppeval import evaluate_cpp, evaluate_if, preproc_conditions
 from patchkit.core.goals.device import Device
 
@@ -92,7 +92,7 @@ def test_conditions_of_a_source():
 
 
 def test_without_tree_sitter_every_verdict_is_unknown(monkeypatch):
-    monkeypatch.setattr(cppeval, "_PARSER", None)
+    monkeypatch.setattr(grammar, "_PARSERS", {})  # loaded once per process: as in a fresh one
     monkeypatch.setitem(sys.modules, "tree_sitter", None)  # import fails
     assert not cppeval.available()
     assert evaluate_if("__CUDA_ARCH__ >= 900", SM120) == (

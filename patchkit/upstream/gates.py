@@ -985,22 +985,12 @@ def _salt(engine: str, device: Device, compare: Device, cpp: bool) -> str:
     """What every entry of this scan is keyed on besides its files: patchkit's code, the
     engine's predicates (a user's engines.toml may define them), the two devices and the
     C++ and CMake parsers (tree-sitter's own code, by path, size and mtime)."""
-    import importlib.util
-
     from patchkit.base.engines import ENGINES
+    from patchkit.core.goals import grammar
     from patchkit.core.verdicts import code_hash, digest_of
 
     parser = ""
-    mods = []
-    if cpp:
-        import tree_sitter
-        import tree_sitter_cpp
-
-        mods += [tree_sitter, tree_sitter_cpp]
-    if importlib.util.find_spec("tree_sitter_cmake") is not None:  # the CMake lists' parser, when here
-        import tree_sitter_cmake
-
-        mods.append(tree_sitter_cmake)
+    mods = grammar.modules() if cpp else grammar.modules(("tree_sitter_cmake",))
     for mod in mods:
         f = getattr(mod, "__file__", None) or ""
         try:

@@ -35,10 +35,10 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from patchkit.core.goals import grammar
 from patchkit.core.goals.device import Device
 from patchkit.core.goals.pyeval import kleene_and, kleene_not, kleene_or
 
-_PARSER = None
 # The toolkit's version, as CMake's FindCUDA/CUDAToolkit and project(LANGUAGES CUDA) name it.
 CUDA_VARS = frozenset({"CMAKE_CUDA_COMPILER_VERSION", "CUDA_VERSION", "CUDAToolkit_VERSION", "CUDA_VERSION_STRING"})
 _ARCH = re.compile(r"^(\d{1,2})\.(\d)([af]?)(\+PTX)?$")
@@ -61,15 +61,7 @@ def available() -> bool:
 
 
 def _parser():
-    global _PARSER
-    if _PARSER is None:
-        try:
-            import tree_sitter
-            import tree_sitter_cmake
-        except ImportError:
-            return None
-        _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_cmake.language()))
-    return _PARSER
+    return grammar.parser("tree_sitter_cmake")
 
 
 # -- arch lists ---------------------------------------------------------------------------------

@@ -20,13 +20,13 @@ import re
 from collections.abc import Mapping
 from typing import Optional, Union
 
+from patchkit.core.goals import grammar
 from patchkit.core.goals.device import Device
 from patchkit.core.goals.pyeval import kleene_and, kleene_not, kleene_or
 
 Value = Optional[int]  # C's truth values are ints; None: unknown
 # what an identifier of a runtime check may stand for (or an int the caller knows)
 QUANTITIES = ("major", "minor", "sm", "cuda_arch")
-_PARSER = None
 
 
 def available() -> bool:
@@ -35,15 +35,7 @@ def available() -> bool:
 
 
 def _parser():
-    global _PARSER
-    if _PARSER is None:
-        try:
-            import tree_sitter
-            import tree_sitter_cpp
-        except ImportError:
-            return None
-        _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_cpp.language()))
-    return _PARSER
+    return grammar.parser("tree_sitter_cpp")
 
 
 class _Eval:

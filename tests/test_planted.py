@@ -39,28 +39,10 @@ from pathlib import Path
 import pytest
 
 from patchkit.base import trust
-from tests.conftest import downloaded, mini_sglang
+from tests.conftest import MINIMAL_RECIPE, downloaded, mini_sglang
 from tests.test_hostile import snapshot
 
-RECIPE = """
-id = "r"
-summary = "widen a list"
-rationale = "because"
-bundles = ["b"]
-
-[engines]
-sglang = ">=0.5.9"
-
-[[ops]]
-kind = "list-element"
-engine = "sglang"
-file = "sglang/srt/x.py"
-scope = "f"
-[ops.locator]
-contains = ['"a"']
-[ops.params]
-element = '"b"'
-"""
+RECIPE = MINIMAL_RECIPE.format(id="r")
 # g holds what f holds once applied: an outline that cut g's lines as f's would read applied
 PRISTINE = 'import os\n\n\ndef f():\n    return ["a"]\n\n\ndef g():\n    return ["a", "b"]\n'
 SWAPPED = 'import os\n\n\ndef g():\n    return ["a", "b"]\n\n\ndef f():\n    return ["a"]\n'

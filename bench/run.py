@@ -510,13 +510,18 @@ def lazytree_rows(z: dict) -> list[tuple]:
     return rows
 
 
+def md_rows(rows) -> list[str]:
+    """Markdown table rows, a cell per field."""
+    return ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+
+
 def lazytree_section(z: dict) -> list[str]:
     return [
         "## Release trees read by ranges (`drift --across`)",
         "",
         "| what | time | transferred, disk | target |",
         "|---|---|---|---|",
-        *[f"| {a_} | {b} | {c} | {d_} |" for a_, b, c, d_ in lazytree_rows(z)],
+        *md_rows(lazytree_rows(z)),
         "",
         "- Each run starts with an empty patchkit cache, against an index on 127.0.0.1 (tests/rangeserver.py)",
         "  serving the wheels of patchkit's own cache. Whole: each wheel downloaded and unpacked (.so and all);",
@@ -558,7 +563,7 @@ def lazy_section(z: dict) -> list[str]:
         "",
         "| what | time | transferred | target |",
         "|---|---|---|---|",
-        *[f"| {a_} | {b} | {c} | {d_} |" for a_, b, c, d_ in lazy_rows(z)],
+        *md_rows(lazy_rows(z)),
         "",
         "- Each run starts with an empty patchkit cache (`PATCHKIT_CACHE`), against an index on 127.0.0.1",
         "  (tests/rangeserver.py) serving the wheels of patchkit's own cache, with byte ranges; whole and lazy take",
@@ -668,28 +673,28 @@ def main() -> None:
             g = bench_run(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        print("\n".join(f"| {a_} | {b} | {c} | {d_} | {e} |" for a_, b, c, d_, e in run_rows(g)))
+        print("\n".join(md_rows(run_rows(g))))
         return
     if only == "lazy":  # the lazy reader's rows alone, printed, BENCHMARKS.md kept
         try:
             z = bench_lazy(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        print("\n".join(f"| {a_} | {b} | {c} | {d_} |" for a_, b, c, d_ in lazy_rows(z)))
+        print("\n".join(md_rows(lazy_rows(z))))
         return
     if only == "lazytree":  # drift --across by sparse trees, printed, BENCHMARKS.md kept
         try:
             zt = bench_lazytree(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        print("\n".join(f"| {a_} | {b} | {c} | {d_} |" for a_, b, c, d_ in lazytree_rows(zt)))
+        print("\n".join(md_rows(lazytree_rows(zt))))
         return
     if only == "gates":  # the gates scan's rows alone, printed, BENCHMARKS.md kept
         try:
             gz = bench_gates(work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        print("\n".join(f"| {a_} | {b} | {c} | {d_} | {e} |" for a_, b, c, d_, e in gates_rows(gz)))
+        print("\n".join(md_rows(gates_rows(gz))))
         return
     if only == "apply":  # apply's rows alone, printed, BENCHMARKS.md kept
         try:
@@ -842,7 +847,7 @@ def main() -> None:
         "",
         "| what | time | peak RSS | ratio | target |",
         "|---|---|---|---|---|",
-        *[f"| {a_} | {b} | {c} | {d_} | {e} |" for a_, b, c, d_, e in rows],
+        *md_rows(rows),
         "",
         f"Relocation found: `{r['relocate (in process)']['found']}`",
         "",

@@ -447,14 +447,15 @@ def one_op_judge(tmp_path, run_cli, monkeypatch):
     """The goal tests' harness, offline: ``one_op_judge(FILE, ID, RECIPE, home=None)`` gives
     ``judge(target, pristine=None, home=...)`` -> ``(root, cli, op)``: a miniature SGLang tree
     whose ``FILE`` is ``target``, the recipe ``ID`` (``RECIPE``, written for 0.5.8, whose
-    ``FILE`` in the cache is ``home`` where given), the pristine 0.5.9 in the cache where
-    ``pristine`` is given, ``cli(*args)`` on that tree, and ``status ID --json``'s one op."""
+    ``FILE`` in the cache is ``home`` where given; ``recipe=`` another text under that ID), the
+    pristine 0.5.9 in the cache where ``pristine`` is given, ``cli(*args)`` on that tree, and
+    ``status ID --json``'s one op."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
     monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
 
     def factory(file: str, recipe_id: str, recipe: str, home: "str | None" = None):
-        def judge(target: str, pristine: "str | None" = None, home: "str | None" = home):
+        def judge(target: str, pristine: "str | None" = None, home: "str | None" = home, recipe: str = recipe):
             if home is not None:
                 release_in_cache(cache, "sglang", "0.5.8", {file: home, "sglang/__init__.py": ""})
             if pristine is not None:

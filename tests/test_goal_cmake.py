@@ -18,8 +18,6 @@ import json
 
 import pytest
 
-from tests.conftest import mini_sglang, release_in_cache
-
 pytest.importorskip("tree_sitter_cmake")
 
 CM = "sglang/srt/kernels.cmake"
@@ -81,28 +79,8 @@ def one(items: str) -> str:
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None, recipe: str = RECIPE):
-        release_in_cache(cache, "sglang", "0.5.8", {CM: HOME, "sglang/__init__.py": ""})
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {CM: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {CM: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "cm-gate.toml").write_text(recipe)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "cm-gate", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(CM, "cm-gate", RECIPE, home=HOME)
 
 
 @pytest.mark.parametrize("items", ["10.0f;12.0f", "10.0a;10.1a;12.0a;12.1a", "10.0a;8.0+PTX", "12.0"])

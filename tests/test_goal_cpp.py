@@ -16,8 +16,6 @@ import json
 
 import pytest
 
-from tests.conftest import mini_sglang, release_in_cache
-
 pytest.importorskip("tree_sitter_cpp")
 
 KERNEL = "sglang/srt/kernel.cu"
@@ -104,28 +102,8 @@ def runtime(cond: str) -> str:
 
 
 @pytest.fixture
-def judge(tmp_path, run_cli, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
-    monkeypatch.setenv("PATCHKIT_OFFLINE", "1")
-
-    def make(target: str, pristine=None, recipe: str = RUNTIME):
-        release_in_cache(cache, "sglang", "0.5.8", {KERNEL: HOME, "sglang/__init__.py": ""})
-        if pristine is not None:
-            release_in_cache(cache, "sglang", "0.5.9", {KERNEL: pristine, "sglang/__init__.py": ""})
-        root = mini_sglang(tmp_path / "t", {KERNEL: target})
-        recipes = tmp_path / "recipes"
-        recipes.mkdir(exist_ok=True)
-        (recipes / "cu-gate.toml").write_text(recipe)
-
-        def cli(*args):
-            return run_cli("--recipes", str(recipes), *args, "-t", f"sglang={root}")
-
-        code, out, err = cli("status", "cu-gate", "--json")
-        assert code in (0, 1), (out, err)
-        return root, cli, json.loads(out)["recipes"][0]["ops"][0]
-
-    return make
+def judge(one_op_judge):
+    return one_op_judge(KERNEL, "cu-gate", RUNTIME, home=HOME)
 
 
 @pytest.mark.parametrize(

@@ -311,7 +311,7 @@ def _cached_releases(engine: str) -> list[str]:
     dist = ENGINES[engine].dist
     out = {}
     for d, has in (
-        (wheels_dir(dist), lambda p: any(n.endswith(".whl") for n in os.listdir(p))),
+        (wheels_dir(dist), _has_wheel),
         (cache_dir() / "lazy" / re.sub(r"[-_.]+", "-", dist).lower(), lambda p: (p / "manifest.json").is_file()),
     ):
         try:
@@ -331,6 +331,11 @@ def _cached_releases(engine: str) -> list[str]:
     return sorted(out, key=lambda v: out[v])
 
 
+def _has_wheel(version_dir) -> bool:
+    """A release's directory under wheels/ holds its whole wheel (OSError where it is not there)."""
+    return any(n.endswith(".whl") for n in os.listdir(version_dir))
+
+
 def _wheel_at_hand(engine: str, version: str) -> bool:
     """The release's whole wheel is in patchkit's cache (its bytes read without the network;
     a listing read by ranges is not: each member it has not stored is one more request)."""
@@ -338,7 +343,7 @@ def _wheel_at_hand(engine: str, version: str) -> bool:
     from patchkit.base.target import ENGINES
 
     try:
-        return any(n.endswith(".whl") for n in os.listdir(wheels_dir(ENGINES[engine].dist) / version))
+        return _has_wheel(wheels_dir(ENGINES[engine].dist) / version)
     except (OSError, KeyError):
         return False
 

@@ -247,6 +247,30 @@ def test_a_whole_tree_asked_for_fills_the_sparse_one(env, local_index, monkeypat
     assert recorded.tree_why_not(root, "sglang", "0.5.9") is None
 
 
+def test_a_racing_whole_tree_never_replaces_the_sparse_one_a_reader_is_in(env, local_index, monkeypatch):
+    """Two processes make the same release at once, one sparse (drift) and one whole (a
+    pristine reference): the one that comes second keeps the tree it finds, never clears it
+    under the other's reader (CI saw `drift --across` lose files mid-search to exactly this)."""
+    serve(local_index, monkeypatch)
+    root = fetch.release_tree("sglang", "0.5.9", lazy=True)
+    Document(open_target("sglang", root), GATE)
+    held = os.stat(root).st_ino, os.stat(root / GATE).st_ino
+    # the whole tree's maker checked before the sparse one was there, and unpacks now
+    whl = fetch.fetch_wheel("sglang", "0.5.9")
+    fetch.unpack(whl, root, {"engine": "sglang", "source": "index", "version": "0.5.9", "wheel": whl.name})
+    assert (os.stat(root).st_ino, os.stat(root / GATE).st_ino) == held  # the reader's tree, kept
+    assert not sparse.is_sparse(root) and SO in files_in(root)  # and filled in place
+    assert fetch.release_tree("sglang", "0.5.9") == root
+
+
+def test_a_racing_sparse_tree_never_replaces_the_whole_one(env, local_index, monkeypatch):
+    serve(local_index, monkeypatch)
+    root = fetch.release_tree("sglang", "0.5.9")
+    held = os.stat(root).st_ino
+    assert lazytree.make("sglang", "0.5.9", root, lambda s: None)  # checked before the whole one came
+    assert os.stat(root).st_ino == held and not sparse.is_sparse(root) and SO in files_in(root)
+
+
 def test_a_planted_sparse_tree_is_no_pristine_reference(env, local_index, monkeypatch):
     """A tree whose ``sparse.json`` and ``source.json`` say "sparse" but which carries no record
     patchkit sealed (a planted one, with a forged file in it) is made again, never read."""

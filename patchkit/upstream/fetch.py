@@ -508,9 +508,10 @@ def unpack(wheel: Path, dest: Path, source: dict) -> None:
 
 def _into_place(tmp: Path, dest: Path, source: dict) -> None:
     """Record what a finished tree was made from (``.patchkit/source.json``, which
-    ``tree_source`` reads) and rename it into ``dest``.  Another process unpacking the same release may
-    have put it there meanwhile, and a third may be reading it: that tree is kept and ours
-    dropped (clearing it would pull files from under the reader, who then finds no sources).
+    ``tree_source`` reads) and rename it into ``dest``.  Another process unpacking or reading
+    the same release may have put it there meanwhile (whole or sparse), and a third may be
+    reading it: that tree is kept and ours dropped (clearing it would pull files from under the
+    reader, who then finds no sources); a sparse one kept where ours is whole is filled.
     Anything else there (an older tree, a link planted in its place) is cleared first:
     unlinked, never followed."""
     (tmp / ".patchkit").mkdir(exist_ok=True)
@@ -528,7 +529,7 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
             return recorded.sparse_why_not(dest, engine, source["sparse"]) is None
         return recorded.tree_why_not(dest, engine, source.get("version", "")) is None
 
-    if same():
+    if same() or _holds_release(dest, source):
         shutil.rmtree(tmp, ignore_errors=True)
         return
     fsio.clear_entry(dest)
@@ -538,6 +539,26 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
         if not same():  # not the same tree put there between the two steps
             raise
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _holds_release(dest: Path, source: dict) -> bool:
+    """Does ``dest`` already hold the release ``source`` names, authenticated (so a reader may
+    be in it, and clearing it would pull its files from under them)?  A whole tree serves
+    every reader, sparse or not; a sparse one, where ours is whole, is filled in place (files
+    are only added, each by a rename) rather than replaced."""
+    engine = str(source.get("engine", ""))
+    version = str(source.get("sparse") or source.get("version") or "")
+    if not engine or not version:
+        return False
+    if recorded.tree_why_not(dest, engine, version) is None:
+        return True
+    if recorded.sparse_why_not(dest, engine, version) is not None:
+        return False
+    if "sparse" not in source:
+        from patchkit.upstream import lazytree
+
+        lazytree.fill(dest, lambda s: None)
+    return True
 
 
 def tree_source(dest: Path) -> Optional[dict]:

@@ -7,7 +7,7 @@ import re
 from patchkit.base.errors import PatchkitError
 from patchkit.base.states import GOOD, State
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, open_targets, say
-from patchkit.core import replay, report, transaction
+from patchkit.core import learned, replay, report, transaction
 from patchkit.core.replay import Outcome
 from patchkit.fleet import jit
 
@@ -118,6 +118,7 @@ def apply(
                 if w:
                     _warn(said, f"warning: {r.id}: {w}")
             ran = transaction.finish(session, plan, "apply", dry_run, recovered)
+        learned.keep(session.learned)  # what judging learned, cached once it is done
         notes = list(ran.notes)
         edits = plan.edits()  # a dry run's edits count as made
         ok = not plan.blockers and all(
@@ -164,6 +165,7 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
         session = Session(targets, known=known, releases=RELEASES)
         plan = plan_revert(session, recipes, force=force, dry_run=dry_run)
         ran = transaction.finish(session, plan, "revert", dry_run, recovered, force)
+    learned.keep(session.learned)
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)
@@ -186,6 +188,7 @@ def adopt(opts: Options, dry_run: bool = False) -> int:
         session = Session(targets, known=known, releases=RELEASES)
         plan = plan_adopt(session, recipes, dry_run=dry_run)
         ran = transaction.finish(session, plan, "adopt", dry_run, recovered)
+    learned.keep(session.learned)
     edits = plan.edits()
     ok = not plan.blockers and all(
         o.state != State.FOREIGN or (o.recipe, o.index) in edits for r in plan.results for o in r.ops
@@ -209,6 +212,7 @@ def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> in
         plan = plan_revert(session, recipes, dry_run=True)
     else:
         plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=True)
+    learned.keep(session.learned)
     if opts.json:  # the verdicts (as `status --json`), and each file's diff
         files = [
             {"engine": e, "root": str(t.root), "path": t.relpath(f.logical), "diff": unified_diff([f], reverse=applied)}
@@ -352,6 +356,7 @@ def _as_it_stands(opts: Options, catalog, reverted: tuple[str, ...]) -> tuple[tu
         return (), ()
     recipes, session = open_session(replace(opts, names=ids))
     states = {r.id: r.state for r in results(session, evaluate(session, recipes))}
+    learned.keep(session.learned)
     gone = {i for n in reverted for i in catalog.bundles.get(n, [n])}
     mine = (State.APPLIED, State.APPLIED_UNSURE)
     bundles = tuple(

@@ -38,7 +38,7 @@ from patchkit.base.model import Recipe, per_engine
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
-from patchkit.core import transaction
+from patchkit.core import learned, transaction
 from patchkit.core.judge import evaluate
 from patchkit.core.planner import plan_apply
 from patchkit.core.session import Session
@@ -352,6 +352,7 @@ def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Buil
         session = Session({engine: target}, releases=RELEASES)
         judged = evaluate(session, subs)
         verdicts = results(session, judged)
+        learned.keep(session.learned)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
         for (r, evals), res in zip(judged, verdicts, strict=True):
             split = _split_note(next(x for x in recipes if x.id == r.id), engine, r.ops)
@@ -389,6 +390,7 @@ def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Buil
             r, res, notes = item
             session = Session({engine: target}, releases=RELEASES)
             plan = plan_apply(session, [r], ignore_range=True)
+            learned.keep(session.learned)
             if plan.blockers:
                 out.blockers += plan.blockers
                 out.steps.append(Step(r.id, res.state, BLOCKED, notes=notes, result=plan.results[0]))

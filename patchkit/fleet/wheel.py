@@ -299,7 +299,7 @@ def build_one(
     say: Callable[[str], None] = lambda s: None,
     profile: Optional[dict] = None,
 ) -> Built:
-    from patchkit.core import transaction
+    from patchkit.core import learned, transaction
     from patchkit.core.judge import evaluate
     from patchkit.core.planner import plan_apply
     from patchkit.core.session import Session
@@ -345,6 +345,8 @@ def build_one(
         # Black's rule: judge the result once more; every recipe must read applied now.
         again = Session({src.engine: open_target(src.engine, tree)}, releases=RELEASES)
         after = results(again, evaluate(again, mine))
+        learned.keep(session.learned)  # what judging learned, cached once it is done
+        learned.keep(again.learned)
         not_done = [r for r in after if r.state not in (State.APPLIED, State.UPSTREAM)]
         if not_done:
             raise WheelBlocked(src, [f"{r.id}: reads {r.state} after patching" for r in not_done])

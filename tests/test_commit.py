@@ -162,3 +162,56 @@ def test_a_replay_whose_tree_changed_between_lookup_and_lock_is_planned_afresh(
     monkeypatch.setattr(plancache, "commit_of", stale)
     code, out, err = _cli(run_cli, root, recipes, "apply", "widen")
     assert code == 0 and calls and planned == [1, 1], (out, err)
+
+
+@pytest.mark.real
+def test_an_edit_between_lookup_and_lock_on_real_releases_is_never_overwritten(tree, tmp_path, run_cli, monkeypatch):
+    """SGLang 0.5.9 + FlashInfer 0.6.3: apply sm120 (the cache keeps its plan), put the
+    trees back, then the user saves a file the plan edits just before the replay takes the
+    lock (as an editor does: a new file renamed over it).  Planned afresh on the user's
+    bytes: their line is kept, and sm120's edit made beside it."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from patchkit.base.paths import wheels_dir
+    from patchkit.core import planner
+
+    def trees():
+        return tree("sglang", "0.5.9", links=True), tree("flashinfer", "0.6.3", links=True)
+
+    sg, fi = trees()
+    own = tmp_path / "cache"
+    for dist, version in (("sglang", "0.5.9"), ("flashinfer-python", "0.6.3")):
+        shutil.copytree(wheels_dir(dist) / version, own / "wheels" / dist / version)
+    monkeypatch.setenv("PATCHKIT_CACHE", str(own))
+    args = ["apply", "sm120", "-t", f"sglang={sg}", "-t", f"flashinfer={fi}", "--json"]
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    victim = next(Path(p) for p in json.loads(out)["written"] if p.endswith(".py") and p.startswith(str(sg)))
+    shutil.rmtree(sg)
+    shutil.rmtree(fi)
+    assert trees() == (sg, fi)
+    before = victim.read_bytes()
+    user = before + b"# the user's line\n"
+    plans = []
+    real_plan, real_lock = planner.plan_apply, fsio.locked
+    monkeypatch.setattr(planner, "plan_apply", lambda *a, **k: plans.append(1) or real_plan(*a, **k))
+    tried, real_commit_of = [], plancache.commit_of
+    monkeypatch.setattr(plancache, "commit_of", lambda *a: tried.append(1) or real_commit_of(*a))
+
+    @contextlib.contextmanager
+    def user_saves_first(roots, *a, **k):
+        if victim.read_bytes() == before:
+            swap = victim.with_name(victim.name + ".swp")
+            swap.write_bytes(user)
+            swap.replace(victim)  # a new file: the shared release's link is never written through
+        with real_lock(roots, *a, **k) as got:
+            yield got
+
+    monkeypatch.setattr(fsio, "locked", user_saves_first)
+    code, out, err = run_cli(*args)
+    assert code == 0, err
+    text = victim.read_bytes()
+    assert text.endswith(b"# the user's line\n") and text != user, "the user's edit overwritten, or sm120's not made"
+    assert tried == [1] and plans == [1], "the cache's plan found, then planned afresh, not replayed"

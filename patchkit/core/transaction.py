@@ -223,11 +223,11 @@ def freeze(
     """The Commit of a plan.  The journal is changed here, the one place (the plan's file
     writes, op marks, records dropped and versions), on copies (``journals_after``): the
     Session the stages read is left as it was loaded.  ``records``, ``refusals``: the RECORD
-    rewrites and what ``check`` looked at, when ``_check`` has read them already."""
+    rewrites and what ``check`` looked at, when ``check`` has read them already."""
     if plan.blockers:
         raise RuntimeError("internal: freeze() of a plan with blockers")
     if refusals is None:
-        refusals, records = _check(session, plan)
+        refusals, records = check(session, plan)
     after = journals_after(session, plan)
     writes = tuple(Write(p, n, o) for p, n, o in _writes(session, plan, after, records))
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
@@ -321,15 +321,10 @@ def _writes(session, plan, journals: dict[Path, Journal], records=None) -> list[
     return out
 
 
-def check(session, plan) -> Refusals:
+def check(session, plan) -> tuple[Refusals, list]:
     """Every refusal, before a directory is made or a byte written (TargetError, exit 2).
-    Returns what it checked."""
-    return _check(session, plan)[0]
-
-
-def _check(session, plan) -> tuple[Refusals, list]:
-    """``check``, with the RECORD rewrites it read (record.plan_updates, computed once: the
-    write writes them)."""
+    Returns what it checked, and the RECORD rewrites it read (record.plan_updates, computed
+    once: the write writes them)."""
     roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
     files = tuple((f.real, f.where()) for f in plan.files)
     updates: list = []
@@ -606,7 +601,7 @@ def finish(session, plan, action: str, dry_run: bool, notes: list[str], force: b
     """The last steps of apply, revert and adopt, under ``locked``: every refusal
     (``check``), then the plan frozen and committed (``commit``).  A dry run, or a plan with
     blockers, writes nothing."""
-    refusals, records = _check(session, plan)
+    refusals, records = check(session, plan)
     if dry_run or plan.blockers:
         return Ran(session, plan, notes, refusals, None)
     c = freeze(session, plan, action, records, refusals)

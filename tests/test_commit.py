@@ -164,6 +164,34 @@ def test_a_replay_whose_tree_changed_between_lookup_and_lock_is_planned_afresh(
     assert code == 0 and calls and planned == [1, 1], (out, err)
 
 
+def test_a_target_file_turned_into_a_link_between_lookup_and_lock_is_planned_afresh(
+    seen,  # noqa: F811
+    run_cli,
+    planned,  # noqa: F811
+    monkeypatch,
+    tmp_path,
+):
+    """The same bytes, through a link elsewhere: every digest agrees, only the real path
+    read again under the lock tells.  Planned afresh, the file outside never written."""
+    root, recipes, _, _, _ = seen
+    gate, victim = root / "sglang/srt/gate.py", tmp_path / "victim.py"
+    victim.write_text(MODULE)
+    real = fsio.locked
+
+    @contextlib.contextmanager
+    def linked_first(roots, *a, **k):
+        if not gate.is_symlink():
+            gate.unlink()
+            gate.symlink_to(victim)
+        with real(roots, *a, **k) as got:
+            yield got
+
+    monkeypatch.setattr(fsio, "locked", linked_first)
+    _cli(run_cli, root, recipes, "apply", "widen")
+    assert planned == [1, 1], "planned afresh: the full path judges the link"
+    assert victim.read_text() == MODULE
+
+
 @pytest.mark.real
 def test_an_edit_between_lookup_and_lock_on_real_releases_is_never_overwritten(tree, tmp_path, run_cli, monkeypatch):
     """SGLang 0.5.9 + FlashInfer 0.6.3: apply sm120 (the cache keeps its plan), put the

@@ -585,9 +585,9 @@ def commit(c: Commit, force: bool = False, recovered: bool = False, said: Callab
 
 
 class Ran(NamedTuple):
-    """What ``finish`` did: the plan, with what ``check`` looked at and the Commit written
-    (None when nothing was, a dry run or a plan with blockers), and notes for the user (a
-    recovery's)."""
+    """What ``finish`` did: the plan, with what ``check`` looked at and the Commit it
+    committed (None for a dry run or a plan with blockers; one that writes nothing is still
+    one: the plan cache keeps it), and notes for the user (a recovery's)."""
 
     session: object
     plan: object

@@ -46,7 +46,8 @@ def test_failure_before_the_commit_point_leaves_every_file_as_it_was(pair, monke
 
     monkeypatch.setattr(fsio, "write_temp", full)
     with pytest.raises(TargetError, match="the disk is full"):
-        transaction.commit(session, plan)
+        with transaction.locked(session.targets):
+            transaction.commit(transaction.freeze(session, plan))
     monkeypatch.undo()
     assert (snapshot(s), snapshot(f)) == before
     assert list(s.rglob("*.patchkit-tmp")) + list(f.rglob("*.patchkit-tmp")) == []
@@ -326,7 +327,8 @@ def test_a_file_libcst_cannot_print_back_is_never_rewritten(pair, monkeypatch):
     session = Session(targets, releases=RELEASES)
     plan = planner.plan_apply(session, recipes)
     assert not plan.blockers
-    transaction.commit(session, plan)
+    with transaction.locked(session.targets):
+        transaction.commit(transaction.freeze(session, plan, "apply"))
     text = comm.read_text()
     assert text.endswith(
         "\n\n    # an indented comment after the last statement\n    # (libcst drops the first such line)\n"

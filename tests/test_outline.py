@@ -15,7 +15,7 @@ import random
 import pytest
 
 from patchkit.base.target import open_target
-from patchkit.core import markers, outline, view
+from patchkit.core import learned, markers, outline, view
 from patchkit.core.document import Document
 from patchkit.core.ops._cst import ast_near
 from tests.conftest import mini_sglang
@@ -69,9 +69,20 @@ def test_the_outline_of_a_module():
     assert o.bindings == {"os": 1, "Config": 1, "i": 1, "x": 1}
 
 
+class _Kept(Document):
+    """A Document whose outline, once read, is kept as a command keeps what judging learned
+    (patchkit/core/learned.py: the judge itself writes nothing)."""
+
+    @property
+    def outline(self):
+        got = Document.outline.fget(self)
+        learned.keep(self.learned)
+        return got
+
+
 def _doc(tmp_path, text: str, name: str = "m.py") -> Document:
     root = mini_sglang(tmp_path / "tree", {f"sglang/{name}": text})
-    return Document(open_target("sglang", root), f"sglang/{name}")
+    return _Kept(open_target("sglang", root), f"sglang/{name}")
 
 
 def test_a_file_outlined_before_is_not_parsed_again(tmp_path, cache, monkeypatch):

@@ -120,9 +120,9 @@ def test_a_file_changed_under_the_lock_is_planned_again_not_replayed(seen, run_c
     gate = root / "sglang/srt/gate.py"
     real = plancache.commit_of
 
-    def meanwhile(entry, action):  # another program writes between the lookup and the lock
+    def meanwhile(entry, *a):  # another program writes between the lookup and the lock
         gate.write_text(MODULE + "# the user's line\n")
-        return real(entry, action)
+        return real(entry, *a)
 
     monkeypatch.setattr(plancache, "commit_of", meanwhile)
     code, out, err = _cli(run_cli, root, recipes, "apply", "widen")
@@ -146,11 +146,11 @@ def test_a_user_edit_inside_the_replaced_span_after_the_lookup_is_never_overwrit
     assert len(user) == len(MODULE) and user != MODULE
     real = plancache.commit_of
 
-    def meanwhile(entry, action):  # the user saves between the lookup and the write
+    def meanwhile(entry, *a):  # the user saves between the lookup and the write
         w = _write(entry, "gate.py")
         assert w["splices"] and w["splices"][0][0] < w["splices"][0][1]  # the edit is inside this span
         gate.write_text(user)
-        return real(entry, action)
+        return real(entry, *a)
 
     monkeypatch.setattr(plancache, "commit_of", meanwhile)
     code, out, err = _cli(run_cli, root, recipes, "apply", "widen")

@@ -406,11 +406,18 @@ def test_a_journal_in_the_way_is_refused_before_the_first_rename(site, run_cli, 
 
 
 def test_the_write_itself_refuses_what_was_planted_after_the_checks(site, run_cli, monkeypatch):
-    """check() runs before the lock; write() checks every path again under it, before step (a)."""
+    """A directory planted where the journal goes once every refusal has run and every input
+    was read again (as the temps of a kill are swept): the write checks every path again,
+    before step (a)."""
     root, _ = site
     before = snapshot(root)
-    monkeypatch.setattr(transaction, "check", lambda session, plan: None)
-    (root / ".patchkit" / "journal.json").mkdir(parents=True)
+    real = transaction.sweep
+
+    def planted(*a, **k):
+        (root / ".patchkit" / "journal.json").mkdir(parents=True, exist_ok=True)
+        return real(*a, **k)
+
+    monkeypatch.setattr(transaction, "sweep", planted)
     code, out, err = cli(run_cli, site, "apply", "widen")
     assert code == 2 and "journal.json: is a directory, where patchkit writes a file of its own" in err, err
     assert snapshot(root) == before and not list(root.rglob("*.patchkit-tmp"))

@@ -3,77 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Optional
 
-from patchkit.base import shape
 from patchkit.base.errors import PatchkitError
-from patchkit.base.results import RecipeResult
 from patchkit.base.states import GOOD, State
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, open_targets, say
-from patchkit.core import report, transaction
+from patchkit.core import learned, replay, report, transaction
+from patchkit.core.replay import Outcome
 from patchkit.fleet import jit
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What `apply` or `revert` reports of its plan, a value (the plan cache keeps it):
-    the results, the blockers, the files written (or that a dry run would write), the
-    notes before the command's own (a damaged journal) and after them (the plan's, and
-    which files are back to their bytes before patchkit), and the FlashInfer JIT modules
-    a write touched, with the version of the tree that compiles them."""
-
-    results: tuple
-    blockers: tuple[str, ...]
-    written: tuple[str, ...]
-    before: tuple[str, ...]
-    after: tuple[str, ...]
-    jit_modules: tuple[str, ...] = ()
-    jit_version: Optional[str] = None
-
-    @classmethod
-    def of(cls, session, plan, dry_run: bool) -> "Outcome":
-        from patchkit.core.planner import restored_notes
-        from patchkit.core.transaction import journals_after
-
-        wrote = bool(plan.files) and not dry_run
-        version = None
-        if wrote and plan.jit_modules:
-            from patchkit.base.target import ENGINES
-
-            fi = session.targets.get((ENGINES.with_jit() or ENGINES.NONE).name)
-            version = fi.version if fi else None
-        return cls(
-            tuple(plan.results),
-            tuple(plan.blockers),
-            tuple(str(f.path) for f in plan.files),
-            tuple(session.notes()),
-            tuple(plan.notes) + (tuple(restored_notes(plan, journals_after(session, plan))) if wrote else ()),
-            tuple(sorted(plan.jit_modules)) if wrote else (),
-            version,
-        )
-
-    def to_json(self) -> dict:
-        d = {k: list(v) for k, v in vars(self).items() if isinstance(v, tuple)}
-        return {**d, "results": [r.to_json() for r in self.results], "jit_version": self.jit_version}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Outcome":
-        return cls(
-            tuple(RecipeResult.from_json(r) for r in d["results"]),
-            *(tuple(d[k]) for k in ("blockers", "written", "before", "after", "jit_modules")),
-            d["jit_version"],
-        )
-
-
-_OP = {**shape.OP_RESULT, "candidates": [dict]}  # what OpResult.from_json reads, all of it
-OUTCOME = {  # Outcome.to_json, and what the command made of it (shape.py's schema)
-    "results": [{**shape.RECIPE_RESULT, "ops": [_OP]}],
-    **{k: [str] for k in ("blockers", "written", "before", "after", "jit_modules", "left", "insisted")},
-    "jit_version": (str, None),
-    "ok": bool,
-}
 
 
 def _finish(
@@ -122,51 +58,10 @@ def _finish(
     return OK if ok else NOT_THERE
 
 
-def _replayed(look, command: str, said: list[str], force: bool = False):
-    """(Outcome, ok, targets, left, insisted) of a plan the cache holds for these inputs,
-    written now; None for a miss, or when an input changed by the time the lock was held
-    (the caller plans afresh).  Its warnings are told (``said`` collects them) as the
-    full path tells them: before the write, and before a refusal."""
-    from patchkit.core import plancache
-
-    entry = look.entry if look is not None else None
-    if entry is None or not shape.fits(entry["outcome"], OUTCOME):
-        return None
-    out = entry["outcome"]
-    targets = {e: look.targets[e] for e in entry["engines"]}
-    r = entry["refusals"]
-    refusals = transaction.Refusals(
-        tuple(Path(p) for p in r["roots"]),
-        tuple((Path(real), where) for real, where in r["files"]),
-        tuple(Path(p) for p in r["records"]),
-    )
-
-    def warn() -> None:
-        for w in entry["warnings"]:
-            say(w, err=True)
-            said.append(w)
-
-    reals = [Path(p) for p in entry["reals"].values()]
-    made = None if entry["commit"] is None else (lambda: plancache.commit_of(entry, command))
-    if not transaction.replay(targets, reals, refusals, made, warn, command, force):
-        return None
-    return Outcome.from_json(out), out["ok"], targets, out["left"], out["insisted"]
-
-
-def _remember(look, ran, dry_run: bool, said: list[str], o: Outcome, ok: bool, left=(), insisted=()) -> None:
-    """Keep a plan the full path made and wrote, when its inputs name everything it was
-    made from (patchkit/core/plancache.py)."""
-    session, plan = ran.session, ran.plan
-    if look is None or dry_run or plan.blockers or not plan.cacheable or ran.notes or session.interrupted:
-        return
-    for e, t in session.targets.items():
-        hand = look.targets.get(e)
-        if hand is None or (hand.root, hand.layout, hand.version) != (t.root, t.layout, t.version):
-            return
-    from patchkit.core import plancache
-
-    out = {**o.to_json(), "ok": ok, "left": list(left), "insisted": list(insisted)}
-    plancache.save(look, session, ran.refusals, ran.commit, said, out)
+def _warn(said: list[str], w: str) -> None:
+    """Tell a recipe's warning (on stderr) and note it in ``said`` (a plan kept tells it again)."""
+    said.append(w)
+    say(w, err=True)
 
 
 def warning(recipe) -> str:
@@ -193,8 +88,8 @@ def apply(
     said: list[str] = []  # the warnings told, in order (the plan cache tells them again)
     left: list[str] = []
     insisted: list[str] = []  # named on their own although the profile excludes them
-    look = _look(opts, "apply", dry_run, ignore_range=ignore_range, named=list(named), profile=profile)
-    got = _replayed(look, "apply", said)
+    look = replay.lookup(opts, "apply", dry_run, ignore_range=ignore_range, named=list(named), profile=profile)
+    got = replay.served(look, "apply", lambda w: _warn(said, w))
     if got is not None:
         o, ok, targets, left[:], insisted[:] = got
         notes: list[str] = []
@@ -221,9 +116,9 @@ def apply(
             for r in recipes:  # before the write, once
                 w = warning(r) if r.id in writing else ""
                 if w:
-                    said.append(f"warning: {r.id}: {w}")
-                    say(said[-1], err=True)
+                    _warn(said, f"warning: {r.id}: {w}")
             ran = transaction.finish(session, plan, "apply", dry_run, recovered)
+        learned.keep(session.learned)  # what judging learned, cached once it is done
         notes = list(ran.notes)
         edits = plan.edits()  # a dry run's edits count as made
         ok = not plan.blockers and all(
@@ -235,7 +130,7 @@ def apply(
             for r in plan.results
         )
         o = Outcome.of(ran.session, plan, dry_run)
-        _remember(look, ran, dry_run, said, o, ok, left, insisted)
+        replay.remember(look, ran, dry_run, said, o, ok, left, insisted)
     extra = {}
     if profile is not None:
         extra = {"profile": profile.to_json(), "excluded": list(left)}
@@ -253,26 +148,11 @@ def apply(
     return _finish(opts, "apply", o, targets, ok, dry_run, clear_jit, notes, extra)
 
 
-def _look(opts: Options, command: str, dry_run: bool, profile=None, **options):
-    """The plan cache's lookup for this invocation (patchkit/core/plancache.py), or None where it
-    does not serve: a dry run (it is as fast as the full path's reads), no names."""
-    if dry_run:
-        return None
-    from patchkit.core import plancache
-
-    options["names"] = list(opts.names)  # in the order given: the results are printed in it
-    if profile is not None:  # the profile decides what is left out: its bytes are an input
-        from patchkit.core.verdicts import file_digest
-
-        options["profile"] = [str(profile.path), file_digest(Path(profile.path))]
-    return plancache.lookup(opts, command, options)
-
-
 def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit: bool = False) -> int:
     """Take back what patchkit applied for these recipes, leaving everything else alone."""
     said: list[str] = []
-    look = _look(opts, "revert", dry_run, force=force)
-    got = _replayed(look, "revert", said, force)
+    look = replay.lookup(opts, "revert", dry_run, force=force)
+    got = replay.served(look, "revert", lambda w: _warn(said, w), force)
     if got is not None:
         o, ok, targets, _, _ = got
         return _finish(opts, "revert", o, targets, ok, dry_run, clear_jit, [])
@@ -285,13 +165,14 @@ def revert(opts: Options, dry_run: bool = False, force: bool = False, clear_jit:
         session = Session(targets, known=known, releases=RELEASES)
         plan = plan_revert(session, recipes, force=force, dry_run=dry_run)
         ran = transaction.finish(session, plan, "revert", dry_run, recovered, force)
+    learned.keep(session.learned)
     edits = plan.edits()  # a dry run's edits count as made
     ok = not plan.blockers and all(
         r.state != State.INTERRUPTED and all(o.state != State.APPLIED or (o.recipe, o.index) in edits for o in r.ops)
         for r in plan.results
     )
     o = Outcome.of(ran.session, plan, dry_run)
-    _remember(look, ran, dry_run, said, o, ok)
+    replay.remember(look, ran, dry_run, said, o, ok)
     return _finish(opts, "revert", o, ran.session.targets, ok, dry_run, clear_jit, ran.notes)
 
 
@@ -307,6 +188,7 @@ def adopt(opts: Options, dry_run: bool = False) -> int:
         session = Session(targets, known=known, releases=RELEASES)
         plan = plan_adopt(session, recipes, dry_run=dry_run)
         ran = transaction.finish(session, plan, "adopt", dry_run, recovered)
+    learned.keep(session.learned)
     edits = plan.edits()
     ok = not plan.blockers and all(
         o.state != State.FOREIGN or (o.recipe, o.index) in edits for r in plan.results for o in r.ops
@@ -330,6 +212,7 @@ def diff(opts: Options, applied: bool = False, ignore_range: bool = False) -> in
         plan = plan_revert(session, recipes, dry_run=True)
     else:
         plan = plan_apply(session, recipes, ignore_range=ignore_range, dry_run=True)
+    learned.keep(session.learned)
     if opts.json:  # the verdicts (as `status --json`), and each file's diff
         files = [
             {"engine": e, "root": str(t.root), "path": t.relpath(f.logical), "diff": unified_diff([f], reverse=applied)}
@@ -473,6 +356,7 @@ def _as_it_stands(opts: Options, catalog, reverted: tuple[str, ...]) -> tuple[tu
         return (), ()
     recipes, session = open_session(replace(opts, names=ids))
     states = {r.id: r.state for r in results(session, evaluate(session, recipes))}
+    learned.keep(session.learned)
     gone = {i for n in reverted for i in catalog.bundles.get(n, [n])}
     mine = (State.APPLIED, State.APPLIED_UNSURE)
     bundles = tuple(

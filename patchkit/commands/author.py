@@ -12,6 +12,7 @@ from typing import Optional
 from patchkit.authoring.examples import run_example
 from patchkit.base.errors import PatchkitError, RecipeError
 from patchkit.commands import NOT_THERE, OK, USAGE, say
+from patchkit.core import learned
 from patchkit.core.project import Project
 
 # -- new ----------------------------------------------------------------------------------------
@@ -567,6 +568,7 @@ def prove(text: str, rid: str, targets: dict, refs: dict, changed: list, partial
             trees[engine] = copy
         session = Session(trees, releases=RELEASES)
         plan = plan_apply(session, [recipe], ignore_range=True, dry_run=True)
+        learned.keep(session.learned)
         if plan.blockers:
             return [f"applied to the pristine release: {b}" for b in plan.blockers]
         made = {(f.target.engine, f.logical): f.new for f in plan.files}

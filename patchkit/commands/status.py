@@ -4,7 +4,7 @@ from patchkit.base.errors import PatchkitError
 from patchkit.base.states import GOOD, State
 from patchkit.base.target import STATE_DIR, TXN_PENDING
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, open_session, say
-from patchkit.core import report, verdicts
+from patchkit.core import learned, report, verdicts
 
 
 def _fast(opts: Options, code: str):
@@ -87,6 +87,7 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
         recipes, session = open_session(opts)
         evaluated = evaluate(session, recipes)
         res = results(session, evaluated)
+        learned.keep(session.learned)  # what judging learned, cached once it is done
         for n in session.notes():
             say(n, err=True)
         targets = session.targets

@@ -19,6 +19,7 @@ from patchkit.base.errors import PatchkitError
 from patchkit.base.states import State
 from patchkit.base.target import ENGINES
 from patchkit.commands import NOT_THERE, OK, Invocation, Options, say
+from patchkit.core import learned
 from patchkit.core.recipe import ARCH_RE
 
 ENGINES_NONE = ENGINES.NONE  # no engine compiles at run time: nothing matches
@@ -239,6 +240,7 @@ def _plan(session, recipes, left_out: list) -> dict:
     from patchkit.core.planner import plan_apply
 
     plan = plan_apply(session, recipes, dry_run=True)
+    learned.keep(session.learned)
     out: dict = {"recipes": [], "errors": list(plan.blockers), "notes": session.notes() + left_out}
     for r in plan.results:
         mine = [b for b in plan.blockers if b.startswith(f"{r.id} > ")]

@@ -23,6 +23,7 @@ from patchkit.base import fsio, sparse
 from patchkit.base.errors import TargetError
 from patchkit.base.target import Target
 from patchkit.core import outline, pyscope, view
+from patchkit.core.learned import OUTLINE, Learned
 
 
 def decode_source(path: Path, data: bytes, python: bool) -> tuple[str, str, str]:
@@ -78,9 +79,13 @@ def python_ast(text: str, where) -> ast.Module:
 
 
 class Document:
-    def __init__(self, target: Target, logical: str, planned: Optional[bytes] = None) -> None:
+    def __init__(
+        self, target: Target, logical: str, planned: Optional[bytes] = None, learned: Optional[Learned] = None
+    ) -> None:
         """``planned``: the bytes a plan would leave there (the planner's read-back check
-        judges them as if written); None: the file as it is on disk."""
+        judges them as if written); None: the file as it is on disk.  ``learned``: where an
+        outline made here goes, to be cached once judging is done (its Session's)."""
+        self.learned = learned if learned is not None else Learned()
         self.target, self.logical = target, logical
         self.path: Path = target.path(logical)
         # Where the bytes are written: a symlink inside the target is written through, so
@@ -151,12 +156,12 @@ class Document:
     def outline(self) -> Optional[outline.Outline]:
         """The original text's outline (None for a file that is not Python): read from the
         cache when these bytes were outlined before (so CPython's parser accepted them, as
-        ``tree`` asks), else made from ``tree`` and cached."""
+        ``tree`` asks), else made from ``tree`` and learned (cached after judging)."""
         if self._outline is None and self.is_python:
             got = outline.read(self.original, view.split_lines(self.text)) if self._tree is None else None
             if got is None:
                 got = outline.of_tree(self.tree)
-                outline.remember(self.original, got)
+                self.learned.add(OUTLINE, outline.key(self.original), (self.original, got))
             self._outline = got
         return self._outline
 

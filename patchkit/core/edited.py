@@ -24,6 +24,7 @@ import libcst as cst
 
 from patchkit.base.model import OpSpec, Recipe
 from patchkit.core import context, identity, pyscope
+from patchkit.core.learned import EDIT
 from patchkit.core.ops._cst import word_sequence
 
 MAX_STATEMENTS = 400  # statements of one scope scored (a 6,000-line class is no site's scope)
@@ -59,12 +60,16 @@ def edit_words(ref, op: OpSpec) -> Optional[tuple[frozenset, frozenset]]:
 
 def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Optional[tuple[frozenset, frozenset]]:
     """``edit_words`` once per (patchkit, recipe, op, release), on disk beside the identity
-    (it parses the home release's file with libcst: seconds for a 5,000-line module)."""
+    (it parses the home release's file with libcst: seconds for a 5,000-line module); an
+    answer worked out here is learned (session.learned), written after judging."""
     import json  # not marshal: a cache entry is input (marshal trusts the lengths it reads)
 
-    from patchkit.base import fsio, regular
+    from patchkit.base import regular
 
     path = identity._cache_path(session, recipe, op, f"{release}|edit")
+    if session.learned.knows(EDIT, str(path)):
+        raw = session.learned.get(EDIT, str(path))
+        return None if raw is False else (frozenset(raw[0]), frozenset(raw[1]))
     data = regular.read_cached(path.parent, path.name, 1 << 20)
     if data is not None:
         try:
@@ -78,8 +83,17 @@ def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Opti
             pass  # not one: judged again
     edit = edit_words(ref, op)
     raw = False if edit is None else (sorted(edit[0]), sorted(edit[1]))
-    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
+    session.learned.add(EDIT, str(path), raw)  # kept after judging (learned.keep: _save)
     return edit
+
+
+def _save(path, raw) -> None:
+    """Cache ``_edit_cached``'s answer (False, or [taken away, added]) at ``path``."""
+    import json
+
+    from patchkit.base import fsio
+
+    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
 
 
 def holds(statement: str, edit: tuple[frozenset, frozenset]) -> bool:

@@ -29,6 +29,7 @@ from typing import Optional
 
 from patchkit.base.model import OpSpec, Recipe, holds
 from patchkit.core import context, pyscope
+from patchkit.core.learned import IDENTITY
 from patchkit.core.ops import AMBIGUOUS, DONE, PENDING, Located
 
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
@@ -487,10 +488,14 @@ def of(session, recipe: Recipe, op: OpSpec) -> Optional[Identity]:
     found = None
     for label, ref in _homes(session, recipe, op):
         path = _cache_path(session, recipe, op, label)
-        sites = _load(path)
+        if session.learned.knows(IDENTITY, str(path)):  # learned earlier in this run
+            sites = session.learned.get(IDENTITY, str(path))
+            sites = False if sites is None else sites
+        else:
+            sites = _load(path)
         if sites is None:
             sites = _of_release(ref, op)
-            _save(path, sites)
+            session.learned.add(IDENTITY, str(path), sites)  # kept after judging (learned.keep)
         if sites == AMBIGUOUS_HOME:
             found = Identity(label, (), ambiguous=True)
             break

@@ -1,4 +1,6 @@
-"""The judge: where each op's site is, and what state it is in.  Reads; never writes.
+"""The judge: where each op's site is, and what state it is in.  Reads; never writes: what it
+learns that is worth keeping (confirmations, outlines, identities) goes into its Session's
+``learned``, which the command writes once judging is done (patchkit/core/learned.py).
 
 ``evaluate`` cuts each recipe to the version variant of the targets (Recipe.for_versions).
 For each op, ``judge`` locates its site in the recipe's file and scope, follows it when it
@@ -36,6 +38,7 @@ from patchkit.core import (
     fuzzed,
     goal,
     identity,
+    learned,
     markers,
     proof,
     pyscope,
@@ -95,7 +98,7 @@ def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, s
     site that the file makes ambiguous would read pending or done.  So a view's ``pending``
     or ``done`` is confirmed on the op's complete scope, parsed apart (the edit is still
     made in the view, which prints back byte for byte where the whole file may not);
-    confirmations are cached by content (confirm.py).  Any other answer, or one the
+    confirmations are cached by content (confirm.py), learned here and kept after judging.  Any other answer, or one the
     complete scope contradicts, is judged again on the whole file.
     """
     loc = _locate(op, f, scope_name)
@@ -103,7 +106,7 @@ def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, s
         return loc
     if loc.state in (State.PENDING, State.DONE):
         k = confirm.key(session.code, recipe.sha256, op.index, scope_name, f.scope_text(scope_name))
-        if confirm.known(k) == loc.state:
+        if (session.learned.get(learned.CONFIRMED, k) or confirm.known(k)) == loc.state:
             return loc
         scope = f.shallow_scope(scope_name) if op.impl.reads.shallow else None
         if scope is None:
@@ -112,7 +115,7 @@ def _locate_checked(session: Session, op: OpSpec, recipe: Recipe, f: Document, s
             except pyscope.ScopeError:
                 scope = None
         if scope is not None and op.impl.locate(scope).state == loc.state:
-            confirm.remember(k, loc.state)
+            session.learned.add(learned.CONFIRMED, k, loc.state)  # kept after judging (learned.keep)
             return loc
     f.whole()
     return _locate(op, f, scope_name)

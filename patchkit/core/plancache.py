@@ -1,8 +1,8 @@
 """Plan cache: `apply` or `revert` on inputs planned before, replayed without libcst.
 
 A plan is a value (transaction.Commit: each file's new bytes, the RECORD rows, the
-journal, the blobs; transaction.Refusals: what ``check`` looked at) and so is what the
-command prints (commands/apply.Outcome).  This caches all three, as JSON, under a key
+journal, the blobs, what ``check`` looked at, every input read) and so is what the
+command prints (core/replay.Outcome).  This caches both, as JSON, under a key
 made of everything the plan was made from: patchkit's code and the Python running it
 (verdicts.code_hash, which covers the shipped engine table), every recipe file and user
 engine definition (verdicts.key), the targets, the recipe names and the options that
@@ -14,9 +14,10 @@ An entry is input like any other (a shared cache, a torn write, an older patchki
 that cannot be read, is not JSON, has the wrong shape (patchkit/base/shape.py), names a file
 that is not one of the plan's own (a target file it read, a RECORD, patchkit's state in
 the target), or whose splices do not give the bytes whose digest it records, is a miss,
-planned again and replaced.  Under the lock, every input is read again before a byte is
-written: one that changed since the entry was made means the plan is made again, not
-replayed.  No marshal or pickle: the bytes a crafted entry holds are only ever data.
+planned again and replaced.  Under the lock, an entry becomes the Commit a fresh plan would
+be (``commit_of``), which transaction.commit writes as it writes any: every input read
+again first, one that changed since the lookup means the plan is made again, not replayed
+(the policy is patchkit/core/replay.py's).  No marshal or pickle: the bytes a crafted entry holds are only ever data.
 
 Standard library only, with patchkit's primitives: the replay never imports a parser.
 """
@@ -57,7 +58,7 @@ ENTRY = {
     "refusals": REFUSALS,
     "commit": (COMMIT, None),
     "warnings": [str],
-    "outcome": dict,  # commands/apply.Outcome, checked there (OUTCOME)
+    "outcome": dict,  # core/replay.Outcome, checked there (OUTCOME)
 }
 
 
@@ -248,27 +249,29 @@ def _splices(w: dict) -> Optional[list[tuple[int, int, bytes]]]:
 # -- the write under the lock ---------------------------------------------------------------------
 
 
-def commit_of(entry: dict, action: str):
-    """The entry's transaction.Commit, built from the bytes on disk now: each file read
-    again, its splices applied, and the result's digest checked against the entry's; the
-    journals the transaction record names and the blobs kept, from the journal bytes it
-    writes.  None when anything differs (the plan is made again).  Call under the lock."""
-    from patchkit.base.journal import parse
+def commit_of(entry: dict, targets: dict, action: str):
+    """The entry's transaction.Commit, the value a fresh plan of these inputs freezes: each
+    file it writes read now, its splices applied, and the result's digest checked against
+    the entry's; the journals the transaction record names and the blobs kept, from the
+    journal bytes it writes; what ``check`` looked at, and every input with its digest, for
+    transaction.commit to read again.  None when the entry does not give the bytes it
+    records, or a tree it swept or the provenance it used is not as it was (the plan is made
+    again).  Call under the lock, with the entry's ``targets``."""
+    from patchkit.base.journal import Journal, parse
     from patchkit.core import transaction
 
-    c = entry["commit"]
-    if not unchanged(entry):
+    for engine, fp in entry["trees"].items():
+        if verdicts.tree_state(targets[engine]) != fp:
+            return None
+    if verdicts._provenance(targets) != entry["provenance"]:
         return None
+    c = entry["commit"] or {"roots": [], "recipes": [], "writes": []}
     writes = []
     journals: dict[str, dict] = {}
-    olds: dict[str, Optional[bytes]] = {}
-    for w in c["writes"]:
-        old = olds[w["path"]] = regular.read_file(Path(w["path"]))
-        if (digest_of(old) if old is not None else None) != w["old"]:
-            return None
     news: dict[str, bytes] = {}
     for w in c["writes"]:
-        path, old = Path(w["path"]), olds[w["path"]]
+        path = Path(w["path"])
+        old = regular.read_file(path)
         new = news.get(w["base"]) if w["base"] is not None else _spliced(old or b"", _splices(w) or [])
         if new is None or digest_of(new) != w["new"]:
             return None
@@ -287,8 +290,27 @@ def commit_of(entry: dict, action: str):
         Path(r): frozenset(f["sha256"] for e in eng.values() for f in e.get("files", {}).values())
         for r, eng in journals.items()
     }
-    roots = tuple(Path(r) for r in sorted(c["roots"]))
-    return transaction.Commit(action, tuple(writes), roots, tuple(c["recipes"]), journals, keep)
+    r = entry["refusals"]
+    refusals = transaction.Refusals(
+        tuple(Path(p) for p in r["roots"]),
+        tuple((Path(real), where) for real, where in r["files"]),
+        tuple(Path(p) for p in r["records"]),
+    )
+    loaded = {t.root: Journal.load(t.root) for t in targets.values()}
+    beside = transaction._beside([Path(p) for p in entry["reals"].values()], targets, lambda e: loaded[targets[e].root])
+    return transaction.Commit(
+        action,
+        tuple(writes),
+        tuple(Path(r) for r in sorted(c["roots"])),
+        tuple(c["recipes"]),
+        journals,
+        keep,
+        refusals,
+        tuple(sorted(entry["inputs"].items())),
+        tuple(sorted(entry["reals"].items())),
+        tuple(sorted(loaded)),
+        frozenset(beside),
+    )
 
 
 def _spliced(old: bytes, splices: list) -> Optional[bytes]:
@@ -362,53 +384,41 @@ def _agree(a: list, x: int, b: list, y: int) -> bool:
     return x < len(a) and y < len(b) and a[x : x + 3] == b[y : y + 3]
 
 
-def save(look: Lookup, session, refusals, commit, warnings: list[str], outcome: dict) -> None:
-    """Cache a plan made (and written) by the full path, under ``look``'s key.  The caller
-    checks that it may be cached (the plan's ``cacheable``; no write was interrupted; the
-    session's targets are those at hand)."""
+def save(look: Lookup, engines: list[str], commit, trees: dict, warnings: list[str], outcome: dict) -> None:
+    """Cache a plan made (and written) by the full path, under ``look``'s key: its
+    transaction.Commit, made for the targets of ``engines`` (``trees``: the fingerprints of
+    the trees its judge swept).  The caller (patchkit/core/replay.py) checks that it may be
+    cached."""
     from patchkit.base import fsio
     from patchkit.base.paths import cache_dir
 
     if look.provenance is None:
         return
-    memo: dict[int, str] = {}  # a file's bytes are read once and held by several values
-
-    def digest(data: bytes) -> str:
-        if id(data) not in memo:
-            memo[id(data)] = digest_of(data)
-        return memo[id(data)]
-
-    inputs: dict[str, Optional[str]] = {}
-    reals: dict[str, str] = {}
-    for f in session.files.values():
-        inputs[str(f.path)] = digest(f.original) if f.exists else None
-        reals[str(f.path)] = str(f.real)
-    roots = {str(t.root) for t in session.targets.values()}
+    inputs: dict[str, Optional[str]] = dict(commit.inputs)
+    roots = {str(r) for r in commit.targets}
     inputs.update((p, sha) for p, sha in look.records.items() if any(p.startswith(r + "/") for r in roots))
-    for j in session.journals.values():
-        inputs[str(j.path)] = digest(j.loaded) if j.loaded is not None else None
-    inputs.update(session.mirrors)  # the journals' mirrors the judge leaned on (core/proof.py)
     writes = []
-    ws = commit.writes if commit is not None else ()
+    ws = commit.writes
     for n, w in enumerate(ws):
-        old = digest(w.old) if w.old is not None else None
-        if inputs.setdefault(str(w.path), old) != old:
+        if inputs.get(str(w.path), "") != (digest_of(w.old) if w.old is not None else None):
             return  # read as one thing, written over another: nothing to replay
         # a blob holds what a file of this write gets: named, not copied
         base = next((str(o.path) for o in ws[:n] if w.old is None and o.new == w.new), None)
         splices = [] if base is not None else splice(w.old, w.new)
-        writes.append({"path": str(w.path), "old": old, "new": digest(w.new), "base": base, "splices": splices})
+        new = digest_of(w.new)
+        writes.append({"path": str(w.path), "old": inputs[str(w.path)], "new": new, "base": base, "splices": splices})
     paths = sorted(set(look.seen) | set(inputs))
     if len(paths) > MAX_PATHS:
         return
     k = state_key(look.key, {p: inputs[p] if p in inputs else look.seen[p] for p in paths})
+    refusals = commit.refusals
     entry = {
         "format": FORMAT,
         "key": k,
-        "engines": list(session.targets),
+        "engines": list(engines),
         "inputs": inputs,
-        "reals": reals,
-        "trees": dict(session.swept),
+        "reals": dict(commit.reals),
+        "trees": dict(trees),
         "provenance": look.provenance,
         "refusals": {
             "roots": [str(r) for r in refusals.roots],
@@ -416,7 +426,7 @@ def save(look: Lookup, session, refusals, commit, warnings: list[str], outcome: 
             "records": [str(p) for p in refusals.records],
         },
         "commit": None
-        if commit is None
+        if not ws
         else {"roots": [str(r) for r in commit.roots], "recipes": list(commit.recipes), "writes": writes},
         "warnings": warnings,
         "outcome": outcome,

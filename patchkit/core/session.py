@@ -18,6 +18,7 @@ from patchkit.base.model import Recipe
 from patchkit.base.target import Target
 from patchkit.core import txnrecord, verdicts
 from patchkit.core.document import Document
+from patchkit.core.learned import Learned
 
 if TYPE_CHECKING:
     from patchkit.core import identity
@@ -58,6 +59,8 @@ class Session:
         self.heads: dict[tuple[str, Path], Any] = {}  # a checkout's HEAD, or None
         self.releases: dict[tuple[str, str], Any] = {}  # other releases (identity.py)
         self.identities: dict[tuple, Optional[identity.Identity]] = {}
+        # What judging learned that is worth caching: written after judging (learned.keep).
+        self.learned = Learned()
         # engine -> the fingerprint of its tree taken before a search read it (Session.sweep);
         # None when a file changed too recently for its timestamps to tell a later change.
         self.swept: dict[str, Optional[str]] = {}
@@ -141,7 +144,7 @@ class Session:
     def file(self, engine: str, logical: str) -> Document:
         key = (engine, logical)
         if key not in self.files:
-            self.files[key] = Document(self.targets[engine], logical)
+            self.files[key] = Document(self.targets[engine], logical, learned=self.learned)
         return self.files[key]
 
     def as_planned(self, files: dict, journals: dict) -> "Session":
@@ -152,10 +155,11 @@ class Session:
         Nothing is written: the planner judges a plan's bytes on it before they are."""
         s = Session(self.targets, self.known, releases=self.provider)
         s.references, s.heads, s.releases, s.identities = self.references, self.heads, self.releases, self.identities
+        s.learned = self.learned
         s.interrupted = {}
         s.journals = dict(journals)
         for key, data in files.items():
-            s.files[key] = Document(self.targets[key[0]], key[1], planned=data)
+            s.files[key] = Document(self.targets[key[0]], key[1], planned=data, learned=self.learned)
         return s
 
     def notes(self) -> list[str]:

@@ -1,33 +1,34 @@
 """The transaction: the lock first, then every refusal, then all writes or none.  This is
 where bytes hit the disk: target files, their RECORD and patchkit's journal are one set.
 
-Apply and revert, in this order (patchkit/commands/apply.py), each stage run once:
+Every write takes one way (``commit``): apply, revert and adopt (patchkit/commands/apply.py,
+through ``finish``), a plan the cache replays (patchkit/core/replay.py), `wheel` and `fork`:
 
 1. ``locked``: lock every target root (a flock of the root directory: it creates
    nothing, so a dry run takes it too and reads a consistent tree); finish any
    transaction a kill interrupted (``recover``), its records checked first
    (patchkit/core/txnrecord.py: one naming anything but this run's targets is refused);
 2. read and judge (patchkit/core/judge.py), plan (patchkit/core/planner.py): pure stages, whose
-   output, the Plan, is a frozen value.  Nothing can change what they read meanwhile;
-3. ``finish``: ``check``, every refusal (a system site-packages, a file or directory that
-   cannot be written, a .patchkit that is a symlink), before any directory is made.
-   ``--dry-run`` stops here, having run every check the real run runs;
-4. ``write``, the one commit protocol:
+   output, the Plan, is a frozen value; ``freeze`` makes it the value that is written, a
+   ``Commit``: every file's new and old bytes, the RECORD rows, the journal as the write
+   leaves it (computed on copies), the blobs, what ``check`` looked at (``Refusals``: a
+   system site-packages, a file or directory that cannot be written, a .patchkit that is a
+   symlink, before any directory is made; ``--dry-run`` stops there) and every input the
+   plan read, with its digest.  The plan cache makes the same value from an entry
+   (plancache.commit_of);
+3. ``commit``: the refusals again, then every input read again (a file another program
+   wrote since is ``Changed``: nothing is written; a replay plans afresh), the temps of a
+   kill swept, and the write, the one commit protocol:
 
    a. in each root, ``.patchkit/txn-pending.json`` names the transaction and every path it
       will write (a temp file is found beside its path);
    b. every new content goes to a temp file beside its target (random name, O_EXCL), fsynced;
+      each target is read once more: one that is not the bytes the plan replaces is never
+      written over (the old-digest check);
    c. **commit point**: ``.patchkit/txn-commit.json`` in the first root, written atomically,
       naming every temp file;
    d. every temp is renamed over its target;
    e. the commit record goes, then the pending markers, then blobs nobody needs.
-
-What is written is a value, a ``Commit`` (``freeze``: every file's new and old bytes, the
-RECORD rows, the journal as the write leaves it, computed on copies, the blobs), and what
-``check`` looked at is one too (``Refusals``), so a plan made earlier can be written
-without the Session that made it: ``replay`` (patchkit/core/plancache.py) has its refusals run
-again, takes the lock, and writes only when every input the plan read is byte-identical
-still.
 
 A kill before (c) leaves every file as it was (the next run removes the temps); a kill
 after it leaves a transaction that the next ``apply`` or ``revert`` rolls forward before
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple, Optional
 
-from patchkit.base import fsio, guardlock
+from patchkit.base import fsio, guardlock, regular
 from patchkit.base.errors import TargetError
 from patchkit.base.journal import BLOBS, PATH, Journal, sha256, write_mirror
 from patchkit.base.target import STATE_DIR
@@ -170,36 +171,109 @@ class Write:
 
 
 @dataclass(frozen=True)
+class Refusals:
+    """What ``check`` looked at, a value, so that a plan replayed from the cache is refused
+    exactly as it was when it was made: the roots written into, each target file as
+    (real path, where a message names it), and the RECORD files rewritten."""
+
+    roots: tuple[Path, ...]
+    files: tuple[tuple[Path, str], ...]
+    records: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
 class Commit:
     """A plan as the transaction writes it, a value: every file (targets, RECORD, patchkit's
-    memory of RECORD, blobs, the journals last) and what the transaction record names.
-    Writing it needs no Session and no parser (a plan cache replays one)."""
+    memory of RECORD, blobs, the journals last), what the transaction record names, what
+    ``check`` looked at, and every input the plan was made from (read again under the lock,
+    by ``commit``).  A fresh plan makes one (``freeze``) and so does the plan cache
+    (plancache.commit_of); writing it needs no Session and no parser."""
 
-    action: str  # "apply" | "revert"
+    action: str  # "apply" | "revert" | "adopt"
     writes: tuple[Write, ...]
     roots: tuple[Path, ...]  # every root written into, sorted; the first holds the commit record
     recipes: tuple[str, ...]
     journals: dict  # str(root) -> the journal's engines as the write leaves them (Interrupted.journal)
     keep: dict  # root -> the blobs its journal still points at (the others go after the write)
+    refusals: Refusals
+    # Every file the plan read, with the digest of the bytes it read (verdicts.input_digest;
+    # None: nothing was there), each written file's old bytes among them; and each target
+    # file as (path, the real path it was read through).
+    inputs: tuple[tuple[str, Optional[str]], ...]
+    reals: tuple[tuple[str, str], ...]
+    targets: tuple[Path, ...]  # every target root of the run (locked; swept of a kill's temps)
+    beside: frozenset  # files beside which a killed run may have left temps (``_beside``)
 
 
-def freeze(session, plan, action: str, records: Optional[list] = None) -> Commit:
+class Changed(TargetError):
+    """An input of a plan is not what the plan was made from any more (another program wrote
+    it since it was read): nothing was written."""
+
+
+def _changed(path, when: str, kind: type = Changed) -> TargetError:
+    return kind(
+        f"{path}: changed {when} (another program wrote it); nothing was written",
+        "run the command again: it reads the file as it is now",
+    )
+
+
+def freeze(
+    session, plan, action: str = "apply", records: Optional[list] = None, refusals: Optional[Refusals] = None
+) -> Commit:
     """The Commit of a plan.  The journal is changed here, the one place (the plan's file
     writes, op marks, records dropped and versions), on copies (``journals_after``): the
-    Session the stages read is left as it was loaded.  ``records``: the RECORD rewrites,
-    when ``check`` has read them already."""
+    Session the stages read is left as it was loaded.  ``records``, ``refusals``: the RECORD
+    rewrites and what ``check`` looked at, when ``check`` has read them already."""
+    if plan.blockers:
+        raise RuntimeError("internal: freeze() of a plan with blockers")
+    if refusals is None:
+        refusals, records = check(session, plan)
     after = journals_after(session, plan)
-    writes = [Write(p, n, o) for p, n, o in _writes(session, plan, after, records)]
+    writes = tuple(Write(p, n, o) for p, n, o in _writes(session, plan, after, records))
     roots = sorted({session.targets[m.engine].root for m in plan.marks} | {f.target.root for f in plan.files})
     mine = [after[r] for r in roots if r in after]
+    inputs, reals = _inputs(session, writes)
     return Commit(
         action,
-        tuple(writes),
+        writes,
         tuple(roots),
         tuple(sorted({m.recipe for m in plan.marks})),
         {str(j.root): j.engines for j in mine},
         {j.root: frozenset(j.kept_blobs()) for j in mine},
+        refusals,
+        inputs,
+        reals,
+        tuple(sorted({t.root for t in session.targets.values()})),
+        frozenset(_beside([f.real for f in session.files.values()], session.targets, session.journal)),
     )
+
+
+def _inputs(session, writes) -> tuple[tuple, tuple]:
+    """(inputs, reals) of a Commit: every file the session read (target files, journals,
+    the journals' mirrors the judge leaned on) with its digest, and each written file's old
+    bytes."""
+    from patchkit.core.verdicts import digest_of
+
+    memo: dict[int, str] = {}  # a file's bytes are held by several values: digested once
+
+    def digest(data: Optional[bytes]) -> Optional[str]:
+        if data is None:
+            return None
+        if id(data) not in memo:
+            memo[id(data)] = digest_of(data)
+        return memo[id(data)]
+
+    inputs: dict[str, Optional[str]] = {}
+    reals: dict[str, str] = {}
+    for f in session.files.values():
+        inputs[str(f.path)] = digest(f.original if f.exists else None)
+        reals[str(f.path)] = str(f.real)
+    for j in session.journals.values():
+        inputs[str(j.path)] = digest(j.loaded)
+    inputs.update(session.mirrors)
+    for w in writes:  # read as the judge read it: one read since that differs is ``commit``'s to find
+        inputs.setdefault(str(w.path), digest(w.old))
+    return tuple(sorted(inputs.items())), tuple(sorted(reals.items()))
 
 
 def journals_after(session, plan) -> dict[Path, Journal]:
@@ -246,26 +320,10 @@ def _writes(session, plan, journals: dict[Path, Journal], records=None) -> list[
     return out
 
 
-@dataclass(frozen=True)
-class Refusals:
-    """What ``check`` looked at, a value, so that a plan replayed from the cache is refused
-    exactly as it was when it was made: the roots written into, each target file as
-    (real path, where a message names it), and the RECORD files rewritten."""
-
-    roots: tuple[Path, ...]
-    files: tuple[tuple[Path, str], ...]
-    records: tuple[Path, ...]
-
-
-def check(session, plan) -> Refusals:
+def check(session, plan) -> tuple[Refusals, list]:
     """Every refusal, before a directory is made or a byte written (TargetError, exit 2).
-    Returns what it checked."""
-    return _check(session, plan)[0]
-
-
-def _check(session, plan) -> tuple[Refusals, list]:
-    """``check``, with the RECORD rewrites it read (record.plan_updates, computed once: the
-    write writes them)."""
+    Returns what it checked, and the RECORD rewrites it read (record.plan_updates, computed
+    once: the write writes them)."""
     roots = sorted({f.target.root for f in plan.files} | {session.targets[m.engine].root for m in plan.marks})
     files = tuple((f.real, f.where()) for f in plan.files)
     updates: list = []
@@ -358,16 +416,10 @@ def _writable(path: Path, where: object = None, directory: bool = False) -> None
 # -- the write --------------------------------------------------------------------------------
 
 
-def write(session, plan, action: str, records: Optional[list] = None) -> Commit:
-    """Write the plan's files, their RECORD rows (``records``: as ``_check`` read them) and
-    the journal as one set (steps a-e).  Returns what it wrote."""
-    done = freeze(session, plan, action, records)
-    write_commit(done)
-    return done
-
-
 def write_commit(c: Commit) -> None:
-    """Write a Commit (steps a-e).  Call with every root locked."""
+    """Write a Commit (steps a-e; ``commit`` runs it).  Call with every root locked.  Just
+    before the commit point, each file is read again: one that is not the bytes the plan
+    replaces (``Write.old``) is never written over, and nothing is (Changed)."""
     writes = c.writes
     if not writes:
         return
@@ -403,6 +455,9 @@ def write_commit(c: Commit) -> None:
             tmp = fsio.write_temp(path, w.new)
             e["tmp"] = str(tmp)
             temps.append((tmp, path))
+        for w in writes:  # the old-digest check: an editor that takes no lock may have saved
+            if regular.read_file(w.path) != w.old:
+                raise _changed(w.path, "while patchkit wrote its edit", TargetError)
         # (c) the commit point, naming every temp: from here on the transaction only goes
         # forward.  Until its rename is done, a failure leaves every file as it was.
         fsio.atomic_write(_state(primary) / COMMIT, _dump(txn))
@@ -479,9 +534,60 @@ def _dump(doc: dict) -> bytes:
     return json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
 
 
+@contextlib.contextmanager
+def locked(targets: dict, dry_run: bool = False) -> Iterator[list[str]]:
+    """The first step of every write: lock every target root (fsio.locked, which creates
+    nothing), then finish any transaction a kill interrupted (``recover``; not on a dry
+    run, which writes nothing and reads it as interrupted), before anything is read.
+    Yields the recovery's notes.  Inside: read, judge, plan, then ``commit``."""
+    roots = sorted({t.root for t in targets.values()})
+    with fsio.locked(roots, create=not dry_run):
+        yield recover(roots) if not dry_run and pending_roots(roots) else []
+
+
+def _nothing() -> None:
+    pass
+
+
+def commit(c: Commit, force: bool = False, recovered: bool = False, said: Callable[[], None] = _nothing) -> None:
+    """The one way a plan is written: apply, revert and adopt (``finish``), a plan replayed
+    from the cache (patchkit/core/replay.py), `wheel` and `fork` all come here, with every
+    root of ``c.targets`` locked (``locked``).  In this order:
+
+    1. its refusals (``refuse``; ``said()`` first when one is raised);
+    2. every input of the plan read again (``inputs``, ``reals``): Changed on any
+       difference, before a byte is written or a warning said (a replay then plans again);
+    3. the temps a kill left, swept (when there is something to write, or a transaction
+       was ``recovered``);
+    4. ``said()``: what the plan warns of, told just before its write;
+    5. the write (``write_commit``: steps a-e, with the old-digest check just before the
+       commit point), not under a server `patchkit run` guards (``force`` aside)."""
+    try:
+        refuse(c.refusals)
+    except TargetError:
+        said()
+        raise
+    from patchkit.core.verdicts import input_digest
+
+    for name, digest in c.inputs:
+        if input_digest(name) != digest:
+            raise _changed(name.removeprefix("mirror:"), "since patchkit read it")
+    for path, real in c.reals:
+        if os.path.realpath(path) != real:
+            raise _changed(path, "into a link elsewhere since patchkit read it")
+    if c.writes or recovered:
+        for root in c.targets:
+            sweep(root, tuple(p for p in c.beside if root in p.parents))
+    said()
+    if c.writes:
+        with guardlock.exclude(list(c.targets), c.action, force):  # not under a server `patchkit run` guards
+            write_commit(c)
+
+
 class Ran(NamedTuple):
-    """What ``finish`` did: the plan, with what ``check`` looked at and what was written
-    (None when nothing was), and notes for the user (a recovery's)."""
+    """What ``finish`` did: the plan, with what ``check`` looked at and the Commit it
+    committed (None for a dry run or a plan with blockers; one that writes nothing is still
+    one: the plan cache keeps it), and notes for the user (a recovery's)."""
 
     session: object
     plan: object
@@ -490,76 +596,16 @@ class Ran(NamedTuple):
     commit: Optional[Commit]
 
 
-@contextlib.contextmanager
-def locked(targets: dict, dry_run: bool = False) -> Iterator[list[str]]:
-    """The first step of apply and revert: lock every target root (fsio.locked, which
-    creates nothing), then finish any transaction a kill interrupted (``recover``; not on
-    a dry run, which writes nothing and reads it as interrupted), before anything is read.
-    Yields the recovery's notes.  Inside: read, judge, plan once, then ``finish``."""
-    roots = sorted({t.root for t in targets.values()})
-    with fsio.locked(roots, create=not dry_run):
-        yield recover(roots) if not dry_run and pending_roots(roots) else []
-
-
 def finish(session, plan, action: str, dry_run: bool, notes: list[str], force: bool = False) -> Ran:
-    """The last steps, under ``locked``: every refusal (``check``), then the write.  The
-    plan was made under the lock, from what the session read there: nothing it read can
-    have changed, so it is written as it is.  A dry run, or a plan with blockers, writes
-    nothing."""
-    refusals, records = _check(session, plan)
+    """The last steps of apply, revert and adopt, under ``locked``: every refusal
+    (``check``), then the plan frozen and committed (``commit``).  A dry run, or a plan with
+    blockers, writes nothing."""
+    refusals, records = check(session, plan)
     if dry_run or plan.blockers:
         return Ran(session, plan, notes, refusals, None)
-    roots = [t.root for t in session.targets.values()]
-    if plan.files or plan.marks or notes:
-        _sweep(roots, _beside([f.real for f in session.files.values()], session.targets, session.journal))
-    done = None
-    if plan.files or plan.marks:
-        with guardlock.exclude(roots, action, force):  # not under a server `patchkit run` guards
-            done = write(session, plan, action, records)
-    return Ran(session, plan, notes, refusals, done)
-
-
-def replay(
-    targets: dict,
-    reals: list[Path],
-    refusals: Refusals,
-    made: Optional[Callable[[], Optional[Commit]]],
-    first: Callable[[], None],
-    action: str = "apply",
-    force: bool = False,
-) -> bool:
-    """Write a Commit made earlier (the plan cache), in the same order as the full path:
-    lock every target root first; with no transaction to finish, its ``refusals`` run
-    again (``refuse``), then ``made()`` builds it from the bytes on disk now, or says (None)
-    that an input changed; ``first()`` runs just before the write (and before a refusal is
-    raised).  ``made`` None: the plan wrote nothing.  ``reals``: the target files the plan
-    read.  False when nothing was done: the caller plans afresh."""
-    roots = [t.root for t in targets.values()]
-    with fsio.locked(roots):
-        if pending_roots(roots):
-            return False
-        try:
-            refuse(refusals)
-        except TargetError:
-            first()
-            raise
-        if made is None:
-            first()
-            return True
-        c = made()
-        if c is None:
-            return False
-        journals = {r: Journal.load(r) for r in set(roots)}
-        _sweep(roots, _beside(reals, targets, lambda e: journals[targets[e].root]))
-        first()
-        with guardlock.exclude(roots, action, force):  # not under a server `patchkit run` guards
-            write_commit(c)
-    return True
-
-
-def _sweep(roots, beside: set[Path]) -> None:
-    for root in roots:
-        sweep(root, tuple(p for p in beside if root in p.parents))
+    c = freeze(session, plan, action, records, refusals)
+    commit(c, force, recovered=bool(notes))
+    return Ran(session, plan, notes, refusals, c)
 
 
 def _beside(reals, targets: dict, journal) -> set[Path]:
@@ -572,13 +618,3 @@ def _beside(reals, targets: dict, journal) -> set[Path]:
                 out.add(Path(os.path.realpath(t.path(logical))))
         out.update(t.root.glob("*.dist-info/RECORD"))
     return out
-
-
-def commit(session, plan, action: str = "apply") -> None:
-    """Check and write a plan already made, under the lock: for trees patchkit made itself
-    (a wheel being built, a fork's worktree), where nobody else can be writing."""
-    _, records = _check(session, plan)
-    if plan.blockers:
-        raise RuntimeError("internal: commit() of a plan with blockers")
-    with fsio.locked([t.root for t in session.targets.values()]):
-        write(session, plan, action, records)

@@ -154,6 +154,9 @@ def _location(engine: str, root: Path, recipes) -> dict:
     try:
         s = Session({engine: t}, releases=RELEASES)
         loc["recipes"] = {r.id: r.state for r in results(s, evaluate(s, mine))}
+        from patchkit.core import learned
+
+        learned.keep(s.learned)
         loc["journal_applied"] = sorted(s.journal(engine).engines.get(engine, {}).get("applied", {}))
     except PatchkitError as e:
         loc["error"] = str(e)

@@ -38,10 +38,10 @@ from patchkit.base.model import Recipe, per_engine
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
+from patchkit.core import learned, transaction
 from patchkit.core.judge import evaluate
 from patchkit.core.planner import plan_apply
 from patchkit.core.session import Session
-from patchkit.core.transaction import commit as write_plan
 from patchkit.core.verdict import results
 from patchkit.upstream.pristine import RELEASES
 
@@ -352,6 +352,7 @@ def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Buil
         session = Session({engine: target}, releases=RELEASES)
         judged = evaluate(session, subs)
         verdicts = results(session, judged)
+        learned.keep(session.learned)
         steps: list = []  # a Step, or (recipe, result, notes) still to commit; recipe order
         for (r, evals), res in zip(judged, verdicts, strict=True):
             split = _split_note(next(x for x in recipes if x.id == r.id), engine, r.ops)
@@ -389,11 +390,13 @@ def build(repo: Repo, engine: str, base_rev: str, recipes: list[Recipe]) -> Buil
             r, res, notes = item
             session = Session({engine: target}, releases=RELEASES)
             plan = plan_apply(session, [r], ignore_range=True)
+            learned.keep(session.learned)
             if plan.blockers:
                 out.blockers += plan.blockers
                 out.steps.append(Step(r.id, res.state, BLOCKED, notes=notes, result=plan.results[0]))
                 return out
-            write_plan(session, plan)
+            with transaction.locked(session.targets):  # the one way a plan is written
+                transaction.commit(transaction.freeze(session, plan, "apply"))
             files = tuple(sorted(target.relpath(f.logical) for f in plan.files))
             if not files:  # every pending op was a no-op; nothing to carry
                 out.steps.append(Step(r.id, res.state, DROPPED, notes=notes, result=plan.results[0]))

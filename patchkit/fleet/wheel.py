@@ -299,10 +299,10 @@ def build_one(
     say: Callable[[str], None] = lambda s: None,
     profile: Optional[dict] = None,
 ) -> Built:
+    from patchkit.core import learned, transaction
     from patchkit.core.judge import evaluate
     from patchkit.core.planner import plan_apply
     from patchkit.core.session import Session
-    from patchkit.core.transaction import commit
     from patchkit.core.verdict import results
     from patchkit.upstream.pristine import RELEASES
 
@@ -340,10 +340,13 @@ def build_one(
         bad = [r for r in plan.results if r.state not in (State.APPLIED, State.UPSTREAM)]
         if bad:
             raise WheelBlocked(src, [f"{r.id}: {r.state}" + (f" ({r.message})" if r.message else "") for r in bad])
-        commit(session, plan)
+        with transaction.locked(session.targets):  # the one way a plan is written
+            transaction.commit(transaction.freeze(session, plan, "apply"))
         # Black's rule: judge the result once more; every recipe must read applied now.
         again = Session({src.engine: open_target(src.engine, tree)}, releases=RELEASES)
         after = results(again, evaluate(again, mine))
+        learned.keep(session.learned)  # what judging learned, cached once it is done
+        learned.keep(again.learned)
         not_done = [r for r in after if r.state not in (State.APPLIED, State.UPSTREAM)]
         if not_done:
             raise WheelBlocked(src, [f"{r.id}: reads {r.state} after patching" for r in not_done])

@@ -24,6 +24,7 @@ from patchkit.base.errors import FetchError, PatchkitError
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
 from patchkit.base.target import ENGINES, open_target
+from patchkit.core import learned
 from patchkit.core.judge import evaluate
 from patchkit.core.recipe import Catalog
 from patchkit.core.session import Session
@@ -83,7 +84,9 @@ def parse_spec(value: str) -> tuple[str, str, str]:
 def judge_release(catalog: Catalog, names: tuple[str, ...], trees: dict[str, Path]) -> list[RecipeResult]:
     recipes = [r for r in catalog.select(names) if set(r.engines) <= set(trees)]
     session = Session({e: open_target(e, p) for e, p in trees.items()}, releases=RELEASES)
-    return results(session, evaluate(session, recipes))
+    out = results(session, evaluate(session, recipes))
+    learned.keep(session.learned)  # what judging learned, cached once it is done
+    return out
 
 
 def ok(res: list[RecipeResult]) -> bool:

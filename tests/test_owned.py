@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import fsio, regular, trust
+from patchkit.base import fsio, regular, store
 from patchkit.base.target import open_target
 from patchkit.core import confirm, verdicts
 from tests.conftest import MINIMAL_RECIPE, downloaded, mini_sglang
@@ -168,12 +168,12 @@ def _entry(cache: Path) -> Path:
 def test_a_verdict_entry_of_the_wrong_shape_is_a_miss_and_is_replaced(applied, cache, damage):
     t, run = applied
     code, first, _ = run("status", "r")
-    entry = json.loads(trust.stored(_entry(cache)))
+    entry = json.loads(store.payload(_entry(cache)))
     assert code == 0 and entry["provenance"], first  # cached, with the provenance it is read back with
-    trust.restore(_entry(cache), json.dumps(damage(entry)).encode())
+    store.reseal(_entry(cache), json.dumps(damage(entry)).encode())
     code, out, err = run("status", "r")
     assert (code, out) == (0, first), err
-    assert json.loads(trust.stored(_entry(cache))) == entry  # judged again, and replaced
+    assert json.loads(store.payload(_entry(cache))) == entry  # judged again, and replaced
 
 
 @pytest.mark.parametrize(
@@ -190,10 +190,10 @@ def test_a_verdict_entry_of_the_wrong_shape_is_a_miss_and_is_replaced(applied, c
 def test_a_planted_verdict_entry_is_a_miss_never_an_error(applied, cache, planted):
     t, run = applied
     code, first, _ = run("status", "r")
-    trust.restore(_entry(cache), planted)
+    store.reseal(_entry(cache), planted)
     code, out, err = run("status", "r")
     assert (code, out) == (0, first), err
-    assert json.loads(trust.stored(_entry(cache)))["provenance"]  # judged again, and replaced
+    assert json.loads(store.payload(_entry(cache)))["provenance"]  # judged again, and replaced
 
 
 def test_a_planted_link_at_the_old_verdict_temp_name_writes_no_victim(applied, cache, victim):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import trust
+from patchkit.base import store
 from patchkit.core import plancache, planner
 from tests.conftest import release_in_cache
 from tests.test_transaction import KERNEL, MODULE, snapshot
@@ -186,9 +186,9 @@ def test_a_changed_recipe_is_a_new_key(seen, run_cli, planned):
 
 
 def _tamper(entry: Path, change) -> None:
-    doc = json.loads(trust.stored(entry))
+    doc = json.loads(store.payload(entry))
     change(doc)
-    trust.restore(entry, json.dumps(doc).encode())
+    store.reseal(entry, json.dumps(doc).encode())
 
 
 def _write(doc: dict, name: str) -> dict:

@@ -336,16 +336,16 @@ def test_a_probe_entry_that_fingerprints_itself_is_not_the_venvs(tmp_path, monke
     assert not real["modules"]["sglang"]["found"]
     entries = list((tmp_path / "cache" / "probes").iterdir())
     assert len(entries) == 1
-    from patchkit.base import trust
+    from patchkit.base import store
 
     # the planter holds the cache's key (trust.restore seals as this user would): the probe's
     # own mac, over the venv's fingerprint, is what refuses it
-    entry = json.loads(trust.stored(entries[0]))
+    entry = json.loads(store.payload(entries[0]))
     fake = tmp_path / "fake"
     (fake / "sglang").mkdir(parents=True)
     entry["facts"]["modules"]["sglang"] = {"found": True, "root": str(fake), "package_dir": str(fake / "sglang")}
     entry["stamp"] = interp._stamp(entry["facts"], sys.executable, launch)
-    trust.restore(entries[0], json.dumps(entry).encode())
+    store.reseal(entries[0], json.dumps(entry).encode())
     assert not interp.remembered_probe(sys.executable, launch)["modules"]["sglang"]["found"]
     # The key is this user's alone: mode 0600 in a 0700 directory; a key others can read is none.
     from patchkit.base.paths import state_dir

@@ -128,28 +128,12 @@ def read_owned(base, rel: str, limit: Optional[int] = None) -> bytes:
 
 
 def read_small(base, rel: str, limit: int) -> Optional[bytes]:
-    """A small file's bytes that is no cache entry (git's HEAD), or None, as read_cached's
-    misses: nothing there, a link, a FIFO, a device, a directory, too big, unreadable."""
+    """A small file's bytes (git's HEAD), or None: nothing there, a link, a FIFO, a device,
+    a directory, too big, unreadable."""
     try:
         return read_owned(base, rel, limit)
     except (OSError, NotRegular, TooBig):
         return None
-
-
-def read_cached(base, rel: str, limit: int) -> Optional[bytes]:
-    """A cache entry's bytes, or None for a miss: nothing there, a link, a FIFO, a device,
-    a directory, too big, or unreadable.  A cache only ever costs speed: what it cannot
-    read it computes again (and replaces).  An entry is data only when the cache is trusted
-    and its MAC is this user's (patchkit/base/trust.py); otherwise a miss too."""
-    from patchkit.base import trust
-
-    if not trust.cache_trusted():
-        return None
-    try:
-        raw = read_owned(base, rel, limit + trust.OVERHEAD)
-    except (OSError, NotRegular, TooBig):
-        return None
-    return trust.read_entry(raw, base, rel)
 
 
 def read_file(path: Path) -> bytes | None:

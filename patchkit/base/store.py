@@ -457,17 +457,18 @@ def _write(d: int, name: str, data: bytes) -> None:
         raise
 
 
-def _keep(dirs: list[str], name: str, data: bytes) -> None:
-    """The one writer: best effort (a full or read-only store, a link in the way: only
-    speed is lost)."""
+def _keep(dirs: list[str], name: str, data: bytes) -> bool:
+    """The one writer; whether it wrote.  Best effort: a full or read-only store, a link in
+    the way, cost only speed."""
     try:
         d = _open_dirs(dirs, create=True)
     except OSError:
-        return
+        return False
     try:
         _write(d, name, data)
+        return True
     except OSError:
-        pass
+        return False
     finally:
         os.close(d)
 
@@ -530,10 +531,10 @@ def get_blob(digest: str, limit: int = 256 << 20) -> Optional[bytes]:
     return raw if raw is not None and hashlib.sha256(raw).hexdigest() == digest else None
 
 
-def put_blob(digest: str, data: bytes) -> None:
-    """Keep ``data`` (whose sha256 is ``digest``) as a blob; best effort.  Plain bytes, no
-    header: a tree may hold it by a hard link."""
-    _keep(["blobs", "sha256", digest[:2]], digest[2:], data)
+def put_blob(digest: str, data: bytes) -> bool:
+    """Keep ``data`` (whose sha256 is ``digest``) as a blob, unless it is kept intact
+    already; whether it is kept.  Plain bytes, no header: a tree may hold it by a hard link."""
+    return get_blob(digest) is not None or _keep(["blobs", "sha256", digest[:2]], digest[2:], data)
 
 
 # -- for tests and debugging ------------------------------------------------------------------

@@ -62,10 +62,10 @@ def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Opti
     (it parses the home release's file with libcst: seconds for a 5,000-line module)."""
     import json  # not marshal: a cache entry is input (marshal trusts the lengths it reads)
 
-    from patchkit.base import fsio, regular
+    from patchkit.base import store
 
     path = identity._cache_path(session, recipe, op, f"{release}|edit")
-    data = regular.read_cached(path.parent, path.name, 1 << 20)
+    data = store.get("identity", path, limit=1 << 20)
     if data is not None:
         try:
             raw = json.loads(data)
@@ -78,7 +78,7 @@ def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Opti
             pass  # not one: judged again
     edit = edit_words(ref, op)
     raw = False if edit is None else (sorted(edit[0]), sorted(edit[1]))
-    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
+    store.put("identity", path, json.dumps(raw).encode())
     return edit
 
 

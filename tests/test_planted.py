@@ -110,9 +110,9 @@ def _entries(cache: Path, kind: str) -> list[Path]:
     return sorted(p for p in d.glob("*") if p.is_file()) if d.is_dir() else []
 
 
-def _seal_other(path: Path, data: bytes) -> None:
+def _seal_other(path: Path, data: bytes, kind: str | None = None) -> None:
     """``data`` at ``path`` with a MAC under a key that is not this user's."""
-    store.forge(path, data, OTHER_KEY)
+    store.forge(path, data, OTHER_KEY, kind)
 
 
 def _untrust(w: World, how: str, monkeypatch) -> None:
@@ -360,7 +360,7 @@ def plant(w: World, kind: str, how: str, monkeypatch) -> Path | None:
         _wheel_poisoned(w)
         if how == "crafted":  # a record of the planted wheel's sha256, under another key
             data = json.dumps({"file": w.wheel.name, "sha256": hashlib.sha256(w.wheel.read_bytes()).hexdigest()})
-            _seal_other(w.wheel.parent / (w.wheel.name + ".sha256"), data.encode())
+            _seal_other(w.wheel.parent / (w.wheel.name + ".sha256"), data.encode(), "records")
         else:  # recorded as this user's download would record it: only the trust rule stands
             downloaded(w.wheel, w.cache)
             _untrust(w, how, monkeypatch)

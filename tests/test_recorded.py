@@ -100,6 +100,7 @@ def test_a_record_with_the_right_mac_for_another_file_is_refused(index, monkeypa
     store.reseal(
         w.parent / (W + ".sha256"),
         json.dumps({"file": "x.whl", "sha256": hashlib.sha256(w.read_bytes()).hexdigest()}).encode(),
+        "records",
     )
     assert recorded.recorded(w) is None
 
@@ -173,7 +174,7 @@ def test_a_planted_lazy_listing_is_a_miss(tmp_path, monkeypatch):
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     data = b"PLANTED = 1\n"
     digest = hashlib.sha256(data).hexdigest()
-    lazywheel.write_blob(digest, data)
+    store.put_blob(digest, data)
     doc = {
         "pick": {"filename": W, "url": "http://127.0.0.1:9/x.whl", "sha256": ""},
         "size": 100,
@@ -184,7 +185,7 @@ def test_a_planted_lazy_listing_is_a_miss(tmp_path, monkeypatch):
     p.parent.mkdir(parents=True)
     p.write_text(json.dumps(doc))
     assert lazywheel.LazyWheel.stored("sglang", "0.5.9", print) is None
-    store.reseal(p, json.dumps(doc).encode())  # the same, sealed as this user's: read
+    store.reseal(p, json.dumps(doc).encode(), "lazy")  # the same, sealed as this user's: read
     assert lazywheel.LazyWheel.stored("sglang", "0.5.9", print).read("sglang/__init__.py") == data
 
 

@@ -443,7 +443,7 @@ def get_json_at(path, kind: str, fits=None, schema: int = 1, limit: int = LIMIT)
 
 def _write(d: int, name: str, data: bytes) -> None:
     """``data`` as ``name`` in the directory ``d``: a temp (0600, O_EXCL) and a rename."""
-    tmp = f".{name[:24]}.{os.getpid()}-{os.urandom(4).hex()}.tmp"
+    tmp = f".{name[:24]}.{os.urandom(8).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=d)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -547,26 +547,25 @@ def payload(path) -> bytes:
     return raw[m.end() :] if m else raw
 
 
-def reseal(path, data: bytes) -> None:
+def reseal(path, data: bytes, kind: Optional[str] = None) -> None:
     """Store ``data`` at ``path`` as the entry there, under this user's key (what a holder of
     the key could write: the checks past the MAC are then what stands)."""
-    m = _HEADER.match(open(path, "rb").read())
-    if m is None:
-        raise ValueError(f"{path}: not a store entry")
     s = secret()
     if s is None:
         raise PermissionError("no cache key")
-    kind, schema, k = m.group(1).decode(), int(m.group(2)), m.group(3).decode()
-    with open(path, "wb") as f:
-        f.write(seal(kind, schema, k, data, s))
+    forge(path, data, s, kind)
 
 
-def forge(path, data: bytes, k: bytes) -> None:
-    """Store ``data`` at ``path`` as the entry there, under the key ``k`` (not this user's:
-    a planter's)."""
-    m = _HEADER.match(open(path, "rb").read())
-    if m is None:
-        raise ValueError(f"{path}: not a store entry")
-    kind, schema, name = m.group(1).decode(), int(m.group(2)), m.group(3).decode()
+def forge(path, data: bytes, k: bytes, kind: Optional[str] = None, schema: int = 1) -> None:
+    """Store ``data`` at ``path`` under the key ``k`` (a planter's): as the entry there, or,
+    where none is, as the entry ``kind`` kept at that place."""
+    m = _HEADER.match(open(path, "rb").read()) if os.path.isfile(path) else None
+    if m is not None:
+        kind, schema, name = m.group(1).decode(), int(m.group(2)), m.group(3).decode()
+    else:
+        where = _at(path)
+        if where is None or kind is None:
+            raise ValueError(f"{path}: not an entry, nor a place in the store")
+        name = where[2]
     with open(path, "wb") as f:
         f.write(seal(kind, schema, name, data, k))

@@ -30,7 +30,7 @@ def remembered(kind: str, module: str, inputs: bytes, derive: Callable[[], Optio
         code = f"{module}|{st.st_size}|{st.st_mtime_ns}".encode("utf-8", "surrogateescape")
     except OSError:
         return derive()
-    k = store.key(kind, code, inputs)
+    k = f"{kind}-{store.key(code, inputs)}"
     raw = store.get("memo", k, limit=LIMIT)
     if raw is not None:
         got = decode(raw)

@@ -96,7 +96,7 @@ _HEADER = re.compile(rb"#patchkit-store kind=(\S+) schema=(\d{1,9}) key=(\S+) ma
 
 # The kinds of derived entry, and what `patchkit cache` says each holds.
 KINDS = {
-    "plans": "plans, keyed by their inputs (and each invocation's input list)",
+    "plans": "plans, keyed by their inputs",
     "verdicts": "verdicts, keyed by their inputs",
     "probes": "interpreter probes",
     "outlines": "file outlines, by their bytes",

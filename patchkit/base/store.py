@@ -61,11 +61,10 @@ Standard library only, and no hashlib (which loads OpenSSL): ``status`` starts w
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 try:  # SHA-256 without hashlib (which loads OpenSSL)
     from _sha256 import sha256 as _sha256
@@ -90,9 +89,9 @@ KEY_NAME = "cache.key"
 KEY_SIZE = 32
 LIMIT = 64 << 20  # bytes of one entry's payload, unless the kind says less
 _BLOCK = 64
-_KIND = re.compile(r"[a-z0-9][a-z0-9-]*(/[a-z0-9][a-z0-9-]*)*")
-_KEY = re.compile(r"[0-9A-Za-z][0-9A-Za-z_.-]{0,127}")
-_HEADER = re.compile(rb"#patchkit-store kind=(\S+) schema=(\d{1,9}) key=(\S+) mac=([0-9a-f]{64})\n")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_NAME = _LOWER | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_.-")
+_HEX = frozenset(b"0123456789abcdef")
 
 # The kinds of derived entry, and what `patchkit cache` says each holds.
 KINDS = {
@@ -280,10 +279,31 @@ def seal(kind: str, schema: int, name: str, payload: bytes, k: bytes) -> bytes:
 
 
 def _place(kind: str, name: str) -> tuple[list[str], str]:
-    """The directories (under the root) and the file name of the entry ``kind``/``name``."""
-    if not _KIND.fullmatch(kind) or not _KEY.fullmatch(name):
+    """The directories (under the root) and the file name of the entry ``kind``/``name``:
+    each a plain name (a kind's words lower case, with ``-``), never ``..`` or a dot file."""
+    dirs = kind.split("/")
+    plain = all(d and d[0] != "-" and _LOWER.issuperset(d.replace("-", "")) for d in dirs)
+    if not plain or not (0 < len(name) <= 128 and name[0] not in ".-_" and _NAME.issuperset(name)):
         raise ValueError(f"not a store entry: {kind}/{name}")
-    return kind.split("/"), name
+    return dirs, name
+
+
+def _header(raw: bytes) -> Optional[tuple[str, int, str, bytes, int]]:
+    """(kind, schema, key, mac, where the payload starts) of a stored entry; None when its
+    bytes do not start with the store's header."""
+    end = raw.find(b"\n", 0, 512)
+    if not raw.startswith(MAGIC) or end < 0:
+        return None
+    fields = raw[len(MAGIC) : end].split(b" ")
+    if len(fields) != 4 or [f[: f.find(b"=") + 1] for f in fields] != [b"kind=", b"schema=", b"key=", b"mac="]:
+        return None
+    kind, schema, name, mac_ = (f[f.find(b"=") + 1 :] for f in fields)
+    if not schema.isdigit() or len(schema) > 9 or len(mac_) != 64 or not _HEX.issuperset(mac_):
+        return None
+    try:
+        return kind.decode(), int(schema), name.decode(), mac_, end + 1
+    except UnicodeDecodeError:
+        return None
 
 
 def _at(path) -> Optional[tuple[list[str], str, str]]:
@@ -299,9 +319,16 @@ def _at(path) -> Optional[tuple[list[str], str, str]]:
 # -- reading ----------------------------------------------------------------------------------
 
 
-class Look(NamedTuple):
-    payload: Optional[bytes]
-    miss: Optional[str]  # None on a hit; else absent, stale, untrusted, foreign, forged, no-key
+class Look(tuple):
+    """(payload, miss): ``miss`` is None on a hit; else absent, stale, untrusted, foreign,
+    forged or no-key."""
+
+    payload = property(lambda self: self[0])
+    miss = property(lambda self: self[1])
+
+
+def _hit(payload: Optional[bytes], miss: Optional[str]) -> Look:
+    return Look((payload, miss))
 
 
 def _open_dirs(dirs: list[str], create: bool) -> int:
@@ -370,28 +397,28 @@ def _raw(dirs: list[str], name: str, limit: int) -> tuple[Optional[bytes], Optio
 
 def _look(kind: str, schema: int, where: tuple[list[str], str, str], limit: int) -> Look:
     if not trusted():
-        return Look(None, "untrusted")
+        return _hit(None, "untrusted")
     dirs, name, k = where
     raw, why = _raw(dirs, name, limit)
     if raw is None:
         return _missed(kind, dirs, name, why)
-    m = _HEADER.match(raw)
-    if m is None or m.group(1).decode() != kind or int(m.group(2)) != schema:
-        return Look(None, "stale")  # another schema or kind, an older patchkit's, damaged
+    head = _header(raw)
+    if head is None or head[0] != kind or head[1] != schema:
+        return _hit(None, "stale")  # another schema or kind, an older patchkit's, damaged
     s = secret()
     if s is None:
-        return Look(None, "no-key")
-    payload = raw[m.end() :]
-    if not _equal(m.group(4), mac(s, kind, schema, k, payload).encode()):
+        return _hit(None, "no-key")
+    payload = raw[head[4] :]
+    if not _equal(head[3], mac(s, kind, schema, k, payload).encode()):
         return _missed(kind, dirs, name, "forged")
-    return Look(payload, None)
+    return _hit(payload, None)
 
 
 def _missed(kind: str, dirs: list[str], name: str, why: Optional[str]) -> Look:
     if why in LOUD:
         said = {"foreign": "is another user's or others may write it", "forged": "is not this user's (its MAC fails)"}
         say_once(why, f"cache entry {'/'.join([*dirs, name])} {said[why]}; ignored, computed afresh (said once)")
-    return Look(None, why)
+    return _hit(None, why)
 
 
 def look(kind: str, k: str, schema: int = 1, limit: int = LIMIT) -> Look:
@@ -543,8 +570,8 @@ def put_blob(digest: str, data: bytes) -> bool:
 def payload(path) -> bytes:
     """The payload of the entry stored at ``path``, its MAC not checked."""
     raw = open(path, "rb").read()
-    m = _HEADER.match(raw)
-    return raw[m.end() :] if m else raw
+    head = _header(raw)
+    return raw[head[4] :] if head else raw
 
 
 def reseal(path, data: bytes, kind: Optional[str] = None) -> None:
@@ -559,9 +586,9 @@ def reseal(path, data: bytes, kind: Optional[str] = None) -> None:
 def forge(path, data: bytes, k: bytes, kind: Optional[str] = None, schema: int = 1) -> None:
     """Store ``data`` at ``path`` under the key ``k`` (a planter's): as the entry there, or,
     where none is, as the entry ``kind`` kept at that place."""
-    m = _HEADER.match(open(path, "rb").read()) if os.path.isfile(path) else None
-    if m is not None:
-        kind, schema, name = m.group(1).decode(), int(m.group(2)), m.group(3).decode()
+    head = _header(open(path, "rb").read()) if os.path.isfile(path) else None
+    if head is not None:
+        kind, schema, name = head[:3]
     else:
         where = _at(path)
         if where is None or kind is None:

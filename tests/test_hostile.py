@@ -200,6 +200,7 @@ def _damage(case: dict, where: dict[str, Path]) -> None:
             if p.is_symlink() or (p.exists() and not p.is_dir()):
                 clear(p)
             p.mkdir(exist_ok=True)
+
     def put(p: Path, data: bytes) -> None:
         """``data`` at ``p``; an entry of patchkit's store sealed as this user's (what a holder
         of the key could write: the entry's own checks are then what stands)."""

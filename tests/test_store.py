@@ -36,8 +36,8 @@ def _forget() -> None:
 
 
 def _as_another_user(monkeypatch, path, field: int = 4) -> None:
-    """``fstat`` and ``lstat`` of ``path`` report another owner (chown needs root)."""
-    real_lstat, real_fstat, target = os.lstat, os.fstat, os.stat(path)
+    """``stat``, ``fstat`` and ``lstat`` of ``path`` report another owner (chown needs root)."""
+    real_stat, real_lstat, real_fstat, target = os.stat, os.lstat, os.fstat, os.stat(path)
 
     def other(st):
         fields = list(st[:10])
@@ -51,6 +51,11 @@ def _as_another_user(monkeypatch, path, field: int = 4) -> None:
         @staticmethod
         def lstat(p, *a, **k):
             st = real_lstat(p, *a, **k)
+            return other(st) if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino) else st
+
+        @staticmethod
+        def stat(p, *a, **k):
+            st = real_stat(p, *a, **k)
             return other(st) if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino) else st
 
         @staticmethod
@@ -145,8 +150,8 @@ def test_an_untrusted_store_is_neither_read_nor_written_and_said_once(fresh, cap
     _forget()
     assert store.look("verdicts", K).miss == "untrusted"
     store.put("verdicts", "cd" * 32, b"{}")
-    store.put_at(cache / "wheels" / "x.sha256", "records", b"{}")
-    assert store.sealed_at(cache / "trees" / "t" / ".patchkit" / "checked", "records", b"{}") is None
+    store.put("records", cache / "wheels" / "x.sha256", b"{}")
+    assert store.sealed("records", cache / "trees" / "t" / ".patchkit" / "checked", b"{}") is None
     assert store.get("verdicts", K) is None
     assert sorted(p.name for p in cache.rglob("*")) == [K, "verdicts"]  # nothing written
     err = capsys.readouterr().err
@@ -178,14 +183,14 @@ def test_the_key_is_made_0600_and_one_others_may_read_is_refused(fresh, capsys):
 def test_an_entry_kept_beside_what_it_describes_is_bound_to_its_place(fresh):
     cache = fresh / "cache"
     rec = cache / "wheels" / "d" / "1" / "d-1.whl.sha256"
-    store.put_json_at(rec, "records", {"sha256": "0" * 64})
-    assert store.get_json_at(rec, "records", dict) == {"sha256": "0" * 64}
+    store.put_json("records", rec, {"sha256": "0" * 64})
+    assert store.get_json("records", rec, dict) == {"sha256": "0" * 64}
     assert stat.S_IMODE(rec.parent.stat().st_mode) == 0o700
     moved = rec.parent / "e-1.whl.sha256"
     moved.write_bytes(rec.read_bytes())  # the record copied beside another archive
-    assert store.get_at(moved, "records") is None
-    assert store.get_at(fresh / "outside.sha256", "records") is None  # not in the store: never read
-    store.put_at(fresh / "outside.sha256", "records", b"x")
+    assert store.get("records", moved) is None
+    assert store.get("records", fresh / "outside.sha256") is None  # not in the store: never read
+    store.put("records", fresh / "outside.sha256", b"x")
     assert not (fresh / "outside.sha256").exists()
 
 

@@ -92,19 +92,20 @@ def read(path, limit: Optional[int] = None, *, dir_fd: Optional[int] = None, fol
         os.close(fd)
 
 
-def open_dir(base, parts: Sequence[str] = (), create: bool = False) -> int:
+def open_dir(base, parts: Sequence[str] = (), create: bool = False, mode: int = 0o777) -> int:
     """A descriptor of the directory ``base/parts...``: ``base`` (the user's: a target root,
     the cache, an output directory) as named, links followed; each of ``parts`` (patchkit's
-    own) opened with ``O_NOFOLLOW``, made first when ``create``.  A symlink or anything but
-    a directory at one of ``parts`` is an OSError (ELOOP, ENOTDIR), never followed."""
+    own) opened with ``O_NOFOLLOW``, made first (with ``mode``) when ``create``.  A symlink
+    or anything but a directory at one of ``parts`` is an OSError (ELOOP, ENOTDIR), never
+    followed."""
     if create:
-        os.makedirs(base, exist_ok=True)
+        os.makedirs(base, mode, exist_ok=True)
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts:
             if create:
                 try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
+                    os.mkdir(part, mode, dir_fd=fd)
                 except FileExistsError:
                     pass
             sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)

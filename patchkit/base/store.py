@@ -275,48 +275,40 @@ def seal(kind: str, schema: int, name: str, payload: bytes, k: bytes) -> bytes:
     return MAGIC + head.encode() + payload
 
 
-# -- where an entry lives ---------------------------------------------------------------------
+# -- where an entry lives, and reading it ------------------------------------------------------
 
 
-def _place(kind: str, name: str) -> tuple[list[str], str]:
-    """The directories (under the root) and the file name of the entry ``kind``/``name``:
-    each a plain name (a kind's words lower case, with ``-``), never ``..`` or a dot file."""
+def _where(kind: str, k) -> Optional[tuple[list[str], str, str]]:
+    """(directories under the root, file name, key) of the entry ``kind``/``k``, ``k`` a key
+    (a plain name: never ``..`` or a dot file) or a path under the root where the entry is
+    kept beside what it describes (its key: the digest of that place); None for a path
+    outside the root."""
+    if isinstance(k, os.PathLike):
+        rel = os.path.relpath(os.path.abspath(k), os.path.abspath(root()))
+        parts = rel.split(os.sep)
+        return None if any(p in ("", ".", "..") for p in parts) else (parts[:-1], parts[-1], key(rel))
     dirs = kind.split("/")
-    plain = all(d and d[0] != "-" and _LOWER.issuperset(d.replace("-", "")) for d in dirs)
-    if not plain or not (0 < len(name) <= 128 and name[0] not in ".-_" and _NAME.issuperset(name)):
-        raise ValueError(f"not a store entry: {kind}/{name}")
-    return dirs, name
+    if not all(d and d[0] != "-" and _LOWER.issuperset(d.replace("-", "")) for d in dirs) or not (
+        0 < len(k) <= 128 and k[0] not in ".-_" and _NAME.issuperset(k)
+    ):
+        raise ValueError(f"not a store entry: {kind}/{k}")
+    return dirs, k, k
 
 
 def _header(raw: bytes) -> Optional[tuple[str, int, str, bytes, int]]:
     """(kind, schema, key, mac, where the payload starts) of a stored entry; None when its
     bytes do not start with the store's header."""
     end = raw.find(b"\n", 0, 512)
-    if not raw.startswith(MAGIC) or end < 0:
+    fields = raw[len(MAGIC) : end].split(b" ") if raw.startswith(MAGIC) and end > 0 else []
+    if [f[: f.find(b"=") + 1] for f in fields] != [b"kind=", b"schema=", b"key=", b"mac="]:
         return None
-    fields = raw[len(MAGIC) : end].split(b" ")
-    if len(fields) != 4 or [f[: f.find(b"=") + 1] for f in fields] != [b"kind=", b"schema=", b"key=", b"mac="]:
-        return None
-    kind, schema, name, mac_ = (f[f.find(b"=") + 1 :] for f in fields)
-    if not schema.isdigit() or len(schema) > 9 or len(mac_) != 64 or not _HEX.issuperset(mac_):
+    kind, schema, name, sig = (f[f.find(b"=") + 1 :] for f in fields)
+    if not schema.isdigit() or len(schema) > 9 or len(sig) != 64 or not _HEX.issuperset(sig):
         return None
     try:
-        return kind.decode(), int(schema), name.decode(), mac_, end + 1
+        return kind.decode(), int(schema), name.decode(), sig, end + 1
     except UnicodeDecodeError:
         return None
-
-
-def _at(path) -> Optional[tuple[list[str], str, str]]:
-    """(directories, file name, key) of an entry kept at ``path`` under the root; None when
-    ``path`` is not under it (or climbs out of it)."""
-    rel = os.path.relpath(os.path.abspath(os.fspath(path)), os.path.abspath(os.fspath(root())))
-    parts = rel.split(os.sep)
-    if rel.startswith("..") or any(p in ("", ".", "..") for p in parts):
-        return None
-    return parts[:-1], parts[-1], key(rel)
-
-
-# -- reading ----------------------------------------------------------------------------------
 
 
 class Look(tuple):
@@ -327,220 +319,127 @@ class Look(tuple):
     miss = property(lambda self: self[1])
 
 
-def _hit(payload: Optional[bytes], miss: Optional[str]) -> Look:
-    return Look((payload, miss))
+def _raw(dirs: list[str], name: str, limit: int) -> Look:
+    """The stored bytes of an entry, or why not: absent, foreign, stale (not a file)."""
+    from patchkit.base import regular
 
-
-def _open_dirs(dirs: list[str], create: bool) -> int:
-    """A descriptor of ``root/dirs...``, each component opened with O_NOFOLLOW (made 0700
-    first when ``create``)."""
-    base = str(root())
-    if create:
-        os.makedirs(base, 0o700, exist_ok=True)
-    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in dirs:
-            if create:
-                try:
-                    os.mkdir(part, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = sub
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _raw(dirs: list[str], name: str, limit: int) -> tuple[Optional[bytes], Optional[str]]:
-    """The stored bytes of an entry, or (None, why): absent, foreign, stale (not a file)."""
-    try:
-        d = _open_dirs(dirs, create=False)
+        d = regular.open_dir(root(), dirs)
     except (FileNotFoundError, NotADirectoryError):
-        return None, "absent"
+        return Look((None, "absent"))
     except OSError:
-        return None, "stale"  # a link or a file in the way: not patchkit's
+        return Look((None, "stale"))  # a link or a file in the way: not patchkit's
     try:
-        if not strict(os.fstat(d)):
-            return None, "foreign"
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=d)
-        except FileNotFoundError:
-            return None, "absent"
-        except OSError:
-            return None, "stale"  # a link, or unreadable
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None, "stale"
-            if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-                return None, "foreign"
-            if st.st_size > limit + 512:
-                return None, "stale"
-            chunks, size = [], 0
-            while size <= limit + 512:
-                b = os.read(fd, 1 << 20)
-                if not b:
-                    break
-                chunks.append(b)
-                size += len(b)
-            return (b"".join(chunks), None) if size <= limit + 512 else (None, "stale")
-        finally:
-            os.close(fd)
-    except OSError:
-        return None, "stale"
+        st = os.stat(name, dir_fd=d, follow_symlinks=False)
+        if not strict(os.fstat(d)) or (stat.S_ISREG(st.st_mode) and (not strict(st) or st.st_uid != os.getuid())):
+            return Look((None, "foreign"))
+        return Look((regular.read(name, limit + 512, dir_fd=d, follow=False), None))
+    except FileNotFoundError:
+        return Look((None, "absent"))
+    except (OSError, regular.NotRegular, regular.TooBig):
+        return Look((None, "stale"))  # a link, a FIFO, a device, too big, unreadable
     finally:
         os.close(d)
 
 
-def _look(kind: str, schema: int, where: tuple[list[str], str, str], limit: int) -> Look:
+def look(kind: str, k, schema: int = 1, limit: int = LIMIT) -> Look:
+    """The payload of the entry ``kind``/``k`` (a key, or a path: ``_where``) of ``schema``,
+    or why it is a miss: the one miss rule."""
+    where = _where(kind, k)
+    if where is None:
+        return Look((None, "absent"))
     if not trusted():
-        return _hit(None, "untrusted")
+        return Look((None, "untrusted"))
     dirs, name, k = where
     raw, why = _raw(dirs, name, limit)
-    if raw is None:
-        return _missed(kind, dirs, name, why)
-    head = _header(raw)
-    if head is None or head[0] != kind or head[1] != schema:
-        return _hit(None, "stale")  # another schema or kind, an older patchkit's, damaged
-    s = secret()
-    if s is None:
-        return _hit(None, "no-key")
-    payload = raw[head[4] :]
-    if not _equal(head[3], mac(s, kind, schema, k, payload).encode()):
-        return _missed(kind, dirs, name, "forged")
-    return _hit(payload, None)
+    head = _header(raw) if raw is not None else None
+    if raw is not None and (head is None or head[0] != kind or head[1] != schema):
+        why = "stale"  # another schema or kind, an older patchkit's, damaged
+    elif raw is not None and secret() is None:
+        why = "no-key"
+    elif raw is not None and not _equal(head[3], mac(secret(), kind, schema, k, raw[head[4] :]).encode()):
+        why = "forged"
+    elif raw is not None:
+        return Look((raw[head[4] :], None))
+    if why in ("foreign", "forged"):
+        said = "is another user's or others may write it" if why == "foreign" else "is not this user's (its MAC fails)"
+        say_once(why, f"cache entry {'/'.join([*dirs, name])} {said}; ignored, computed afresh (said once)")
+    return Look((None, why))
 
 
-def _missed(kind: str, dirs: list[str], name: str, why: Optional[str]) -> Look:
-    if why in LOUD:
-        said = {"foreign": "is another user's or others may write it", "forged": "is not this user's (its MAC fails)"}
-        say_once(why, f"cache entry {'/'.join([*dirs, name])} {said[why]}; ignored, computed afresh (said once)")
-    return _hit(None, why)
-
-
-def look(kind: str, k: str, schema: int = 1, limit: int = LIMIT) -> Look:
-    """The payload of the entry ``kind``/``k`` of ``schema``, or why it is a miss."""
-    dirs, name = _place(kind, k)
-    return _look(kind, schema, (dirs, name, k), limit)
-
-
-def get(kind: str, k: str, schema: int = 1, limit: int = LIMIT) -> Optional[bytes]:
+def get(kind: str, k, schema: int = 1, limit: int = LIMIT) -> Optional[bytes]:
     return look(kind, k, schema, limit).payload
 
 
-def get_at(path, kind: str, schema: int = 1, limit: int = LIMIT) -> Optional[bytes]:
-    """The payload of the entry kept at ``path`` (beside what it describes), or None."""
-    where = _at(path)
-    return _look(kind, schema, where, limit).payload if where is not None else None
-
-
-def _json(payload: Optional[bytes], fits) -> Any:
+def get_json(kind: str, k, fits=None, schema: int = 1, limit: int = LIMIT) -> Any:
+    """The JSON value of the entry, when it ``fits`` (a shape.fits schema); None otherwise
+    (a miss)."""
+    payload = get(kind, k, schema, limit)
     if payload is None:
         return None
     import json
+
+    from patchkit.base import shape
 
     try:
         doc = json.loads(payload)
     except (ValueError, RecursionError):
         return None
-    if fits is None:
-        return doc
-    if callable(fits):
-        return doc if fits(doc) else None
-    from patchkit.base import shape
-
-    return doc if shape.fits(doc, fits) else None
-
-
-def get_json(kind: str, k: str, fits=None, schema: int = 1, limit: int = LIMIT) -> Any:
-    """The JSON value of the entry, when it ``fits`` (a shape.fits schema, or a predicate);
-    None otherwise (a miss)."""
-    return _json(get(kind, k, schema, limit), fits)
-
-
-def get_json_at(path, kind: str, fits=None, schema: int = 1, limit: int = LIMIT) -> Any:
-    return _json(get_at(path, kind, schema, limit), fits)
+    return doc if fits is None or shape.fits(doc, fits) else None
 
 
 # -- writing ----------------------------------------------------------------------------------
 
 
-def _write(d: int, name: str, data: bytes) -> None:
-    """``data`` as ``name`` in the directory ``d``: a temp (0600, O_EXCL) and a rename."""
-    tmp = f".{name[:24]}.{os.urandom(8).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=d)
+def _keep(dirs: list[str], name: str, data: bytes) -> bool:
+    """The one writer: a temp (0600, O_EXCL) beside the entry, then a rename; its
+    directories made 0700.  Whether it wrote: a full or read-only store, a link in the way,
+    cost only speed."""
+    from patchkit.base import regular
+
     try:
+        d = regular.open_dir(root(), dirs, create=True, mode=0o700)
+    except OSError:
+        return False
+    tmp = f".{name[:24]}.{os.urandom(8).hex()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=d)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, name, src_dir_fd=d, dst_dir_fd=d)
-    except BaseException:
+        return True
+    except OSError:
         try:
             os.unlink(tmp, dir_fd=d)
         except OSError:
             pass
-        raise
-
-
-def _keep(dirs: list[str], name: str, data: bytes) -> bool:
-    """The one writer; whether it wrote.  Best effort: a full or read-only store, a link in
-    the way, cost only speed."""
-    try:
-        d = _open_dirs(dirs, create=True)
-    except OSError:
-        return False
-    try:
-        _write(d, name, data)
-        return True
-    except OSError:
         return False
     finally:
         os.close(d)
 
 
-def _put(kind: str, schema: int, where: tuple[list[str], str, str], payload: bytes) -> None:
-    if not trusted():
-        return
-    s = secret()
-    if s is not None:
-        _keep(where[0], where[1], seal(kind, schema, where[2], payload, s))
+def sealed(kind: str, k, payload: bytes, schema: int = 1) -> Optional[bytes]:
+    """The bytes the entry is stored as, or None: keep none (an untrusted store, no key, a
+    path outside the store).  For a caller that puts them in place itself (a record inside
+    a tree being made elsewhere, renamed into place)."""
+    where = _where(kind, k)
+    s = secret() if where is not None and trusted() else None
+    return seal(kind, schema, where[2], payload, s) if s is not None else None
 
 
-def put(kind: str, k: str, payload: bytes, schema: int = 1) -> None:
-    """Keep ``payload`` as the entry ``kind``/``k`` of ``schema`` (nothing, in an untrusted
-    store or without a key)."""
-    dirs, name = _place(kind, k)
-    _put(kind, schema, (dirs, name, k), payload)
+def put(kind: str, k, payload: bytes, schema: int = 1) -> None:
+    """Keep ``payload`` as the entry ``kind``/``k`` (a key, or a path: ``_where``) of
+    ``schema``; nothing, in an untrusted store or without a key."""
+    data = sealed(kind, k, payload, schema)
+    if data is not None:
+        dirs, name, _ = _where(kind, k)
+        _keep(dirs, name, data)
 
 
-def put_at(path, kind: str, payload: bytes, schema: int = 1) -> None:
-    where = _at(path)
-    if where is not None:
-        _put(kind, schema, where, payload)
-
-
-def put_json(kind: str, k: str, value, schema: int = 1) -> None:
+def put_json(kind: str, k, value, schema: int = 1) -> None:
     import json
 
     put(kind, k, json.dumps(value, separators=(",", ":")).encode(), schema)
-
-
-def put_json_at(path, kind: str, value, schema: int = 1) -> None:
-    import json
-
-    put_at(path, kind, json.dumps(value, separators=(",", ":"), sort_keys=True).encode(), schema)
-
-
-def sealed_at(path, kind: str, payload: bytes, schema: int = 1) -> Optional[bytes]:
-    """The bytes an entry at ``path`` is stored as, for a caller that puts them there itself
-    (a record inside a tree being made elsewhere and renamed into place); None: keep none."""
-    where = _at(path)
-    if where is None or not trusted():
-        return None
-    s = secret()
-    return seal(kind, schema, where[2], payload, s) if s is not None else None
 
 
 # -- blobs ------------------------------------------------------------------------------------
@@ -590,7 +489,7 @@ def forge(path, data: bytes, k: bytes, kind: Optional[str] = None, schema: int =
     if head is not None:
         kind, schema, name = head[:3]
     else:
-        where = _at(path)
+        where = _where(kind or "", Path(path))
         if where is None or kind is None:
             raise ValueError(f"{path}: not an entry, nor a place in the store")
         name = where[2]

@@ -130,7 +130,7 @@ def fill(root: Path, say: Callable[[str], None]) -> None:
     source = {"engine": doc["engine"], "source": "index", "version": doc["version"], "wheel": whl.name}
     # whole now: tied to the checked wheel as an unpacked tree is (recorded.tree_why_not)
     record = recorded.tree_record(whl, source)
-    sealed = store.sealed_at(root / recorded.TREE_RECORD, recorded.KIND, record) if record is not None else None
+    sealed = store.sealed(recorded.KIND, root / recorded.TREE_RECORD, record) if record is not None else None
     if sealed is not None:
         _put(root, recorded.TREE_RECORD, data=sealed)
     _put(root, ".patchkit/source.json", data=(json.dumps(source, indent=1, sort_keys=True) + "\n").encode())

@@ -253,7 +253,7 @@ class LazyWheel:
         """The release as a previous run listed it (``lazy/DIST/VERSION/manifest.json``), or None."""
         # an entry of patchkit's store (patchkit/base/store.py): a listing planted or copied into
         # the cache, naming blobs of its own as the release's members, is a miss
-        doc = store.get_json_at(manifest_path(dist, version), "lazy", dict)
+        doc = store.get_json("lazy", manifest_path(dist, version), dict)
         try:
             lw = cls(dist, version, say, dict(doc["pick"]))
             lw.size, lw._record = int(doc["size"]), dict(doc["record"])
@@ -336,7 +336,7 @@ class LazyWheel:
             "record_name": self.record_name,
             "record_digest": self.record_digest,
         }
-        store.put_json_at(manifest_path(self.dist, self.version), "lazy", doc)
+        store.put_json("lazy", manifest_path(self.dist, self.version), doc)
 
     # reading
     def namelist(self) -> list[str]:

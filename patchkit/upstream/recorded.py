@@ -55,14 +55,14 @@ def record(archive: Path, sha256: str) -> None:
 
     if _HEX64.fullmatch(sha256 or ""):
         _mine[str(archive)] = sha256  # this process's own check stands where none can be stored
-        store.put_json_at(archive.parent / (archive.name + SUFFIX), KIND, {"file": archive.name, "sha256": sha256})
+        store.put_json(KIND, archive.parent / (archive.name + SUFFIX), {"file": archive.name, "sha256": sha256})
 
 
 def _record(archive: Path) -> Optional[dict]:
     """The authenticated record beside ``archive``, or None."""
     from patchkit.base import store
 
-    doc = store.get_json_at(archive.parent / (archive.name + SUFFIX), KIND, dict, limit=4096)
+    doc = store.get_json(KIND, archive.parent / (archive.name + SUFFIX), dict, limit=4096)
     if doc is None or doc.get("file") != archive.name:
         return None
     return doc if isinstance(doc.get("sha256"), str) and _HEX64.fullmatch(doc["sha256"]) else None
@@ -125,7 +125,7 @@ def open_checked(archive: Path) -> BinaryIO:
         f.close()
         raise Unchecked(f"its sha256 is {got[:16]}..., not the {want[:16]}... recorded when it was downloaded")
     if doc is not None:  # checked as it stands now: the next use need not hash it again
-        store.put_json_at(archive.parent / (archive.name + SUFFIX), KIND, {**doc, "checked": now})
+        store.put_json(KIND, archive.parent / (archive.name + SUFFIX), {**doc, "checked": now})
     return f
 
 
@@ -171,7 +171,7 @@ def seal_tree(tmp: Path, dest: Path, data: Optional[bytes]) -> None:
     sealed under the name it will have at ``dest``."""
     from patchkit.base import store
 
-    sealed = store.sealed_at(dest / TREE_RECORD, KIND, data) if data is not None else None
+    sealed = store.sealed(KIND, dest / TREE_RECORD, data) if data is not None else None
     if sealed is not None:
         (tmp / TREE_RECORD).parent.mkdir(exist_ok=True)
         (tmp / TREE_RECORD).write_bytes(sealed)
@@ -184,7 +184,7 @@ def tree_why_not(dest: Path, engine: str, version: str) -> Optional[str]:
     from patchkit.base import store
     from patchkit.base.target import ENGINES
 
-    doc = store.get_json_at(dest / TREE_RECORD, KIND, dict, limit=1 << 16)
+    doc = store.get_json(KIND, dest / TREE_RECORD, dict, limit=1 << 16)
     if doc is None or not _HEX64.fullmatch(str(doc.get("sha256", ""))):
         return "it carries no authenticated record of the checked archive it was unpacked from"
     if doc.get("engine") != engine or doc.get("version") != version:
@@ -217,7 +217,7 @@ def sparse_why_not(dest: Path, engine: str, version: str) -> Optional[str]:
     ``source.json`` make no pristine reference."""
     from patchkit.base import store
 
-    doc = store.get_json_at(dest / TREE_RECORD, KIND, dict, limit=1 << 16)
+    doc = store.get_json(KIND, dest / TREE_RECORD, dict, limit=1 << 16)
     if doc is None or not _HEX64.fullmatch(str(doc.get("record", ""))):
         return "it carries no authenticated record of the wheel it is read from"
     if doc.get("engine") != engine or doc.get("sparse") != version:

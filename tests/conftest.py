@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the user's ~/.config/patchkit/recipes, none shipped with the installed patchkit (a test
     # of those layers sets them up itself: tests/test_project.py, tests/test_install.py).
     # The workers of one pytest-xdist run share the controller's: its cache key
-    # (patchkit/base/trust.py) is theirs too, so the releases one worker unpacks into the shared
+    # (patchkit/base/store.py) is theirs too, so the releases one worker unpacks into the shared
     # cache (tied to their archive under that key, patchkit/upstream/recorded.py) are the others'.
     inherited = os.environ.get("XDG_CONFIG_HOME", "")
     if os.environ.get("PYTEST_XDIST_WORKER") and os.path.basename(inherited).startswith("patchkit-empty-config-"):
@@ -83,7 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _stable_cache_key(config_dir: Path) -> None:
-    """One cache key (patchkit/base/trust.py) for every test run of this user on this machine,
+    """One cache key (patchkit/base/store.py) for every test run of this user on this machine,
     as one user has one: what a run seals in the shared cache (releases unpacked, tied to
     their archive) is the next run's, not unpacked again over a tree another run is reading.
     Kept 0600 in the temporary directory; a run that cannot read it makes its own."""

@@ -105,3 +105,15 @@ def test_bad_input_is_one_line_and_exit_2(store, run_cli, args, says):
     _, project, _ = store
     code, out, err = run_cli("cache", *args, cwd=project)
     assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_show_says_when_the_store_is_not_trusted(store, run_cli):
+    cache, project, _ = store
+    os.chmod(cache, 0o775)  # the group may write it: the store reads and writes no derived entry
+    code, out, _ = run_cli("cache", "--json", cwd=project)
+    doc = json.loads(out)
+    assert code == 0 and doc["trusted"] is False and "writable by group" in doc["untrusted_why"]
+    code, out, _ = run_cli("cache", cwd=project)
+    assert code == 0 and "not trusted" in out
+    os.chmod(cache, 0o700)
+    assert json.loads(run_cli("cache", "--json", cwd=project)[1])["trusted"] is True

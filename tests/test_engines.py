@@ -362,11 +362,11 @@ def test_a_planted_cache_entry_with_a_dist_leading_outside_is_a_miss(tmp_path, m
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     assert engines._shipped()["sglang"].dist == "sglang"
     (entry,) = (tmp_path / "cache" / "engines").iterdir()
-    from patchkit.base import trust
+    from patchkit.base import store
 
-    rows = json.loads(trust.stored(entry))
+    rows = json.loads(store.payload(entry))
     rows[0][1] = "../../outside"
-    trust.restore(entry, json.dumps(rows).encode())
+    store.reseal(entry, json.dumps(rows).encode())
     assert engines._shipped()["sglang"].dist == "sglang"
 
 

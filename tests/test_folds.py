@@ -136,10 +136,10 @@ def test_the_folded_site_passes_and_the_fp8_default_does_not():
     assert context.similarity(other, true)[0] < identity.THRESHOLD
 
 
-def test_a_cached_identity_keeps_arms_and_fold(tmp_path):
-    path = tmp_path / "x.json"
-    identity._save(path, (home(),))
-    assert identity._load(path) == (home(),)
+def test_a_cached_identity_keeps_arms_and_fold(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    identity._save("x", (home(),))
+    assert identity._load("x") == (home(),)
 
 
 def test_a_carried_identity_keeps_arms_and_fold_through_its_toml():

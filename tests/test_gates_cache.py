@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import trust
+from patchkit.base import store
 from patchkit.core import verdicts
 from patchkit.core.goals import cppeval, pyeval
 from patchkit.core.goals.device import Device
@@ -277,7 +277,7 @@ def test_a_planted_moved_misshapen_or_stale_entry_is_a_miss(tmp_path, cache, cal
     want = _doc(_scan(root, cache=False))
     _scan(root)
     entry = _entry(cache, "trees")
-    good = trust.stored(entry)
+    good = store.payload(entry)
     doc = json.loads(good)
     forged = dict(doc, results=[[r[0], [], [], None, True] for r in doc["results"]])  # no gate anywhere
 
@@ -286,22 +286,24 @@ def test_a_planted_moved_misshapen_or_stale_entry_is_a_miss(tmp_path, cache, cal
         return _doc(_scan(root)), len(calls)
 
     assert read() == (want, 0)
-    trust.restore(entry, json.dumps(forged).encode())  # sealed with the key: what a key holder wrote is read
+    store.reseal(entry, json.dumps(forged).encode())  # sealed with the key: what a key holder wrote is read
     assert json.loads(read()[0])["closed"] == []
     entry.write_bytes(json.dumps(forged).encode())  # planted: no MAC
     assert read()[0] == want
+    mine = store.secret()
+    for name, schema in (("0" * 64, 1), (entry.name, 0)):  # another scan's entry moved here; another schema
+        entry.write_bytes(store.seal("gates/trees", schema, name, json.dumps(forged).encode(), mine))
+        assert read()[0] == want, (name, schema)
     for bad in (
-        dict(forged, key="0" * 64),  # another scan's entry, moved here and sealed as a key holder would
-        dict(forged, format="gates-0"),
         dict(forged, results=[[r[0], [{"line": "1"}], [], None, True] for r in doc["results"]]),
         dict(doc, results=[[r[0], [{**row, "evil": 1} for row in r[1]], r[2], r[3], r[4]] for r in doc["results"]]),
         dict(forged, results=[[r[0], [], [], None] for r in doc["results"]]),
     ):
-        trust.restore(entry, json.dumps(bad).encode())
-        assert read()[0] == want, bad.get("key", bad.get("format"))
+        store.reseal(entry, json.dumps(bad).encode())
+        assert read()[0] == want, bad
     # an entry of other code (a patchkit upgrade) is never read: the key is new
     monkeypatch.setattr(verdicts, "code_hash", lambda: "other code")
-    trust.restore(entry, json.dumps(forged).encode())
+    store.reseal(entry, json.dumps(forged).encode())
     assert read()[0] == want and len(list((cache / "gates" / "trees").iterdir())) == 2
 
 
@@ -309,12 +311,12 @@ def test_a_planted_file_entry_is_a_miss(tmp_path, cache, calls):
     root = mini_sglang(tmp_path / "t", {"sglang/srt/a.py": "if is_sm100_supported():\n    go()\n"})
     want = _doc(_scan(root))
     entry = _entry(cache, "files")
-    doc = json.loads(trust.stored(entry))
+    doc = json.loads(store.payload(entry))
     assert doc["closed"][0]["condition"] == "is_sm100_supported()"
     entry.write_bytes(json.dumps(dict(doc, closed=[])).encode())
     del calls[:]
     assert _doc(_scan(root)) == want and len(calls) == 1
-    trust.restore(entry, json.dumps(dict(doc, closed=[{"line": 1}])).encode())  # sealed, misshapen
+    store.reseal(entry, json.dumps(dict(doc, closed=[{"line": 1}])).encode())  # sealed, misshapen
     del calls[:]
     assert _doc(_scan(root)) == want and len(calls) == 1
 

@@ -73,6 +73,7 @@ else:  # pragma: no cover
 
 import pytest
 
+from patchkit.base import store
 from tests.conftest import downloaded, mini_sglang
 
 TABLE = Path(__file__).with_name("hostile_cases.toml")
@@ -199,15 +200,24 @@ def _damage(case: dict, where: dict[str, Path]) -> None:
             if p.is_symlink() or (p.exists() and not p.is_dir()):
                 clear(p)
             p.mkdir(exist_ok=True)
+
+    def put(p: Path, data: bytes) -> None:
+        """``data`` at ``p``; an entry of patchkit's store sealed as this user's (what a holder
+        of the key could write: the entry's own checks are then what stands)."""
+        if p.is_file() and not p.is_symlink() and p.read_bytes().startswith(store.MAGIC):
+            store.reseal(p, data)
+        else:
+            p.write_bytes(data)
+
     for rel, text in case.get("files", {}).items():
         for p in at(rel):
-            p.write_bytes(_expand(text, where).encode(case.get("encoding", "utf-8")))
+            put(p, _expand(text, where).encode(case.get("encoding", "utf-8")))
     for rel, hexed in case.get("hex", {}).items():
         for p in at(rel):
-            p.write_bytes(bytes.fromhex(hexed))
+            put(p, bytes.fromhex(hexed))
     for rel, parts in case.get("repeat", {}).items():
         for p in at(rel):
-            p.write_bytes(b"".join(chunk.encode() * n for chunk, n in parts))
+            put(p, b"".join(chunk.encode() * n for chunk, n in parts))
     for rel, to in case.get("links", {}).items():
         for p in at(rel):
             clear(p)

@@ -120,18 +120,21 @@ def test_a_tie_across_scopes_goes_to_the_one_that_kept_the_sites_def_name():
 # -- the cache -----------------------------------------------------------------------------------
 
 
-def test_a_cached_identity_round_trips_and_a_bad_entry_is_a_miss(tmp_path):
+def test_a_cached_identity_round_trips_and_a_bad_entry_is_a_miss(tmp_path, monkeypatch):
+    from patchkit.base import store
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     site = ctx(ORIGINAL, 'not in ["a"')
-    path = tmp_path / "x.json"
-    identity._save(path, (site,))
-    assert identity._load(path) == (site,)
-    identity._save(path, None)
-    assert identity._load(path) is False  # "the release does not hold the site", remembered
+    k = store.key("x")
+    identity._save(k, (site,))
+    assert identity._load(k) == (site,)
+    identity._save(k, None)
+    assert identity._load(k) is False  # "the release does not hold the site", remembered
     for bad in (b"", b"\x00garbage", b"[\xff\xff\xff\x7f", b"[" * 100_000, b'[["a", "b"]]', b"5", b"[[1,2,3,4,5,6,7]]"):
-        path.write_bytes(bad)
-        assert identity._load(path) is None
-    path.write_bytes(b'[["f", "s", [["x", ""]], 5, [], [], [], [], []]]')  # `at` out of the block
-    assert identity._load(path) is None
+        store.put("identity", k, bad)  # sealed as this user's: only its shape stands
+        assert identity._load(k) is None
+    store.put("identity", k, b'[["f", "s", [["x", ""]], 5, [], [], [], [], []]]')  # `at` out of the block
+    assert identity._load(k) is None
 
 
 # -- the revert invariant's test -----------------------------------------------------------------

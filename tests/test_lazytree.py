@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import sparse
+from patchkit.base import sparse, store
 from patchkit.base.errors import FetchError, TargetError
 from patchkit.base.target import open_target
 from patchkit.core import relocate
@@ -107,7 +107,7 @@ def test_a_sparse_tree_holds_what_was_read_and_shares_blobs(env, local_index, mo
     assert SO not in files_in(root) and "sglang/srt/other.py" not in files_in(root)
     assert idx.bytes < 0.05 * len(HERE[1]), (idx.bytes, len(HERE[1]))
     assert not (env / "wheels").exists()  # no whole wheel came
-    blob = lazywheel.blob_path(hashlib.sha256(GATE_CODE.encode()).hexdigest())
+    blob = store.blob_path(hashlib.sha256(GATE_CODE.encode()).hexdigest())
     assert os.path.samefile(root / GATE, blob)  # a hard link to the blob
     # another release's same file: no request, the same bytes on disk
     other = fetch.release_tree("sglang", "0.5.10", lazy=True)
@@ -207,7 +207,7 @@ def test_a_lying_or_truncated_range_answer_is_never_used(env, local_index, monke
     assert doc.original == GATE_CODE.encode()
     assert capsys.readouterr().err.count("the whole wheel is downloaded") == 1
     assert any((env / "wheels").rglob("*.whl"))
-    assert not lazywheel.blob_path(hashlib.sha256(forged.encode()).hexdigest()).exists()
+    assert not store.blob_path(hashlib.sha256(forged.encode()).hexdigest()).exists()
 
 
 def test_a_lying_whole_file_too_is_an_error_never_a_verdict(env, local_index, monkeypatch):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.base import store
 from patchkit.base.errors import FetchError
 from patchkit.base.target import Target
 from patchkit.upstream import lazywheel, pristine
@@ -143,7 +144,7 @@ def test_a_member_not_matching_record_is_refused(lazy_env, local_index, monkeypa
     assert whole_in_cache(lazy_env)
     # and it was not stored as a blob
     digest = hashlib.sha256(forged[GATE].encode()).hexdigest()
-    assert not lazywheel.blob_path(digest).exists()
+    assert not store.blob_path(digest).exists()
 
 
 def test_a_lying_whole_file_too_is_an_error_never_a_verdict(lazy_env, local_index, monkeypatch):
@@ -183,7 +184,7 @@ def test_a_truncated_wheel_is_a_clean_no_reference(lazy_env, local_index, monkey
 def test_a_damaged_blob_is_fetched_again(lazy_env, local_index, monkeypatch):
     idx = serve(local_index, monkeypatch)
     assert reference().read(GATE) == FILES[GATE].encode()
-    blob = lazywheel.blob_path(hashlib.sha256(FILES[GATE].encode()).hexdigest())
+    blob = store.blob_path(hashlib.sha256(FILES[GATE].encode()).hexdigest())
     blob.write_bytes(b"tampered")
     idx.reset()
     assert reference().read(GATE) == FILES[GATE].encode()

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from patchkit.base import memo, trust
+from patchkit.base import memo, store
 from patchkit.base.errors import PatchkitError
 from patchkit.fleet import profile
 
@@ -90,7 +90,7 @@ def test_a_bad_entry_is_a_miss_and_is_replaced(cache, tmp_path, plant):
     assert len(calls) == 2
     assert victim.read_bytes() == b"+4:1:b"
     if plant in ("garbage", "link"):  # replaced by a regular entry (a link is replaced, not followed)
-        assert not entry.is_symlink() and memo.decode(trust.stored(entry)) == [["a"]]
+        assert not entry.is_symlink() and memo.decode(store.payload(entry)) == [["a"]]
 
 
 def test_a_refused_input_is_refused_every_time_and_nothing_is_kept(cache, tmp_path):

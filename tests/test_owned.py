@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import fsio, regular, trust
+from patchkit.base import fsio, regular, store
 from patchkit.base.target import open_target
 from patchkit.core import confirm, verdicts
 from tests.conftest import MINIMAL_RECIPE, downloaded, mini_sglang
@@ -66,18 +66,21 @@ def test_a_link_at_any_owned_component_is_refused_never_followed(cache, victim):
     (cache / "verdicts").symlink_to(victim)
     with pytest.raises(OSError):
         fsio.write_owned(cache, "verdicts/k.json", b"x")
-    assert regular.read_cached(cache, "verdicts/secret.py", 100) is None  # the victim is never read
-    fsio.store_cached(cache, "verdicts/k.json", b"x")  # a cache: best effort, silent
+    assert store.look("verdicts", "secret.py").payload is None  # the victim is never read
+    store.put("verdicts", "k", b"x")  # a cache: best effort, silent
     _untouched(victim)
 
 
 def test_a_link_at_the_entry_is_replaced_not_written_through(cache, victim):
     (cache / "drift").mkdir()
     (cache / "drift" / "k.json").symlink_to(victim / "secret.py")
-    assert regular.read_cached(cache, "drift/k.json", 100) is None
+    assert store.get("drift", "k.json") is None
     fsio.write_owned(cache, "drift/k.json", b"[]")
     assert not (cache / "drift" / "k.json").is_symlink() and (cache / "drift" / "k.json").read_bytes() == b"[]"
-    assert [p.name for p in (cache / "drift").iterdir()] == ["k.json"]  # no temp left
+    (cache / "drift" / "k2").symlink_to(victim / "secret.py")
+    store.put("drift", "k2", b"[]")  # the store's writer too
+    assert not (cache / "drift" / "k2").is_symlink() and store.get("drift", "k2") == b"[]"
+    assert sorted(p.name for p in (cache / "drift").iterdir()) == ["k.json", "k2"]  # no temp left
     _untouched(victim)
 
 
@@ -88,7 +91,7 @@ def test_fifos_devices_and_directories_are_misses(cache, no_hang):
     (cache / "c" / "dir").mkdir()
     (cache / "c" / "big").write_bytes(b"x" * 200)
     for name in ("fifo", "zero", "dir", "big", "absent"):
-        assert regular.read_cached(cache, f"c/{name}", 100) is None, name
+        assert store.get("c", name, limit=100) is None, name
     with pytest.raises(regular.NotRegular, match="a symlink"):
         regular.read_owned(cache, "c/zero")
     with pytest.raises(regular.NotRegular, match="a FIFO"):
@@ -149,7 +152,7 @@ def applied(tmp_path, cache, run_cli, monkeypatch):
 
 
 def _entry(cache: Path) -> Path:
-    (p,) = (cache / "verdicts").glob("*.json")
+    (p,) = (p for p in (cache / "verdicts").iterdir() if not p.name.startswith("."))
     return p
 
 
@@ -168,12 +171,12 @@ def _entry(cache: Path) -> Path:
 def test_a_verdict_entry_of_the_wrong_shape_is_a_miss_and_is_replaced(applied, cache, damage):
     t, run = applied
     code, first, _ = run("status", "r")
-    entry = json.loads(trust.stored(_entry(cache)))
+    entry = json.loads(store.payload(_entry(cache)))
     assert code == 0 and entry["provenance"], first  # cached, with the provenance it is read back with
-    trust.restore(_entry(cache), json.dumps(damage(entry)).encode())
+    store.reseal(_entry(cache), json.dumps(damage(entry)).encode())
     code, out, err = run("status", "r")
     assert (code, out) == (0, first), err
-    assert json.loads(trust.stored(_entry(cache))) == entry  # judged again, and replaced
+    assert json.loads(store.payload(_entry(cache))) == entry  # judged again, and replaced
 
 
 @pytest.mark.parametrize(
@@ -190,16 +193,16 @@ def test_a_verdict_entry_of_the_wrong_shape_is_a_miss_and_is_replaced(applied, c
 def test_a_planted_verdict_entry_is_a_miss_never_an_error(applied, cache, planted):
     t, run = applied
     code, first, _ = run("status", "r")
-    trust.restore(_entry(cache), planted)
+    store.reseal(_entry(cache), planted)
     code, out, err = run("status", "r")
     assert (code, out) == (0, first), err
-    assert json.loads(trust.stored(_entry(cache)))["provenance"]  # judged again, and replaced
+    assert json.loads(store.payload(_entry(cache)))["provenance"]  # judged again, and replaced
 
 
 def test_a_planted_link_at_the_old_verdict_temp_name_writes_no_victim(applied, cache, victim):
     t, run = applied
     run("status", "r")
-    k = _entry(cache).name[: -len(".json")]
+    k = _entry(cache).name
     _entry(cache).unlink()
     (cache / "verdicts" / f".{k}.{os.getpid()}.tmp").symlink_to(victim / "secret.py")
     assert run("status", "r")[0] == 0
@@ -216,7 +219,7 @@ def test_the_journal_as_a_fifo_or_dev_zero_is_never_read_for_provenance(applied,
     targets = {"sglang": open_target("sglang", t)}
     assert verdicts._provenance(targets) is None  # no hang, and nothing cached on it
     assert run("status", "r")[0] == 0
-    assert not list((cache / "verdicts").glob("*.json"))
+    assert not list((cache / "verdicts").glob("*"))
     j.unlink()
     j.symlink_to("/dev/zero")
     assert verdicts._provenance(targets) is None
@@ -254,8 +257,7 @@ def test_a_confirmed_directory_linked_elsewhere_takes_no_write(cache, victim):
 def test_a_plan_entry_of_the_wrong_shape_is_a_miss(cache, text):
     from patchkit.commands import verify
 
-    (cache / "verify" / "plans").mkdir(parents=True)
-    (cache / "verify" / "plans" / "k.json").write_text(text)
+    store.put("verify/plans", "k", text.encode())  # sealed: only its shape stands
     assert verify._plan_cached("k") is None
 
 
@@ -266,10 +268,9 @@ def test_a_build_entry_is_stored_beside_itself_and_read_only_in_its_shape(cache,
     from patchkit.verify import build
 
     key = "ab" + "0" * 62
-    d = cache / "verify" / "ab"
-    d.mkdir(parents=True)
-    for suffix in (".json", ".ptx.gz"):  # the names older releases wrote at
-        (d / f"{key}{suffix}.{os.getpid()}").symlink_to(victim / "secret.py")
+    for kind in ("builds", "ptx"):  # a link planted at the entry's name: replaced, never written through
+        (cache / "verify" / kind).mkdir(parents=True)
+        (cache / "verify" / kind / key).symlink_to(victim / "secret.py")
     build._store(key, {"built": True, "error": None, "seconds": 1.5, "summaries": {}}, PTX)
     _untouched(victim)
     assert build._entry(key) == {"built": True, "error": None, "seconds": 1.5, "summaries": {}}
@@ -278,9 +279,9 @@ def test_a_build_entry_is_stored_beside_itself_and_read_only_in_its_shape(cache,
     assert hit.built and hit.cached and (hit.summary["kernels"], hit.summary["counts"]) == (1, {"griddepcontrol": 1})
     assert set(build._entry(key)["summaries"]) == {build._tag(("griddepcontrol",))}
     for bad in ('{"built": true, "error": null, "seconds": 1}', '{"built": "yes"}', "[1]", "{bad"):
-        (d / f"{key}.json").write_text(bad)
+        store.put("verify/builds", key, bad.encode())
         assert build._entry(key) is None, bad
-    (d / f"{key}.ptx.gz").write_bytes(b"not gzip")
+    store.put("verify/ptx", key, b"not gzip")
     assert build._ptx(key) is None
 
 
@@ -299,8 +300,7 @@ def test_the_build_cache_behind_a_link_takes_no_write(cache, victim):
 def test_a_drift_entry_of_the_wrong_shape_is_a_miss(cache, text):
     from patchkit.upstream import drift
 
-    (cache / "drift").mkdir()
-    (cache / "drift" / "k.json").write_text(text)
+    store.put("drift", "k", text.encode())  # sealed: only its shape stands
     assert drift._cached("k") is None
 
 
@@ -537,7 +537,7 @@ def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache
     from patchkit.base import engines
 
     st = engines.SHIPPED.stat()
-    entry = cache / "engines" / f"{st.st_size}-{st.st_mtime_ns}.json"
+    entry = cache / "engines" / store.key(engines.SHIPPED, st.st_size, st.st_mtime_ns)
     entry.parent.mkdir(parents=True, exist_ok=True)
     os.mkfifo(entry)
     assert "sglang" in engines._shipped()  # a FIFO there: read from the TOML, no hang
@@ -549,7 +549,7 @@ def test_the_engine_tables_cache_is_read_and_written_only_as_patchkits_own(cache
     assert entry.is_file() and not entry.is_symlink()
     assert "vllm" in engines._shipped()  # and read back from it
     for planted in (b"[\xff\xff\xff\x7f", b"[" * 100_000, b'[["sglang", 5]]', b'[["a","b","c",{},"",1,[],[],null,""]]'):
-        entry.write_bytes(planted)  # marshal's length bomb, nested past the parser, rows of the wrong shape
+        store.reseal(entry, planted)  # marshal's length bomb, nested past the parser, rows of the wrong shape
         assert engines._shipped() == engines.parse(engines.SHIPPED.read_text(), str(engines.SHIPPED))
 
 

@@ -14,7 +14,7 @@ pristine wheels, outlines) and per way it gets there:
 * ``foreign-owned`` and ``group-writable``: the false entry sealed as this user's, in a cache
   directory another user owns (``chown`` as root; without root, the trust rule's ``lstat``
   of the cache directory reports another owner) or that the group may write: only the trust
-  rule (patchkit/base/trust.py) stands.
+  rule (patchkit/base/store.py) stands.
 
 Every row runs the command on the world with the entry planted and checks: the exit code
 and the target's bytes are what they are with no entry at all (a world built the same way,
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import trust
+from patchkit.base import store
 from tests.conftest import MINIMAL_RECIPE, downloaded, mini_sglang
 from tests.test_hostile import snapshot
 
@@ -80,9 +80,9 @@ class World:
         mp.setenv("PATCHKIT_OFFLINE", "1")
         mp.setenv("PATCHKIT_LOCK_TIMEOUT", "0.3")
         mp.delenv("PYTHONPATH", raising=False)
-        mp.setattr(trust, "_trusted", {})
-        mp.setattr(trust, "_key", {})
-        mp.setattr(trust, "_said", set())
+        mp.setattr(store, "_trusted", {})
+        mp.setattr(store, "_key", {})
+        mp.setattr(store, "_said", set())
 
     def release(self, tree: Path, name: str = "sglang-0.5.9-py3-none-any.whl", record: bool = True) -> Path:
         """The release wheel of ``tree`` in the cache (recorded as a download records it)."""
@@ -99,21 +99,20 @@ class World:
         return self.run_cli("--recipes", str(self.recipes), *args, *tail)
 
     def forget(self) -> None:
-        """A new process: trust's memos cleared, so the next command looks again."""
-        trust._trusted.clear()
-        trust._said.clear()
-        trust._key.clear()
+        """A new process: the store's memos cleared, so the next command looks again."""
+        store._trusted.clear()
+        store._said.clear()
+        store._key.clear()
 
 
 def _entries(cache: Path, kind: str) -> list[Path]:
     d = cache / kind
-    return sorted(p for p in d.glob("*") if p.is_file() and not p.name.endswith(".paths.json")) if d.is_dir() else []
+    return sorted(p for p in d.glob("*") if p.is_file()) if d.is_dir() else []
 
 
-def _seal_other(path: Path, data: bytes) -> None:
+def _seal_other(path: Path, data: bytes, kind: str | None = None) -> None:
     """``data`` at ``path`` with a MAC under a key that is not this user's."""
-    name = trust.entry_name(path.parent, path.name)
-    path.write_bytes(trust.TAG + trust.mac(OTHER_KEY, name, data).hex().encode() + b"\n" + data)
+    store.forge(path, data, OTHER_KEY, kind)
 
 
 def _untrust(w: World, how: str, monkeypatch) -> None:
@@ -139,7 +138,7 @@ def _untrust(w: World, how: str, monkeypatch) -> None:
                 return os.stat_result(fields)
             return st
 
-    monkeypatch.setattr(trust, "os", _Os())
+    monkeypatch.setattr(store, "os", _Os())
 
 
 # -- the false entries, one per kind ------------------------------------------------------------
@@ -158,7 +157,7 @@ def _plan_poisoned(w: World) -> tuple[Path, bytes]:
     shutil.rmtree(w.t)
     shutil.copytree(pristine, w.t)
     [entry] = _entries(w.cache, "plans")
-    doc = json.loads(trust.stored(entry))
+    doc = json.loads(store.payload(entry))
     was, now = hashlib.sha256(applied).hexdigest(), hashlib.sha256(PLANTED).hexdigest()
     old_x = (w.t / "sglang/srt/x.py").read_bytes()
     for wr in doc["commit"]["writes"]:
@@ -187,7 +186,7 @@ def _plan_stale(w: World) -> Path:
     shutil.copytree(w.t, pristine)
     assert w.cli("apply", "r")[0] == 0
     [old_entry] = _entries(w.cache, "plans")
-    old = json.loads(trust.stored(old_entry))
+    old = json.loads(store.payload(old_entry))
     shutil.rmtree(w.t)
     shutil.copytree(pristine, w.t)
     x = w.t / "sglang/srt/x.py"
@@ -198,8 +197,7 @@ def _plan_stale(w: World) -> Path:
     shutil.rmtree(w.t)
     shutil.copytree(pristine, w.t)
     [new_entry] = [p for p in _entries(w.cache, "plans") if p != old_entry]
-    key = json.loads(trust.stored(new_entry))["key"]
-    trust.restore(new_entry, json.dumps({**old, "key": key}).encode())
+    store.reseal(new_entry, json.dumps(old).encode())
     return new_entry
 
 
@@ -207,7 +205,7 @@ def _verdict_poisoned(w: World) -> tuple[Path, bytes]:
     """`status`'s entry for the pristine tree, its verdicts turned to applied."""
     assert w.cli("status", "r")[0] == 1
     [entry] = _entries(w.cache, "verdicts")
-    text = trust.stored(entry).decode()
+    text = store.payload(entry).decode()
     assert '"pending"' in text
     return entry, text.replace('"pending"', '"applied"').encode()
 
@@ -220,12 +218,12 @@ def _verdict_stale(w: World) -> Path:
     w.forget()
     assert w.cli("status", "r")[0] == 0
     [entry] = _entries(w.cache, "verdicts")
-    then = trust.stored(entry)
+    then = store.payload(entry)
     (w.t / "sglang/srt/x.py").write_text(PRISTINE)
     w.forget()
     assert w.cli("status", "r")[0] != 0
-    assert _entries(w.cache, "verdicts") == [entry] and trust.stored(entry) != then
-    trust.restore(entry, then)
+    assert _entries(w.cache, "verdicts") == [entry] and store.payload(entry) != then
+    store.reseal(entry, then)
     return entry
 
 
@@ -247,8 +245,8 @@ def _pth(site: Path, tree: Path) -> None:
 
 def _probe_poisoned(w: World) -> tuple[Path, bytes]:
     """The probe of the interpreter (it imports the pristine tree), its facts turned to the
-    applied copy, with the probe's own mac and fingerprint made for them: only the store's
-    MAC or trust rule stands."""
+    applied copy, with the fingerprint made for them: only the store's MAC or trust rule
+    stands."""
     from patchkit.fleet import interp
 
     site, applied = _probe_world(w)
@@ -256,11 +254,10 @@ def _probe_poisoned(w: World) -> tuple[Path, bytes]:
     w.mp.setenv("PYTHONPATH", str(site))
     interp.remembered_probe(sys.executable)
     [entry] = _entries(w.cache, "probes")
-    doc = json.loads(trust.stored(entry))
+    doc = json.loads(store.payload(entry))
     facts = json.loads(json.dumps(doc["facts"]).replace(str(w.t), str(applied)))
     assert facts != doc["facts"]
     doc["facts"] = facts
-    doc["mac"] = interp._mac(interp._key(), doc["asked"], json.dumps(facts, sort_keys=True))
     doc["stamp"] = interp._stamp(facts, doc["asked"], None)
     return entry, json.dumps(doc).encode()
 
@@ -313,7 +310,7 @@ def _outline_poisoned(w: World) -> tuple[Path, bytes]:
     assert w.cli("status", "r")[0] == 1
     shutil.rmtree(w.cache / "verdicts")
     [entry] = _entries(w.cache, "outlines")
-    doc = json.loads(trust.stored(entry))
+    doc = json.loads(store.payload(entry))
     doc["body"] = [["import", "", 1, 1, 1, 0, []], ["def", "f", 8, 9, 8, 0, [["simple", "", 9, 9, 9, 4, []]]]]
     return entry, json.dumps(doc).encode()
 
@@ -326,7 +323,7 @@ def _outline_stale(w: World) -> Path:
     x.write_text(SWAPPED)
     assert w.cli("status", "r")[0] == 1
     [old] = _entries(w.cache, "outlines")
-    stale = trust.stored(old)
+    stale = store.payload(old)
     x.write_text(PRISTINE)
     shutil.rmtree(w.cache / "outlines")
     shutil.rmtree(w.cache / "verdicts")
@@ -334,7 +331,7 @@ def _outline_stale(w: World) -> Path:
     assert w.cli("status", "r")[0] == 1
     shutil.rmtree(w.cache / "verdicts")
     [entry] = _entries(w.cache, "outlines")
-    trust.restore(entry, stale)
+    store.reseal(entry, stale)
     return entry
 
 
@@ -363,7 +360,7 @@ def plant(w: World, kind: str, how: str, monkeypatch) -> Path | None:
         _wheel_poisoned(w)
         if how == "crafted":  # a record of the planted wheel's sha256, under another key
             data = json.dumps({"file": w.wheel.name, "sha256": hashlib.sha256(w.wheel.read_bytes()).hexdigest()})
-            _seal_other(w.wheel.parent / (w.wheel.name + ".sha256"), data.encode())
+            _seal_other(w.wheel.parent / (w.wheel.name + ".sha256"), data.encode(), "records")
         else:  # recorded as this user's download would record it: only the trust rule stands
             downloaded(w.wheel, w.cache)
             _untrust(w, how, monkeypatch)
@@ -376,7 +373,7 @@ def plant(w: World, kind: str, how: str, monkeypatch) -> Path | None:
         if how == "crafted":
             _seal_other(entry, data)
         else:
-            trust.restore(entry, data)
+            store.reseal(entry, data)
             _untrust(w, how, monkeypatch)
     w.forget()
     return entry

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.base import trust
+from patchkit.base import store
 from patchkit.base.errors import FetchError
 from patchkit.base.target import Target
 from patchkit.upstream import fetch, lazywheel, pristine, recorded
@@ -97,9 +97,10 @@ def test_a_record_with_the_right_mac_for_another_file_is_refused(index, monkeypa
     the record names its file."""
     root, blobs = index
     w = _plant(root, _other_wheel())
-    trust.restore(
+    store.reseal(
         w.parent / (W + ".sha256"),
         json.dumps({"file": "x.whl", "sha256": hashlib.sha256(w.read_bytes()).hexdigest()}).encode(),
+        "records",
     )
     assert recorded.recorded(w) is None
 
@@ -150,7 +151,7 @@ def test_an_unpacked_tree_is_used_only_tied_to_its_checked_archive(index, monkey
     assert "no authenticated record" in (recorded.tree_why_not(other, "sglang", "0.5.8") or "")
     # the archive replaced since: the tree is no longer tied to it
     _wheel(root).write_bytes(_other_wheel())
-    trust.restore(_wheel(root).parent / (W + ".sha256"), json.dumps({"file": W, "sha256": "0" * 64}).encode())
+    store.reseal(_wheel(root).parent / (W + ".sha256"), json.dumps({"file": W, "sha256": "0" * 64}).encode())
     assert "no longer the archive" in (recorded.tree_why_not(dest, "sglang", "0.5.9") or "")
 
 
@@ -173,7 +174,7 @@ def test_a_planted_lazy_listing_is_a_miss(tmp_path, monkeypatch):
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     data = b"PLANTED = 1\n"
     digest = hashlib.sha256(data).hexdigest()
-    lazywheel.write_blob(digest, data)
+    store.put_blob(digest, data)
     doc = {
         "pick": {"filename": W, "url": "http://127.0.0.1:9/x.whl", "sha256": ""},
         "size": 100,
@@ -184,7 +185,7 @@ def test_a_planted_lazy_listing_is_a_miss(tmp_path, monkeypatch):
     p.parent.mkdir(parents=True)
     p.write_text(json.dumps(doc))
     assert lazywheel.LazyWheel.stored("sglang", "0.5.9", print) is None
-    trust.restore(p, json.dumps(doc).encode())  # the same, sealed as this user's: read
+    store.reseal(p, json.dumps(doc).encode(), "lazy")  # the same, sealed as this user's: read
     assert lazywheel.LazyWheel.stored("sglang", "0.5.9", print).read("sglang/__init__.py") == data
 
 
@@ -208,7 +209,7 @@ def test_a_download_into_an_untrusted_cache_serves_this_process_only(index, monk
     root, blobs = index
     (root / "cache").mkdir()
     os.chmod(root / "cache", 0o775 | 0o020)
-    monkeypatch.setattr(trust, "_trusted", {})
+    monkeypatch.setattr(store, "_trusted", {})
     monkeypatch.setattr(recorded, "_mine", {})
     w = fetch.fetch_wheel("sglang", "0.5.9")
     assert recorded.why_not(w) is None and not (w.parent / (W + ".sha256")).exists()

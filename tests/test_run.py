@@ -324,7 +324,8 @@ def test_a_pth_rewritten_in_place_makes_the_kept_probe_stale(tmp_path, monkeypat
 
 def test_a_probe_entry_that_fingerprints_itself_is_not_the_venvs(tmp_path, monkeypatch):
     """A planted entry whose stamp is computed from its own facts (sglang at a copy that is
-    not the one the interpreter imports) is not taken: its mac is not this user's key's."""
+    not the one the interpreter imports) is not taken: its MAC is not this user's key's
+    (patchkit/base/store.py; only the interpreter knows its sys.path)."""
     import json
 
     from patchkit.fleet import interp
@@ -336,24 +337,17 @@ def test_a_probe_entry_that_fingerprints_itself_is_not_the_venvs(tmp_path, monke
     assert not real["modules"]["sglang"]["found"]
     entries = list((tmp_path / "cache" / "probes").iterdir())
     assert len(entries) == 1
-    from patchkit.base import trust
+    from patchkit.base import store
 
-    # the planter holds the cache's key (trust.restore seals as this user would): the probe's
-    # own mac, over the venv's fingerprint, is what refuses it
-    entry = json.loads(trust.stored(entries[0]))
+    # the planter has a key of its own, not this user's: the store's MAC is what refuses it
+    entry = json.loads(store.payload(entries[0]))
     fake = tmp_path / "fake"
     (fake / "sglang").mkdir(parents=True)
     entry["facts"]["modules"]["sglang"] = {"found": True, "root": str(fake), "package_dir": str(fake / "sglang")}
     entry["stamp"] = interp._stamp(entry["facts"], sys.executable, launch)
-    trust.restore(entries[0], json.dumps(entry).encode())
+    store.forge(entries[0], json.dumps(entry).encode(), b"\x07" * 32)
+    assert store.look("probes", entries[0].name).miss == "forged"
     assert not interp.remembered_probe(sys.executable, launch)["modules"]["sglang"]["found"]
-    # The key is this user's alone: mode 0600 in a 0700 directory; a key others can read is none.
-    from patchkit.base.paths import state_dir
-
-    key = state_dir() / "keys" / "probe"
-    assert key.stat().st_mode & 0o777 == 0o600 and key.parent.stat().st_mode & 0o777 == 0o700
-    key.chmod(0o644)
-    assert interp._key() is None
 
 
 def test_the_guards_lock_is_held_across_exec_and_writes_refuse_it(tmp_path):

@@ -305,7 +305,7 @@ def mini_fi(tmp_path, monkeypatch, mini_cache):
     (recipes / "half-guard.toml").write_text(
         MINI_RECIPE.replace("mini-guard", "half-guard").format(replace_tail=" && 0)")
     )
-    monkeypatch.setattr(build, "cache_root", lambda: mini_cache)
+    monkeypatch.setenv("PATCHKIT_CACHE", str(mini_cache))
     return root, recipes
 
 
@@ -422,7 +422,7 @@ def test_one_real_unit_for_sm120a_pristine_and_patched(tree, run_cli, tmp_path, 
     recipes = tmp_path / "recipes"
     recipes.mkdir()
     (recipes / "guards-only.toml").write_text(ONE_UNIT)
-    monkeypatch.setattr(build, "cache_root", lambda: tmp_path / "cache")
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
     code, out, err = run_cli(
         "--recipes", str(recipes), "verify", "guards-only", "--build", "-t", f"flashinfer={fi}", "--jobs", "2", "--json"
     )

@@ -263,21 +263,18 @@ def _shipped() -> dict[str, EngineInfo]:
     miss, parsed again and replaced."""
     import json
 
-    from patchkit.base import regular
-    from patchkit.base.paths import cache_dir
+    from patchkit.base import store
 
     st = SHIPPED.stat()
-    name = f"{st.st_size}-{st.st_mtime_ns}.json"
-    raw = regular.read_cached(cache_dir(), f"engines/{name}", 1 << 20)  # a link, FIFO or device: a miss
+    k = store.key(SHIPPED, st.st_size, st.st_mtime_ns)
+    raw = store.get("engines", k, limit=1 << 20)
     if raw is not None:
         try:
             return {r[0]: _from_row(r) for r in json.loads(raw)}
         except (ValueError, RecursionError, TypeError, IndexError, KeyError, AttributeError):
             pass
     got = parse(SHIPPED.read_text(encoding="utf-8"), str(SHIPPED))
-    from patchkit.base import fsio
-
-    fsio.store_cached(cache_dir(), f"engines/{name}", json.dumps([list(i) for i in got.values()]).encode())
+    store.put("engines", k, json.dumps([list(i) for i in got.values()]).encode())
     return got
 
 

@@ -265,18 +265,6 @@ def owned_dir(base: Path, rel: str) -> Path:
     return base / rel
 
 
-def store_cached(base: Path, rel: str, data: bytes) -> None:
-    """A cache entry, best effort: a cache that cannot be written only costs speed.  Stored
-    with its MAC, and only in a trusted cache (patchkit/base/trust.py)."""
-    from patchkit.base import trust
-
-    sealed = trust.entry_bytes(base, rel, data)
-    if sealed is None:
-        return
-    with contextlib.suppress(OSError):
-        write_owned(base, rel, sealed)
-
-
 def remove_owned(dir_fd: int, name: str, form: Callable[[str], bool]) -> None:
     """Delete the entry ``name`` of a directory patchkit owns (``dir_fd``, from open_dir),
     only when it is patchkit's: its name has patchkit's ``form``, and it is a regular file

@@ -247,7 +247,7 @@ def read_mirror(root: Path) -> bytes | None:
     except OSError:
         return None
     try:
-        from patchkit.base.trust import strict  # the cache's rule too: one test of trust
+        from patchkit.base.store import strict  # the store's rule too: one test of trust
 
         if not all(strict(st) for st in (os.lstat(path.parent), os.fstat(fd))):
             return None

@@ -7,9 +7,9 @@ budget.  ``remembered`` keys an answer on the bytes it is derived from and on th
 that derives it (its path, size and mtime, as Python checks a .pyc), so a changed file or a
 new patchkit is a miss, never a stale answer.
 
-An entry is a list of lists of strings (``encode``/``decode``): lengths and UTF-8, no
-pickle or marshal, so a crafted entry in a shared cache is a miss, never code.  Only
-answers are kept; an input that is refused is refused again each time, with its message.
+Kept in patchkit's store (patchkit/base/store.py).  An entry is a list of lists of strings
+(``encode``/``decode``): lengths and UTF-8, no pickle or marshal.  Only answers are kept;
+an input that is refused is refused again each time, with its message.
 """
 
 from __future__ import annotations
@@ -17,12 +17,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional, Sequence
 
-from patchkit.base import regular
-
-try:  # BLAKE2 without hashlib (which loads OpenSSL), as patchkit/core/verdicts.py does
-    from _blake2 import blake2b as _hash
-except ImportError:  # pragma: no cover - other Pythons
-    from hashlib import blake2b as _hash
+from patchkit.base import store
 
 LIMIT = 1 << 16  # bytes of one entry
 
@@ -30,23 +25,19 @@ LIMIT = 1 << 16  # bytes of one entry
 def remembered(kind: str, module: str, inputs: bytes, derive: Callable[[], Optional[list]]) -> Optional[list]:
     """``derive()``'s answer (a list of lists of str, or None) for ``inputs``, from the cache
     when ``module``'s code derived it before from the same bytes."""
-    from patchkit.base.paths import cache_dir
-
     try:
         st = os.stat(module)
         code = f"{module}|{st.st_size}|{st.st_mtime_ns}".encode("utf-8", "surrogateescape")
     except OSError:
         return derive()
-    rel = f"memo/{kind}-{_hash(code + b'|' + inputs, digest_size=32).hexdigest()}"
-    raw = regular.read_cached(cache_dir(), rel, LIMIT)
+    k = f"{kind}-{store.key(code, inputs)}"
+    raw = store.get("memo", k, limit=LIMIT)
     if raw is not None:
         got = decode(raw)
         if got is not False:
             return got
     out = derive()
-    from patchkit.base import fsio
-
-    fsio.store_cached(cache_dir(), rel, encode(out))
+    store.put("memo", k, encode(out))
     return out
 
 

@@ -92,19 +92,20 @@ def read(path, limit: Optional[int] = None, *, dir_fd: Optional[int] = None, fol
         os.close(fd)
 
 
-def open_dir(base, parts: Sequence[str] = (), create: bool = False) -> int:
+def open_dir(base, parts: Sequence[str] = (), create: bool = False, mode: int = 0o777) -> int:
     """A descriptor of the directory ``base/parts...``: ``base`` (the user's: a target root,
     the cache, an output directory) as named, links followed; each of ``parts`` (patchkit's
-    own) opened with ``O_NOFOLLOW``, made first when ``create``.  A symlink or anything but
-    a directory at one of ``parts`` is an OSError (ELOOP, ENOTDIR), never followed."""
+    own) opened with ``O_NOFOLLOW``, made first (with ``mode``) when ``create``.  A symlink
+    or anything but a directory at one of ``parts`` is an OSError (ELOOP, ENOTDIR), never
+    followed."""
     if create:
-        os.makedirs(base, exist_ok=True)
+        os.makedirs(base, mode, exist_ok=True)
     fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in parts:
             if create:
                 try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
+                    os.mkdir(part, mode, dir_fd=fd)
                 except FileExistsError:
                     pass
             sub = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
@@ -128,28 +129,12 @@ def read_owned(base, rel: str, limit: Optional[int] = None) -> bytes:
 
 
 def read_small(base, rel: str, limit: int) -> Optional[bytes]:
-    """A small file's bytes that is no cache entry (git's HEAD), or None, as read_cached's
-    misses: nothing there, a link, a FIFO, a device, a directory, too big, unreadable."""
+    """A small file's bytes (git's HEAD), or None: nothing there, a link, a FIFO, a device,
+    a directory, too big, unreadable."""
     try:
         return read_owned(base, rel, limit)
     except (OSError, NotRegular, TooBig):
         return None
-
-
-def read_cached(base, rel: str, limit: int) -> Optional[bytes]:
-    """A cache entry's bytes, or None for a miss: nothing there, a link, a FIFO, a device,
-    a directory, too big, or unreadable.  A cache only ever costs speed: what it cannot
-    read it computes again (and replaces).  An entry is data only when the cache is trusted
-    and its MAC is this user's (patchkit/base/trust.py); otherwise a miss too."""
-    from patchkit.base import trust
-
-    if not trust.cache_trusted():
-        return None
-    try:
-        raw = read_owned(base, rel, limit + trust.OVERHEAD)
-    except (OSError, NotRegular, TooBig):
-        return None
-    return trust.read_entry(raw, base, rel)
 
 
 def read_file(path: Path) -> bytes | None:

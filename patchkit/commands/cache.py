@@ -6,9 +6,10 @@ The cache holds two sorts of thing:
 - *releases*: a release's wheel (``wheels/DIST/V``), its sdist (``sdists/DIST/V``), its
   listing read by ranges (``lazy/DIST/V``) and its unpacked tree (``trees/ENGINE-V``).  Each
   is one entry, named ``ENGINE==V``, removed as a whole.
-- *derived entries and blobs*: verdicts, plans, identities, outlines, confirmed views, build
-  results, members read by ranges (``blobs/``).  Each file is one entry; any can be removed
-  at any time, and is computed (or fetched) again when next needed.
+- *derived entries and blobs*: the kinds of patchkit's store (patchkit/base/store.py:
+  verdicts, plans, probes, identities, outlines, gates scans, confirmed views, build
+  results, ...) and the members read by ranges (``blobs/``).  Each file is one entry; any can
+  be removed at any time, and is computed (or fetched) again when next needed.
 
 Pruning never follows a link (a link planted in the cache is removed, not its target), never
 touches anything outside the cache directory, and keeps every release that
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
 
+from patchkit.base import store
 from patchkit.base.errors import PatchkitError
 from patchkit.base.paths import cache_dir
 from patchkit.base.target import ENGINES
@@ -40,15 +42,8 @@ KINDS = {
     "sdists": "release sdists",
     "lazy": "release listings read by HTTP ranges",
     "trees": "unpacked releases",
-    "blobs": "members read by ranges, by sha256",
-    "verdicts": "verdicts, keyed by their inputs",
-    "plans": "plans, keyed by their inputs",
-    "identity": "sites identified in releases",
-    "outlines": "file outlines",
-    "confirmed": "confirmed views",
-    "gates": "gates scanned: by file bytes, by tree, and each release's for --across",
-    "engines": "engine definitions read",
-    "verify": "verify --build results",
+    **store.KINDS,
+    "tvm-ffi": "tvm-ffi headers for verify --build",
     "publish": "publish's built wheels",
 }
 RELEASE_KINDS = ("wheels", "sdists", "lazy", "trees")
@@ -180,14 +175,17 @@ def show(as_json: bool = False) -> int:
         if e.release:
             by_release.setdefault(e.release, {})[e.kind] = e.size
     total = sum(e.size for e in got)
+    why = store.why_untrusted(root)
     if as_json:
         say(json.dumps({
-            "command": "cache", "path": str(root), "bytes": total,
+            "command": "cache", "path": str(root), "bytes": total, "trusted": why is None, "untrusted_why": why,
             "kinds": {k: {"bytes": v[0], "entries": v[1], "what": KINDS.get(k, k)} for k, v in sorted(by_kind.items())},
             "releases": {r: {"bytes": sum(v.values()), "kinds": v} for r, v in sorted(by_release.items())},
         }, indent=2, sort_keys=True))  # fmt: skip
         return 0
     say(f"patchkit's cache: {root}  ({human(total)})")
+    if why is not None:
+        say(f"  not trusted ({why}): no derived entry is read or written there (chmod go-w)")
     if not got:
         say("  empty")
         return 0

@@ -316,17 +316,11 @@ def _plan_cached(key: str) -> Optional[dict]:
     import base64
     import binascii
 
-    from patchkit.base import paths, regular, shape
+    from patchkit.base import store
     from patchkit.core.verdicts import file_digest
 
-    data = regular.read_cached(paths.cache_dir(), f"verify/plans/{key}.json", PLAN_LIMIT)
-    try:
-        entry = json.loads(data) if data is not None else None
-    except (ValueError, RecursionError):  # not JSON (a torn or foreign entry)
-        return None
-    if not shape.fits(entry, _plan_shape()):
-        return None
-    if any(file_digest(Path(p)) != d for p, d in entry["files"].items()):
+    entry = store.get_json("verify/plans", key, _plan_shape(), limit=PLAN_LIMIT)
+    if entry is None or any(file_digest(Path(p)) != d for p, d in entry["files"].items()):
         return None
     try:
         for side in ("pristine", "patched"):
@@ -339,7 +333,7 @@ def _plan_cached(key: str) -> Optional[dict]:
 def _plan_store(key: str, session, planned: dict) -> None:
     import base64
 
-    from patchkit.base import fsio, paths
+    from patchkit.base import store
     from patchkit.core.verdicts import file_digest
 
     if not planned["cacheable"]:
@@ -348,7 +342,7 @@ def _plan_store(key: str, session, planned: dict) -> None:
     entry["files"] = {str(p): file_digest(p) for p in _inputs(session)}
     for side in ("pristine", "patched"):
         entry[side] = {str(p): base64.b64encode(b).decode() for p, b in planned[side].items()}
-    fsio.store_cached(paths.cache_dir(), f"verify/plans/{key}.json", json.dumps(entry).encode())
+    store.put_json("verify/plans", key, entry)
 
 
 def verify(

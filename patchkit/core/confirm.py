@@ -5,16 +5,15 @@ which costs more than the rest of ``apply`` together.  The answer depends only o
 (its recipe's bytes and index), patchkit's code, and the scope's source text, so it is
 cached by their digest: a release's pristine files give the same answer on every run.
 Only answers that confirmed the view's are remembered; a miss parses again, and so does an
-entry that is not one of the two answers (a link, a FIFO, garbage: read through
-regular.read_cached, which never follows or blocks).
+entry that is not one of the two answers (patchkit's store misses it, or it holds another
+word: patchkit/base/store.py).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from patchkit.base import fsio, regular
-from patchkit.base.paths import cache_dir
+from patchkit.base import store
 from patchkit.core import verdicts
 
 STATES = ("pending", "done")
@@ -28,10 +27,10 @@ def key(code: str, recipe_sha: str, op_index: int, scope: str, source: str) -> s
 
 def known(k: str) -> Optional[str]:
     """The state confirmed under ``k`` ("pending" or "done"), or None."""
-    data = regular.read_cached(cache_dir(), f"confirmed/{k}", 64)
+    data = store.get("confirmed", k, limit=64)
     state = data.decode("ascii", "replace").strip() if data is not None else None
     return state if state in STATES else None
 
 
 def remember(k: str, state: str) -> None:
-    fsio.store_cached(cache_dir(), f"confirmed/{k}", f"{state}\n".encode())
+    store.put("confirmed", k, f"{state}\n".encode())

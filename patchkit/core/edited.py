@@ -64,13 +64,13 @@ def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Opti
     answer worked out here is learned (session.learned), written after judging."""
     import json  # not marshal: a cache entry is input (marshal trusts the lengths it reads)
 
-    from patchkit.base import regular
+    from patchkit.base import store
 
     path = identity._cache_path(session, recipe, op, f"{release}|edit")
     if session.learned.knows(EDIT, str(path)):
         raw = session.learned.get(EDIT, str(path))
         return None if raw is False else (frozenset(raw[0]), frozenset(raw[1]))
-    data = regular.read_cached(path.parent, path.name, 1 << 20)
+    data = store.get("identity", path, limit=1 << 20)
     if data is not None:
         try:
             raw = json.loads(data)
@@ -87,13 +87,13 @@ def _edit_cached(session, recipe: Recipe, op: OpSpec, release: str, ref) -> Opti
     return edit
 
 
-def _save(path, raw) -> None:
-    """Cache ``_edit_cached``'s answer (False, or [taken away, added]) at ``path``."""
+def _save(key, raw) -> None:
+    """Cache ``_edit_cached``'s answer (False, or [taken away, added]) under ``key``."""
     import json
 
-    from patchkit.base import fsio
+    from patchkit.base import store
 
-    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
+    store.put("identity", key, json.dumps(raw).encode())
 
 
 def holds(statement: str, edit: tuple[frozenset, frozenset]) -> bool:

@@ -390,22 +390,21 @@ def _homes(session, recipe: Recipe, op: OpSpec):
             yield f"{op.engine} {t.version}", ref
 
 
-def _cache_path(session, recipe: Recipe, op: OpSpec, release: str):
-    from patchkit.base.paths import cache_dir
-    from patchkit.core.verdicts import digest_of
+def _cache_path(session, recipe: Recipe, op: OpSpec, release: str) -> str:
+    """The key of an op's identity in a release in patchkit's store (patchkit/base/store.py)."""
+    from patchkit.base import store
 
-    k = digest_of(f"{FORMAT}|{session.code}|{recipe.sha256}|{op.index}|{op.engine}|{release}".encode())
-    return cache_dir() / "identity" / f"{k}.json"
+    return store.key(FORMAT, session.code, recipe.sha256, op.index, op.engine, release)
 
 
 def _load(path) -> Optional[tuple]:
-    """A cached identity, or None (absent, unreadable, or not of the right shape).  JSON,
+    """A cached identity, or None (the store misses it, or not of the right shape).  JSON,
     as every cache patchkit reads back (marshal trusts the lengths it reads)."""
     import json
 
-    from patchkit.base import regular
+    from patchkit.base import store
 
-    data = regular.read_cached(path.parent, path.name, 64 << 20)  # a link, FIFO or device: a miss
+    data = store.get("identity", path)
     if data is None:
         return None
     try:
@@ -467,9 +466,9 @@ def _save(path, sites) -> None:
             (c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near, c.arms, c.fold) for c in sites
         ]
     )
-    from patchkit.base import fsio
+    from patchkit.base import store
 
-    fsio.store_cached(path.parent.parent, f"{path.parent.name}/{path.name}", json.dumps(raw).encode())
+    store.put("identity", path, json.dumps(raw).encode())
 
 
 AMBIGUOUS_HOME = "ambiguous"  # _of_release: the op's pattern stands at several places there

@@ -18,7 +18,6 @@ that judges only reads.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 CONFIRMED, OUTLINE, IDENTITY, EDIT = "confirmed", "outline", "identity", "edit"
@@ -53,8 +52,8 @@ def keep(learned: Learned) -> None:
     write = {
         CONFIRMED: confirm.remember,
         OUTLINE: lambda _, v: outline.remember(*v),
-        IDENTITY: lambda k, v: identity._save(Path(k), v),
-        EDIT: lambda k, v: edited._save(Path(k), v),
+        IDENTITY: identity._save,
+        EDIT: edited._save,
     }
     facts, learned.facts = learned.facts, {}
     for (kind, key), value in facts.items():

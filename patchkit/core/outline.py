@@ -8,7 +8,7 @@ names the module binds at its top level.  Yet ``ast.parse`` of the four files an
 apply edits costs about 50 ms, a tenth of a cold apply.  The outline depends only on the
 file's bytes and Python's version, so it is kept in patchkit's cache under their digest: a
 release's file is parsed by ``ast`` once per machine, then on any copy of it the outline
-is read back.
+is read back (patchkit/base/store.py).
 
 An outline exists only for bytes that CPython's own parser accepted (``of_tree`` is given
 their ``ast``): that is what lets libcst parse them (Document.tree says why).  An entry
@@ -19,18 +19,15 @@ is parsed again and the entry replaced.
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Optional
 
-from patchkit.base import fsio, regular
-from patchkit.base.paths import cache_dir
+from patchkit.base import store
 
 FORMAT = 1
-_LIMIT = 64 << 20
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPOUND = tuple(
     getattr(ast, n)
@@ -119,11 +116,8 @@ def of_tree(tree: ast.Module) -> Outline:
 
 
 def key(data: bytes) -> str:
-    from hashlib import blake2b
-
-    h = blake2b(f"outline {FORMAT} {sys.version_info[0]}.{sys.version_info[1]}\0".encode(), digest_size=20)
-    h.update(data)
-    return h.hexdigest()
+    """The outline's key: the file's bytes, and the Python whose ``ast`` outlined them."""
+    return store.key(f"python {sys.version_info[0]}.{sys.version_info[1]}", data)
 
 
 def _encode(s: Stmt) -> list:
@@ -158,26 +152,20 @@ def _decode(x, lines: list[str], lo: int, hi: int) -> Stmt:
 
 def read(data: bytes, lines: list[str]) -> Optional[Outline]:
     """The cached outline of a file's bytes (``lines``: its text's, view.split_lines), or None."""
-    raw = regular.read_cached(cache_dir(), f"outlines/{key(data)}", _LIMIT)
-    if raw is None:
+    doc = store.get_json("outlines", key(data), {"body": [list], "bindings": {str: int}}, FORMAT)
+    if doc is None or not doc["body"]:
         return None
     try:
-        doc = json.loads(raw)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            return None
         stmts, bindings = doc["body"], doc["bindings"]
-        if not isinstance(stmts, list) or not stmts or not isinstance(bindings, dict):
-            return None
-        if not all(isinstance(k, str) and type(v) is int and v > 0 for k, v in bindings.items()):
+        if not all(v > 0 for v in bindings.values()):
             return None
         body = tuple(_decode(s, lines, 1, len(lines)) for s in stmts)
         if any(b.first < a.end_lineno for a, b in pairwise(body)):
             return None
         return Outline(body, bindings)
-    except (_Bad, ValueError, KeyError, TypeError, RecursionError):
+    except (_Bad, ValueError, TypeError, RecursionError):
         return None
 
 
 def remember(data: bytes, o: Outline) -> None:
-    doc = {"format": FORMAT, "body": [_encode(s) for s in o.body], "bindings": o.bindings}
-    fsio.store_cached(cache_dir(), f"outlines/{key(data)}", json.dumps(doc, separators=(",", ":")).encode())
+    store.put_json("outlines", key(data), {"body": [_encode(s) for s in o.body], "bindings": o.bindings}, FORMAT)

@@ -10,8 +10,9 @@ change the plan.  The entry then names the bytes of every file the plan read (ta
 journals, RECORDs, patchkit's memory of RECORD) and the provenance the judge used, as the
 verdict cache does; it is replayed only while each is byte-identical.
 
-An entry is input like any other (a shared cache, a torn write, an older patchkit): one
-that cannot be read, is not JSON, has the wrong shape (patchkit/base/shape.py), names a file
+An entry is kept in patchkit's store (patchkit/base/store.py: authenticated, and read only
+from a trusted cache) and is still input like any other: one that the store misses, is not
+JSON, has the wrong shape (patchkit/base/shape.py), names a file
 that is not one of the plan's own (a target file it read, a RECORD, patchkit's state in
 the target), or whose splices do not give the bytes whose digest it records, is a miss,
 planned again and replaced.  Under the lock, an entry becomes the Commit a fresh plan would
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from patchkit.base import regular, shape
+from patchkit.base import regular, shape, store
 from patchkit.core import verdicts
 from patchkit.core.verdicts import digest_of, file_digest
 
@@ -43,13 +44,11 @@ DIR = "plans"
 # checked item by item in _splices; or ``base``: the path of an earlier write whose new bytes
 # these are (a blob holds what patchkit writes into a file: named, not copied)
 WRITE = {"path": str, "old": shape.DIGEST, "new": str, "base": (str, None), "splices": [list]}
-INDEX = {"format": int, "key": str, "paths": [str]}
+INDEX = {"paths": [str]}
 MAX_PATHS = 4096  # files one invocation's plans read; more is not a plan patchkit made
 COMMIT = {"roots": [str], "recipes": [str], "writes": [WRITE]}
 REFUSALS = {"roots": [str], "files": [[str]], "records": [str]}
 ENTRY = {
-    "format": int,
-    "key": str,
     "engines": [str],
     "inputs": {str: shape.DIGEST},
     "reals": {str: str},
@@ -132,32 +131,15 @@ def at_hand(opts) -> Optional[dict]:
 # -- reading an entry ---------------------------------------------------------------------------
 
 
-def _read(name: str, schema, k: str) -> Optional[dict]:
-    """The cache's JSON document ``name`` when it has the shape ``schema`` and is the one
-    for ``k``; None otherwise (nothing there, a link, a FIFO, too big, torn, not JSON)."""
-    from patchkit.base.paths import cache_dir
-
-    data = regular.read_cached(cache_dir(), f"{DIR}/{name}", verdicts.CACHE_LIMIT)
-    if data is None:
-        return None
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):  # not JSON (torn, another program's), or nested absurdly
-        return None
-    if not shape.fits(doc, schema) or doc["format"] != FORMAT or doc["key"] != k:
-        return None
-    return doc
-
-
 def _index(k: str) -> list[str]:
     """The files plans of the invocation ``k`` read: the target files its recipes name, the
     journals, the RECORDs (the catalog would tell, but loading it imports libcst)."""
-    doc = _read(f"{k}.paths.json", INDEX, k)
+    doc = store.get_json("plans/paths", k, INDEX, FORMAT)
     return doc["paths"][:MAX_PATHS] if doc is not None else []
 
 
 def _entry(k: str) -> Optional[dict]:
-    return _read(f"{k}.json", ENTRY, k)
+    return store.get_json(DIR, k, ENTRY, FORMAT)
 
 
 def load(k: str, targets: dict, provenance: dict) -> Optional[dict]:
@@ -389,9 +371,6 @@ def save(look: Lookup, engines: list[str], commit, trees: dict, warnings: list[s
     transaction.Commit, made for the targets of ``engines`` (``trees``: the fingerprints of
     the trees its judge swept).  The caller (patchkit/core/replay.py) checks that it may be
     cached."""
-    from patchkit.base import fsio
-    from patchkit.base.paths import cache_dir
-
     if look.provenance is None:
         return
     inputs: dict[str, Optional[str]] = dict(commit.inputs)
@@ -413,8 +392,6 @@ def save(look: Lookup, engines: list[str], commit, trees: dict, warnings: list[s
     k = state_key(look.key, {p: inputs[p] if p in inputs else look.seen[p] for p in paths})
     refusals = commit.refusals
     entry = {
-        "format": FORMAT,
-        "key": k,
         "engines": list(engines),
         "inputs": inputs,
         "reals": dict(commit.reals),
@@ -431,7 +408,6 @@ def save(look: Lookup, engines: list[str], commit, trees: dict, warnings: list[s
         "warnings": warnings,
         "outcome": outcome,
     }
-    fsio.store_cached(cache_dir(), f"{DIR}/{k}.json", json.dumps(entry).encode())
+    store.put_json(DIR, k, entry, FORMAT)
     if paths != sorted(look.seen):
-        index = {"format": FORMAT, "key": look.key, "paths": paths}
-        fsio.store_cached(cache_dir(), f"{DIR}/{look.key}.paths.json", json.dumps(index).encode())
+        store.put_json("plans/paths", look.key, {"paths": paths}, FORMAT)

@@ -12,8 +12,9 @@ make know a file changed.  A tree with a change younger than RACY_NS when it was
 fingerprinted is not cached at all: a second change in the same timestamp tick could not be
 told.  Verdicts that depend on what nothing names (no pristine release to read yet) are
 never cached.  The cache can only make `status` faster, never different; deleting it
-(~/.cache/patchkit/verdicts) changes nothing else, and an entry that cannot be read or has
-the wrong shape (patchkit/base/shape.py) is a miss, judged again and replaced.
+(~/.cache/patchkit/verdicts) changes nothing else, and an entry the store misses
+(patchkit/base/store.py) or of the wrong shape (patchkit/base/shape.py) is judged again and
+replaced.
 """
 
 from __future__ import annotations
@@ -252,22 +253,11 @@ def _git_dirs(root: Path) -> tuple[Path, Path]:
 
 
 def _entry(k: str) -> Optional[dict]:
-    """The cache entry under ``k``, or None: nothing there, not a regular file, not JSON,
-    or not the shape ``save`` writes (a miss, replaced by the next save).  JSON, not
-    marshal: marshal trusts the lengths it reads (five planted bytes make it allocate
-    gigabytes), and a cache directory may be shared."""
-    import json
+    """The entry under ``k`` in patchkit's store (patchkit/base/store.py), when it has the
+    shape ``save`` writes; None (a miss, replaced by the next save) otherwise."""
+    from patchkit.base import store
 
-    from patchkit.base.paths import cache_dir
-
-    data = regular.read_cached(cache_dir(), f"verdicts/{k}.json", CACHE_LIMIT)
-    if data is None:
-        return None
-    try:
-        entry = json.loads(data)
-    except (ValueError, RecursionError):  # not JSON (or not UTF-8), or nested past the parser's depth
-        return None
-    return entry if shape.fits(entry, shape.VERDICTS) else None
+    return store.get_json("verdicts", k, shape.VERDICTS)
 
 
 def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
@@ -289,9 +279,6 @@ def load(k: str, targets: dict) -> Optional[list[RecipeResult]]:
 def save(k: str, session, res: list[RecipeResult]) -> None:
     """Cache ``res`` under ``k``; only for verdicts that read no file beyond session.files
     and the trees it swept (verdict.cacheable), which the caller checks."""
-    from patchkit.base import fsio
-    from patchkit.base.paths import cache_dir
-
     provenance = _provenance(session.targets)
     if provenance is None:
         return
@@ -304,6 +291,6 @@ def save(k: str, session, res: list[RecipeResult]) -> None:
         "provenance": provenance,
         "results": [r.to_json() for r in res],
     }
-    import json
+    from patchkit.base import store
 
-    fsio.store_cached(cache_dir(), f"verdicts/{k}.json", json.dumps(entry).encode())
+    store.put_json("verdicts", k, entry)

@@ -11,7 +11,6 @@ for ``--python`` on apply/revert/status/diff/verify, for `run`, and for `doctor`
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,7 +210,6 @@ def which(prog: str) -> str | None:
 PROBE_ENTRY = {
     "asked": str,
     "stamp": str,
-    "mac": str,
     "facts": {"executable": str, "prefix": str, "sys_path": [str], "modules": {str: dict}},
 }
 
@@ -326,125 +324,45 @@ def _pth_imports(data: Optional[bytes]) -> set[str]:
     return out
 
 
-def _blake2b():
-    try:  # BLAKE2 without hashlib (which loads OpenSSL), as patchkit/base/memo.py does
+def _hash():
+    """A BLAKE2b of 32 bytes, without hashlib (which loads OpenSSL)."""
+    try:
         from _blake2 import blake2b
     except ImportError:  # pragma: no cover
         from hashlib import blake2b
-    return blake2b
-
-
-def _hash(key: bytes = b""):
-    """A BLAKE2b of 32 bytes; keyed (a MAC) with ``key``."""
-    return _blake2b()(key=key, digest_size=32)
-
-
-def _key() -> Optional[bytes]:
-    """This user's key for authenticating kept probes: 32 random bytes in the state directory
-    (keys/probe), made on first use, mode 0600 in a 0700 directory.  Trusted as OpenSSH's
-    StrictModes trusts a key (a regular file, no link, it and its directory owned by this user
-    and writable by nobody else); None, and no probe is kept or read, otherwise."""
-    from patchkit.base import fsio
-    from patchkit.base.paths import state_dir
-
-    base = state_dir()
-    path = base / "keys" / "probe"
-    for attempt in (0, 1):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
-            if attempt:
-                return None
-            try:
-                fsio.owned_dir(base, "keys")
-                os.chmod(path.parent, 0o700)
-                # O_EXCL: never over a key another patchkit made meanwhile (one that reads it
-                # half written finds no key of 32 bytes, and keeps nothing this once).
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                try:
-                    os.write(fd, os.urandom(32))
-                finally:
-                    os.close(fd)
-            except FileExistsError:
-                pass
-            except Exception:  # noqa: BLE001 - no key: the probe is asked each time
-                return None
-            continue
-        except OSError:
-            return None
-        try:
-            for st in (os.lstat(path.parent), os.fstat(fd)):
-                if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or stat.S_ISLNK(st.st_mode):
-                    return None
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077:
-                return None
-            data = os.read(fd, 64)
-            return data if len(data) == 32 else None
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
-    return None
-
-
-def _mac(key: bytes, asked: str, facts_json: str) -> str:
-    h = _hash(key)
-    h.update(asked.encode("utf-8", "surrogateescape") + b"\0" + facts_json.encode("utf-8", "surrogateescape"))
-    return h.hexdigest()
+    return blake2b(digest_size=32)
 
 
 def remembered_probe(python: str, launch: Optional[Launch] = None) -> dict:
-    """probe_python's facts for ``python`` (as ``launch`` runs it), from patchkit's cache
+    """probe_python's facts for ``python`` (as ``launch`` runs it), from patchkit's store
     while nothing that decides them changed: the guard's start-up runs no second interpreter.
 
-    An entry is used only when (1) it has the shape a probe gives, (2) it was asked of this
-    interpreter this way (``asked``), (3) its ``mac`` is this user's key's over ``asked`` and
-    the facts (a crafted entry, its stamp computed from its own facts, is refused: only the
-    interpreter knows its sys.path, so only an entry patchkit wrote from a real probe may say
-    which directories to fingerprint), and (4) the fingerprint ``_stamp`` computes *now*,
-    from the interpreter, the environment, the launch and those directories, equals the one
-    kept.  Else the interpreter is asked again.  JSON, as the verdicts are (marshal trusts
-    the lengths it reads)."""
-    import json
-
-    from patchkit.base import regular
-    from patchkit.base.paths import cache_dir
+    An entry is used only when (1) the store holds it (patchkit/base/store.py: authenticated
+    under this user's key, in a trusted cache: a crafted entry, its stamp computed from its
+    own facts, is refused, for only the interpreter knows its sys.path, so only an entry
+    patchkit wrote from a real probe may say which directories to fingerprint), (2) it has the
+    shape a probe gives, (3) it was asked of this interpreter this way (``asked``), and (4)
+    the fingerprint ``_stamp`` computes *now*, from the interpreter, the environment, the
+    launch and those directories, equals the one kept.  Else the interpreter is asked again."""
+    from patchkit.base import store
 
     exe = launch.exe if launch is not None else (which(python) or python)
     asked = launch.key() if launch is not None else exe
-    name = _blake2b()(asked.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest() + ".json"
-    key = _key()
-    raw = regular.read_cached(cache_dir(), f"probes/{name}", _PROBE_MAX) if key is not None else None
+    k = store.key(asked)
+    entry = store.get_json("probes", k, PROBE_ENTRY, limit=_PROBE_MAX)
     try:
-        entry = json.loads(raw) if raw is not None else None
         if (
-            shape.fits(entry, PROBE_ENTRY)
+            entry is not None
             and entry["asked"] == asked
-            and _equal(entry["mac"], _mac(key, asked, json.dumps(entry["facts"], sort_keys=True)))
             and entry["facts"]["executable"]
             and entry["stamp"] == _stamp(entry["facts"], exe, launch)
         ):
             return entry["facts"]
-    except (ValueError, RecursionError, TypeError):
+    except (ValueError, TypeError):
         pass
     facts = probe_python(python, launch=launch)
-    if key is not None:
-        from patchkit.base import fsio
-
-        mac = _mac(key, asked, json.dumps(facts, sort_keys=True))
-        doc = {"asked": asked, "stamp": _stamp(facts, exe, launch), "mac": mac, "facts": facts}
-        fsio.store_cached(cache_dir(), f"probes/{name}", json.dumps(doc).encode())
+    store.put_json("probes", k, {"asked": asked, "stamp": _stamp(facts, exe, launch), "facts": facts})
     return facts
-
-
-def _equal(a: str, b: str) -> bool:
-    try:  # hmac.compare_digest, without hmac's hashlib (and OpenSSL)
-        from _operator import _compare_digest
-    except ImportError:  # pragma: no cover
-        from hmac import compare_digest as _compare_digest
-
-    return _compare_digest(a.encode(), b.encode())
 
 
 def targets_of(facts: dict, python: str, project, names: tuple[str, ...]) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from patchkit.base import fsio, regular, shape
+from patchkit.base import shape, store
 from patchkit.base.errors import FetchError, PatchkitError
 from patchkit.base.results import RecipeResult
 from patchkit.base.states import State
@@ -173,7 +173,7 @@ def judge_releases(catalog: Catalog, names: tuple[str, ...], versions: dict[str,
     if hit is not None:
         return [RecipeResult.from_json(d) for d in hit]
     res = judge_release(catalog, names, {e: tree(e, v) for e, v in versions.items()})
-    fsio.store_cached(fetch.cache_dir(), f"drift/{key}.json", json.dumps([r.to_json() for r in res]).encode())
+    store.put_json("drift", key, [r.to_json() for r in res])
     return res
 
 
@@ -225,22 +225,14 @@ def across(
     for v, res in done:
         out[v] = res
         key = _cache_key(catalog, names, engine, v, with_(v))
-        fsio.store_cached(fetch.cache_dir(), f"drift/{key}.json", json.dumps(res).encode())
+        store.put_json("drift", key, res)
     return {v: out[v] for v in versions}
-
-
-ENTRY_LIMIT = 64 << 20  # bytes of one release's cached verdicts
 
 
 def _cached(key: str) -> "list[dict] | None":
     """A release's cached verdicts, or None: nothing there, not a regular file (a link, a
     FIFO), not JSON, or not the shape ``across`` writes (judged again, and replaced)."""
-    data = regular.read_cached(fetch.cache_dir(), f"drift/{key}.json", ENTRY_LIMIT)
-    try:
-        res = json.loads(data) if data is not None else None
-    except (ValueError, RecursionError):
-        return None
-    return res if shape.fits(res, shape.RESULTS) else None
+    return store.get_json("drift", key, shape.RESULTS)
 
 
 def _progress(total: int):

@@ -943,8 +943,8 @@ def engine_words(engine: str) -> Engine:
 #
 # A scan is a pure function of the scanned files' bytes, the engine's predicates, the two
 # devices and patchkit's code (and tree-sitter's, for C++).  Two kinds of entry keep it, both
-# through the cache's one rule (HMAC'd, read with regular.read_cached, written with
-# fsio.store_cached; one that fails its MAC or its shape is a miss, computed again):
+# in patchkit's store (patchkit/base/store.py; one the store misses, or of another shape, is
+# computed again):
 #
 # * ``gates/files/<key>``: one file's rows, keyed by the digest of its bytes (and the rest
 #   above).  A file edited, a release that shares most files with one scanned before, a
@@ -955,8 +955,7 @@ def engine_words(engine: str) -> Engine:
 #   no file.  A tree with a file changed less than verdicts.RACY_NS before is not kept (a
 #   second change in the same tick could not be told); its files' entries still are.
 
-_FORMAT = "gates-1"
-_ENTRY_LIMIT = 64 << 20
+_FORMAT = 1
 _ROW_TYPES = {
     "line": int,
     "kind": str,
@@ -998,7 +997,7 @@ def _salt(engine: str, device: Device, compare: Device, cpp: bool) -> str:
             parser += f"{f}|{st.st_size}|{st.st_mtime_ns};"
         except OSError:
             parser += f"{f}|?;"
-    parts = [_FORMAT, code_hash(), engine, repr(ENGINES[engine].predicates), _spec(device), _spec(compare), parser]
+    parts = [code_hash(), engine, repr(ENGINES[engine].predicates), _spec(device), _spec(compare), parser]
     return digest_of("\n".join(parts).encode())
 
 
@@ -1009,19 +1008,10 @@ def _file_key(salt: str, kind: str, data: bytes) -> str:
 
 
 def _file_entry(key: str) -> Optional[tuple[list, list, Optional[str]]]:
-    import json
+    from patchkit.base import store
 
-    from patchkit.base import regular
-    from patchkit.base.paths import cache_dir
-
-    raw = regular.read_cached(cache_dir(), f"gates/files/{key}.json", _ENTRY_LIMIT)
-    if raw is None:
-        return None
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if not (isinstance(doc, dict) and doc.get("format") == _FORMAT and doc.get("key") == key):
+    doc = store.get_json("gates/files", key, dict, _FORMAT)
+    if doc is None:
         return None
     closed, unknown, error = doc.get("closed"), doc.get("unknown"), doc.get("error")
     if not (_rows_fit(closed) and _rows_fit(unknown) and (error is None or isinstance(error, str))):
@@ -1030,13 +1020,9 @@ def _file_entry(key: str) -> Optional[tuple[list, list, Optional[str]]]:
 
 
 def _keep_file(key: str, closed: list, unknown: list, error: Optional[str]) -> None:
-    import json
+    from patchkit.base import store
 
-    from patchkit.base import fsio
-    from patchkit.base.paths import cache_dir
-
-    doc = {"format": _FORMAT, "key": key, "closed": closed, "unknown": unknown, "error": error}
-    fsio.store_cached(cache_dir(), f"gates/files/{key}.json", json.dumps(doc, separators=(",", ":")).encode())
+    store.put_json("gates/files", key, {"closed": closed, "unknown": unknown, "error": error}, _FORMAT)
 
 
 def _tree_key(salt: str, root: Path, files: list, todo: list, vendored: bool) -> Optional[str]:
@@ -1067,24 +1053,11 @@ def _tree_key(salt: str, root: Path, files: list, todo: list, vendored: bool) ->
 
 
 def _tree_entry(key: str) -> Optional[list]:
-    import json
+    from patchkit.base import store
 
-    from patchkit.base import regular
-    from patchkit.base.paths import cache_dir
-
-    raw = regular.read_cached(cache_dir(), f"gates/trees/{key}.json", _ENTRY_LIMIT)
-    if raw is None:
-        return None
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    if not (isinstance(doc, dict) and doc.get("format") == _FORMAT and doc.get("key") == key):
-        return None
-    results = doc.get("results")
-    if not isinstance(results, list):
-        return None
-    for r in results:
+    doc = store.get_json("gates/trees", key, {"results": list}, _FORMAT)
+    results = doc["results"] if doc is not None else None
+    for r in results or ():
         if not (
             isinstance(r, list)
             and len(r) == 5
@@ -1099,13 +1072,9 @@ def _tree_entry(key: str) -> Optional[list]:
 
 
 def _keep_tree(key: str, results: list) -> None:
-    import json
+    from patchkit.base import store
 
-    from patchkit.base import fsio
-    from patchkit.base.paths import cache_dir
-
-    doc = {"format": _FORMAT, "key": key, "results": results}
-    fsio.store_cached(cache_dir(), f"gates/trees/{key}.json", json.dumps(doc, separators=(",", ":")).encode())
+    store.put_json("gates/trees", key, {"results": results}, _FORMAT)
 
 
 # -- one file, a tree ------------------------------------------------------------------------------

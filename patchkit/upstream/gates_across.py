@@ -35,13 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from patchkit.base import fsio, regular, shape
+from patchkit.base import regular, store
 from patchkit.core.goals.device import Device
 from patchkit.upstream import gates as G
 
 Key = tuple  # (file, function, condition)
 CHANGES = ("appeared", "closed", "opened", "undecided", "gone", "moved")
-ENTRY_LIMIT = 64 << 20  # bytes of one release's cached scan
 
 _GATE = {"path": str, "file": str, "line": int, "kind": str, "condition": str, "why": str, "function": str}
 SCAN = {
@@ -92,14 +91,8 @@ def scan_key(engine: str, version: str, device: Device, compare: Device, vendore
 def _cached(key: str) -> Optional[dict]:
     """A release's cached scan, or None: nothing there, unreadable, not JSON or not the shape
     ``scan_release`` writes (scanned again, and replaced)."""
-    from patchkit.upstream import fetch
 
-    data = regular.read_cached(fetch.cache_dir(), f"gates/{key}.json", ENTRY_LIMIT)
-    try:
-        got = json.loads(data) if data is not None else None
-    except (ValueError, RecursionError):
-        return None
-    return got if shape.fits(got, SCAN) else None
+    return store.get_json("gates/across", key, SCAN)
 
 
 SITES = {"sites": [{"file": str, "function": str, "condition": str, "kind": str, "lines": [int]}]}
@@ -112,25 +105,17 @@ def _sites_key(scan_key: str) -> str:
 
 
 def load_sites(scan_key: str) -> dict:
-    from patchkit.upstream import fetch
 
-    data = regular.read_cached(fetch.cache_dir(), f"gates/sites-{_sites_key(scan_key)}.json", ENTRY_LIMIT)
-    try:
-        got = json.loads(data) if data is not None else None
-    except (ValueError, RecursionError):
-        return {}
-    if not shape.fits(got, SITES):
+    got = store.get_json("gates/sites", _sites_key(scan_key), SITES)
+    if got is None:
         return {}
     return {(s["file"], s["function"], s["condition"], s["kind"]): s["lines"] for s in got["sites"]}
 
 
 def store_sites(scan_key: str, sites: dict) -> None:
-    from patchkit.upstream import fetch
 
     rows = [{"file": f, "function": fn, "condition": c, "kind": k, "lines": v} for (f, fn, c, k), v in sites.items()]
-    fsio.store_cached(
-        fetch.cache_dir(), f"gates/sites-{_sites_key(scan_key)}.json", json.dumps({"sites": rows}).encode()
-    )
+    store.put_json("gates/sites", _sites_key(scan_key), {"sites": rows})
 
 
 def scan_release(
@@ -145,7 +130,6 @@ def scan_release(
 ) -> tuple[dict, bool]:
     """The scan of the release unpacked at ``root`` as JSON, and whether it came from the cache."""
     from patchkit.base.target import open_target
-    from patchkit.upstream import fetch
 
     key = scan_key(engine, version, device, compare, vendored, only)
     hit = _cached(key)
@@ -163,7 +147,7 @@ def scan_release(
         "errors": list(res.errors),
         "layout": t.layout,
     }
-    fsio.store_cached(fetch.cache_dir(), f"gates/{key}.json", json.dumps(doc).encode())
+    store.put_json("gates/across", key, doc)
     return doc, False
 
 

@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from patchkit.base import sparse, trust
+from patchkit.base import sparse, store
 from patchkit.upstream import recorded
 
 GAP = 64 << 10  # bytes between two members still fetched in one request
@@ -130,7 +130,7 @@ def fill(root: Path, say: Callable[[str], None]) -> None:
     source = {"engine": doc["engine"], "source": "index", "version": doc["version"], "wheel": whl.name}
     # whole now: tied to the checked wheel as an unpacked tree is (recorded.tree_why_not)
     record = recorded.tree_record(whl, source)
-    sealed = trust.entry_bytes(root, recorded.TREE_RECORD, record) if record is not None else None
+    sealed = store.sealed(recorded.KIND, root / recorded.TREE_RECORD, record) if record is not None else None
     if sealed is not None:
         _put(root, recorded.TREE_RECORD, data=sealed)
     _put(root, ".patchkit/source.json", data=(json.dumps(source, indent=1, sort_keys=True) + "\n").encode())
@@ -269,7 +269,7 @@ def _bring(lw, root: Path, names: list[str], say: Callable[[str], None]) -> None
     todo = []
     for n in names:
         digest = lw.record_digest if n == lw.record_name else lw._record.get(n, "")
-        if digest and lazywheel.read_blob(digest) is not None:
+        if digest and store.get_blob(digest) is not None:
             _put(root, n, digest=digest)
         elif digest:
             todo.append(n)
@@ -297,26 +297,13 @@ def _bring(lw, root: Path, names: list[str], say: Callable[[str], None]) -> None
                         digest = lw.record_digest if n == lw.record_name else lw._record[n]
                         if hashlib.sha256(data).hexdigest() != digest:
                             raise lazywheel.RangeError(f"{n} does not match the wheel's RECORD")
-                        kept = _store(digest, data)
+                        kept = store.put_blob(digest, data)
                         STATS["members"] += 1
                         _put(root, n, digest=digest if kept else "", data=data)
                 finally:
                     lw._file.forget(start, end)
     except (lazywheel.RangeError, FetchError) as e:
         _from_whole(lw, root, [n for n in todo if not os.path.lexists(root / n)], say, e)
-
-
-def _store(digest: str, data: bytes) -> bool:
-    """The blob, written unless the store has it intact (a damaged one is replaced); False
-    where the store cannot hold it (a read-only cache: the file is written into the tree)."""
-    from patchkit.upstream import lazywheel
-
-    if lazywheel.read_blob(digest) is None:
-        try:
-            lazywheel._write_atomic(lazywheel.blob_path(digest), data)
-        except OSError:
-            return False
-    return True
 
 
 def _from_whole(lw, root: Path, names: list[str], say: Callable[[str], None], why: Optional[Exception]) -> None:
@@ -333,7 +320,6 @@ def _put(root: Path, name: str, digest: str = "", data: Optional[bytes] = None) 
     """The tree's file ``name``: a hard link to the blob (``digest``), else ``data`` written;
     by a temp file and a rename (a reader sees it whole or not at all)."""
     from patchkit.base import fsio
-    from patchkit.upstream import lazywheel
 
     parent_rel, _, base = name.rpartition("/")
     parent = fsio.owned_dir(root, parent_rel) if parent_rel else Path(root)
@@ -344,14 +330,14 @@ def _put(root: Path, name: str, digest: str = "", data: Optional[bytes] = None) 
         if digest:
             os.unlink(tmp)
             try:
-                os.link(lazywheel.blob_path(digest), tmp)
+                os.link(store.blob_path(digest), tmp)
                 linked = True
                 STATS["linked"] += 1
             except OSError:
                 pass
         if not linked:
             if data is None:
-                data = lazywheel.read_blob(digest)
+                data = store.get_blob(digest)
             if data is None:
                 raise OSError(f"{name}: its blob went missing from the store")
             with open(tmp, "wb") as f:

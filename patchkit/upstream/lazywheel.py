@@ -33,13 +33,13 @@ import base64
 import csv
 import hashlib
 import io
-import json
 import os
 import re
 import zipfile
 from pathlib import Path
 from typing import Callable, Optional
 
+from patchkit.base import store
 from patchkit.base.errors import FetchError
 
 LAZY_ENV = "PATCHKIT_LAZY"  # "0": whole wheels only
@@ -195,58 +195,6 @@ class RangeFile(io.RawIOBase):
 # -- the store --------------------------------------------------------------------------------
 
 
-def blob_path(digest: str) -> Path:
-    from patchkit.base.paths import cache_dir
-
-    return cache_dir() / "blobs" / "sha256" / digest[:2] / digest[2:]
-
-
-def read_blob(digest: str) -> Optional[bytes]:
-    """A stored member, when it is there and still has its digest."""
-    from patchkit.base import regular
-
-    try:
-        data = regular.read(blob_path(digest), 256 << 20)
-    except (OSError, regular.NotRegular, regular.TooBig):
-        return None
-    return data if hashlib.sha256(data).hexdigest() == digest else None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """``data`` into ``path`` under patchkit's cache, by a temp file and a rename; the
-    directories on the way checked as patchkit's own (no link planted there is followed)."""
-    import tempfile
-
-    from patchkit.base import fsio
-    from patchkit.base.errors import TargetError
-    from patchkit.base.paths import cache_dir
-
-    try:
-        fsio.owned_dir(cache_dir(), path.parent.relative_to(cache_dir()).as_posix())
-    except TargetError as e:
-        raise OSError(e.message) from None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def write_blob(digest: str, data: bytes) -> None:
-    p = blob_path(digest)
-    if not p.is_file():
-        try:
-            _write_atomic(p, data)
-        except OSError:
-            pass  # a read-only cache: the member is used, not kept
-
-
 def manifest_path(dist: str, version: str) -> Path:
     from patchkit.base.paths import cache_dir
     from patchkit.upstream.fetch import normalize
@@ -303,21 +251,17 @@ class LazyWheel:
     @classmethod
     def stored(cls, dist: str, version: str, say: Callable[[str], None]) -> Optional["LazyWheel"]:
         """The release as a previous run listed it (``lazy/DIST/VERSION/manifest.json``), or None."""
-        from patchkit.base import regular
-        from patchkit.base.paths import cache_dir
-
-        # an authenticated entry (patchkit/base/trust.py): a listing planted or copied into the
-        # cache, naming blobs of its own as the release's members, is a miss
-        rel = manifest_path(dist, version).relative_to(cache_dir()).as_posix()
+        # an entry of patchkit's store (patchkit/base/store.py): a listing planted or copied into
+        # the cache, naming blobs of its own as the release's members, is a miss
+        doc = store.get_json("lazy", manifest_path(dist, version), dict)
         try:
-            doc = json.loads(regular.read_cached(cache_dir(), rel, 64 << 20) or b"null")
             lw = cls(dist, version, say, dict(doc["pick"]))
             lw.size, lw._record = int(doc["size"]), dict(doc["record"])
             lw._members = {str(k): [int(x) for x in v] for k, v in doc["members"].items()}
             lw.record_name, lw.record_digest = str(doc.get("record_name", "")), str(doc.get("record_digest", ""))
             if any(len(v) != 6 for v in lw._members.values()):
                 return None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, regular.NotRegular, regular.TooBig):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         return lw
 
@@ -341,7 +285,7 @@ class LazyWheel:
             raw = lw._range_read(rec[0])
             lw._record = _record(raw)
             lw.record_name, lw.record_digest = rec[0], hashlib.sha256(raw).hexdigest()
-            write_blob(lw.record_digest, raw)  # the tree's RECORD (patchkit/upstream/lazytree.py)
+            store.put_blob(lw.record_digest, raw)  # the tree's RECORD (patchkit/upstream/lazytree.py)
         except (RangeError, FetchError, OSError) as e:
             lw._fallback_said(e)
             return None
@@ -392,11 +336,7 @@ class LazyWheel:
             "record_name": self.record_name,
             "record_digest": self.record_digest,
         }
-        from patchkit.base import fsio
-        from patchkit.base.paths import cache_dir
-
-        rel = manifest_path(self.dist, self.version).relative_to(cache_dir()).as_posix()
-        fsio.store_cached(cache_dir(), rel, json.dumps(doc, sort_keys=True).encode())
+        store.put_json("lazy", manifest_path(self.dist, self.version), doc)
 
     # reading
     def namelist(self) -> list[str]:
@@ -447,7 +387,7 @@ class LazyWheel:
             raise KeyError(name)
         digest = self._record.get(name, "")
         if digest:
-            data = read_blob(digest)
+            data = store.get_blob(digest)
             if data is not None:
                 return data
             if self.fetched >= MAX_MEMBERS:
@@ -463,7 +403,7 @@ class LazyWheel:
                 else:
                     self.fetched += 1
                     if hashlib.sha256(data).hexdigest() == digest:
-                        write_blob(digest, data)
+                        store.put_blob(digest, data)
                         return data
                     STATS["fallbacks"] += 1
                     say_once(

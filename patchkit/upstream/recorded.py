@@ -7,8 +7,9 @@ edit, would make that edit read "upstream", and `revert` leave it.  So:
 
 * **When an archive is downloaded** (patchkit/upstream/fetch.py), the sha256 the index
   listed for it (the one the download was checked against) is recorded beside it as an
-  authenticated entry (``NAME.sha256``: an HMAC under this user's key, patchkit/base/trust.py;
-  the MAC covers the entry's name, so a record moved beside another archive fails).
+  entry of patchkit's store (``NAME.sha256``, kept beside it: patchkit/base/store.py, an HMAC
+  under this user's key over the entry's place too, so a record moved beside another archive
+  fails).
 * **Every use** of a cached archive compares its bytes with that record (``why_not``,
   ``open_checked``), offline too: it is hashed unless it still has the device, inode, size,
   mtime and ctime it had when last hashed and found right (kept in the record, and for this
@@ -34,6 +35,7 @@ import re
 from pathlib import Path
 from typing import BinaryIO, Optional
 
+KIND = "records"  # the store's kind of these entries
 SUFFIX = ".sha256"  # the record beside the archive: wheels/DIST/VERSION/NAME.whl.sha256
 TREE_RECORD = ".patchkit/checked"  # the tree's record, under the tree's root
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -49,24 +51,19 @@ def record(archive: Path, sha256: str) -> None:
     """Record ``sha256`` (checked against the index as ``archive`` was downloaded) as the
     archive's, an authenticated entry beside it.  Best effort: an untrusted cache, or one
     without a key, keeps none, and the archive is checked against the index on next use."""
-    from patchkit.base import fsio
+    from patchkit.base import store
 
     if _HEX64.fullmatch(sha256 or ""):
         _mine[str(archive)] = sha256  # this process's own check stands where none can be stored
-        doc = {"file": archive.name, "sha256": sha256}
-        fsio.store_cached(archive.parent, archive.name + SUFFIX, json.dumps(doc, sort_keys=True).encode())
+        store.put_json(KIND, archive.parent / (archive.name + SUFFIX), {"file": archive.name, "sha256": sha256})
 
 
 def _record(archive: Path) -> Optional[dict]:
     """The authenticated record beside ``archive``, or None."""
-    from patchkit.base import regular
+    from patchkit.base import store
 
-    raw = regular.read_cached(archive.parent, archive.name + SUFFIX, 4096)
-    try:
-        doc = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(doc, dict) or doc.get("file") != archive.name:
+    doc = store.get_json(KIND, archive.parent / (archive.name + SUFFIX), dict, limit=4096)
+    if doc is None or doc.get("file") != archive.name:
         return None
     return doc if isinstance(doc.get("sha256"), str) and _HEX64.fullmatch(doc["sha256"]) else None
 
@@ -106,7 +103,7 @@ def open_checked(archive: Path) -> BinaryIO:
 
     The record also keeps the file's ``_stat_key`` as of its last check: while the file still
     has it, it is not hashed again (other processes too); any change to the file misses."""
-    from patchkit.base import fsio, regular
+    from patchkit.base import regular, store
 
     doc = _record(archive)
     want = doc["sha256"] if doc is not None else _mine.get(str(archive))
@@ -128,7 +125,7 @@ def open_checked(archive: Path) -> BinaryIO:
         f.close()
         raise Unchecked(f"its sha256 is {got[:16]}..., not the {want[:16]}... recorded when it was downloaded")
     if doc is not None:  # checked as it stands now: the next use need not hash it again
-        fsio.store_cached(archive.parent, archive.name + SUFFIX, json.dumps({**doc, "checked": now}).encode())
+        store.put_json(KIND, archive.parent / (archive.name + SUFFIX), {**doc, "checked": now})
     return f
 
 
@@ -172,9 +169,9 @@ def tree_record(archive: Path, source: dict) -> Optional[bytes]:
 def seal_tree(tmp: Path, dest: Path, data: Optional[bytes]) -> None:
     """Put the authenticated record ``data`` (tree_record) in the tree being made at ``tmp``,
     sealed under the name it will have at ``dest``."""
-    from patchkit.base import trust
+    from patchkit.base import store
 
-    sealed = trust.entry_bytes(dest, TREE_RECORD, data) if data is not None else None
+    sealed = store.sealed(KIND, dest / TREE_RECORD, data) if data is not None else None
     if sealed is not None:
         (tmp / TREE_RECORD).parent.mkdir(exist_ok=True)
         (tmp / TREE_RECORD).write_bytes(sealed)
@@ -184,15 +181,11 @@ def tree_why_not(dest: Path, engine: str, version: str) -> Optional[str]:
     """None when the tree at ``dest`` was unpacked from a checked archive of ``engine``
     ``version`` (its authenticated record says so, and agrees with the archive's own record
     where the archive is still cached), else why (a phrase)."""
-    from patchkit.base import regular
+    from patchkit.base import store
     from patchkit.base.target import ENGINES
 
-    raw = regular.read_cached(dest, TREE_RECORD, 1 << 16)
-    try:
-        doc = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):
-        doc = None
-    if not isinstance(doc, dict) or not _HEX64.fullmatch(str(doc.get("sha256", ""))):
+    doc = store.get_json(KIND, dest / TREE_RECORD, dict, limit=1 << 16)
+    if doc is None or not _HEX64.fullmatch(str(doc.get("sha256", ""))):
         return "it carries no authenticated record of the checked archive it was unpacked from"
     if doc.get("engine") != engine or doc.get("version") != version:
         return f"its record names {doc.get('engine')} {doc.get('version')}"
@@ -222,14 +215,10 @@ def sparse_why_not(dest: Path, engine: str, version: str) -> Optional[str]:
     """None when ``dest`` is a sparse tree patchkit made of ``engine`` ``version`` (its
     authenticated record says so), else why (a phrase): a planted ``sparse.json`` and
     ``source.json`` make no pristine reference."""
-    from patchkit.base import regular
+    from patchkit.base import store
 
-    raw = regular.read_cached(dest, TREE_RECORD, 1 << 16)
-    try:
-        doc = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):
-        doc = None
-    if not isinstance(doc, dict) or not _HEX64.fullmatch(str(doc.get("record", ""))):
+    doc = store.get_json(KIND, dest / TREE_RECORD, dict, limit=1 << 16)
+    if doc is None or not _HEX64.fullmatch(str(doc.get("record", ""))):
         return "it carries no authenticated record of the wheel it is read from"
     if doc.get("engine") != engine or doc.get("sparse") != version:
         return f"its record names {doc.get('engine')} {doc.get('sparse')}"

@@ -297,17 +297,6 @@ class Result:
         }
 
 
-def cache_root() -> Path:
-    return paths.cache_dir() / "verify"
-
-
-def _owned(key: str, suffix: str) -> tuple[Path, str]:
-    """(the directory the user named, the entry's path under it): its own directory and
-    everything below are patchkit's, each opened with O_NOFOLLOW (patchkit/base/regular.py)."""
-    root = cache_root()
-    return root.parent, f"{root.name}/{key[:2]}/{key}{suffix}"
-
-
 def key_for(nvcc_id: str, unit_rel: str, arch: str, flags: list[str], content: str) -> str:
     blob = json.dumps([nvcc_id, unit_rel, arch, flags, content])
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -341,19 +330,13 @@ def _shapes() -> tuple[dict, dict]:
 
 
 def _entry(key: str) -> Optional[dict]:
-    """A build's cached figures, or None: nothing there, not a regular file (a link, a
-    FIFO), not JSON, or not the shape ``_store`` writes (a miss: built again, replaced)."""
-    from patchkit.base import regular, shape
+    """A build's cached figures, or None: patchkit's store misses it (patchkit/base/store.py),
+    or it is not the shape ``_store`` writes (built again, replaced)."""
+    from patchkit.base import shape, store
 
-    data = regular.read_cached(*_owned(key, ".json"), ENTRY_LIMIT)
-    try:
-        entry = json.loads(data) if data is not None else None
-    except (ValueError, RecursionError):
-        return None
     head, built = _shapes()
-    if not shape.fits(entry, head) or (entry["built"] and not shape.fits(entry, built)):
-        return None
-    return entry
+    entry = store.get_json("verify/builds", key, head, limit=ENTRY_LIMIT)
+    return None if entry is None or (entry["built"] and not shape.fits(entry, built)) else entry
 
 
 def _ptx(key: str) -> Optional[str]:
@@ -362,9 +345,9 @@ def _ptx(key: str) -> Optional[str]:
     import io
     import zlib
 
-    from patchkit.base import regular
+    from patchkit.base import store
 
-    data = regular.read_cached(*_owned(key, ".ptx.gz"), PTX_LIMIT)
+    data = store.get("verify/ptx", key, limit=PTX_LIMIT)
     if data is None:
         return None
     try:
@@ -392,13 +375,12 @@ def _cached(key: str, count: tuple[str, ...]) -> Optional[Result]:
 
 
 def _store(key: str, data: dict, ptx_text: Optional[str] = None) -> None:
-    """A build's figures (and PTX) in the cache, each written beside itself and renamed
-    over (fsio.write_owned: a link planted there is replaced, never written through)."""
-    from patchkit.base import fsio
+    """A build's figures (and PTX) in patchkit's store."""
+    from patchkit.base import store
 
     if ptx_text is not None:
-        fsio.store_cached(*_owned(key, ".ptx.gz"), gzip.compress(ptx_text.encode(), 6))
-    fsio.store_cached(*_owned(key, ".json"), json.dumps(data).encode())
+        store.put("verify/ptx", key, gzip.compress(ptx_text.encode(), 6))
+    store.put_json("verify/builds", key, data)
 
 
 def compile_one(nvcc: Path, job: Job, mirror: Path, tree: Tree, count: tuple[str, ...], timeout: float) -> Result:

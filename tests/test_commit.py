@@ -37,12 +37,12 @@ def test_a_cached_plan_is_the_commit_a_fresh_plan_freezes(seen):  # noqa: F811
     from patchkit.upstream.pristine import RELEASES
 
     root, recipes, _, _, _ = seen
-    [entry_path] = [p for p in (root.parent / "cache" / "plans").glob("*.json") if ".paths." not in p.name]
+    [entry_path] = [p for p in (root.parent / "cache" / "plans").glob("*") if p.is_file()]
     import json
 
-    from patchkit.base import trust
+    from patchkit.base import store
 
-    entry = json.loads(trust.stored(entry_path))
+    entry = json.loads(store.payload(entry_path))
     targets = {"sglang": open_target("sglang", root)}
     with transaction.locked(targets):
         cached = plancache.commit_of(entry, targets, "apply")

@@ -113,3 +113,20 @@ def test_the_report_folds_a_releases_gates_and_keeps_every_number():
     assert len(folded) < len(every)
     assert any(t.startswith("  sglang/kernels/ ") for t in folded)  # the summary's rows
     assert sum(t.startswith("    #") for t in every) == len(res.closed)
+
+
+def test_a_runtime_check_reads_open_for_the_part_it_admits():
+    """SGLang 0.5.23's TRT-LLM MoE launcher checks ``TVM_FFI_ICHECK(major == 10 || major == 12)``
+    on the major it binds with cudaDeviceGetAttribute: open for 12.0 (not reported), closed for
+    9.0 against 10.0."""
+    from patchkit.base.target import open_target
+
+    path = "sglang/kernels/ops/lora/moe/trtllm_lora_temp/data/csrc/trtllm_fused_moe_kernel_launcher.cu"
+    root = fetch.release_tree("sglang", "0.5.23")
+    assert "TVM_FFI_ICHECK(major == 10 || major == 12)" in (root / path).read_text()
+    t = open_target("sglang", root)
+    res = _scan("sglang", root, {path})
+    assert res.parsed == 1 and not [g for g in res.closed if not g.kind.startswith("#")]
+    old = G.scan("sglang", t.root, t.layout, t.version, Device.parse("9.0"), SM100, only={path})
+    got = [(g.kind, g.condition, g.function) for g in old.closed if not g.kind.startswith("#")]
+    assert ("check", "major == 10 || major == 12", "FusedMoeLauncher::init_common") in got, got

@@ -436,7 +436,7 @@ class _CppFile:
             rows = [{"line": ln} for ln, _ in self.directives]
             parser = cppeval._parser()
             if parser is not None and rows:
-                G._cpp_context(parser, self.text, rows)
+                G._cpp_context(parser.parse(self.text.encode()), rows)
             self._functions = {r["line"]: r.get("function", "") for r in rows}
         return self._functions.get(line, "")
 

@@ -1,4 +1,4 @@
-"""`patchkit gates --draft ID` (patchkit/authoring/draft.py, patchkit/commands/gates_draft.py) on
+"""`patchkit gates --draft ID` (patchkit/authoring/draft*.py, patchkit/commands/gates_draft.py) on
 miniature trees: the op kind each gate takes, the proof before anything is written, and each
 refusal firing; and `gates` defaulting to the activated serving venv."""
 
@@ -378,7 +378,7 @@ def test_the_proof_refuses_a_draft_that_does_not_hold(tmp_path):
 
 
 def test_overlapping_edits_are_told():
-    from patchkit.authoring.draft import _overlap
+    from patchkit.authoring.draft_ops import _overlap
 
     assert _overlap([(0, 5, b"x"), (3, 8, b"y")])
     assert not _overlap([(0, 5, b"x"), (5, 5, b"y"), (6, 9, b"z")])

@@ -118,6 +118,10 @@ def test_what_does_not_bind_the_capability_is_not_read():
     )
     closed, _ = G.cpp_gates(own_sm, SM120, SM100)
     assert closed == []  # this file's getSMVersion is the major: 12 >= 100 is false on both
+    # a branch that only logs goes on: true for the device is no refusal
+    logs = 'void h() {\n  if (getSMVersion() != 100) {\n    TLLM_LOG_ERROR("not SM100");\n  }\n}\n'
+    assert G.cpp_gates(logs, SM120, SM100) == ([], [])
+    assert G.cpp_gates(logs.replace("TLLM_LOG_ERROR", "TLLM_THROW"), SM120, SM100)[0][0]["line"] == 2
 
 
 def test_a_tree_scan_reads_a_file_with_no_cuda_arch(tmp_path):

@@ -58,6 +58,7 @@ _PROPS_RETURNED = frozenset(("getCurrentDeviceProperties", "getDeviceProperties"
 PROBES = tuple(Device(a, b) for a, b in ((7, 5), (8, 0), (8, 6), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1)))
 _QUANTITIES = ("sm", "major", "minor", "cuda_arch")
 _REFUSES = re.compile(r"THROW|ERROR|FAIL|abort|exit\b|unreachable", re.I)
+_ONLY_SAYS = re.compile(r"LOG|WARN|PRINT|DEBUG", re.I)  # TLLM_LOG_ERROR goes on: no refusal
 _SITES = ("if_statement", "while_statement", "return_statement", "expression_statement", "init_declarator")
 
 
@@ -312,7 +313,9 @@ def _refuses(stmt) -> str:
             if e.type == "call_expression":
                 name = _callee(e)
                 check = _check(s)
-                if _REFUSES.search(name) or (check is not None and check[2].strip() in ("false", "0")):
+                if (_REFUSES.search(name) and not _ONLY_SAYS.search(name)) or (
+                    check is not None and check[2].strip() in ("false", "0")
+                ):
                     return _short(s)
     return ""
 

@@ -337,17 +337,15 @@ def _first_call(node) -> str:
     return ""
 
 
-def runtime_gates(data: bytes, root, device: Device, compare: Device) -> tuple[list[dict], list[dict]]:
-    """The closed and unknown run-time capability checks of a file (``data``, its bytes, and
-    ``root``, its tree-sitter-cpp tree's root node), as gates.py's rows."""
+def _each_site(data: bytes, root):
+    """(reader, the names its function binds, kind, condition node, guards, refusal, function
+    name) of each site that reads the capability, in the file's functions that may."""
     if not holds_words(data):
-        return [], []
+        return
     reader = _Reader(_functions(root, data, NEEDLES))
     # what reads the capability elsewhere: the members bound, the accessors the file defines
     more = {k.rsplit("->", 1)[-1].rsplit(".", 1)[-1].encode() for k in reader.members}
     more |= {k.encode() for k in reader.calls if k not in ACCESSORS}
-    closed: list[dict] = []
-    unknown: list[dict] = []
     seen: set = set()
     for fn in _functions(root, data, NEEDLES + tuple(more)):
         names = reader.bindings(fn, reader.members)
@@ -360,16 +358,32 @@ def runtime_gates(data: bytes, root, device: Device, compare: Device) -> tuple[l
             if n.type not in _SITES or n.id in seen:
                 continue
             site = _site(n)
-            if site is None:
-                continue
-            kind, cond, guards, refusal = site
-            if not reader.reads(cond, names):
+            if site is None or not reader.reads(site[1], names):
                 continue
             seen.add(n.id)
-            _judge(reader, names, kind, cond, guards, refusal, fname, device, compare, closed, unknown)
+            yield (reader, names, *site, fname)
+
+
+def runtime_gates(data: bytes, root, device: Device, compare: Device) -> tuple[list[dict], list[dict]]:
+    """The closed and unknown run-time capability checks of a file (``data``, its bytes, and
+    ``root``, its tree-sitter-cpp tree's root node), as gates.py's rows."""
+    closed: list[dict] = []
+    unknown: list[dict] = []
+    for reader, names, kind, cond, guards, refusal, fname in _each_site(data, root):
+        _judge(reader, names, kind, cond, guards, refusal, fname, device, compare, closed, unknown)
     closed.sort(key=lambda r: r["line"])
     unknown.sort(key=lambda r: r["line"])
     return closed, unknown
+
+
+def sites(data: bytes, root) -> list[tuple[int, str, str, str]]:
+    """(line, kind, function, condition as written, blanks folded) of every run-time site that
+    reads the capability, whatever it answers: where ``gates --across`` looks for a check
+    that no longer reads closed (``major == 10`` widened to ``major == 10 || major == 12``)."""
+    return sorted(
+        (c.start_point[0] + 1, kind, fname, " ".join(c.text.decode(errors="replace").split()))
+        for _, _, kind, c, _, _, fname in _each_site(data, root)
+    )
 
 
 def _site(n) -> Optional[tuple]:

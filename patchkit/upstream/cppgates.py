@@ -50,7 +50,8 @@ ACCESSORS = {
     "get_cc_minor": "minor",
 }
 # What a file must hold for this scan to look further (a bytes search, before any parse).
-NEEDLES = (b"ComputeCapabilityM", b"DeviceProperties", *{k.encode() for k in ACCESSORS})
+_WORDS = {b"ComputeCapabilityM", b"DeviceProperties", *(k.encode() for k in ACCESSORS)}
+NEEDLES = tuple(sorted(w for w in _WORDS if not any(o != w and o in w for o in _WORDS)))  # get_sm_version covers _num
 _PROPS_BY_REF = frozenset(("cudaGetDeviceProperties", "hipGetDeviceProperties"))
 _PROPS_RETURNED = frozenset(("getCurrentDeviceProperties", "getDeviceProperties"))
 # Devices the readings are tried on: a name holds a quantity where it reads as that quantity
@@ -337,10 +338,11 @@ def _first_call(node) -> str:
     return ""
 
 
-def _each_site(data: bytes, root):
+def _each_site(data: bytes, root, holds: Optional[bool] = None):
     """(reader, the names its function binds, kind, condition node, guards, refusal, function
-    name) of each site that reads the capability, in the file's functions that may."""
-    if not holds_words(data):
+    name) of each site that reads the capability, in the file's functions that may
+    (``holds``: ``holds_words(data)``, where the caller knows it)."""
+    if not (holds_words(data) if holds is None else holds):
         return
     reader = _Reader(_functions(root, data, NEEDLES))
     # what reads the capability elsewhere: the members bound, the accessors the file defines
@@ -364,12 +366,14 @@ def _each_site(data: bytes, root):
             yield (reader, names, *site, fname)
 
 
-def runtime_gates(data: bytes, root, device: Device, compare: Device) -> tuple[list[dict], list[dict]]:
+def runtime_gates(
+    data: bytes, root, device: Device, compare: Device, holds: Optional[bool] = None
+) -> tuple[list[dict], list[dict]]:
     """The closed and unknown run-time capability checks of a file (``data``, its bytes, and
     ``root``, its tree-sitter-cpp tree's root node), as gates.py's rows."""
     closed: list[dict] = []
     unknown: list[dict] = []
-    for reader, names, kind, cond, guards, refusal, fname in _each_site(data, root):
+    for reader, names, kind, cond, guards, refusal, fname in _each_site(data, root, holds):
         _judge(reader, names, kind, cond, guards, refusal, fname, device, compare, closed, unknown)
     closed.sort(key=lambda r: r["line"])
     unknown.sort(key=lambda r: r["line"])

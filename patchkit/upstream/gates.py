@@ -835,11 +835,12 @@ def cpp_gates(text: str, device: Device, compare: Device) -> Optional[tuple[list
                     }
                 )
     data = text.encode()
-    tree = parser.parse(data) if closed or cppgates.holds_words(data) else None
+    holds = cppgates.holds_words(data)
+    tree = parser.parse(data) if closed or holds else None
     if closed:
         _cpp_context(tree, closed)
-    if tree is not None:
-        more, undecided = cppgates.runtime_gates(data, tree.root_node, device, compare)
+    if holds:
+        more, undecided = cppgates.runtime_gates(data, tree.root_node, device, compare, holds=True)
         if more or undecided:
             closed = sorted(closed + more, key=lambda r: r["line"])
             unknown = sorted(unknown + undecided, key=lambda r: r["line"])

@@ -905,7 +905,7 @@ def main() -> None:
         "  verdict is read back (keyed on patchkit's code, the recipes and the release), and only the index listing",
         "  is fetched.",
         "- **gates** over a whole release (vendored code left out, as by default) reads every file and parses only",
-        "  those whose bytes name a device check (a bytes search per word first: SGLang 0.5.23, 364 of 4,979), on",
+        "  those whose bytes name a device check (a bytes search per word first: SGLang 0.5.23, 371 of 4,979), on",
         "  two processes, the cycle collector off while a module is parsed and walked; cold includes keeping each",
         "  parsed file's rows in the cache (`gates/files/`, by its bytes). Warm, the tree's entry (`gates/trees/`,",
         "  keyed on its files' names and identities) is read back: no file is read or parsed, and what is left is",

@@ -427,3 +427,37 @@ def test_the_scan_cache_key_follows_the_engine_definition_and_devices(monkeypatc
     monkeypatch.setattr(engines, "ENGINES", {**{e: engines.ENGINES[e] for e in engines.ENGINES}, "sglang": more})
     others.add(GA.scan_key("sglang", "1.0", d, c, False, None))
     assert base not in others and len(others) == 6
+
+
+RUNTIME_10 = """\
+void launch_check(int dev) {
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  TORCH_CHECK(major == 10, "SM100 only");
+}
+void other_check(int dev) {
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  TORCH_CHECK(major == 10, "SM100 only");
+}
+"""
+
+
+@pytest.mark.skipif(not cppeval.available(), reason="tree-sitter-cpp not installed")
+def test_a_runtime_check_widened_is_opened_one_rewritten_is_gone(tmp_path, monkeypatch, run_cli):
+    """A run-time C++ check (cppgates.py) followed across releases: ``major == 10`` widened to
+    ``major == 10 || major == 12`` still stands (opened); one rewritten to a macro the scan
+    does not read as the same check is gone, never opened."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    cu = "sglang/jit_kernel/csrc/moe.cu"
+    _release(cache, "1.0", {cu: RUNTIME_10})
+    widened = RUNTIME_10.replace("TORCH_CHECK(major == 10,", "TORCH_CHECK(major == 10 || major == 12,", 1)
+    _release(cache, "1.1", {cu: widened.replace("TORCH_CHECK(major == 10, ", "TORCH_CHECK(IS_SM100(major), ")})
+    monkeypatch.setattr(drift, "index_versions", lambda dist, kind="wheel": ["1.0", "1.1"])
+    code, out, err = run_cli("gates", "--device", "12.0", "--across", "sglang==1.0..1.1", "--json", cwd=tmp_path)
+    doc = json.loads(out)
+    got = sorted((c["change"], c["function"], c["condition"], tuple(c["lines"])) for c in doc["changes"])
+    assert got == [("gone", "other_check", "major == 10", (9,)), ("opened", "launch_check", "major == 10", (4,))]
+    (opened,) = [c for c in doc["changes"] if c["change"] == "opened"]
+    assert opened["why"] == f"still stands at {cu}:4 (as written or widened), not closed"

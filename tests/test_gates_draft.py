@@ -1,4 +1,4 @@
-"""`patchkit gates --draft ID` (patchkit/authoring/draft.py, patchkit/commands/gates_draft.py) on
+"""`patchkit gates --draft ID` (patchkit/authoring/draft*.py, patchkit/commands/gates_draft.py) on
 miniature trees: the op kind each gate takes, the proof before anything is written, and each
 refusal firing; and `gates` defaulting to the activated serving venv."""
 
@@ -378,7 +378,7 @@ def test_the_proof_refuses_a_draft_that_does_not_hold(tmp_path):
 
 
 def test_overlapping_edits_are_told():
-    from patchkit.authoring.draft import _overlap
+    from patchkit.authoring.draft_ops import _overlap
 
     assert _overlap([(0, 5, b"x"), (3, 8, b"y")])
     assert not _overlap([(0, 5, b"x"), (5, 5, b"y"), (6, 9, b"z")])
@@ -499,3 +499,19 @@ def test_membership_lists_and_capability_arguments(tmp_path, run_cli):
              "current_platform.is_device_capability_family(120))"},
         ),
     ]  # fmt: skip
+
+
+@pytest.mark.skipif(not cppeval.available(), reason="tree-sitter-cpp not installed")
+def test_a_runtime_cpp_check_is_refused_as_one(tmp_path, run_cli):
+    cu = (
+        "void check(int dev) {\n  int major = 0;\n"
+        "  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);\n"
+        '  TORCH_CHECK(major == 10, "SM100 only");\n}\n'
+    )
+    _tree(tmp_path, {"sglang/srt/kernels/k.cu": cu})
+    code, out, _ = _run(run_cli, tmp_path, "--json")
+    got = [g for t in json.loads(out)["trees"] for g in t["closed"] if g["path"].endswith(".cu")]
+    assert [(g["line"], g["kind"], g["condition"]) for g in got] == [(4, "check", "major == 10")]
+    code, out, err = _run(run_cli, tmp_path, "--draft", "k", "--only", str(got[0]["n"]))
+    assert code == 1 and "a run-time C++ check: no op kind widens one yet" in err, err
+    assert not (tmp_path / "recipes" / "k.toml").exists()

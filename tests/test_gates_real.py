@@ -113,3 +113,41 @@ def test_the_report_folds_a_releases_gates_and_keeps_every_number():
     assert len(folded) < len(every)
     assert any(t.startswith("  sglang/kernels/ ") for t in folded)  # the summary's rows
     assert sum(t.startswith("    #") for t in every) == len(res.closed)
+
+
+def test_a_runtime_check_reads_open_for_the_part_it_admits():
+    """SGLang 0.5.23's TRT-LLM MoE launcher checks ``TVM_FFI_ICHECK(major == 10 || major == 12)``
+    on the major it binds with cudaDeviceGetAttribute: open for 12.0 (not reported), closed for
+    9.0 against 10.0."""
+    from patchkit.base.target import open_target
+
+    path = "sglang/kernels/ops/lora/moe/trtllm_lora_temp/data/csrc/trtllm_fused_moe_kernel_launcher.cu"
+    root = fetch.release_tree("sglang", "0.5.23")
+    assert "TVM_FFI_ICHECK(major == 10 || major == 12)" in (root / path).read_text()
+    t = open_target("sglang", root)
+    res = _scan("sglang", root, {path})
+    assert res.parsed == 1 and not [g for g in res.closed if not g.kind.startswith("#")]
+    old = G.scan("sglang", t.root, t.layout, t.version, Device.parse("9.0"), SM100, only={path})
+    got = [(g.kind, g.condition, g.function) for g in old.closed if not g.kind.startswith("#")]
+    assert ("check", "major == 10 || major == 12", "FusedMoeLauncher::init_common") in got, got
+
+
+def test_flashinfer_generated_backends_read_as_a_few_mechanisms():
+    """Three of FlashInfer 0.7.4's generated backends (a cake_jit.py of JIT specs each, and a
+    kernel per .cu file, each guarded by ``#if __CUDA_ARCH__ == 1000``): hundreds of closed
+    gates read as a few rows, one per arch list or guard however spelled, every number kept."""
+    from patchkit.commands import gates as C
+
+    root = fetch.release_tree("flashinfer", "0.7.4")
+    dirs = ("cake_rmsnorm_train_backend", "cake_rmsnorm_det_train_backend", "cake_gdp_backend")
+    only = {p.relative_to(root).as_posix() for d in dirs for p in (root / "flashinfer" / d).rglob("*") if p.is_file()}
+    res = _scan("flashinfer", root, only)
+    scans = [(res, 0.0)]
+    mech, rest = C.mechanisms(C.folds(C._numbers(scans, res)))
+    assert sorted(n for f in mech + rest for n in f.numbers) == list(range(1, len(res.closed) + 1))
+    guards = [f for f in mech if f.gates[0].kind == "#if"]
+    assert len(guards) == 1 and C.shape(guards[0].gates[0]) == ("#if", "__CUDA_ARCH__==1000")
+    assert len({g.path for g in guards[0].gates}) > 250  # a kernel file each
+    assert [C.shape(f.gates[0])[1] for f in mech if f.gates[0].kind == "arch-list"] == ["sm_100a,sm_103a"]  # 3 specs
+    rows = [t for t in C.report(SM120, SM100, scans, False) if t.startswith("    #")]
+    assert len(res.closed) > 600 and len(rows) < 15, (len(res.closed), len(rows))

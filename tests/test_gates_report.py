@@ -91,18 +91,58 @@ def test_a_component_that_holds_most_gates_is_split_one_level_further():
 
 
 def test_one_gate_in_many_files_of_a_directory_is_one_row():
-    d = "flashinfer/data/csrc/k"
-    gs = [gate(f"{d}/k{i}.cu", 5 + i, "__CUDA_ARCH__ == 1000", kind="#if", why="false") for i in range(5)]
-    gs.insert(2, gate(f"{d}/k1.cu", 50, "__CUDA_ARCH__ == 900", kind="#if", why="false"))  # another condition
-    gs += [gate("flashinfer/data/csrc/o/a.cu", 1, "__CUDA_ARCH__ == 1000", kind="#if", why="false")] * 2
+    d = "flashinfer/jit/k"
+    gs = [gate(f"{d}/k{i}.py", 5 + i, "major == 10", kind="if", why="false") for i in range(5)]
+    gs.insert(2, gate(f"{d}/k1.py", 50, "major == 9", kind="if", why="false"))  # another condition
+    gs += [gate("flashinfer/jit/o/a.py", 1, "major == 10", kind="if", why="false")] * 2
     s = scan(gs)
     text = C.report(DEV, CMP, s, False)
     rows = [t for t in text if t.startswith("    #")]
-    assert len(rows) == 3  # k/ (5 files), k1.cu's other condition, o/a.cu (x2: two files are not folded)
+    assert len(rows) == 3  # k/ (5 files), k1.py's other condition, o/a.py (x2: two files are not folded)
     assert f"{d}/ (5 files with this gate)" in text
     i = text.index(f"{d}/ (5 files with this gate)")
-    assert text[i + 1].startswith("    #1   x5    #if       __CUDA_ARCH__ == 1000")
-    assert text[i + 2] == "           at k0.cu:5, k1.cu:6, k2.cu:7, k3.cu:8 ... and 1 more; numbers 1-2,4-6"
-    assert "flashinfer/data/csrc/o/a.cu" in text
+    assert text[i + 1].startswith("    #1   x5    if        major == 10")
+    assert text[i + 2] == "           at k0.py:5, k1.py:6, k2.py:7, k3.py:8 ... and 1 more; numbers 1-2,4-6"
+    assert "flashinfer/jit/o/a.py" in text
+    assert not any(t.startswith("by mechanism") for t in text)  # a Python condition stays on its files
     every = [t for t in C.report(DEV, CMP, s, False, every=True) if t.startswith("    #")]
     assert len(every) == 8
+
+
+def test_one_arch_list_or_guard_over_many_files_is_one_mechanism_row():
+    """JIT specs and generated kernels repeat one arch list or #if guard, spelled several ways,
+    in many files of many components: one row each, with its components, first file:lines and
+    every number; a list or guard in fewer files, and every Python condition, stay by file."""
+    specs = [
+        gate(f"flashinfer/cake_{c}_backend/cake_jit.py", 10 + i, spelled, function=f"gen_{c}")
+        for i, (c, spelled) in enumerate(
+            [
+                ("a", '["sm_100a", "sm_103a"]'),
+                ("b", '[ "sm_100a", "sm_103a", ]'),
+                ("c", 'targets=("sm_100a", "sm_103a")'),
+            ]
+        )
+    ]
+    kernels = [
+        gate(f"flashinfer/data/csrc/k{i}/k.cu", 7, cond, kind="#if", why="false for 12.0: __CUDA_ARCH__ is 1200")
+        for i, cond in enumerate(["__CUDA_ARCH__ == 1000", "(__CUDA_ARCH__ == 1000)", "__CUDA_ARCH__ == 1000"])
+    ]
+    lone = gate("flashinfer/jit/x.py", 3, '["sm_100a", "sm_107a"]')  # one file: by file
+    other = gate("flashinfer/data/csrc/m.cu", 9, "(__CUDA_ARCH__ == 1000) || (__CUDA_ARCH__ == 1030)", kind="#if")
+    py = [gate(f"flashinfer/p{i}.py", 1, "major == 10", kind="if", why="false") for i in range(3)]
+    s = scan(specs + kernels + [lone, other] + py)
+    numbered = C._numbers(s, s[0][0])
+    mech, rest = C.mechanisms(C.folds(numbered))
+    assert [len(f.gates) for f in mech] == [3, 3] and all(f.mechanism for f in mech)
+    assert sorted(n for f in mech + rest for n in f.numbers) == list(range(1, 12))  # every number once
+    assert {f.gates[0].kind for f in rest} == {"arch-list", "#if", "if"}  # the lone list, `||` guard, Python
+    text = C.report(DEV, CMP, s, False)
+    assert any(t.startswith("by mechanism (2 rows for 6 gates") for t in text)
+    j = text.index('arch list ["sm_100a", "sm_103a"] (3 spellings) in 3 files of 3 components')
+    assert text[j + 1].startswith("    #")
+    assert text[j + 2].startswith("           in flashinfer/cake_a_backend/ 1, flashinfer/cake_b_backend/ 1,")
+    assert text[j + 3].startswith("           at flashinfer/cake_a_backend/cake_jit.py:10, flashinfer/cake_b_backend")
+    lists = next(f for f in mech if f.gates[0].kind == "arch-list")
+    assert text[j + 3].endswith("... and 1 more; numbers " + C.runs(lists.numbers))
+    assert "guard __CUDA_ARCH__ == 1000 (2 spellings) in 3 files of 1 component" in text
+    assert "by file:" in text and "flashinfer/jit/x.py" in text

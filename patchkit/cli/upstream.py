@@ -194,7 +194,8 @@ def gates(ctx, device, compare, target, to, python, across, vendored, jobs, as_j
     \b
     Python conditions, assertions, flags and arguments built from the engine's device
     checks, JIT arch lists (supported_major_versions=[9, 10]), C/C++/CUDA #if guards
-    over __CUDA_ARCH__ and CMake arch lists (vLLM's CMakeLists.txt: a branch on the CUDA
+    over __CUDA_ARCH__, run-time C++ capability checks (TVM_FFI_ICHECK(major == 10)
+    where the function reads its device's capability) and CMake arch lists (vLLM's CMakeLists.txt: a branch on the CUDA
     toolkit is decided by --device 12.0@cuda12.9, else unknown), each with file:line,
     the condition as written, why it is false,
     the enclosing function, what it guards, and the recipes in play that edit it.

@@ -4,6 +4,7 @@ comparison device (patchkit/upstream/gates.py does the scan)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -210,6 +211,7 @@ class Fold:
     function: str
     gates: tuple  # G.Gate, in file order
     numbers: tuple[int, ...]  # their report numbers (what `--draft --only` names)
+    mechanism: bool = False  # one arch list or #if guard, however spelled, over many files
 
 
 def folds(numbered: list) -> list[Fold]:
@@ -242,6 +244,99 @@ def spread(fs: list[Fold]) -> list[Fold]:
             dirname = f.path.rpartition("/")[0]
             out.append(Fold(dirname + "/", "", tuple(x for _, x in pairs), tuple(n for n, _ in pairs)))
     return out
+
+
+# Kinds whose condition is a statement of archs alone (a JIT arch list, a compile guard): one
+# such condition spread over many files is one mechanism (a generator's output, a JIT spec per
+# kernel), read once.  A Python condition or a run-time check stays on its file's row.
+MECHANISMS = ("arch-list", "#if", "#elif")
+MECHANISM_SHOWN = 2  # files named on a mechanism's row
+COMPONENTS_SHOWN = 4  # components named on a mechanism's row
+
+
+def _outer_parens(c: str) -> bool:
+    """Whether ``c`` is one parenthesised expression: ``(a)``, not ``(a)||(b)``."""
+    if not (c.startswith("(") and c.endswith(")")):
+        return False
+    depth = 0
+    for ch in c[1:-1]:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def shape(g) -> tuple[str, str]:
+    """What the gates of one mechanism share: the kind's class and the condition without its
+    spelling (blanks, brackets, quotes, a trailing comma, a keyword, outer parentheses):
+    ``targets=("sm_100a", "sm_103a")`` and ``[ "sm_100a", "sm_103a", ]`` are one list."""
+    c = g.condition
+    if g.kind == "arch-list":
+        c = re.sub(r"^\w+\s*=", "", c)
+        return ("arch-list", re.sub(r"[\s\"'()\[\]{}]", "", c).strip(","))
+    c = "".join(c.split())
+    while _outer_parens(c):
+        c = c[1:-1]
+    return ("#if", c)
+
+
+def mechanisms(fs: list[Fold]) -> tuple[list[Fold], list[Fold]]:
+    """(the mechanisms, the other folds): folds of ``MECHANISMS`` kinds whose gates share one
+    ``shape``, recipes and vendoring over SPREAD or more files -> one fold each (most gates
+    first), its gates and numbers in report order; the rest as they were, in their order."""
+
+    def key(f: Fold):
+        g = f.gates[0]
+        return (shape(g), g.recipes, g.vendored) if g.kind in MECHANISMS else None
+
+    by: dict[tuple, list[Fold]] = {}
+    for f in fs:
+        k = key(f)
+        if k is not None:
+            by.setdefault(k, []).append(f)
+    wide = {k for k, group in by.items() if len(group) > 1 and len({x.path for y in group for x in y.gates}) >= SPREAD}
+    out, rest = [], []
+    for f in fs:
+        k = key(f)
+        if k not in wide:
+            rest.append(f)
+        elif by[k][0] is f:
+            pairs = sorted(((n, x) for y in by[k] for n, x in zip(y.numbers, y.gates, strict=True)), key=lambda p: p[0])
+            out.append(Fold("", "", tuple(x for _, x in pairs), tuple(n for n, _ in pairs), mechanism=True))
+    out.sort(key=lambda f: (-len(f.gates), f.numbers[0]))
+    return out, rest
+
+
+def _mechanism_rows(f: Fold, of: dict[str, str], mark: str) -> list[str]:
+    g = f.gates[0]
+    files = {x.path for x in f.gates}
+    spellings = len({x.condition for x in f.gates})
+    per: dict[str, int] = {}
+    for x in f.gates:
+        per[of[x.path]] = per.get(of[x.path], 0) + 1
+    comps = sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{c} {n}" for c, n in comps[:COMPONENTS_SHOWN])
+    more = len(comps) - COMPONENTS_SHOWN
+    at = [f"{x.path}:{x.line}" for x in f.gates[:MECHANISM_SHOWN]]
+    left = len(f.gates) - MECHANISM_SHOWN
+    gen = sum(1 for x in f.gates if generated(x.path))
+    head = (
+        f"{'arch list' if g.kind == 'arch-list' else 'guard'} {g.condition}"
+        + (f" ({spellings} spellings)" if spellings > 1 else "")
+        + f" in {len(files)} files of {len(comps)} component{'s' if len(comps) > 1 else ''}"
+        + (" [vendored]" if g.vendored else "")
+        + ("" if not gen else " [generated]" if gen == len(f.gates) else f" [{gen} in generated code]")
+    )
+    return [
+        "",
+        head,
+        f"    #{f.numbers[0]:<3} x{len(f.gates):<4} {g.kind:<9} {g.condition}{mark}",
+        f"           in {shown}" + (f" ... and {more} more component{'s' if more > 1 else ''}" if more > 0 else ""),
+        f"           at {', '.join(at)}"
+        + (f" ... and {left} more" if left > 0 else "")
+        + f"; numbers {runs(f.numbers)}",
+        f"           {g.why}",
+    ]
 
 
 def runs(numbers) -> str:
@@ -332,14 +427,27 @@ def report(dev: Device, cmp_: Device, scans, vendored: bool, every: bool = False
         if not r.cpp:
             out.append("  (C/C++/CUDA files not scanned: tree-sitter is not installed; pip install patchkit[goals])")
         numbered = _numbers(scans, r)
-        fs = folds(numbered)
+        mech, fs = mechanisms(folds(numbered))
         if r.closed and not every:
             out.append("")
             out.append(
-                f"by component ({len(fs)} rows below for {len(r.closed)} gates: repeats of one condition in one "
-                "function are folded; --all prints each):"
+                f"by component ({len(mech) + len(fs)} rows below for {len(r.closed)} gates: repeats of one condition "
+                "in one function are folded, and one arch list or #if guard in many files; --all prints each):"
             )
             out.extend(summary(r.closed))
+        if mech and not every:
+            of = components([g.path for g in r.closed])
+            out.append("")
+            out.append(
+                f"by mechanism ({len(mech)} rows for {sum(len(f.gates) for f in mech)} gates: one arch list or "
+                f"#if guard, however spelled, in {SPREAD}+ files):"
+            )
+            for f in mech:
+                g = f.gates[0]
+                out.extend(_mechanism_rows(f, of, f"  [widened by {', '.join(g.recipes)}]" if g.recipes else ""))
+            if fs:
+                out.append("")
+                out.append("by file:")
         last = None
         lastf = None
         for f in fs if not every else [Fold(g.path, g.function, (g,), (n,)) for n, g in numbered]:

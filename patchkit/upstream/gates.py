@@ -35,7 +35,7 @@ from typing import Iterable, Optional
 
 from patchkit.core.goals import pyeval
 from patchkit.core.goals.device import Device
-from patchkit.upstream import cmakegates
+from patchkit.upstream import cmakegates, cppgates
 
 # Path components of third-party code an engine ships (CUTLASS, CuTe DSL copies, CCCL...):
 # kept apart and left out unless asked for.  Whole components only: `cute_sm12x_gemm` and
@@ -790,8 +790,8 @@ def _arch_part_differs(node, device: Device, compare: Device, cond: str) -> bool
 
 
 def cpp_gates(text: str, device: Device, compare: Device) -> Optional[tuple[list[dict], list[dict]]]:
-    """The closed and unknown ``#if``/``#elif`` gates over __CUDA_ARCH__ of one C/C++/CUDA
-    source; None without tree-sitter."""
+    """The closed and unknown gates of one C/C++/CUDA source: ``#if``/``#elif`` over
+    __CUDA_ARCH__, and run-time capability checks (cppgates.py); None without tree-sitter."""
     from patchkit.core.goals import cppeval
 
     parser = cppeval._parser()
@@ -834,16 +834,22 @@ def cpp_gates(text: str, device: Device, compare: Device) -> Optional[tuple[list
                         "state": "unknown",
                     }
                 )
+    data = text.encode()
+    holds = cppgates.holds_words(data)
+    tree = parser.parse(data) if closed or holds else None
     if closed:
-        _cpp_context(parser, text, closed)
+        _cpp_context(tree, closed)
+    if holds:
+        more, undecided = cppgates.runtime_gates(data, tree.root_node, device, compare, holds=True)
+        if more or undecided:
+            closed = sorted(closed + more, key=lambda r: r["line"])
+            unknown = sorted(unknown + undecided, key=lambda r: r["line"])
     return closed, unknown
 
 
-def _cpp_context(parser, text: str, rows: list[dict]) -> None:
+def _cpp_context(tree, rows: list[dict]) -> None:
     """The enclosing function of each row's directive, and the first declaration or
     statement it guards, from one parse of the file."""
-    data = text.encode()
-    tree = parser.parse(data)
     want = {r["line"]: r for r in rows}
     lines = sorted(want)
     stack = [tree.root_node]
@@ -1095,7 +1101,7 @@ def _scan_file(args) -> tuple[str, Optional[list], Optional[list], Optional[str]
         eng = engine_words(engine)
         if not eng.holds_words(data):
             return rel, None, None, None, False, False, True
-    elif not cmake and b"__CUDA_ARCH" not in data:
+    elif not cmake and b"__CUDA_ARCH" not in data and not cppgates.holds_words(data):
         return rel, None, None, None, False, False, True
     key = _file_key(salt, "py" if python else "cmake" if cmake else "cpp", data) if salt else None
     hit = _file_entry(key) if key else None

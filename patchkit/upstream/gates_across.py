@@ -406,12 +406,38 @@ def _bound_dropped(text: str, cond: _Cond) -> bool:
 
 
 class _CppFile:
-    """A C/C++/CUDA file's ``#if``/``#elif`` lines over __CUDA_ARCH__, and their functions."""
+    """A C/C++/CUDA file's ``#if``/``#elif`` lines over __CUDA_ARCH__, and their functions;
+    and its run-time capability checks (cppgates.sites), read where a run-time gate is looked for."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.directives = [(line, _flat(cond)) for line, _, cond in G._directives(text)]
         self._functions: Optional[dict[int, str]] = None
+        self._runtime: Optional[list[tuple[int, str, str]]] = None
+
+    def runtime(self) -> list[tuple[int, str, str]]:
+        """(line, function, flat condition) of each run-time site that reads the capability."""
+        if self._runtime is None:
+            from patchkit.core.goals import cppeval
+            from patchkit.upstream import cppgates
+
+            parser = cppeval._parser()
+            data = self.text.encode()
+            got = cppgates.sites(data, parser.parse(data).root_node) if parser is not None else []
+            self._runtime = [(line, fn, _flat(cond)) for line, _, fn, cond in got]
+        return self._runtime
+
+    def open_runtime(self, function: str, cond: _Cond, reported: list[tuple[int, _Cond]]) -> list[int]:
+        """Lines of the run-time checks of ``function`` that hold the condition as written or
+        widened (``major == 10`` in ``major == 10 || major == 12``), not reported there."""
+        out = []
+        for line, fn, text in self.runtime():
+            if fn != function or not _has(text, cond.flat):
+                continue
+            if any(rl == line and _has(rc.flat, cond.flat) for rl, rc in reported):
+                continue
+            out.append(line)
+        return out
 
     def function_at(self, line: int) -> str:
         if self._functions is None:
@@ -420,7 +446,7 @@ class _CppFile:
             rows = [{"line": ln} for ln, _ in self.directives]
             parser = cppeval._parser()
             if parser is not None and rows:
-                G._cpp_context(parser, self.text, rows)
+                G._cpp_context(parser.parse(self.text.encode()), rows)
             self._functions = {r["line"]: r.get("function", "") for r in rows}
         return self._functions.get(line, "")
 
@@ -515,6 +541,8 @@ class Release:
             for g in self.by_file.get(file, [])
             if g["function"] == function
         ]
+        if not python and not kind.startswith("#"):  # a run-time check (cppgates.py)
+            return f.open_runtime(function, cond, reported)
         return f.open_sites(function, cond, reported)
 
 

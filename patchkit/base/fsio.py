@@ -287,10 +287,18 @@ def clear_entry(path: Path) -> None:
         st = os.lstat(path)
     except FileNotFoundError:
         return
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+
+    def gone_already(func, p, exc_info) -> None:  # another process removing the same tree
+        if not isinstance(exc_info[1], FileNotFoundError):
+            raise exc_info[1]
+
+    try:
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path, onerror=gone_already)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def below_without_links(base: Path, path: Path) -> bool:

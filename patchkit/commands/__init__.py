@@ -8,9 +8,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from patchkit.base import term
+from patchkit.base import sparse, term
 from patchkit.core.project import Project
-from patchkit.upstream import lazytree  # noqa: F401  (a sparse release tree read here fetches what it lacks)
+
+
+def _need(root, rels) -> None:  # the provider, imported only when a sparse tree is read
+    from patchkit.upstream import lazytree
+
+    lazytree.need(root, rels)
+
+
+def _need_suffix(root, prefixes, suffix) -> None:
+    from patchkit.upstream import lazytree
+
+    lazytree.need_suffix(root, prefixes, suffix)
+
+
+# a sparse release tree read by any command fetches what it lacks (patchkit/upstream/lazytree.py)
+sparse.install(_need, _need_suffix)
 
 OK, NOT_THERE, USAGE = 0, 1, 2
 

@@ -577,3 +577,154 @@ def imported(op: Any, text: str, logical: str) -> Optional[Reached]:
         f"`{name}` is bound at the module's top level by `from {dots} import ... {name}` (line {line}), that is"
         f" from {source}: the goal (the name imported from {op.impl.module}) is reached",
     )
+
+
+# -- replace-stmt of an assertion by a fallback: the assertion no longer stops the run ------------
+
+_FLIP = {
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+}
+
+
+def _negated(e: ast.expr) -> str:
+    """The ``ast`` of ``not e`` in its plain form: ``a is not None`` -> ``a is None``, ``not x``
+    -> ``x``, a comparison of one operator flipped; else ``not (e)``."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        return ast.dump(e.operand)
+    if isinstance(e, ast.Compare) and len(e.ops) == 1 and type(e.ops[0]) in _FLIP:
+        return ast.dump(ast.Compare(e.left, [_FLIP[type(e.ops[0])]()], e.comparators))
+    return ast.dump(ast.UnaryOp(ast.Not(), e))
+
+
+def _fails_into(test: ast.expr, cond: ast.expr) -> bool:
+    """``test`` holds wherever the asserted ``cond`` fails: it is ``not cond`` (in any of its
+    plain forms), or a disjunction with such an operand.  A conjunction (``_is_hip and stream
+    is None``) holds only where its other operands do: not."""
+    want = _negated(cond)
+    if ast.dump(test) == want or _negated(test) == ast.dump(cond):
+        return True
+    return (
+        isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(_fails_into(v, cond) for v in test.values)
+    )
+
+
+_LEAVES = (ast.Return, ast.Continue, ast.Break)
+
+
+def _stops(body: list) -> bool:
+    """A statement list that may still stop the run: a ``raise`` or an ``assert`` in it, at any
+    depth of its own statements (a nested def is another scope)."""
+    todo = list(body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Raise, ast.Assert)):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt))
+    return False
+
+
+class _Relaxed(NamedTuple):
+    cond: ast.expr  # what the assertion asserts
+    leave: str  # the ast of the statement the fallback leaves by (``return entry.runnable(*args)``)
+    shown: str  # that statement, unparsed
+
+
+def relaxing(op: Any) -> Optional[_Relaxed]:
+    """A replace-stmt whose edit turns an assertion into a fallback: ``match`` is one
+    ``assert COND``, ``with`` is one ``if`` (no ``else``) whose test holds wherever COND fails
+    and whose body leaves by a ``return``/``continue``/``break`` without raising.  Its goal is
+    "the assertion no longer stops the run: where COND fails, the code leaves by that fallback"
+    (``relaxed``).  None for every other replace-stmt."""
+    if op.kind != "replace-stmt":
+        return None
+    try:
+        match = ast.parse(_dedent(op.impl.match_src)).body
+        new = ast.parse(_dedent(op.impl.with_src)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    if len(match) != 1 or not isinstance(match[0], ast.Assert) or len(new) != 1:
+        return None
+    guard, cond = new[0], match[0].test
+    if not isinstance(guard, ast.If) or guard.orelse or not _fails_into(guard.test, cond):
+        return None
+    if not isinstance(guard.body[-1], _LEAVES) or _stops(guard.body):
+        return None
+    return _Relaxed(cond, ast.dump(guard.body[-1]), ast.unparse(guard.body[-1]))
+
+
+def _reads(st: ast.stmt, names: set) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) for n in ast.walk(st))
+
+
+def _asserts(scope: ast.AST, cond: str) -> list:
+    """Where the scope asserts ``cond`` (its ``ast``): (block, index), nested defs aside."""
+    return [
+        (b, i)
+        for b in _bodies(scope)
+        for i, s in enumerate(b)
+        if isinstance(s, ast.Assert) and ast.dump(s.test) == cond
+    ]
+
+
+def relaxed(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
+    """An assertion turned into a fallback (``relaxing``), reached in other words: in the op's
+    named scope, after the statement that stood just before the assertion in the release the
+    op was written for (found once, in any formatting), the first statement that reads the
+    asserted names is an ``if`` whose test holds wherever the assertion would fail, whose body
+    does not raise and leaves by the op's own fallback statement (the same ``return``).  The
+    assertion may stand only after that guard, in its block (it can no longer fail there).
+
+    Never: a guard on another condition (``_is_hip and stream is None`` falls back on one
+    platform only), one that raises or leaves otherwise (``return None`` is another result),
+    one that stands after a use of the names, the assertion left before it or elsewhere in the
+    scope, or a scope that is gone."""
+    shape = relaxing(op)
+    tree, home = _tree(text), _tree(home_text) if home_text is not None else None
+    if shape is None or tree is None or home is None:
+        return None
+    scope, home_scope = pyscope_ast(tree, op.scope), pyscope_ast(home, op.scope)
+    if scope is None or home_scope is None:
+        return None
+    cond = ast.dump(shape.cond)
+    was = _asserts(home_scope, cond)
+    if len(was) != 1 or was[0][1] == 0:
+        return None  # the home scope asserts it not once, or with nothing before it to place it by
+    b, i = was[0]
+    prev = ast.dump(b[i - 1])
+    at = [(blk, k) for blk in _bodies(scope) for k, s in enumerate(blk) if ast.dump(s) == prev]
+    if len(at) != 1:
+        return None  # the statement before the assertion is gone, or stands twice
+    blk, k = at[0]
+    names = {n.id for n in ast.walk(shape.cond) if isinstance(n, ast.Name)}
+    j = next((m for m in range(k + 1, len(blk)) if _reads(blk[m], names)), None)
+    if j is None:
+        return None
+    guard = blk[j]
+    if not (
+        isinstance(guard, ast.If)
+        and _fails_into(guard.test, shape.cond)
+        and ast.dump(guard.body[-1]) == shape.leave
+        and not _stops(guard.body)
+    ):
+        return None
+    if any(not (ab is blk and m > j) for ab, m in _asserts(scope, cond)):
+        return None  # the assertion still stands where it can fail
+    shown = " ".join(ast.unparse(guard.test).split())
+    return Reached(
+        guard.lineno,
+        f"`assert {ast.unparse(shape.cond)}` no longer stops {op.scope or 'the module'}: after"
+        f" `{ast.unparse(b[i - 1])}` the first statement that reads {', '.join(sorted(names))} is"
+        f" `if {shown}:` (line {guard.lineno}), which holds wherever the assertion would fail and leaves by"
+        f" `{shape.shown}`, raising nothing: the goal (the fallback) is reached in other words",
+    )

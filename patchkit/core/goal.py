@@ -728,3 +728,134 @@ def relaxed(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
         f" `if {shown}:` (line {guard.lineno}), which holds wherever the assertion would fail and leaves by"
         f" `{shape.shown}`, raising nothing: the goal (the fallback) is reached in other words",
     )
+
+
+# -- add-branch: the chain already takes the device into the clause's body ------------------------
+
+
+def _clause(op: Any) -> Optional[tuple[ast.expr, str]]:
+    """(test, the body's ``ast``) of an add-branch's ``elif`` clause; None for an ``else``."""
+    try:
+        head = ast.parse("if __patchkit__:\n    pass\n" + _dedent(op.impl.clause_src)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    if len(head) != 1 or len(head[0].orelse) != 1 or not isinstance(head[0].orelse[0], ast.If):
+        return None
+    arm = head[0].orelse[0]
+    return arm.test, _body_dump(arm.body)
+
+
+def _body_dump(body: list) -> str:
+    return "\n".join(ast.dump(s) for s in body)
+
+
+def _chains(scope: ast.AST) -> list:
+    """The if-chains of a scope (not of its nested defs): each as [(test or None for an
+    ``else``, body, first line)], its ``if`` first."""
+    elifs: set = set()
+    heads = []
+    for b in _bodies(scope):
+        for s in b:
+            if isinstance(s, ast.If):
+                heads.append(s)
+                if len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If):
+                    elifs.add(id(s.orelse[0]))
+    out = []
+    for s in heads:
+        if id(s) in elifs:
+            continue
+        chain, node = [], s
+        while True:
+            chain.append((node.test, node.body, node.lineno))
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            if node.orelse:
+                chain.append((None, node.orelse, node.orelse[0].lineno))
+            break
+        out.append(chain)
+    return out
+
+
+def _route(chain: list, device: Device, env) -> Any:
+    """The arm of a chain the device takes: (body, line); None where no arm is taken, ...
+    (Ellipsis) where an arm before it cannot be decided."""
+    for test, body, line in chain:
+        a = True if test is None else pyeval.evaluate(test, device, env)
+        if a is None:
+            return ...
+        if a:
+            return body, line
+    return None
+
+
+def _anchor(op: Any) -> Optional[str]:
+    """The ``ast`` of the named branch's test (``elif X`` / ``if X``); None for an ``else``."""
+    src = op.impl.branch_src.strip().rstrip(":").strip()
+    word, _, cond = src.partition(" ")
+    if word not in ("if", "elif") or not cond.strip():
+        return None
+    node = _expr(cond)
+    return ast.dump(node) if node is not None else None
+
+
+def routed(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """An add-branch whose clause (``elif COND: BODY``, COND a device gate that admits the
+    device) is for "the chain takes the device into BODY": the chain of the named branch (once
+    in the scope) already does, by an arm whose test admits the device (in other words:
+    ``major >= 12``) or an ``else`` every arm before it refuses, with the same statements (their
+    ``ast``); every arm before it is known to refuse the device.  The named branch gone, exactly
+    one chain of the scope does, where in the release the op was written for none did.  An arm
+    before it whose answer is unknown, the device taken into another body, or two such chains:
+    nothing is concluded."""
+    if op.kind != "add-branch" or getattr(op.impl, "is_else", True):
+        return None
+    clause, tree = _clause(op), _tree(text)
+    if clause is None or tree is None:
+        return None
+    cond, body = clause
+    env, scope = _env(tree, op.scope, op.engine)
+    if scope is None or not _is_gate(cond, False, env) or pyeval.evaluate(cond, device, env) is not True:
+        return None  # the clause is not for this device (or its test cannot be read here)
+    anchor = _anchor(op)
+
+    def named(chains: list) -> list:
+        return [
+            c for c in chains if anchor is not None and any(t is not None and ast.dump(t) == anchor for t, _, _ in c)
+        ]
+
+    def takes(chain: list, e) -> Optional[tuple]:
+        got = _route(chain, device, e)
+        return got if isinstance(got, tuple) and _body_dump(got[0]) == body else None
+
+    chains = _chains(scope)
+    mine = named(chains)
+    if len(mine) > 1:
+        return None
+    if mine:
+        hit = takes(mine[0], env)
+        where = "the chain of the named branch"
+    else:
+        home = _tree(home_text) if home_text is not None else None
+        if home is None:
+            return None
+        home_env, home_scope = _env(home, op.scope, op.engine)
+        if home_scope is None or len(named(_chains(home_scope))) != 1:
+            return None
+        if any(takes(c, home_env) for c in _chains(home_scope)):
+            return None  # the release it was written for took the device there already
+        hits = [h for h in (takes(c, env) for c in chains) if h]
+        if len(hits) != 1:
+            return None
+        hit = hits[0]
+        where = f"the one chain of {op.scope or 'the module'} that does"
+    if hit is None:
+        return None
+    _, line = hit
+    shown = " ".join(ast.unparse(cond).split())
+    return Reached(
+        line,
+        f"{where} already takes {device} into the clause's statements (the arm at line {line}, every arm"
+        f" before it false for {device}): the goal of `elif {shown}:` is reached in other words, and the"
+        " clause would never run",
+    )

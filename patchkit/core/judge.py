@@ -643,6 +643,21 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
             return goal.relaxed(op, text, home_text) is not None
 
         where = f"in {op.scope or 'the module'}"
+    elif op.kind == "add-branch" and device is not None:
+        # The chain already takes the device into the clause's statements, in other words.
+        placed = loc.state in (State.PENDING, State.MISSING)
+        if not placed or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
+            return None
+        home_text = _home_text(session, recipe, op) if loc.state == State.MISSING else None
+        got = goal.routed(op, f.text, home_text, device)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            home = home_text if home_text is not None else _home_text(session, recipe, op)
+            return goal.routed(op, text, home, device) is not None
+
+        where = f"in {op.scope or 'the module'}"
     elif device is None or goal.direction(op) is None:
         return None
     elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):

@@ -859,3 +859,71 @@ def routed(op: Any, text: str, home_text: Optional[str], device: Device) -> Opti
         f" before it false for {device}): the goal of `elif {shown}:` is reached in other words, and the"
         " clause would never run",
     )
+
+
+# -- replace-stmt of an assertion by a wider one: the assertion admits the device -----------------
+
+
+def widening(op: Any) -> Optional[tuple[ast.expr, ast.expr]]:
+    """(the old test, the new) of a replace-stmt whose ``match`` is one ``assert A`` and whose
+    ``with`` is one ``assert B``: its goal, where A refuses the recipe's device and B admits it
+    in the release it was written for, is "the assertion admits the device" (``widened``)."""
+    if op.kind != "replace-stmt":
+        return None
+    try:
+        old = ast.parse(_dedent(op.impl.match_src)).body
+        new = ast.parse(_dedent(op.impl.with_src)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    if len(old) != 1 or len(new) != 1 or not isinstance(old[0], ast.Assert) or not isinstance(new[0], ast.Assert):
+        return None
+    return old[0].test, new[0].test
+
+
+def _device_asserts(scope: ast.AST, env) -> list:
+    """The scope's assertions whose test is a device gate (known on every probe, not the same
+    on all), nested defs aside."""
+    return [s for b in _bodies(scope) for s in b if isinstance(s, ast.Assert) and _is_gate(s.test, False, env)]
+
+
+def widened(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """An assertion widened for the device (``widening``: in the release the op was written
+    for, its test refuses the device and the op's admits it), reached in other words: the op's
+    own assertion stands once in its scope and its test now admits the device (a name it reads
+    bound wider: ``_is_sm100 = is_sm100_supported() or is_sm120_supported()``); or it is gone,
+    and the scope's one device assertion (one in the home release too, the site) admits it.
+    Two device assertions, one whose answer is unknown, or one that refuses: nothing."""
+    pair = widening(op)
+    tree, home = _tree(text), _tree(home_text) if home_text is not None else None
+    if pair is None or tree is None or home is None:
+        return None
+    old, new = pair
+    home_env, home_scope = _env(home, op.scope, op.engine)
+    if home_scope is None or pyeval.evaluate(old, device, home_env) is not False:
+        return None
+    if pyeval.evaluate(new, device, home_env) is not True:
+        return None  # the op's own test is not shown to admit the device
+    env, scope = _env(tree, op.scope, op.engine)
+    if scope is None:
+        return None
+    want = ast.dump(old)
+    mine = [s for b in _bodies(scope) for s in b if isinstance(s, ast.Assert) and ast.dump(s.test) == want]
+    if len(mine) > 1:
+        return None
+    if mine:
+        s = mine[0]
+        if pyeval.evaluate(s.test, device, env) is not True:
+            return None
+        how = f"`assert {' '.join(ast.unparse(s.test).split())}` (line {s.lineno}) now admits {device}"
+    else:
+        was, now = _device_asserts(home_scope, home_env), _device_asserts(scope, env)
+        if len(was) != 1 or ast.dump(was[0].test) != want or len(now) != 1:
+            return None
+        s = now[0]
+        if pyeval.evaluate(s.test, device, env) is not True:
+            return None
+        how = (
+            f"the one device assertion of {op.scope or 'the module'} (it was `assert {ast.unparse(old)}`) now reads"
+            f" `assert {' '.join(ast.unparse(s.test).split())}` (line {s.lineno}), which admits {device}"
+        )
+    return Reached(s.lineno, f"{how}: the goal (the assertion lets the device through) is reached in other words")

@@ -324,12 +324,15 @@ def feeds(tree: ast.Module, line: int) -> tuple:
     each call that takes one as a whole argument, as ``callee(keyword=)`` or ``callee(#i)``
     (the callee by its last name: a method that became a function keeps it).  Sorted; () for
     a site that binds no plain name, or whose names feed no call."""
+    block, k = site_block(tree, line)
+    site = block[k] if k is not None else None
+    targets = site.targets if isinstance(site, ast.Assign) else [site.target] if isinstance(site, ast.AnnAssign) else []
+    live = {t.id for t in targets if isinstance(t, ast.Name)}
+    if not live:
+        return ()  # binds no plain name: nothing to follow (the def's run is not walked)
     run, at = site_run(tree, line)
     if at is None:
         return ()
-    site = run[at]
-    targets = site.targets if isinstance(site, ast.Assign) else [site.target] if isinstance(site, ast.AnnAssign) else []
-    live = {t.id for t in targets if isinstance(t, ast.Name)}
     out: set = set()
     for s in run[at + 1 :]:
         if not live:

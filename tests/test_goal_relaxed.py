@@ -176,3 +176,55 @@ class _Op:
 )
 def test_only_an_assertion_turned_into_a_fallback_has_this_goal(match, with_):
     assert goal.relaxing(_Op(match, with_)) is None
+
+
+FIRST_HOME = """\
+def run(entry, *args):
+    assert entry.graph is not None, "no graph"
+    return entry.graph.replay(*args)
+"""
+
+FIRST_RECIPE = (
+    RECIPE.replace('scope = "Backend.__call__"', 'scope = "run"')
+    .replace(
+        """match = \'\'\'
+assert (
+    stream is not None
+), "capture stream is not set"
+\'\'\'""",
+        """match = 'assert entry.graph is not None, "no graph"'""",
+    )
+    .replace(
+        """if stream is None:
+    logger.warning("no capture stream")
+    entry.skip = True
+    return entry.runnable(*args)""",
+        """if entry.graph is None:
+    return entry.runnable(*args)""",
+    )
+)
+
+
+@pytest.mark.parametrize(
+    "target, reached",
+    [
+        # a guard on another test (`not x` is not `x is None`) that does not leave
+        ("def run(entry, *args):\n    if not entry.graph:\n        pass\n", False),
+        (  # upstream's guard at the def's start, in its own words
+            "def run(entry, *args):\n    log()\n    if entry.graph is None:\n        warn()\n"
+            "        return entry.runnable(*args)\n    return entry.graph.replay(*args)\n",
+            True,
+        ),
+        (  # a use of the name before the guard
+            "def run(entry, *args):\n    entry.graph.warm()\n    if entry.graph is None:\n"
+            "        warn()\n        return entry.runnable(*args)\n    return entry.graph.replay(*args)\n",
+            False,
+        ),
+    ],
+)
+def test_an_assertion_that_opened_its_def_is_read_from_the_defs_start(one_op_judge, target, reached):
+    judge = one_op_judge(FILE, "skip-capture", FIRST_RECIPE, home=FIRST_HOME)
+    root, cli, op = judge(target, pristine=target)
+    assert (op["state"] == "upstream") is reached, op
+    if reached:
+        assert "at the start of run the first statement that reads entry" in op["evidence"]["goal_eval"], op

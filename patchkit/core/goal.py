@@ -680,7 +680,8 @@ def _asserts(scope: ast.AST, cond: str) -> list:
 def relaxed(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
     """An assertion turned into a fallback (``relaxing``), reached in other words: in the op's
     named scope, after the statement that stood just before the assertion in the release the
-    op was written for (found once, in any formatting), the first statement that reads the
+    op was written for (found once, in any formatting; from the def's start where the assertion
+    was its first statement), the first statement that reads the
     asserted names is an ``if`` whose test holds wherever the assertion would fail, whose body
     does not raise and leaves by the op's own fallback statement (the same ``return``).  The
     assertion may stand only after that guard, in its block (it can no longer fail there).
@@ -698,14 +699,19 @@ def relaxed(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
         return None
     cond = ast.dump(shape.cond)
     was = _asserts(home_scope, cond)
-    if len(was) != 1 or was[0][1] == 0:
-        return None  # the home scope asserts it not once, or with nothing before it to place it by
+    if len(was) != 1:
+        return None  # the home scope asserts it not once
     b, i = was[0]
-    prev = ast.dump(b[i - 1])
-    at = [(blk, k) for blk in _bodies(scope) for k, s in enumerate(blk) if ast.dump(s) == prev]
-    if len(at) != 1:
-        return None  # the statement before the assertion is gone, or stands twice
-    blk, k = at[0]
+    if i == 0 and b is not getattr(home_scope, "body", None):
+        return None  # first in a nested block: nothing before it to place it by
+    if i == 0:  # the def's first statement: the guard is read from the def's start
+        blk, k, after = scope.body, -1, f"at the start of {op.scope or 'the module'}"
+    else:
+        prev = ast.dump(b[i - 1])
+        at = [(blk, k) for blk in _bodies(scope) for k, s in enumerate(blk) if ast.dump(s) == prev]
+        if len(at) != 1:
+            return None  # the statement before the assertion is gone, or stands twice
+        (blk, k), after = at[0], f"after `{ast.unparse(b[i - 1])}`"
     names = {n.id for n in ast.walk(shape.cond) if isinstance(n, ast.Name)}
     j = next((m for m in range(k + 1, len(blk)) if _reads(blk[m], names)), None)
     if j is None:
@@ -723,8 +729,8 @@ def relaxed(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
     shown = " ".join(ast.unparse(guard.test).split())
     return Reached(
         guard.lineno,
-        f"`assert {ast.unparse(shape.cond)}` no longer stops {op.scope or 'the module'}: after"
-        f" `{ast.unparse(b[i - 1])}` the first statement that reads {', '.join(sorted(names))} is"
+        f"`assert {ast.unparse(shape.cond)}` no longer stops {op.scope or 'the module'}: {after}"
+        f" the first statement that reads {', '.join(sorted(names))} is"
         f" `if {shown}:` (line {guard.lineno}), which holds wherever the assertion would fail and leaves by"
         f" `{shape.shown}`, raising nothing: the goal (the fallback) is reached in other words",
     )

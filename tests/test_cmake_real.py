@@ -32,7 +32,11 @@ def test_vllm_0330_cmakelists_reads_as_the_code_says():
     assert [x.line for x in supported] == [123, 129, 132, 134]
     assert C.value(supported, Device.parse("12.0@cuda12.9"))[0] is True  # the 12.8 arm: 12.0 in it
     assert C.value(supported, Device.parse("12.0@cuda13.0"))[0] is True  # 13.0: "...;11.0;12.0"
-    assert C.value(supported, Device.parse("12.0"))[0] is None  # the else arm (CUDA < 12.8) lacks it
+    # No toolkit named: the else arm (CUDA < 12.8) lacks 12.0, but no build for 12.0 runs under
+    # CUDA before 12.8 (Device.first_cuda), and each arm from 12.8 on admits it
+    value, why = C.value(supported, Device.parse("12.0"))
+    assert value is True and "(line 134)" in why and "not in effect" in why, why
+    assert C.value(supported, Device.parse("10.7"))[0] is None  # no first toolkit known for 10.7
     # CMakeLists.txt:861/863: the SM120 scaled_mm list, 12.0f under CUDA 13, 12.0a;12.1a before
     assert at[861].written == "12.0f" and at[863].written == "12.0a;12.1a"
     assert at[861].guards == "csrc/quantization/w8a8/cutlass/scaled_mm_c3x_sm120.cu"

@@ -101,7 +101,7 @@ def test_a_version_split_whose_every_arm_admits_the_device_reads_upstream(judge)
     assert op["state"] == "upstream", op
     said = op["evidence"]["goal_eval"]
     assert "under if(${CMAKE_CUDA_COMPILER_VERSION} VERSION_GREATER_EQUAL 13.0)" in said, said
-    assert "is unknown: `${CMAKE_CUDA_COMPILER_VERSION}` is not known" in said, said
+    assert "`CMAKE_CUDA_COMPILER_VERSION` is not known (the device names no CUDA version; 12.0 needs 12.8" in said
 
 
 def test_someone_else_admits_it_and_apply_revert_leave_it(judge):
@@ -141,6 +141,26 @@ def test_the_toolkit_of_the_device_decides_the_arm(judge):
     assert "not in effect" in op["evidence"]["goal_eval"], op
     root, cli, op = judge(text, pristine=text, recipe=RECIPE.replace('device = "sm120"', 'device = "sm120@cuda12.9"'))
     assert op["state"] == "missing", op
+
+
+def split_at(version: str, new: str, old: str) -> str:
+    return split(new, old).replace(
+        "VERSION_GREATER_EQUAL 13.0)\n    cuda_archs", f"VERSION_GREATER_EQUAL {version})\n    cuda_archs"
+    )
+
+
+def test_an_arm_no_toolkit_of_the_device_takes_is_not_read(judge):
+    """The device names no toolkit, but no build for 12.0 runs under CUDA before 12.8 (its
+    first: Device.first_cuda): the older arm of a split at 12.8 is not in effect, and the
+    12.8 arm admits it.  A split at 12.9 or 13.0 may go either way (a 12.8 toolkit): nothing."""
+    text = split_at("12.8", "10.0a;10.1a;12.0a", "10.0a")
+    root, cli, op = judge(text, pristine=text)
+    assert op["state"] == "upstream", op
+    assert "not in effect" in op["evidence"]["goal_eval"] and "12.0 needs 12.8" not in op["evidence"]["goal_eval"], op
+    for version in ("12.9", "13.0"):
+        text = split_at(version, "10.0a;10.1a;12.0a", "10.0a")
+        root, cli, op = judge(text, pristine=text)
+        assert op["state"] == "missing" and not op["evidence"]["goal"], (version, op)
 
 
 def test_two_lists_of_the_variable_guarding_other_sources_conclude_nothing(judge):

@@ -15,6 +15,7 @@ pytest.importorskip("tree_sitter_cmake")
 
 SM120, SM121, SM100 = Device(12, 0), Device(12, 1), Device(10, 0)
 CU129, CU130 = Device(12, 0, (12, 9)), Device(12, 0, (13, 0))
+ODD, ROCM = Device(12, 5), Device(12, 0, platform="rocm")  # 12.5: an architecture with no first toolkit listed
 
 
 @pytest.mark.parametrize(
@@ -51,10 +52,22 @@ def test_admits(items, device, want):
         ("CMAKE_CUDA_COMPILER_VERSION VERSION_LESS_EQUAL 12.9", CU129, True),
         ("CMAKE_CUDA_COMPILER_VERSION VERSION_EQUAL 12.9.0", CU129, True),
         ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER 12.9", CU129, False),
-        ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", SM120, None),  # no CUDA named: unknown
-        ("${CMAKE_CUDA_COMPILER_VERSION} VERSION_GREATER_EQUAL 12.8", SM120, None),
+        # no CUDA named: read over every toolkit from 12.0's first (12.8) on (Device.first_cuda)
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", SM120, True),
+        ("${CMAKE_CUDA_COMPILER_VERSION} VERSION_GREATER_EQUAL 12.8", SM120, True),
+        ('"${CMAKE_CUDA_COMPILER_VERSION}" VERSION_GREATER 12.4', SM120, True),
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.8", SM120, False),
+        ("12.8 VERSION_GREATER CMAKE_CUDA_COMPILER_VERSION", SM120, False),  # mirrored
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_EQUAL 12.0", SM120, False),
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.9", SM120, None),  # 12.8 or 12.9
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.9", SM121, True),  # 12.1's first is 12.9
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 13.0", SM120, None),
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_EQUAL 12.8", SM120, None),
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", ODD, None),  # an arch with no floor
+        ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", ROCM, None),
         ("DEFINED CMAKE_CUDA_COMPILER_VERSION", CU129, True),
-        ("DEFINED CMAKE_CUDA_COMPILER_VERSION", SM120, None),
+        ("DEFINED CMAKE_CUDA_COMPILER_VERSION", SM120, True),  # a build for it runs under a toolkit
+        ("DEFINED CMAKE_CUDA_COMPILER_VERSION", ODD, None),
         (
             "DEFINED CMAKE_CUDA_COMPILER_VERSION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0",
             CU129,
@@ -62,6 +75,7 @@ def test_admits(items, device, want):
         ),
         ("NOT CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0", CU129, True),
         ("NOT CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0", SM120, None),
+        ("NOT CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", SM120, False),
         # Kleene: false AND unknown is false, true OR unknown is true
         ("CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.0 AND SOME_OPTION", CU129, False),
         ("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER 12.0 OR SOME_OPTION", CU129, True),
@@ -88,7 +102,9 @@ def test_conditions(cond, device, want):
 
 
 def test_an_unknown_toolkit_says_so():
-    got, why = C.condition_text("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", SM120)
+    got, why = C.condition_text("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 13.0", SM120)
+    assert got is None and "the device names no CUDA version; 12.0 needs 12.8 or later" in why[0], why
+    got, why = C.condition_text("CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.8", ODD)
     assert got is None and "the device names no CUDA version" in why[0], why
 
 
@@ -128,15 +144,19 @@ def test_arch_lists_their_branches_and_what_they_guard():
     assert lists[3].guards == lists[4].guards == "csrc/sm100.cu"
     # the build option around them is configuration, not a toolkit branch
     assert lists[4].branch_text() == "NOT if(${CMAKE_CUDA_COMPILER_VERSION} VERSION_GREATER_EQUAL 13.0)"
-    # which arm is in effect: decided by the toolkit, unknown without one
+    # which arm is in effect: decided by the toolkit; without one, by every toolkit from the
+    # architecture's first on (12.0: 12.8, so never the else arm for CUDA before 12.8)
     assert [C.in_effect(x, CU129)[0] for x in lists] == [False, True, False, False, True]
     assert [C.in_effect(x, CU130)[0] for x in lists] == [True, False, False, True, False]
-    assert [C.in_effect(x, SM120)[0] for x in lists] == [None, None, None, None, None]
+    assert [C.in_effect(x, SM120)[0] for x in lists] == [None, None, False, None, None]
+    assert [C.in_effect(x, ODD)[0] for x in lists] == [None, None, None, None, None]
     groups = C.groups(lists)
     assert [len(g) for g in groups] == [3, 2]
-    # the variable's value over its arms: the else arm (CUDA < 12.8) refuses 12.0, so unknown
-    # without a toolkit; with 12.9 the 12.8 arm alone is in effect
-    assert C.value(groups[0], SM120)[0] is None
+    # the variable's value over its arms: the else arm (CUDA < 12.8) refuses 12.0, but no build
+    # for 12.0 runs under it, and both arms that may be in effect admit it; with 12.9 the 12.8 arm
+    # alone is in effect.  An architecture with no first toolkit known: unknown
+    assert C.value(groups[0], SM120)[0] is True
+    assert C.value(groups[0], ODD)[0] is None
     assert C.value(groups[0], CU129)[0] is True
     assert C.value(groups[1], SM120)[0] is False  # no arm admits it, whichever is taken
     assert C.value(groups[1], SM100)[0] is True

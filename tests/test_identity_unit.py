@@ -133,7 +133,7 @@ def test_a_cached_identity_round_trips_and_a_bad_entry_is_a_miss(tmp_path, monke
     for bad in (b"", b"\x00garbage", b"[\xff\xff\xff\x7f", b"[" * 100_000, b'[["a", "b"]]', b"5", b"[[1,2,3,4,5,6,7]]"):
         store.put("identity", k, bad)  # sealed as this user's: only its shape stands
         assert identity._load(k) is None
-    store.put("identity", k, b'[["f", "s", [["x", ""]], 5, [], [], [], [], []]]')  # `at` out of the block
+    store.put("identity", k, b'[["f", "s", [["x", ""]], 5, [], [], [], [], [], []]]')  # `at` out of the block
     assert identity._load(k) is None
 
 

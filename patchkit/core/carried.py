@@ -21,6 +21,7 @@ author's site looked like::
     arms = ["else kv == 'fp8'", "if major >= 10"]  # the ifs around the site, its arm of each
     fold = ["if major >= 10", "'trtllm'", "'fa3'"]  # the if/else it folds out of (folds.py):
     folded = ["after 1", "after 2"]                 # its arm, value, the other's; lines taken in
+    feeds = ["run(bias=)"]  # the calls the names the site binds feed (context.feeds)
 
 Statements are written as ``ast.unparse`` prints them (a compound statement by its header,
 a def or class by its name and signature; "" for one that names nothing), imports as
@@ -96,7 +97,8 @@ def build(release: str, file: str, scope: str, imports: list[str], sites: list[d
                 for side in ("before", "after")
             ]
             fold = (*_arm(s["fold"][0]), s["fold"][1], s["fold"][2], tuple(took[0]), tuple(took[1]))
-        ctxs.append(context.Context(file, scope, block, at, pairs, header, near, arms, fold))
+        feeds = tuple(sorted(str(x) for x in s.get("feeds", ())))
+        ctxs.append(context.Context(file, scope, block, at, pairs, header, near, arms, fold, feeds))
     return release, tuple(ctxs)
 
 
@@ -126,6 +128,8 @@ def table(release: str, contexts: tuple, package: str) -> dict:
             s["folded"] = [
                 f"{side} {k + 1}" for side, ks in zip(("before", "after"), c.fold[4:6], strict=True) for k in ks
             ]
+        if c.feeds:
+            s["feeds"] = list(c.feeds)
         sites.append(s)
     return {"release": release, "imports": imports, "sites": sites}
 
@@ -147,7 +151,7 @@ def toml_lines(prefix: str, tab: dict, toml_str) -> list[str]:
         out.append("]")
         if "at" in s:
             out.append(f"at = {s['at']}")
-        for key in ("before", "after", "arms", "fold", "folded"):
+        for key in ("before", "after", "arms", "fold", "folded", "feeds"):
             if key in s:
                 out.append(f"{key} = {strs(s[key])}")
     return out

@@ -56,6 +56,9 @@ class Context:
     # (folds.py): both the site's own, in the home release.
     arms: tuple = ()
     fold: tuple = ()
+    # Where the names the site's statement binds flow next (``feeds``): the calls of its def
+    # that take one of them as an argument, as ``callee(keyword=)`` or ``callee(#i)``.
+    feeds: tuple = ()
 
     @property
     def before(self) -> tuple[Stmt, ...]:
@@ -300,6 +303,60 @@ def fold(tree: ast.Module, line: int, site: ast.stmt, before: list, after: list)
     return ()
 
 
+def _own_nodes(s: ast.stmt):
+    """The nodes of a statement's own text: a compound statement's header, never the
+    statements nested in it (they come after it in a flattened run)."""
+    todo = [s]
+    while todo:
+        n = todo.pop()
+        yield n
+        todo.extend(c for c in ast.iter_child_nodes(n) if not isinstance(c, (ast.stmt, ast.excepthandler)))
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def feeds(tree: ast.Module, line: int) -> tuple:
+    """Where the names a site's statement binds (``x = ...``, ``x: T = ...``) flow next, in
+    the statements of its def after it (``site_run``), until a statement binds the name again:
+    each call that takes one as a whole argument, as ``callee(keyword=)`` or ``callee(#i)``
+    (the callee by its last name: a method that became a function keeps it).  Sorted; () for
+    a site that binds no plain name, or whose names feed no call."""
+    block, k = site_block(tree, line)
+    site = block[k] if k is not None else None
+    targets = site.targets if isinstance(site, ast.Assign) else [site.target] if isinstance(site, ast.AnnAssign) else []
+    live = {t.id for t in targets if isinstance(t, ast.Name)}
+    if not live:
+        return ()  # binds no plain name: nothing to follow (the def's run is not walked)
+    run, at = site_run(tree, line)
+    if at is None:
+        return ()
+    out: set = set()
+    for s in run[at + 1 :]:
+        if not live:
+            break
+        for n in _own_nodes(s):
+            if not isinstance(n, ast.Call) or not _callee(n):
+                continue
+            for i, a in enumerate(n.args):
+                if isinstance(a, ast.Name) and a.id in live:
+                    out.add(f"{_callee(n)}(#{i})")
+            for k in n.keywords:
+                if k.arg and isinstance(k.value, ast.Name) and k.value.id in live:
+                    out.add(f"{_callee(n)}({k.arg}=)")
+        bound = (
+            s.targets
+            if isinstance(s, ast.Assign)
+            else [s.target]
+            if isinstance(s, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
+        live -= {t.id for t in bound if isinstance(t, ast.Name)}
+    return tuple(sorted(out))
+
+
 def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozenset = frozenset()) -> Context:
     """The context of a site starting at ``line`` of a parsed Python file: its own block
     (siblings), its context lines across the blocks around it (``site_run``), the arms of the
@@ -309,7 +366,16 @@ def of_site(tree: ast.Module, line: int, file: str, scope: str, imports: frozens
     near = tuple(tuple(stmt(s) for s in side) for side in nodes)
     folded = fold(tree, line, block[at], *nodes) if nodes else ()
     return Context(
-        file, scope, tuple(stmt(s) for s in block), at, imports, enclosing(tree, line), near, arms(tree, line), folded
+        file,
+        scope,
+        tuple(stmt(s) for s in block),
+        at,
+        imports,
+        enclosing(tree, line),
+        near,
+        arms(tree, line),
+        folded,
+        feeds(tree, line) if at is not None else (),
     )
 
 
@@ -422,6 +488,11 @@ W_IMPORT = 1.0
 # branch's default beside the moved bf16 one, 0.36), a moved field with its neighbours is
 # (SGLang 0.5.20's Schedule.max_running_requests, 0.46).
 IMPORT_FLOOR = 0.4
+# The site's own statement, token for token, whose names flow into the same parameters of the
+# same calls (``feeds``): data flow says what the statement is for, where the lines around it
+# moved (a method made a module function, its buffer set up before the branch).  It counts 1
+# more, as the import does, and only for a candidate holding the site's statement whole.
+W_FEEDS = 1.0
 # A string literal is one token (a long help text is one change, not fifty).
 _TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\w+|[^\w\s]")
 
@@ -527,10 +598,12 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
     if unfolded is not None:  # its if's header and other arm are in this statement now
         site_text, folded = unfolded, original.fold[4:6]
         parts.append(f"folded `if {original.fold[0]}`")
+    whole = False  # the candidate holds the site's own statement, token for token
     if original.at is not None and cand.at is not None and original.block[original.at][0]:
         r = _ratio(original.block[original.at][0], site_text)
         den += W_SITE
         num += W_SITE * r
+        whole = r == 1
         if r:
             parts.append("site" if r == 1 else f"site {r:.0%}")
     texts, heads = _pool(cand.others)
@@ -554,6 +627,9 @@ def similarity(original: Context, cand: Context) -> tuple[float, tuple[str, ...]
         if share >= 0.005:
             parts.append(f"siblings {share:.0%}")
     alike = num / den if den else 0.0
+    if whole and original.feeds and set(original.feeds) <= set(cand.feeds):
+        num += W_FEEDS
+        parts.append("feeds " + ", ".join(original.feeds))
     if original.imports and cand.file and cand.file != original.file and alike >= IMPORT_FLOOR:
         mod, top = module_of(cand.file), cand.scope.split(".", 1)[0]
         if (mod, top) in original.imports if top else any(m == mod for m, _ in original.imports):

@@ -32,7 +32,8 @@ statement's tokens) is in patchkit/core/identity.py, as git has one ``-M``.  A v
 carries its evidence and the rule that decided it (``Evidence.to_json``) into ``--json``;
 rules 7-9 also where the goal is reached and how it was evaluated (``goal_at``, ``goal_eval``):
 a Python or C/C++/CUDA device gate, a CMake arch list, a bound, a deleted statement's absence, an insert's
-presence (goal.py).
+presence, an assertion turned into a fallback, a chain that takes the device into an added arm's
+statements (goal.py).
 """
 
 from __future__ import annotations

@@ -577,3 +577,359 @@ def imported(op: Any, text: str, logical: str) -> Optional[Reached]:
         f"`{name}` is bound at the module's top level by `from {dots} import ... {name}` (line {line}), that is"
         f" from {source}: the goal (the name imported from {op.impl.module}) is reached",
     )
+
+
+# -- replace-stmt of an assertion by a fallback: the assertion no longer stops the run ------------
+
+_FLIP = {
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+}
+
+
+def _negated(e: ast.expr) -> str:
+    """The ``ast`` of ``not e`` in its plain form: ``a is not None`` -> ``a is None``, ``not x``
+    -> ``x``, a comparison of one operator flipped; else ``not (e)``."""
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+        return ast.dump(e.operand)
+    if isinstance(e, ast.Compare) and len(e.ops) == 1 and type(e.ops[0]) in _FLIP:
+        return ast.dump(ast.Compare(e.left, [_FLIP[type(e.ops[0])]()], e.comparators))
+    return ast.dump(ast.UnaryOp(ast.Not(), e))
+
+
+def _fails_into(test: ast.expr, cond: ast.expr) -> bool:
+    """``test`` holds wherever the asserted ``cond`` fails: it is ``not cond`` (in any of its
+    plain forms), or a disjunction with such an operand.  A conjunction (``_is_hip and stream
+    is None``) holds only where its other operands do: not."""
+    want = _negated(cond)
+    if ast.dump(test) == want or _negated(test) == ast.dump(cond):
+        return True
+    return (
+        isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and any(_fails_into(v, cond) for v in test.values)
+    )
+
+
+_LEAVES = (ast.Return, ast.Continue, ast.Break)
+
+
+def _stops(body: list) -> bool:
+    """A statement list that may still stop the run: a ``raise`` or an ``assert`` in it, at any
+    depth of its own statements (a nested def is another scope)."""
+    todo = list(body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Raise, ast.Assert)):
+            return True
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, ast.stmt))
+    return False
+
+
+class _Relaxed(NamedTuple):
+    cond: ast.expr  # what the assertion asserts
+    leave: str  # the ast of the statement the fallback leaves by (``return entry.runnable(*args)``)
+    shown: str  # that statement, unparsed
+
+
+def relaxing(op: Any) -> Optional[_Relaxed]:
+    """A replace-stmt whose edit turns an assertion into a fallback: ``match`` is one
+    ``assert COND``, ``with`` is one ``if`` (no ``else``) whose test holds wherever COND fails
+    and whose body leaves by a ``return``/``continue``/``break`` without raising.  Its goal is
+    "the assertion no longer stops the run: where COND fails, the code leaves by that fallback"
+    (``relaxed``).  None for every other replace-stmt."""
+    if op.kind != "replace-stmt":
+        return None
+    try:
+        match = ast.parse(_dedent(op.impl.match_src)).body
+        new = ast.parse(_dedent(op.impl.with_src)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    if len(match) != 1 or not isinstance(match[0], ast.Assert) or len(new) != 1:
+        return None
+    guard, cond = new[0], match[0].test
+    if not isinstance(guard, ast.If) or guard.orelse or not _fails_into(guard.test, cond):
+        return None
+    if not isinstance(guard.body[-1], _LEAVES) or _stops(guard.body):
+        return None
+    return _Relaxed(cond, ast.dump(guard.body[-1]), ast.unparse(guard.body[-1]))
+
+
+def _reads(st: ast.stmt, names: set) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) for n in ast.walk(st))
+
+
+def _asserts(scope: ast.AST, cond: str) -> list:
+    """Where the scope asserts ``cond`` (its ``ast``): (block, index), nested defs aside."""
+    return [
+        (b, i)
+        for b in _bodies(scope)
+        for i, s in enumerate(b)
+        if isinstance(s, ast.Assert) and ast.dump(s.test) == cond
+    ]
+
+
+def relaxed(op: Any, text: str, home_text: Optional[str]) -> Optional[Reached]:
+    """An assertion turned into a fallback (``relaxing``), reached in other words: in the op's
+    named scope, after the statement that stood just before the assertion in the release the
+    op was written for (found once, in any formatting; from the def's start where the assertion
+    was its first statement), the first statement that reads the
+    asserted names is an ``if`` whose test holds wherever the assertion would fail, whose body
+    does not raise and leaves by the op's own fallback statement (the same ``return``).  The
+    assertion may stand only after that guard, in its block (it can no longer fail there).
+
+    Never: a guard on another condition (``_is_hip and stream is None`` falls back on one
+    platform only), one that raises or leaves otherwise (``return None`` is another result),
+    one that stands after a use of the names, the assertion left before it or elsewhere in the
+    scope, or a scope that is gone."""
+    shape = relaxing(op)
+    tree, home = _tree(text), _tree(home_text) if home_text is not None else None
+    if shape is None or tree is None or home is None:
+        return None
+    scope, home_scope = pyscope_ast(tree, op.scope), pyscope_ast(home, op.scope)
+    if scope is None or home_scope is None:
+        return None
+    cond = ast.dump(shape.cond)
+    was = _asserts(home_scope, cond)
+    if len(was) != 1:
+        return None  # the home scope asserts it not once
+    b, i = was[0]
+    if i == 0 and b is not getattr(home_scope, "body", None):
+        return None  # first in a nested block: nothing before it to place it by
+    if i == 0:  # the def's first statement: the guard is read from the def's start
+        blk, k, after = scope.body, -1, f"at the start of {op.scope or 'the module'}"
+    else:
+        prev = ast.dump(b[i - 1])
+        at = [(blk, k) for blk in _bodies(scope) for k, s in enumerate(blk) if ast.dump(s) == prev]
+        if len(at) != 1:
+            return None  # the statement before the assertion is gone, or stands twice
+        (blk, k), after = at[0], f"after `{ast.unparse(b[i - 1])}`"
+    names = {n.id for n in ast.walk(shape.cond) if isinstance(n, ast.Name)}
+    j = next((m for m in range(k + 1, len(blk)) if _reads(blk[m], names)), None)
+    if j is None:
+        return None
+    guard = blk[j]
+    if not (
+        isinstance(guard, ast.If)
+        and _fails_into(guard.test, shape.cond)
+        and ast.dump(guard.body[-1]) == shape.leave
+        and not _stops(guard.body)
+    ):
+        return None
+    if any(not (ab is blk and m > j) for ab, m in _asserts(scope, cond)):
+        return None  # the assertion still stands where it can fail
+    shown = " ".join(ast.unparse(guard.test).split())
+    return Reached(
+        guard.lineno,
+        f"`assert {ast.unparse(shape.cond)}` no longer stops {op.scope or 'the module'}: {after}"
+        f" the first statement that reads {', '.join(sorted(names))} is"
+        f" `if {shown}:` (line {guard.lineno}), which holds wherever the assertion would fail and leaves by"
+        f" `{shape.shown}`, raising nothing: the goal (the fallback) is reached in other words",
+    )
+
+
+# -- add-branch: the chain already takes the device into the clause's body ------------------------
+
+
+def _clause(op: Any) -> Optional[tuple[ast.expr, str]]:
+    """(test, the body's ``ast``) of an add-branch's ``elif`` clause; None for an ``else``."""
+    try:
+        head = ast.parse("if __patchkit__:\n    pass\n" + _dedent(op.impl.clause_src)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    if len(head) != 1 or len(head[0].orelse) != 1 or not isinstance(head[0].orelse[0], ast.If):
+        return None
+    arm = head[0].orelse[0]
+    return arm.test, _body_dump(arm.body)
+
+
+def _body_dump(body: list) -> str:
+    return "\n".join(ast.dump(s) for s in body)
+
+
+def _chains(scope: ast.AST) -> list:
+    """The if-chains of a scope (not of its nested defs): each as [(test or None for an
+    ``else``, body, first line)], its ``if`` first."""
+    elifs: set = set()
+    heads = []
+    for b in _bodies(scope):
+        for s in b:
+            if isinstance(s, ast.If):
+                heads.append(s)
+                if len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If):
+                    elifs.add(id(s.orelse[0]))
+    out = []
+    for s in heads:
+        if id(s) in elifs:
+            continue
+        chain, node = [], s
+        while True:
+            chain.append((node.test, node.body, node.lineno))
+            if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+                node = node.orelse[0]
+                continue
+            if node.orelse:
+                chain.append((None, node.orelse, node.orelse[0].lineno))
+            break
+        out.append(chain)
+    return out
+
+
+def _route(chain: list, device: Device, env) -> Any:
+    """The arm of a chain the device takes: (body, line); None where no arm is taken, ...
+    (Ellipsis) where an arm before it cannot be decided."""
+    for test, body, line in chain:
+        a = True if test is None else pyeval.evaluate(test, device, env)
+        if a is None:
+            return ...
+        if a:
+            return body, line
+    return None
+
+
+def _anchor(op: Any) -> Optional[str]:
+    """The ``ast`` of the named branch's test (``elif X`` / ``if X``); None for an ``else``."""
+    src = op.impl.branch_src.strip().rstrip(":").strip()
+    word, _, cond = src.partition(" ")
+    if word not in ("if", "elif") or not cond.strip():
+        return None
+    node = _expr(cond)
+    return ast.dump(node) if node is not None else None
+
+
+def routed(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """An add-branch whose clause (``elif COND: BODY``, COND a device gate that admits the
+    device) is for "the chain takes the device into BODY": the chain of the named branch (once
+    in the scope) already does, by an arm whose test admits the device (in other words:
+    ``major >= 12``) or an ``else`` every arm before it refuses, with the same statements (their
+    ``ast``); every arm before it is known to refuse the device.  The named branch gone, exactly
+    one chain of the scope does, where in the release the op was written for none did.  An arm
+    before it whose answer is unknown, the device taken into another body, or two such chains:
+    nothing is concluded."""
+    if op.kind != "add-branch" or getattr(op.impl, "is_else", True):
+        return None
+    clause, tree = _clause(op), _tree(text)
+    if clause is None or tree is None:
+        return None
+    cond, body = clause
+    env, scope = _env(tree, op.scope, op.engine)
+    if scope is None or not _is_gate(cond, False, env) or pyeval.evaluate(cond, device, env) is not True:
+        return None  # the clause is not for this device (or its test cannot be read here)
+    anchor = _anchor(op)
+
+    def named(chains: list) -> list:
+        return [
+            c for c in chains if anchor is not None and any(t is not None and ast.dump(t) == anchor for t, _, _ in c)
+        ]
+
+    def takes(chain: list, e) -> Optional[tuple]:
+        got = _route(chain, device, e)
+        return got if isinstance(got, tuple) and _body_dump(got[0]) == body else None
+
+    chains = _chains(scope)
+    mine = named(chains)
+    if len(mine) > 1:
+        return None
+    if mine:
+        hit = takes(mine[0], env)
+        where = "the chain of the named branch"
+    else:
+        home = _tree(home_text) if home_text is not None else None
+        if home is None:
+            return None
+        home_env, home_scope = _env(home, op.scope, op.engine)
+        if home_scope is None or len(named(_chains(home_scope))) != 1:
+            return None
+        if any(takes(c, home_env) for c in _chains(home_scope)):
+            return None  # the release it was written for took the device there already
+        hits = [h for h in (takes(c, env) for c in chains) if h]
+        if len(hits) != 1:
+            return None
+        hit = hits[0]
+        where = f"the one chain of {op.scope or 'the module'} that does"
+    if hit is None:
+        return None
+    _, line = hit
+    shown = " ".join(ast.unparse(cond).split())
+    return Reached(
+        line,
+        f"{where} already takes {device} into the clause's statements (the arm at line {line}, every arm"
+        f" before it false for {device}): the goal of `elif {shown}:` is reached in other words, and the"
+        " clause would never run",
+    )
+
+
+# -- replace-stmt of an assertion by a wider one: the assertion admits the device -----------------
+
+
+def widening(op: Any) -> Optional[tuple[ast.expr, ast.expr]]:
+    """(the old test, the new) of a replace-stmt whose ``match`` is one ``assert A`` and whose
+    ``with`` is one ``assert B``: its goal, where A refuses the recipe's device and B admits it
+    in the release it was written for, is "the assertion admits the device" (``widened``)."""
+    if op.kind != "replace-stmt":
+        return None
+    try:
+        old = ast.parse(_dedent(op.impl.match_src)).body
+        new = ast.parse(_dedent(op.impl.with_src)).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError, AttributeError):
+        return None
+    if len(old) != 1 or len(new) != 1 or not isinstance(old[0], ast.Assert) or not isinstance(new[0], ast.Assert):
+        return None
+    return old[0].test, new[0].test
+
+
+def _device_asserts(scope: ast.AST, env) -> list:
+    """The scope's assertions whose test is a device gate (known on every probe, not the same
+    on all), nested defs aside."""
+    return [s for b in _bodies(scope) for s in b if isinstance(s, ast.Assert) and _is_gate(s.test, False, env)]
+
+
+def widened(op: Any, text: str, home_text: Optional[str], device: Device) -> Optional[Reached]:
+    """An assertion widened for the device (``widening``: in the release the op was written
+    for, its test refuses the device and the op's admits it), reached in other words: the op's
+    own assertion stands once in its scope and its test now admits the device (a name it reads
+    bound wider: ``_is_sm100 = is_sm100_supported() or is_sm120_supported()``); or it is gone,
+    and the scope's one device assertion (one in the home release too, the site) admits it.
+    Two device assertions, one whose answer is unknown, or one that refuses: nothing."""
+    pair = widening(op)
+    tree, home = _tree(text), _tree(home_text) if home_text is not None else None
+    if pair is None or tree is None or home is None:
+        return None
+    old, new = pair
+    home_env, home_scope = _env(home, op.scope, op.engine)
+    if home_scope is None or pyeval.evaluate(old, device, home_env) is not False:
+        return None
+    if pyeval.evaluate(new, device, home_env) is not True:
+        return None  # the op's own test is not shown to admit the device
+    env, scope = _env(tree, op.scope, op.engine)
+    if scope is None:
+        return None
+    want = ast.dump(old)
+    mine = [s for b in _bodies(scope) for s in b if isinstance(s, ast.Assert) and ast.dump(s.test) == want]
+    if len(mine) > 1:
+        return None
+    if mine:
+        s = mine[0]
+        if pyeval.evaluate(s.test, device, env) is not True:
+            return None
+        how = f"`assert {' '.join(ast.unparse(s.test).split())}` (line {s.lineno}) now admits {device}"
+    else:
+        was, now = _device_asserts(home_scope, home_env), _device_asserts(scope, env)
+        if len(was) != 1 or ast.dump(was[0].test) != want or len(now) != 1:
+            return None
+        s = now[0]
+        if pyeval.evaluate(s.test, device, env) is not True:
+            return None
+        how = (
+            f"the one device assertion of {op.scope or 'the module'} (it was `assert {ast.unparse(old)}`) now reads"
+            f" `assert {' '.join(ast.unparse(s.test).split())}` (line {s.lineno}), which admits {device}"
+        )
+    return Reached(s.lineno, f"{how}: the goal (the assertion lets the device through) is reached in other words")

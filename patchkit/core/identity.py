@@ -35,8 +35,8 @@ from patchkit.core.ops import AMBIGUOUS, DONE, PENDING, Located
 THRESHOLD = 0.5  # GumTree / Clang ASTDiff MinSimilarity, git -M50%
 MARGIN = 0.15  # the best candidate leads the runner-up by this much, or it is a tie
 MAX_SITES = 16  # occurrences of one site compared (a text op's 13 guards, say)
-FORMAT = 6  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON;
-# 6: the arms and the fold around the site (folds.py)
+FORMAT = 7  # 4: a site's context lines run across its enclosing blocks (context.site_run); 5: JSON;
+# 6: the arms and the fold around the site (folds.py); 7: the calls the site's names feed
 SITE_DONE = 0.75  # a done site in its own scope: this share of the release's statement's tokens
 
 
@@ -424,8 +424,9 @@ def _load(path) -> Optional[tuple]:
                 _near(near),
                 tuple((str(t), bool(side)) for t, side in arms),
                 _fold(fold),
+                tuple(str(x) for x in fed),
             )
-            for f, s, blk, at, imp, hdr, near, arms, fold in raw
+            for f, s, blk, at, imp, hdr, near, arms, fold, fed in raw
         )
         if any(c.at is not None and not (isinstance(c.at, int) and 0 <= c.at < len(c.block)) for c in sites):
             return None
@@ -463,7 +464,8 @@ def _save(path, sites) -> None:
         else AMBIGUOUS_HOME
         if sites == AMBIGUOUS_HOME
         else [
-            (c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near, c.arms, c.fold) for c in sites
+            (c.file, c.scope, list(c.block), c.at, sorted(c.imports), c.header, c.near, c.arms, c.fold, c.feeds)
+            for c in sites
         ]
     )
     from patchkit.base import store

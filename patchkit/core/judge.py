@@ -631,6 +631,43 @@ def _goal(session: Session, recipe: Recipe, op: OpSpec, ev: _Draft) -> Optional[
             return goal.imported(op, text, op.file) is not None
 
         where = f"in {op.file}"
+    elif goal.relaxing(op) is not None or (device is not None and goal.widening(op) is not None):
+        # An assertion turned into a fallback: the assertion no longer stops the run, the code
+        # leaving by the same fallback where it would fail (before the assertion, or with it
+        # gone); or widened for the device: the assertion admits it.
+        placed = loc.state == State.PENDING or (loc.state == State.MISSING and not loc.nodes)
+        if not placed or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
+            return None
+        home_text = _home_text(session, recipe, op)
+
+        def reached(text: str) -> Optional[goal.Reached]:
+            if goal.relaxing(op) is not None:
+                return goal.relaxed(op, text, home_text)
+            return goal.widened(op, text, home_text, device)
+
+        got = reached(f.text)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            return reached(text) is not None
+
+        where = f"in {op.scope or 'the module'}"
+    elif op.kind == "add-branch" and device is not None:
+        # The chain already takes the device into the clause's statements, in other words.
+        placed = loc.state in (State.PENDING, State.MISSING)
+        if not placed or ev.file is not session.file(op.engine, op.file) or ev.scope != op.scope:
+            return None
+        home_text = _home_text(session, recipe, op) if loc.state == State.MISSING else None
+        got = goal.routed(op, f.text, home_text, device)
+        if got is None:
+            return None
+
+        def there(text: str) -> bool:
+            home = home_text if home_text is not None else _home_text(session, recipe, op)
+            return goal.routed(op, text, home, device) is not None
+
+        where = f"in {op.scope or 'the module'}"
     elif device is None or goal.direction(op) is None:
         return None
     elif loc.state == State.PENDING and len(loc.nodes) == 1 and _cst_nodes(loc):

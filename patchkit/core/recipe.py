@@ -76,6 +76,7 @@ SITE_KEYS = {
     "arms": "list[str]",  # "if C" / "else C": the ifs around the site (folds.py)
     "fold": "list[str]",  # ["if C" / "else C", its value, the other arm's]
     "folded": "list[str]",  # "before N" / "after N": the context lines the fold takes in
+    "feeds": "list[str]",  # "callee(keyword=)" / "callee(#i)": the calls its names feed (context.feeds)
 }
 IMPORT_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:([A-Za-z_]\w*|\*))?$")
 EXAMPLE_KEYS = {"before": "str", "after": "str"}

@@ -388,7 +388,54 @@ class _Cond:
             return not (vu in _FALSE or vu.endswith("-NOTFOUND"))
         return self.unknown(f"`{text}` is not known")
 
+    def floor_var(self, text: str) -> str:
+        """The toolkit variable a ``${VAR}`` (or bare ``VAR``) names, where the device names no
+        toolkit but its architecture has a first one (Device.first_cuda); else ""."""
+        m = _VAR_REF.fullmatch(text)
+        name = m.group(1) if m else text
+        if name in CUDA_VARS and name not in self.env and self.device.first_cuda is not None:
+            return name
+        return ""
+
+    def toolkit_at_least(self, a, op: str, b) -> tuple[bool, Optional[bool]]:
+        """A version test of the toolkit the device names not, read over every toolkit from
+        its architecture's first on: (whether it is one, the answer); true or false only where
+        every such toolkit gives it."""
+        first = self.device.first_cuda
+        if first is None or op not in _VERSION_OPS:
+            return False, None
+        mirror = {"VERSION_LESS": "VERSION_GREATER", "VERSION_GREATER": "VERSION_LESS",
+                  "VERSION_LESS_EQUAL": "VERSION_GREATER_EQUAL", "VERSION_GREATER_EQUAL": "VERSION_LESS_EQUAL",
+                  "VERSION_EQUAL": "VERSION_EQUAL"}  # fmt: skip
+        if _word(a) and self.floor_var(_word(a)):
+            var, other = _word(a), b
+        elif _word(b) and self.floor_var(_word(b)):
+            var, other, op = _word(b), a, mirror[op]
+        else:
+            return False, None
+        y = self.operand(other)
+        v = _version(y) if y is not None else None
+        if v is None:
+            return True, self.unknown(f"`{y}` is not a version")
+        lo = (*first, 0, 0)
+        answer = {
+            "VERSION_GREATER_EQUAL": True if lo >= v else None,
+            "VERSION_GREATER": True if lo > v else None,
+            "VERSION_LESS": False if lo >= v else None,
+            "VERSION_LESS_EQUAL": False if lo > v else None,
+            "VERSION_EQUAL": False if lo > v else None,
+        }[op]
+        if answer is None:
+            self.unknown(
+                f"`{var}` is not known (the device names no CUDA version; {self.device} needs"
+                f" {first[0]}.{first[1]} or later)"
+            )
+        return True, answer
+
     def binary(self, a, op: str, b) -> Optional[bool]:
+        floored, answer = self.toolkit_at_least(a, op, b)
+        if floored:
+            return answer
         x, y = self.operand(a), self.operand(b)
         if x is None or y is None:
             return None
@@ -425,8 +472,8 @@ class _Cond:
     def unary(self, op: str, tok) -> Optional[bool]:
         if op == "DEFINED":
             name = tok[0] or ""
-            if name in self.env:
-                return True
+            if name in self.env or self.floor_var(name):
+                return True  # a build for the device runs under a CUDA toolkit (Device.first_cuda)
             extra = " (the device names no CUDA version)" if name in CUDA_VARS else ""
             return self.unknown(f"whether `{name}` is defined is not known{extra}")
         return self.unknown(f"`{op}` is not evaluated")
@@ -440,15 +487,16 @@ class _Cond:
                 items.append(text)
                 continue
             if quoted:
-                t = self.expand(text)
-                items.append((t, True))
+                floor = self.floor_var(text)
+                items.append((floor, False) if floor else (self.expand(text), True))
                 continue
             lead = len(text) - len(text.lstrip("("))
             trail = len(text) - len(text.rstrip(")"))
             core = text[lead : len(text) - trail] if trail else text[lead:]
             items.extend(["("] * lead)
             if core:
-                items.append((self.expand(core) if "${" in core else core, False))
+                floor = self.floor_var(core)
+                items.append((floor or (self.expand(core) if "${" in core else core), False))
             items.extend([")"] * trail)
         return self.reduce(items)
 

@@ -21,15 +21,39 @@ _DOTTED = re.compile(r"^(\d{1,2})\.(\d)$")  # 12.0, 9.0
 _CUDA = re.compile(r"^(\d{1,2})\.(\d{1,2})$")
 
 
+# The first CUDA toolkit that compiles for each architecture (NVIDIA's CUDA Toolkit release
+# notes: 9.0 added sm_70, 10.0 sm_75, 11.0 sm_80, 11.1 sm_86, 11.4 sm_87, 11.8 sm_89 and sm_90,
+# 12.8 sm_100, sm_101 and sm_120, 12.9 sm_103 and sm_121, 13.0 sm_110 (sm_101 renamed)).  A
+# build for the device runs under one of these or a later one: a toolkit older than its
+# architecture's first cannot be the one (``Device.first_cuda``).  An architecture not listed
+# has no floor (nothing is assumed).
+FIRST_CUDA = {
+    (7, 0): (9, 0),
+    (7, 5): (10, 0),
+    (8, 0): (11, 0),
+    (8, 6): (11, 1),
+    (8, 7): (11, 4),
+    (8, 9): (11, 8),
+    (9, 0): (11, 8),
+    (10, 0): (12, 8),
+    (10, 1): (12, 8),
+    (10, 3): (12, 9),
+    (11, 0): (13, 0),
+    (12, 0): (12, 8),
+    (12, 1): (12, 9),
+}
+
+
 @dataclass(frozen=True)
 class Device:
     """A GPU by compute capability: ``Device(12, 0)`` is consumer Blackwell (SM120).
 
     ``cuda`` is the CUDA toolkit version (torch.version.cuda) as a tuple, or None: not said
-    (``sm120@cuda12.8`` says it).  Then a Python predicate's CUDA requirement is taken as met
-    (a device runs only under a toolkit that knows it), but a CMake branch on the toolkit's
-    version (``CMAKE_CUDA_COMPILER_VERSION``, cmakeeval.py) is unknown: which arch list a
-    build compiles depends on the toolkit, and it is never assumed.  ``platform`` is "cuda"
+    (``sm120@cuda12.8`` says it).  Then a Python predicate's CUDA requirement is taken as met (a device runs
+    only under a toolkit that knows it), and a CMake branch on the toolkit's version
+    (``CMAKE_CUDA_COMPILER_VERSION``, cmakeeval.py) is read over every toolkit from the
+    architecture's first on (``first_cuda``): true or false where all of them agree, else
+    unknown; which arch list a build compiles is never assumed beyond that.  ``platform`` is "cuda"
     (or "rocm", where a check asks)."""
 
     major: int
@@ -97,6 +121,17 @@ class Device:
         if self.platform != "cuda":
             return False
         return True if self.cuda is None else self.cuda >= parse_cuda(version)
+
+    @property
+    def first_cuda(self) -> Optional[tuple[int, int]]:
+        """The oldest CUDA toolkit a build for this device can run under (FIRST_CUDA): the
+        toolkit named, else its architecture's first; None off CUDA or for an architecture
+        not listed.  With no toolkit named, a CMake test of the toolkit's version is read over
+        every toolkit from this one on (cmakeeval.py): ``VERSION_GREATER_EQUAL 12.8`` is true
+        for 12.0, ``VERSION_GREATER_EQUAL 13.0`` unknown."""
+        if self.platform != "cuda":
+            return None
+        return self.cuda if self.cuda is not None else FIRST_CUDA.get(self.capability)
 
     @property
     def name(self) -> str:

@@ -85,7 +85,8 @@ class AddBranch(Op):
             raise OpParamError("locator.position", "nothing goes before a chain's `if`", "add it after that branch")
         if self.position == "after" and self.branch[0] == "else":
             raise OpParamError("locator.position", "nothing goes after a chain's `else`", "add it before that branch")
-        self.clause = _parse_clause(params["code"])
+        self.clause_src = params["code"]
+        self.clause = _parse_clause(self.clause_src)
         self.is_else = isinstance(self.clause, cst.Else)
         if self.is_else and self.position == "before":
             raise OpParamError("params.code", "an else clause is the chain's last; it cannot go before a branch")

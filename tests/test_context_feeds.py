@@ -112,10 +112,13 @@ def test_a_look_alike_gains_nothing_from_data_flow(decoy):
     assert score < identity.THRESHOLD
 
 
-def test_a_cached_identity_keeps_what_its_site_feeds(tmp_path):
-    path = tmp_path / "x.json"
-    identity._save(path, (home(),))
-    assert identity._load(path) == (home(),) and identity._load(path)[0].feeds == home().feeds
+def test_a_cached_identity_keeps_what_its_site_feeds(tmp_path, monkeypatch):
+    from patchkit.base import store
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    k = store.key("x")
+    identity._save(k, (home(),))
+    assert identity._load(k) == (home(),) and identity._load(k)[0].feeds == home().feeds
 
 
 def test_a_carried_identity_keeps_what_its_site_feeds():

@@ -4,7 +4,7 @@ import libcst as cst
 
 from patchkit.core.ops._cst import blocks, may_print_as, node_tokens, walk
 
-EVERY_KIND = '''
+EVERY_KIND = """
 import os
 match = 1
 type Alias = int
@@ -45,7 +45,7 @@ match x:
 "hello"
 (a, b) = 1, 2
 iffy = 1
-'''
+"""
 
 
 def _statements(src: str) -> list:

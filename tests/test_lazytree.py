@@ -122,6 +122,20 @@ def test_a_sparse_tree_holds_what_was_read_and_shares_blobs(env, local_index, mo
     assert lazytree.extent(root) == {"files": 5, "searched": [], "of": 8}
 
 
+def test_a_file_brought_again_leaves_one_link_and_no_temporary_name(env, local_index, monkeypatch):
+    """Two readers may bring the same file: the second rename lands on a link to the same
+    blob, which POSIX makes a no-op leaving both names; no `.lazy` name is left behind."""
+    serve(local_index, monkeypatch)
+    root = fetch.release_tree("sglang", "0.5.9", lazy=True)
+    lw = lazytree._wheel(root)
+    lazytree._bring(lw, root, [GATE], lazytree._say)
+    lazytree._bring(lw, root, [GATE, "sglang/srt/util.py"], lazytree._say)  # as a racing reader would
+    assert {GATE, "sglang/srt/util.py"} <= files_in(root)
+    assert not [f for f in files_in(root) if f.endswith(".lazy")], files_in(root)
+    blob = lazywheel.blob_path(hashlib.sha256(GATE_CODE.encode()).hexdigest())
+    assert os.path.samefile(root / GATE, blob) and os.stat(blob).st_nlink == 2
+
+
 def test_a_search_brings_in_every_file_of_its_kind_and_no_other(env, local_index, monkeypatch):
     serve(local_index, monkeypatch)
     root = fetch.release_tree("sglang", "0.5.10", lazy=True)

@@ -24,6 +24,7 @@ import ast
 import keyword
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 from patchkit.core import folds
@@ -152,6 +153,11 @@ def _head(s: ast.stmt) -> str:
     return ""
 
 
+# Keyed by the node itself (ast nodes hash and compare by identity, and the cache holds each
+# key, so an entry is only ever found again by its own node); patchkit never changes a parsed
+# tree.  The context of each statement of a scope (edited.identify, identity's candidates)
+# holds every sibling: unparsed once each, not once per statement of the block.
+@lru_cache(maxsize=1 << 16)
 def stmt(s: ast.stmt) -> Stmt:
     """A statement as context: (normalised text, head), or ("", "") when it names nothing."""
     text = _header(s) if any(getattr(s, f, None) for f in _BODIES) else _unparse(s)

@@ -22,7 +22,7 @@ import libcst as cst
 from patchkit.base import fsio, sparse
 from patchkit.base.errors import TargetError
 from patchkit.base.target import Target
-from patchkit.core import outline, pyscope, view
+from patchkit.core import outline, pyast, pyscope, view
 from patchkit.core.learned import OUTLINE, Learned
 
 
@@ -67,7 +67,7 @@ def python_ast(text: str, where) -> ast.Module:
             "the target tree is damaged; restore it (e.g. `patchkit sync --force`, or reinstall the package)",
         )
     try:
-        return ast.parse(text)
+        return pyast.parsed(text)
     except SyntaxError as e:
         raise TargetError(f"{where(e.lineno)}: does not parse as Python ({e.msg})", hint) from None
     except ValueError as e:

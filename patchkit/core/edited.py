@@ -23,7 +23,7 @@ from typing import Optional
 import libcst as cst
 
 from patchkit.base.model import OpSpec, Recipe
-from patchkit.core import context, identity, pyscope
+from patchkit.core import context, identity, pyast, pyscope
 from patchkit.core.learned import EDIT
 from patchkit.core.ops._cst import word_sequence
 
@@ -245,7 +245,7 @@ def identify(
 def _parsed(ref, logical: str) -> Optional[ast.Module]:
     data = ref.read(logical) if ref is not None else None
     try:
-        return ast.parse(data.decode("utf-8", "surrogateescape")) if data is not None else None
+        return pyast.parsed(data.decode("utf-8", "surrogateescape")) if data is not None else None
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 

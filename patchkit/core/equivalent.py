@@ -18,7 +18,6 @@ import ast
 import keyword
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional
 
 _IDENT = re.compile(r"[A-Za-z_]\w*|\d+")
@@ -87,11 +86,12 @@ def _python_place(text: str, scope: str, keys: tuple[str, ...]) -> Optional[tupl
     return _smallest(node, keys)
 
 
-@lru_cache(maxsize=8)
 def _parse(text: str) -> Optional[ast.Module]:
-    """A release's file parsed once for the scope, its delegates and the next op."""
+    """A release's file parsed once for the scope, its delegates and the next op (pyast)."""
+    from patchkit.core import pyast
+
     try:
-        return ast.parse(text)
+        return pyast.parsed(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 

@@ -25,7 +25,6 @@ release's answer to the same question.  Pure: reads what it is handed.
 from __future__ import annotations
 
 import ast
-import functools
 from typing import Any, NamedTuple, Optional
 
 from patchkit.core.goals import pyeval
@@ -77,10 +76,11 @@ def direction(op: Any) -> Optional[bool]:
     return None
 
 
-@functools.lru_cache(maxsize=16)
 def _tree(text: str) -> Optional[ast.Module]:
+    from patchkit.core import pyast
+
     try:
-        return ast.parse(text)
+        return pyast.parsed(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 

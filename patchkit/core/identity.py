@@ -215,10 +215,10 @@ def _of_release(ref, op: OpSpec, line: Optional[int] = None) -> Optional[tuple[c
         found = {n for one in places for n in pyscope.line_numbers(module, None, one.nodes, text).values()}
     if not found and (loc.state not in (DONE, PENDING) or not loc.nodes):
         return None
-    import ast
+    from patchkit.core import pyast
 
     try:
-        tree = ast.parse(text)
+        tree = pyast.parsed(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if found:  # one of the op's places in its scope, or none

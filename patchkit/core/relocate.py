@@ -34,7 +34,7 @@ from patchkit.base import fsio, sparse
 from patchkit.base.errors import TargetError
 from patchkit.base.model import OpSpec
 from patchkit.base.target import ENGINES, Target
-from patchkit.core import context, pyscope, view
+from patchkit.core import context, pyast, pyscope, view
 from patchkit.core.ops import DONE, PENDING, Located
 from patchkit.core.ops._cst import tokens, words
 
@@ -309,7 +309,7 @@ def _scopes_at(text: str, words: tuple[bytes, ...]) -> list[str]:
     """Qualified names of the innermost defs/classes around each line holding a word
     (``ast`` is ~50x faster than libcst, so this narrows where libcst has to look)."""
     try:
-        tree = ast.parse(text)
+        tree = pyast.parsed(text)
     except (SyntaxError, ValueError):  # ValueError: a null byte (Python < 3.12)
         return [""]
     spans: list[tuple[int, int, str]] = []

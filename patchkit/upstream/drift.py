@@ -212,7 +212,9 @@ def across(
         tree(engine, v, say=say)
         for e, ov in with_(v).items():
             tree(e, ov, say=say)
-    args = [(recipe_dirs, names, engine, v, with_(v)) for v in todo]  # the workers load the same catalog
+    # Newest first: later releases hold more code and take longer to judge, and the longest
+    # started first leave no long one running alone at the end (results are by version).
+    args = [(recipe_dirs, names, engine, v, with_(v)) for v in _newest_first(todo)]  # the workers load the same catalog
     from patchkit.base.progress import working
 
     tick = _progress(len(args))
@@ -227,6 +229,14 @@ def across(
         key = _cache_key(catalog, names, engine, v, with_(v))
         store.put_json("drift", key, res)
     return {v: out[v] for v in versions}
+
+
+def _newest_first(versions: list[str]) -> list[str]:
+    """The versions, newest first (as given where one does not parse)."""
+    try:
+        return sorted(versions, key=Version, reverse=True)
+    except InvalidVersion:
+        return list(versions)
 
 
 def _cached(key: str) -> "list[dict] | None":

@@ -186,13 +186,22 @@ def _netrc(host: str) -> tuple[Optional[str], Optional[str]]:
     return (got[0], got[2]) if got else (None, None)
 
 
+_SSL: dict[tuple, object] = {}  # (PIP_CERT, SSL_CERT_FILE, SSL_CERT_DIR) -> its context, for this process
+
+
 def _ssl_context():
     """The system's certificates (SSL_CERT_FILE / SSL_CERT_DIR are OpenSSL's own), or the
-    bundle pip was told to use (PIP_CERT), as pip's index URL is honoured too."""
+    bundle pip was told to use (PIP_CERT), as pip's index URL is honoured too.  Made once
+    per process and setting (loading the bundle costs ~20 ms of CPU, and a sparse tree's
+    search makes one range request per run of members)."""
     import ssl
 
     cafile = paths.env_value("PIP_CERT")
-    return ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None)
+    cafile = cafile if cafile and os.path.isfile(cafile) else None
+    key = (cafile, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    if key not in _SSL:
+        _SSL[key] = ssl.create_default_context(cafile=cafile)
+    return _SSL[key]
 
 
 def _retrying(what: str, url: str, call):

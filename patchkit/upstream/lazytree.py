@@ -114,7 +114,7 @@ def fill(root: Path, say: Callable[[str], None]) -> None:
 
     doc = _mark(root)
     whl = fetch.fetch_wheel(doc["dist"], doc["version"], say=say)
-    with zipfile.ZipFile(regular.open_file(whl)) as z:
+    with zipfile.ZipFile(regular.open_file(whl)) as z, _Dirs(root) as dirs:
         for info in z.infolist():
             name = info.filename
             if name.endswith("/") or not _safe(name):
@@ -126,7 +126,7 @@ def fill(root: Path, say: Callable[[str], None]) -> None:
                         continue
                 except (OSError, regular.NotRegular, regular.TooBig):
                     pass
-            _put(root, name, data=data)
+            _put(root, name, data=data, dirs=dirs)
     source = {"engine": doc["engine"], "source": "index", "version": doc["version"], "wheel": whl.name}
     # whole now: tied to the checked wheel as an unpacked tree is (recorded.tree_why_not)
     record = recorded.tree_record(whl, source)
@@ -262,20 +262,26 @@ def _runs(lw, names: list[str]) -> list[list[str]]:
 def _bring(lw, root: Path, names: list[str], say: Callable[[str], None]) -> None:
     """Put each member of ``names`` into the tree at ``root``: from the store, else by
     range (checked against RECORD), else from the whole wheel (checked against the index)."""
+    with _Dirs(root) as tree:
+        _bring_into(lw, tree, names, say)
+
+
+def _bring_into(lw, tree: "_Dirs", names: list[str], say: Callable[[str], None]) -> None:
     from patchkit.base.errors import FetchError
     from patchkit.base.progress import working
     from patchkit.upstream import fetch, lazywheel
 
+    root = tree.base
     todo = []
     for n in names:
         digest = lw.record_digest if n == lw.record_name else lw._record.get(n, "")
         if digest and store.get_blob(digest) is not None:
-            _put(root, n, digest=digest)
+            _put(root, n, digest=digest, dirs=tree)
         elif digest:
             todo.append(n)
         else:
             lazywheel.say_once(say, f"{lw.filename}: {n} has no sha256 in the wheel's RECORD; the whole wheel is read")
-            _put(root, n, data=lw._open_whole().read(n))
+            _put(root, n, data=lw._open_whole().read(n), dirs=tree)
     if not todo:
         return
     if fetch.offline() or lw._whole is not None:
@@ -299,11 +305,81 @@ def _bring(lw, root: Path, names: list[str], say: Callable[[str], None]) -> None
                             raise lazywheel.RangeError(f"{n} does not match the wheel's RECORD")
                         kept = store.put_blob(digest, data)
                         STATS["members"] += 1
-                        _put(root, n, digest=digest if kept else "", data=data)
+                        _put(root, n, digest=digest if kept else "", data=data, dirs=tree)
                 finally:
                     lw._file.forget(start, end)
     except (lazywheel.RangeError, FetchError) as e:
         _from_whole(lw, root, [n for n in todo if not os.path.lexists(root / n)], say, e)
+
+
+class _Dirs:
+    """The directories under ``base`` that a batch of files goes into, each opened once (a
+    few at a time): every component checked with O_NOFOLLOW (regular.open_dir, made where
+    missing), and each file made and renamed through the descriptor, so that it lands in the
+    directory checked, whatever is renamed or planted meanwhile.  (A path checked once per
+    file cost ~20 system calls a file; a search brings thousands.)"""
+
+    KEEP = 32  # descriptors held at once; a wheel lists a directory's files together
+
+    def __init__(self, base: Path) -> None:
+        from collections import OrderedDict
+
+        self.base = Path(base)
+        self._fds: "OrderedDict[str, int]" = OrderedDict()
+
+    def __enter__(self) -> "_Dirs":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        while self._fds:
+            os.close(self._fds.popitem()[1])
+
+    def fd(self, rel: str) -> int:
+        """The descriptor of directory ``rel`` (``/``-separated, "" for the base)."""
+        fd = self._fds.get(rel)
+        if fd is not None:
+            self._fds.move_to_end(rel)
+            return fd
+        from patchkit.base import fsio, regular
+
+        try:
+            fd = regular.open_dir(self.base, rel.split("/") if rel else [], create=True)
+        except OSError:
+            if rel:
+                fsio.owned_dir(self.base, rel)  # the TargetError that says what is in the way
+            raise
+        self._fds[rel] = fd
+        if len(self._fds) > self.KEEP:
+            os.close(self._fds.popitem(last=False)[1])
+        return fd
+
+
+def _made(fd: int, base: str, make: Callable[[str], None]) -> str:
+    """A fresh temporary name beside ``base`` in directory ``fd``, made by ``make(name)``
+    (which fails with FileExistsError where the name is taken)."""
+    import secrets
+
+    for _ in range(100):
+        tmp = f".{base[:16]}-{secrets.token_hex(6)}.lazy"
+        try:
+            make(tmp)
+            return tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {base}")
+
+
+def _write_new(fd: int, name: str, data: bytes) -> None:
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd)
+    with os.fdopen(out, "wb") as f:
+        f.write(data)
+
+
+def _unlink(fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=fd)
+    except OSError:
+        pass
 
 
 def _from_whole(lw, root: Path, names: list[str], say: Callable[[str], None], why: Optional[Exception]) -> None:
@@ -312,43 +388,41 @@ def _from_whole(lw, root: Path, names: list[str], say: Callable[[str], None], wh
     if why is not None:
         lw._fallback_said(why)
     z = lw._open_whole()
-    for n in names:
-        _put(root, n, data=z.read(n))
+    with _Dirs(root) as dirs:
+        for n in names:
+            _put(root, n, data=z.read(n), dirs=dirs)
 
 
-def _put(root: Path, name: str, digest: str = "", data: Optional[bytes] = None) -> None:
+def _put(root: Path, name: str, digest: str = "", data: Optional[bytes] = None, dirs: Optional[_Dirs] = None) -> None:
     """The tree's file ``name``: a hard link to the blob (``digest``), else ``data`` written;
-    by a temp file and a rename (a reader sees it whole or not at all)."""
-    from patchkit.base import fsio
-
+    by a temporary file and a rename (a reader sees it whole or not at all).  ``dirs``: the
+    tree's directories, held open for a batch of files."""
+    if dirs is None:
+        with _Dirs(root) as one:
+            return _put(root, name, digest, data, one)
     parent_rel, _, base = name.rpartition("/")
-    parent = fsio.owned_dir(root, parent_rel) if parent_rel else Path(root)
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{base[:16]}-", suffix=".lazy")
-    os.close(fd)
-    try:
-        linked = False
-        if digest:
-            os.unlink(tmp)
-            try:
-                os.link(store.blob_path(digest), tmp)
-                linked = True
-                STATS["linked"] += 1
-            except OSError:
-                pass
-        if not linked:
-            if data is None:
-                data = store.get_blob(digest)
-            if data is None:
-                raise OSError(f"{name}: its blob went missing from the store")
-            with open(tmp, "wb") as f:
-                f.write(data)
-        os.replace(tmp, parent / base)
-    except BaseException:
+    fd = dirs.fd(parent_rel)
+    tmp = None
+    if digest:
         try:
-            os.unlink(tmp)
+            tmp = _made(fd, base, lambda t: os.link(store.blob_path(digest), t, dst_dir_fd=fd))
+            STATS["linked"] += 1
         except OSError:
-            pass
+            tmp = None  # no link here (another file system, a limit): the bytes are written
+    if tmp is None:
+        if data is None:
+            data = store.get_blob(digest)
+        if data is None:
+            raise OSError(f"{name}: its blob went missing from the store")
+        tmp = _made(fd, base, lambda t: _write_new(fd, t, data))
+    try:
+        os.replace(tmp, base, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        _unlink(fd, tmp)
         raise
+    # A rename onto another link of the same file does nothing and leaves both names (POSIX):
+    # where the file was there already as this blob, the temporary link is still there.
+    _unlink(fd, tmp)
 
 
 sparse.install(need, need_suffix)

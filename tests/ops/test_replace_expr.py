@@ -247,3 +247,22 @@ def test_a_bound_op_whose_place_changed_reads_missing_never_another_place():
     bound = op.only(scope, 1)
     changed = _pick(BACKENDS.replace("    else:\n        if major >= 10:", "    else:\n        if major >= 12:"))
     assert bound.locate(changed).state == "missing"
+
+
+# -- which nodes are compared -------------------------------------------------------------------
+# Only nodes of the match's or the replacement's type are printed and compared (equal tokens
+# parse to the same tree); a starred element prints with its trailing comma, so it reads as
+# the tuple `*a,` does and is compared too.
+
+
+def test_a_starred_element_is_an_occurrence_of_the_tuple_its_tokens_spell():
+    src = "def f(k):\n    return torch.empty((*k.shape, 3))\n"
+    loc = state("replace-expr", src, "f", {"match": "*k.shape,"}, {"with": "*k.shape[:-1],"})
+    assert loc.state == "pending" and type(loc.nodes[0]).__name__ == "StarredElement", loc
+
+
+def test_the_replacement_is_found_where_it_is_of_another_type_than_the_match():
+    # the match parses to a Comparison, the replacement to a Call: each is looked for
+    src = "def f(x):\n    if h(x, y=2):\n        return 1\n"
+    assert state("replace-expr", src, "f", {"match": "g(x) == 1"}, {"with": "h(x, y = 2)"}).state == "done"
+    assert state("replace-expr", src, "f", {"match": "h(x,\n y=2)"}, {"with": "g(x) == 1"}).state == "pending"

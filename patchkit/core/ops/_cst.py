@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import io
 import keyword
+import re
 import textwrap
 import tokenize
 from functools import lru_cache
@@ -460,6 +461,25 @@ def header_tokens(clause: cst.CSTNode) -> tuple[str, ...]:
     return toks[:i]
 
 
+# The first token of a compound statement (its decorators' ``@``, ``async``) and of no simple one.
+_COMPOUND_FIRST = frozenset({"if", "for", "while", "try", "with", "def", "class", "async", "@"})
+_FIRST_WORD = re.compile(r"[A-Za-z_]\w*|@")
+
+
+def may_print_as(stmt: cst.CSTNode, want: tuple[str, ...]) -> bool:
+    """False where ``node_tokens(stmt) == want`` cannot hold, told without printing ``stmt``:
+    the first token says whether a statement is compound (``if``, ``def``, ``@``...) or
+    simple.  Printing a compound statement prints its whole body, so comparing every
+    statement of a scope by its tokens printed each nested one once per enclosing block.
+    (``match`` begins either kind; a first token that is not a word tells nothing.)"""
+    if not want:
+        return True
+    m = _FIRST_WORD.match(want[0])
+    if m is None or m.group() == "match":
+        return True
+    return (m.group() in _COMPOUND_FIRST) != isinstance(stmt, cst.SimpleStatementLine)
+
+
 def statement_tokens(text: str) -> tuple[str, ...]:
     """A locator's statement text as tokens; a header alone may end without its colon."""
     toks = tokens(text)
@@ -496,7 +516,7 @@ def find_statements(scope: cst.CSTNode, want: tuple[str, ...]) -> list[tuple[cst
     out = []
     for owner, body in blocks(scope):
         for i, stmt in enumerate(body):
-            if node_tokens(stmt) == want or (
+            if (may_print_as(stmt, want) and node_tokens(stmt) == want) or (
                 not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == want
             ):
                 out.append((owner, i))

@@ -11,13 +11,15 @@ from typing import Optional
 import libcst as cst
 
 from patchkit.core.ops import OpParamError
-from patchkit.core.ops._cst import blocks, clauses, header_tokens, node_tokens, statement_tokens
+from patchkit.core.ops._cst import blocks, clauses, header_tokens, may_print_as, node_tokens, statement_tokens
 
 CONTEXT = {"after": "str", "before": "str", "inside": "str"}
 
 
 def _is(stmt, want: tuple) -> bool:
-    return node_tokens(stmt) == want or (not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == want)
+    return (may_print_as(stmt, want) and node_tokens(stmt) == want) or (
+        not isinstance(stmt, cst.SimpleStatementLine) and header_tokens(stmt) == want
+    )
 
 
 class Context:
@@ -57,7 +59,9 @@ class Context:
         n, out = len(seq), []
         for owner, body in blocks(scope):
             for i in range(len(body) - n + 1):
-                if all(node_tokens(body[i + k]) == seq[k] for k in range(n)) and self.holds(owner, i, n, headers):
+                if all(may_print_as(body[i + k], seq[k]) and node_tokens(body[i + k]) == seq[k] for k in range(n)) and (
+                    self.holds(owner, i, n, headers)
+                ):
                     out.append((owner, i))
         return out
 

@@ -24,6 +24,7 @@ from patchkit.core.ops._cst import (
     clauses,
     code,
     header_tokens,
+    may_print_as,
     node_tokens,
     parse_stmts,
     replace_node,
@@ -96,8 +97,9 @@ class Insert(Op):
         n, first, hits = len(self.stmts), self.stmt_tokens[0], []
         for owner, body in blocks(scope):
             for i in range(len(body) - n + 1):
-                if node_tokens(body[i]) == first and all(
-                    node_tokens(body[i + k]) == self.stmt_tokens[k] for k in range(1, n)
+                if (may_print_as(body[i], first) and node_tokens(body[i]) == first) and all(
+                    may_print_as(body[i + k], self.stmt_tokens[k]) and node_tokens(body[i + k]) == self.stmt_tokens[k]
+                    for k in range(1, n)
                 ):
                     hits.append((owner, i))
         return hits
@@ -107,7 +109,7 @@ class Insert(Op):
         it is only the start of (`x = 1` is not `x = 1 + 2`).  A def's (class's) header is
         its `def` line, with or without the decorators above it: upstream decorating the
         anchor def (`@functools.cache`) leaves it the same def.  "before" it is before them."""
-        if node_tokens(stmt) == self.anchor:
+        if may_print_as(stmt, self.anchor) and node_tokens(stmt) == self.anchor:
             return True
         if isinstance(stmt, cst.SimpleStatementLine):
             return False

@@ -75,6 +75,12 @@ class ReplaceExpr(Op):
                 "params.with", "contains locator.match, so applying twice would nest it", "match a larger expression"
             )
         self.old, self.new = meaning(self.match_src), meaning(self.with_src)  # for is_applied
+        # The node types an occurrence can have.  Equal tokens parse to the same tree, so a
+        # node of another type never prints to the match's or the replacement's tokens; the
+        # one exception is a starred element, whose code carries its trailing comma (`*a,`
+        # reads as a tuple).  _occurrences prints only nodes of these types: printing every
+        # expression of a scope prints each subtree once per enclosing expression.
+        self._types = frozenset({type(self.match), type(self.repl), cst.StarredElement})
         self._before: tuple = ()  # labels of the occurrences where it read pending (relative_to)
         self._only: Optional[tuple] = None  # bound to one occurrence: (its key, its rank) (``only``)
         self.count = locator.get("count", 1)
@@ -94,7 +100,7 @@ class ReplaceExpr(Op):
         out, stack = [], [scope]
         while stack:
             n = stack.pop()
-            if isinstance(n, cst.BaseExpression):
+            if type(n) in self._types:
                 t = node_tokens(n)
                 label = "m" if t == self.match_tokens else "w" if t == self.with_tokens else ""
                 if label:

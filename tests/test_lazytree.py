@@ -132,7 +132,7 @@ def test_a_file_brought_again_leaves_one_link_and_no_temporary_name(env, local_i
     lazytree._bring(lw, root, [GATE, "sglang/srt/util.py"], lazytree._say)  # as a racing reader would
     assert {GATE, "sglang/srt/util.py"} <= files_in(root)
     assert not [f for f in files_in(root) if f.endswith(".lazy")], files_in(root)
-    blob = lazywheel.blob_path(hashlib.sha256(GATE_CODE.encode()).hexdigest())
+    blob = store.blob_path(hashlib.sha256(GATE_CODE.encode()).hexdigest())
     assert os.path.samefile(root / GATE, blob) and os.stat(blob).st_nlink == 2
 
 

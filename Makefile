@@ -41,7 +41,7 @@ bench: setup
 	$(BIN)/python bench/run.py
 
 # The reference in docs/ (MkDocs + Material, mkdocs.yml), into the git-ignored site/;
-# --strict fails on a broken link or anchor.  tests/test_docs.py builds it in the offline tier.
+# --strict fails on a broken link or anchor.  tests/product/test_docs.py builds it in the offline tier.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 

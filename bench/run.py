@@ -637,7 +637,7 @@ def corpus_figures() -> list[str]:
     from collections import Counter
 
     sys.path.insert(0, str(ROOT))
-    from tests.test_corpus import load
+    from tests.product.test_corpus import load
 
     _, entries, cells = load()
     states = Counter(str(c.state) for c in cells)
@@ -652,7 +652,7 @@ def corpus_figures() -> list[str]:
         + ", ".join(f"{engines[e]} on {e} ({len(releases[e])} releases)" for e in sorted(engines))
         + f". Known wrong: {wrong}. Run:"
     )
-    run = "`.venv/bin/python -m pytest -q -m real tests/test_corpus.py`"
+    run = "`.venv/bin/python -m pytest -q -m real tests/product/test_corpus.py`"
     return ["## The corpus (tests/corpus/corpus.toml)", "", *textwrap.wrap(text, 110), run, ""]
 
 

@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on the same pytest-xdist worker as its group")
     # Recipes are only those a test names or finds from its working directory: none from
     # the user's ~/.config/patchkit/recipes, none shipped with the installed patchkit (a test
-    # of those layers sets them up itself: tests/test_project.py, tests/test_install.py).
+    # of those layers sets them up itself: tests/core/test_project.py, tests/product/test_install.py).
     # The workers of one pytest-xdist run share the controller's: its cache key
     # (patchkit/base/store.py) is theirs too, so the releases one worker unpacks into the shared
     # cache (tied to their archive under that key, patchkit/upstream/recorded.py) are the others'.
@@ -122,9 +122,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # The longest tests of the real tier (a minute or more each), run first: on two pytest-xdist
 # workers the short ones then fill in around them, and no long one is left for the end.
 LONGEST_FIRST = (
-    "tests/test_verify.py::test_one_real_unit",  # two nvcc builds of minutes: start them first
-    "tests/test_kill.py::",
-    "tests/test_view.py::",
+    "tests/verify/test_verify.py::test_one_real_unit",  # two nvcc builds of minutes: start them first
+    "tests/product/test_kill.py::",
+    "tests/core/test_view.py::",
 )
 
 
@@ -174,7 +174,7 @@ def local_index():
     """A package index on 127.0.0.1 (tests/rangeserver.py) that the offline tier may reach:
     ``local_index(files={project: [wheel paths]}, ranges=True)`` -> a RangeIndex, stopped
     after the test."""
-    from rangeserver import RangeIndex
+    from tests.rangeserver import RangeIndex
 
     made: list[RangeIndex] = []
 

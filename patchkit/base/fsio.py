@@ -32,7 +32,7 @@ from patchkit.base.regular import cannot_read, not_regular, open_dir, read_file 
 
 LOCK_TIMEOUT_ENV = "PATCHKIT_LOCK_TIMEOUT"
 STATE_DIR_NAME = ".patchkit"  # target.STATE_DIR (not imported: the engine table, under target, writes its cache here)
-CRASH_ENV = "PATCHKIT_TEST_CRASH_AT"  # fault injection for the kill tests (tests/test_kill.py)
+CRASH_ENV = "PATCHKIT_TEST_CRASH_AT"  # fault injection for the kill tests (tests/product/test_kill.py)
 
 _NOT_HERE = (errno.EACCES, errno.EPERM, errno.EROFS)
 _FULL = (errno.ENOSPC, errno.EDQUOT)

@@ -36,7 +36,7 @@ PALETTE = {
 
 # The matrix scrolls in its own box (the page's height and width), its header row and
 # first column sticky, and the script scrolls it to the newest releases on load: at 1400 px
-# the newest column is in view beside the row names (tests/test_drift_html.py measures it).
+# the newest column is in view beside the row names (tests/upstream/test_drift_html.py measures it).
 CSS = """
 body{font:13px/1.35 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:16px;color:#222}
 h1{font-size:18px;margin:0 0 4px}p{margin:4px 0 12px;color:#555}

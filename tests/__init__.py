@@ -1,0 +1,1 @@
+"""patchkit's tests, one directory per package they test (docs/development.md)."""

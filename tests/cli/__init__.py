@@ -1,0 +1,1 @@
+"""Tests of patchkit/cli/, toplevel.py, completion.py: the click layer."""

@@ -1,0 +1,1 @@
+"""Tests of patchkit/commands/: a command end to end."""

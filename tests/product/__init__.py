@@ -1,0 +1,1 @@
+"""Tests of the whole product: README, docs, truth tables, corpus, kills, hostile input, layers."""

@@ -1,5 +1,5 @@
 """`cache`: what patchkit keeps in its cache, by kind and by release; `cache path`; and
-`cache prune`, by age or by size, keeping the releases the pins need.
+`cache prune`, by age or by size, keeping the releases the pins and the recipes need.
 
 The cache holds two sorts of thing:
 
@@ -13,7 +13,8 @@ The cache holds two sorts of thing:
 
 Pruning never follows a link (a link planted in the cache is removed, not its target), never
 touches anything outside the cache directory, and keeps every release that
-upstream_pins.toml pins and every one named with ``--keep``.  Age is the time since an
+upstream_pins.toml pins, every release a recipe in play was written from (where its range
+starts: the judge reads it for the site's identity), and every one named with ``--keep``.  Age is the time since an
 entry was last written.
 """
 
@@ -163,6 +164,25 @@ def pinned(project_factory) -> set[str]:
         return set()
 
 
+def homes(project_factory) -> set[str]:
+    """ENGINE==V of every release a recipe in play was written from (where its range starts:
+    identity.floor), which the judge reads for the site's identity; none where the recipes
+    cannot be read (prune then keeps only the pins and --keep)."""
+    from patchkit.core.identity import floor
+
+    try:
+        catalog = project_factory().catalog()
+    except PatchkitError:
+        return set()
+    out = set()
+    for recipe in catalog.recipes.values():
+        for op in recipe.ops:
+            v = floor(recipe, op)
+            if v is not None:
+                out.add(f"{op.engine}=={v}")
+    return out
+
+
 def show(as_json: bool = False) -> int:
     root = cache_dir()
     got = entries(root)
@@ -235,7 +255,7 @@ def prune(
     root = cache_dir()
     if root.exists() and root.lstat().st_uid != os.geteuid():
         raise PatchkitError(f"{root}: patchkit's cache is not yours; nothing removed", "prune it as its owner")
-    kept = pinned(project_factory) | set(keep)
+    kept = pinned(project_factory) | homes(project_factory) | set(keep)
     now = time.time()
     got = sorted(entries(root), key=lambda e: e.mtime)  # oldest first
     victims = [e for e in got if e.release is None or e.release not in kept]
@@ -277,7 +297,7 @@ def prune(
         say(f"  {verb} {n} {kind} entr{'y' if n == 1 else 'ies'} ({human(size)})")
     say(f"{verb} {len(remove)} entr{'y' if len(remove) == 1 else 'ies'}, {human(freed)}; {human(left)} left in {root}")
     if kept:
-        say(f"kept (pinned or --keep): {', '.join(sorted(kept))}")
+        say(f"kept (pinned, a recipe's home release, or --keep): {', '.join(sorted(kept))}")
     return 0
 
 

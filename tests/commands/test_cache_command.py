@@ -117,3 +117,19 @@ def test_show_says_when_the_store_is_not_trusted(store, run_cli):
     assert code == 0 and "not trusted" in out
     os.chmod(cache, 0o700)
     assert json.loads(run_cli("cache", "--json", cwd=project)[1])["trusted"] is True
+
+
+def test_prune_keeps_the_release_a_recipe_was_written_from(store, run_cli):
+    """A recipe of the project whose range starts at 0.5.12: that release is its home (the
+    judge reads the site's identity there), so prune keeps it as it keeps a pin."""
+    from tests.conftest import MINIMAL_RECIPE
+
+    cache, project, _ = store
+    (project / "recipes").mkdir()
+    recipe = MINIMAL_RECIPE.format(id="mine").replace('">=0.5.9"', '">=0.5.12"')
+    (project / "recipes" / "mine.toml").write_text(recipe)
+    code, out, _ = run_cli("cache", "prune", "--older-than", "30d", "--json", cwd=project)
+    doc = json.loads(out)
+    assert code == 0 and "sglang==0.5.12" in doc["kept"] and "sglang==0.5.9" in doc["kept"]
+    assert (cache / "wheels/sglang/0.5.12").is_dir() and (cache / "trees/sglang-0.5.12").is_dir()
+    assert not (cache / "plans/old.json").exists()

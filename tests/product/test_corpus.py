@@ -258,10 +258,12 @@ def reported(results: list[dict], recipe: str, op: int) -> Optional[dict]:
     return next((o for o in r["ops"] if o["index"] == op), None) if r else None
 
 
-def _params(cells, strict_marks: bool = True):
+def _params(cells, strict_marks: bool = True, by_engine: bool = False):
     out = []
     for c in cells:
-        marks = []
+        # by_engine: each engine's cells one xdist group (its one `drift --across` on one
+        # worker), so the engines' runs, minutes each cold, go to both workers
+        marks = [pytest.mark.xdist_group(f"corpus-{c.engine}")] if by_engine else []
         if strict_marks and c.known_wrong:
             marks.append(pytest.mark.xfail(strict=True, reason=c.known_wrong))
         out.append(pytest.param(c, id=f"{c.entry}-{c.engine}{c.release}", marks=marks))
@@ -269,7 +271,7 @@ def _params(cells, strict_marks: bool = True):
 
 
 @real
-@pytest.mark.parametrize("cell", _params(CELLS))
+@pytest.mark.parametrize("cell", _params(CELLS, by_engine=True))
 def test_cell(cell: Cell, matrix):
     why = lacking(cell.needs)
     if why:

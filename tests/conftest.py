@@ -123,7 +123,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # workers the short ones then fill in around them, and no long one is left for the end.
 LONGEST_FIRST = (
     "tests/verify/test_verify.py::test_one_real_unit",  # two nvcc builds of minutes: start them first
-    "tests/product/test_corpus.py::test_cell",  # one `drift --across` per engine (group), minutes cold
     "tests/product/test_kill.py::",
     "tests/core/test_view.py::",
 )

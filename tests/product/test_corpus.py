@@ -258,12 +258,10 @@ def reported(results: list[dict], recipe: str, op: int) -> Optional[dict]:
     return next((o for o in r["ops"] if o["index"] == op), None) if r else None
 
 
-def _params(cells, strict_marks: bool = True, by_engine: bool = False):
+def _params(cells, strict_marks: bool = True):
     out = []
     for c in cells:
-        # by_engine: each engine's cells one xdist group (its one `drift --across` on one
-        # worker), so the engines' runs, minutes each cold, go to both workers
-        marks = [pytest.mark.xdist_group(f"corpus-{c.engine}")] if by_engine else []
+        marks = []
         if strict_marks and c.known_wrong:
             marks.append(pytest.mark.xfail(strict=True, reason=c.known_wrong))
         out.append(pytest.param(c, id=f"{c.entry}-{c.engine}{c.release}", marks=marks))
@@ -271,7 +269,7 @@ def _params(cells, strict_marks: bool = True, by_engine: bool = False):
 
 
 @real
-@pytest.mark.parametrize("cell", _params(CELLS, by_engine=True))
+@pytest.mark.parametrize("cell", _params(CELLS))
 def test_cell(cell: Cell, matrix):
     why = lacking(cell.needs)
     if why:

@@ -156,8 +156,9 @@ class _Reader:
                 return q
         return None
 
-    def reads(self, node, names: dict) -> bool:
-        """Whether ``node`` reads a bound name or calls an accessor (not through ``&x``)."""
+    def read_in(self, node, names: dict):
+        """The bound names and accessor calls ``node`` reads (not through ``&x``), in source
+        order: (what it says, e.g. ``major`` or ``getSMVersion()``, the quantity it is)."""
         stack = [node]
         while stack:
             n = stack.pop()
@@ -165,11 +166,15 @@ class _Reader:
             if t == "pointer_expression":
                 continue
             if t in ("identifier", "field_expression") and _key(n) in names:
-                return True
-            if t == "call_expression" and _callee(n) in self.calls:
-                return True
-            stack.extend(n.named_children)
-        return False
+                yield _key(n), names[_key(n)]
+            elif t == "call_expression" and _callee(n) in self.calls:
+                yield f"{_callee(n)}()", self.calls[_callee(n)]
+            else:
+                stack.extend(reversed(n.named_children))
+
+    def reads(self, node, names: dict) -> bool:
+        """Whether ``node`` reads a bound name or calls an accessor (not through ``&x``)."""
+        return next(self.read_in(node, names), None) is not None
 
     def _accessors(self) -> None:
         """Functions of the file whose every return reads as one quantity: accessors (a
@@ -453,22 +458,7 @@ def _boolish(node) -> bool:
 def _why(reader: _Reader, node, names: dict, device: Device, word: str) -> str:
     """``word for DEVICE: major is 12, getSMVersion() is 120``: the bound values it reads."""
     q = _q(device)
-    said: list[str] = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        t = n.type
-        if t == "pointer_expression":
-            continue
-        if t in ("identifier", "field_expression") and _key(n) in names:
-            s = f"{_key(n)} is {q[names[_key(n)]]}"
-        elif t == "call_expression" and _callee(n) in reader.calls:
-            s = f"{_callee(n)}() is {q[reader.calls[_callee(n)]]}"
-        else:
-            stack.extend(reversed(n.named_children))
-            continue
-        if s not in said:
-            said.append(s)
+    said = list(dict.fromkeys(f"{what} is {q[quantity]}" for what, quantity in reader.read_in(node, names)))
     return f"{word} for {device}" + (": " + ", ".join(said[:4]) if said else "")
 
 

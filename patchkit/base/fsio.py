@@ -278,27 +278,32 @@ def remove_owned(dir_fd: int, name: str, form: Callable[[str], bool]) -> None:
 
 def clear_entry(path: Path) -> None:
     """Make room at ``path``, a directory entry patchkit owns (a tree it unpacked into its
-    cache or workspace): a directory there is removed with everything in it (shutil.rmtree,
-    which never follows a link inside); a link, file, FIFO or socket there is unlinked
-    itself, never followed, so a link planted in place of the tree costs its target nothing."""
+    cache or workspace): a directory there is first renamed aside (one step: a tree another
+    process puts at ``path`` afterwards is never touched, where removing by name would
+    empty it or fail on it) and then removed with everything in it (shutil.rmtree, which
+    never follows a link inside); a link, file, FIFO or socket there is unlinked itself,
+    never followed, so a link planted in place of the tree costs its target nothing."""
     import shutil
 
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
+    if not stat.S_ISDIR(st.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    aside = path.with_name(f".{path.name}-gone-{os.urandom(6).hex()}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:  # another process cleared it first
+        return
 
     def gone_already(func, p, exc_info) -> None:  # another process removing the same tree
         if not isinstance(exc_info[1], FileNotFoundError):
             raise exc_info[1]
 
-    try:
-        if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(path, onerror=gone_already)
-        else:
-            os.unlink(path)
-    except FileNotFoundError:
-        pass
+    shutil.rmtree(aside, onerror=gone_already)
 
 
 def below_without_links(base: Path, path: Path) -> bool:

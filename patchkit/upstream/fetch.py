@@ -15,7 +15,9 @@ altogether."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +28,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from patchkit.base import fsio, paths
@@ -521,8 +523,10 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
     the same release may have put it there meanwhile (whole or sparse), and a third may be
     reading it: that tree is kept and ours dropped (clearing it would pull files from under the
     reader, who then finds no sources); a sparse one kept where ours is whole is filled.
-    Anything else there (an older tree, a link planted in its place) is cleared first:
-    unlinked, never followed."""
+    Anything else there (an older tree, one sealed under another key, a link planted in its
+    place) is cleared first: unlinked, never followed.  The look and the swap are one step
+    among patchkit's processes (``_placing``): two that found the same stale tree never
+    clear each other's new one."""
     (tmp / ".patchkit").mkdir(exist_ok=True)
     (tmp / ".patchkit" / ".gitignore").write_text("*\n")
     (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
@@ -538,36 +542,50 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
             return recorded.sparse_why_not(dest, engine, source["sparse"]) is None
         return recorded.tree_why_not(dest, engine, source.get("version", "")) is None
 
-    if same() or _holds_release(dest, source):
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    fsio.clear_entry(dest)
+    with _placing(dest.parent):
+        held = "same" if same() else _holds_release(dest, source)
+        if held is None:
+            fsio.clear_entry(dest)
+            try:
+                os.replace(tmp, dest)
+                return
+            except OSError:
+                if not same():  # a patchkit that takes no lock put the same tree there meanwhile
+                    raise
+    shutil.rmtree(tmp, ignore_errors=True)
+    if held == "sparse" and "sparse" not in source:
+        from patchkit.upstream import lazytree
+
+        lazytree.fill(dest, lambda s: None)  # a sparse one kept where ours is whole: filled
+
+
+@contextlib.contextmanager
+def _placing(parent: Path) -> Iterator[None]:
+    """An exclusive flock of the directory trees are placed in (it creates nothing), held
+    while a process looks at what is at a tree's place and swaps its own in; where the
+    filesystem will not flock a directory, unlocked (each step is still a rename)."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.replace(tmp, dest)
-    except OSError:
-        if not same():  # not the same tree put there between the two steps
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
-def _holds_release(dest: Path, source: dict) -> bool:
+def _holds_release(dest: Path, source: dict) -> Optional[str]:
     """Does ``dest`` already hold the release ``source`` names, authenticated (so a reader may
-    be in it, and clearing it would pull its files from under them)?  A whole tree serves
-    every reader, sparse or not; a sparse one, where ours is whole, is filled in place (files
-    are only added, each by a rename) rather than replaced."""
+    be in it, and clearing it would pull its files from under them)?  "whole" or "sparse"
+    where it does, else None.  A whole tree serves every reader, sparse or not; a sparse one,
+    where ours is whole, is kept too (the caller fills it in place: files are only added,
+    each by a rename) rather than replaced."""
     engine = str(source.get("engine", ""))
     version = str(source.get("sparse") or source.get("version") or "")
     if not engine or not version:
-        return False
+        return None
     if recorded.tree_why_not(dest, engine, version) is None:
-        return True
-    if recorded.sparse_why_not(dest, engine, version) is not None:
-        return False
-    if "sparse" not in source:
-        from patchkit.upstream import lazytree
-
-        lazytree.fill(dest, lambda s: None)
-    return True
+        return "whole"
+    return "sparse" if recorded.sparse_why_not(dest, engine, version) is None else None
 
 
 def tree_source(dest: Path) -> Optional[dict]:

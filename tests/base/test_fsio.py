@@ -28,6 +28,31 @@ def test_clear_entry_takes_a_tree_another_process_is_removing_too(tmp_path, monk
     assert not tree.exists()
 
 
+def test_clear_entry_never_touches_a_tree_put_in_its_place_meanwhile(tmp_path, monkeypatch):
+    """The stale tree is renamed aside before it is emptied: a new tree another process puts
+    at the same path while ours is being removed is left whole (removing by name would empty
+    it, or fail on it with `Directory not empty`)."""
+    tree = tmp_path / "trees" / "sglang-0.5.9"
+    (tree / "pkg").mkdir(parents=True)
+    for n in ("a.py", "b.py"):
+        (tree / "pkg" / n).write_text("old\n")
+    real = os.unlink
+    placed: list[bool] = []
+
+    def other_process_places_its_tree(path, *a, **k):
+        if not placed:
+            placed.append(True)
+            (tree / "pkg").mkdir(parents=True)
+            (tree / "pkg" / "new.py").write_text("new\n")
+        real(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", other_process_places_its_tree)
+    fsio.clear_entry(tree)
+    monkeypatch.setattr(os, "unlink", real)
+    assert placed and (tree / "pkg" / "new.py").read_text() == "new\n"
+    assert sorted(os.listdir(tree.parent)) == ["sglang-0.5.9"]  # nothing left aside
+
+
 def test_clear_entry_still_refuses_what_it_may_not_remove(tmp_path, monkeypatch):
     tree = tmp_path / "t"
     (tree / "d").mkdir(parents=True)

@@ -303,3 +303,42 @@ def test_a_planted_sparse_tree_is_no_pristine_reference(env, local_index, monkey
     root = fetch.release_tree("sglang", "0.5.9", lazy=True)
     assert recorded.sparse_why_not(root, "sglang", "0.5.9") is None
     assert Document(open_target("sglang", root), GATE).original == GATE_CODE.encode()
+
+
+def test_processes_remaking_one_stale_tree_at_once_all_get_it(env, local_index, monkeypatch):
+    """A tree sealed under another key (the user's cache key made anew, a cache carried over
+    from another machine) is stale: every process that wants the release makes it again.
+    Several doing so at once (pytest-xdist workers, a fleet's parallel drifts) each find the
+    stale tree; none may clear the tree another has just put in its place (CI saw `Directory
+    not empty` from exactly this), and each ends with the release, sparse or whole."""
+    import multiprocessing
+
+    from patchkit.upstream import recorded
+
+    serve(local_index, monkeypatch)
+    root = fetch.release_tree("sglang", "0.5.9")
+    for i in range(3000):  # a stale tree big enough that clearing it takes a while
+        (root / "sglang" / f"stale_{i}.py").write_text("x\n")
+    store.forge(root / recorded.TREE_RECORD, store.payload(root / recorded.TREE_RECORD), os.urandom(32))
+    assert recorded.tree_why_not(root, "sglang", "0.5.9") is not None
+
+    def make(lazy: bool, out) -> None:
+        try:
+            got = fetch.release_tree("sglang", "0.5.9", lazy=lazy)
+            Document(open_target("sglang", got), GATE)
+            out.put("ok")
+        except BaseException as e:  # noqa: BLE001  (reported to the parent, which fails the test)
+            out.put(f"{type(e).__name__}: {e}")
+
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=make, args=(i % 2 == 0, out)) for i in range(6)]
+    for p in procs:
+        p.start()
+    got = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert got == ["ok"] * len(procs)
+    assert not any(n.startswith("stale_") for n in os.listdir(root / "sglang"))
+    assert None in (recorded.tree_why_not(root, "sglang", "0.5.9"), recorded.sparse_why_not(root, "sglang", "0.5.9"))
+    assert [n for n in os.listdir(root.parent) if n.startswith(".")] == []  # no tree left aside

@@ -112,6 +112,27 @@ def _stable_cache_key(config_dir: Path) -> None:
         f.write(key)
 
 
+def share_cache_key(config_home: Path) -> None:
+    """Give a child that runs with its own config directory (``config_home``: its
+    XDG_CONFIG_HOME, or ``HOME/.config``) but patchkit's shared cache the key that cache is
+    sealed with, as one user has one cache and one key: under a key of its own every tree
+    and record there would read forged to it, and it would make them again over the ones
+    another test is reading."""
+    from patchkit.base import paths, store
+
+    mine = paths.config_dir() / store.KEY_NAME
+    if not mine.is_file():
+        return
+    d = config_home / "patchkit"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(d / store.KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # given already
+        return
+    with os.fdopen(fd, "wb") as f:
+        f.write(mine.read_bytes())
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(getattr(config, "_patchkit_empty_config", ""), ignore_errors=True)
     cache = getattr(config, "_patchkit_empty_cache", None)

@@ -23,7 +23,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from patchkit.upstream import fetch
-from tests.conftest import ROOT
+from tests.conftest import ROOT, share_cache_key
 
 pytestmark = [pytest.mark.real, pytest.mark.xdist_group("install")]
 
@@ -76,6 +76,7 @@ def installed(tmp_path_factory):
             "PATCHKIT_CACHE": str(fetch.cache_dir()),
         }
     )
+    share_cache_key(home / ".config")
     uv_env = {
         **env,
         "UV_TOOL_DIR": str(tmp / "tools"),

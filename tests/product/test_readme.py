@@ -44,7 +44,7 @@ from patchkit.base import paths
 from patchkit.base.target import ENGINES as ENGINE_SPECS
 from patchkit.cli import cli
 from patchkit.upstream import fetch
-from tests.conftest import PINNED
+from tests.conftest import PINNED, share_cache_key
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -249,7 +249,9 @@ def _env(tmp: Path, real: bool = False) -> dict[str, str]:
         PATH=f"{PATCHKIT.parent}{os.pathsep}{env.get('PATH', '')}",
         NO_COLOR="1",
     )
-    if not real:
+    if real:
+        share_cache_key(tmp / "xdg" / "config")
+    else:
         env["PATCHKIT_OFFLINE"] = "1"
     return env
 

@@ -177,11 +177,13 @@ class TreeFiles:
     def module(self, logical: str):
         import libcst as cst
 
+        from patchkit.core.ops import _cst
+
         data = self.read(logical)
         try:
             if data is None:
                 return None
             ast.parse(data)  # CPython's parser first: libcst's crashes on deep nesting
-            return cst.parse_module(data)
+            return _cst.parsed(data)
         except (SyntaxError, ValueError, MemoryError, RecursionError, cst.ParserSyntaxError):
             return None

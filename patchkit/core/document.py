@@ -24,6 +24,7 @@ from patchkit.base.errors import TargetError
 from patchkit.base.target import Target
 from patchkit.core import outline, pyast, pyscope, view
 from patchkit.core.learned import OUTLINE, Learned
+from patchkit.core.ops import _cst
 
 
 def decode_source(path: Path, data: bytes, python: bool) -> tuple[str, str, str]:
@@ -134,7 +135,7 @@ class Document:
                 self._module = self.view.module
                 return self._module
             try:
-                self._module = cst.parse_module(self.text)
+                self._module = _cst.parsed(self.text)
             except cst.ParserSyntaxError as e:
                 raise TargetError(
                     f"{self.where(e.raw_line)}: does not parse as Python ({e.message})",
@@ -198,7 +199,7 @@ class Document:
             if len(body) == 1 and isinstance(body[0], (cst.ClassDef, cst.FunctionDef)):
                 return None, body[0]
         if self._whole is None:
-            self._whole = cst.parse_module(self.text)
+            self._whole = _cst.parsed(self.text)
         chain = pyscope.resolve(self._whole, name)
         return chain, chain[-1]
 

@@ -325,13 +325,15 @@ class Reference:
 
             import libcst as cst
 
+            from patchkit.core.ops import _cst
+
             data = self.read(logical)
             try:
                 # CPython's parser first: libcst's native one crashes the interpreter on
                 # nesting that CPython refuses (a cached wheel or a commit is input too).
                 if data is not None:
                     ast.parse(data)
-                self._modules[logical] = None if data is None else cst.parse_module(data)
+                self._modules[logical] = None if data is None else _cst.parsed(data)
             except (SyntaxError, ValueError, MemoryError, RecursionError, cst.ParserSyntaxError):
                 self._modules[logical] = None
         return self._modules[logical]

@@ -25,6 +25,18 @@ def code(node: cst.CSTNode) -> str:
     return _EMPTY.code_for_node(node)
 
 
+# Parsed once per text for the process: libcst takes ~0.1 s per 1,000 lines, and one process
+# judges the same release files again and again (each command's session, each release of a
+# `drift --across` worker, each test).  A module is immutable, so sharing it is safe, and the
+# node-keyed caches below then hit across sessions too.  Bounded: the biggest release files
+# make modules of a few MB each.
+@lru_cache(maxsize=32)
+def parsed(text: "str | bytes") -> cst.Module:
+    """``cst.parse_module(text)``, the same Module for the same text (its exceptions, every
+    time).  Bytes are decoded as libcst decodes a file (PEP 263)."""
+    return cst.parse_module(text)
+
+
 @lru_cache(maxsize=4096)
 def tokens(src: str) -> tuple[str, ...]:
     """Python tokens of ``src`` without comments, newlines and indentation.

@@ -157,9 +157,24 @@ def _scopes(tree):
     return out
 
 
+def _segments(text):
+    """``ast.get_source_segment(text, node)`` with the text split into lines once: the
+    stdlib splits the whole file again on every call (on SGLang's server_args.py, 80 of this
+    test's 100 seconds)."""
+    lines = [line.encode() for line in ast._splitlines_no_ff(text)]
+
+    def seg(n):
+        a, b = n.lineno - 1, n.end_lineno - 1
+        if a == b:
+            return lines[a][n.col_offset : n.end_col_offset].decode()
+        return b"".join([lines[a][n.col_offset :], *lines[a + 1 : b], lines[b][: n.end_col_offset]]).decode()
+
+    return seg
+
+
 def _probes(text, tree, rng):
     """(scope, op) pairs made from the file's own code, for every op kind but text-replace."""
-    seg = lambda n: ast.get_source_segment(text, n)  # noqa: E731
+    seg = _segments(text)
     made = []
 
     def add(scope, kind, locator, params):

@@ -94,14 +94,7 @@ class Device:
             if not d:
                 raise ValueError(f"{text!r}: not a device (write sm120, sm_120a, 12.0, sm90)")
             major, minor = int(d.group(1)), int(d.group(2))
-        toolkit = parse_cuda(cuda) if cuda is not None else None
-        first = FIRST_CUDA.get((major, minor))
-        if toolkit is not None and first is not None and toolkit < first:
-            raise ValueError(
-                f"CUDA {toolkit[0]}.{toolkit[1]} cannot build for sm{major * 10 + minor}"
-                f" (its first toolkit is {first[0]}.{first[1]}); name {first[0]}.{first[1]} or later"
-            )
-        return cls(major, minor, toolkit)
+        return cls(major, minor, parse_cuda(cuda) if cuda is not None else None)
 
     @property
     def spec(self) -> str:

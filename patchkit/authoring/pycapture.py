@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from patchkit.authoring.hunks import CapturedOp, Lines, Unexpressed, _claims_any, text_hunks
+from patchkit.core import pyast
 
 # -- Python files ---------------------------------------------------------------------------------
 
@@ -175,7 +176,7 @@ def _added(xs: list[str], ys: list[str]) -> list[int]:
 
 
 def _src(text: str, node) -> str:
-    return ast.get_source_segment(text, node) or ""
+    return pyast.segment(text, node) or ""
 
 
 class _PyFile:

@@ -229,6 +229,8 @@ def fragments(place: Place) -> list[str]:
         return [place.text.split("//", 1)[0].strip()]
     import textwrap
 
+    from patchkit.core.pyast import segment
+
     src = textwrap.dedent(place.text)
     try:
         tree = ast.parse(src)
@@ -256,7 +258,7 @@ def fragments(place: Place) -> list[str]:
             visit(node.value)
             return
         if isinstance(node, ast.expr) or isinstance(node, ast.stmt):
-            seg = ast.get_source_segment(src, node) or ""
+            seg = segment(src, node) or ""
             if seg and mentions(node) and len(seg) <= MAX_FRAGMENT and "\n" not in seg and seg not in out:
                 out.append(seg)
 

@@ -13,7 +13,7 @@ import libcst as cst
 import pytest
 
 from patchkit.base.errors import TargetError
-from patchkit.core import pyscope, view
+from patchkit.core import pyast, pyscope, view
 from patchkit.core.document import decode_source
 from patchkit.core.ops import DONE, KINDS, PENDING, OpParamError
 from patchkit.core.session import Session
@@ -157,24 +157,9 @@ def _scopes(tree):
     return out
 
 
-def _segments(text):
-    """``ast.get_source_segment(text, node)`` with the text split into lines once: the
-    stdlib splits the whole file again on every call (on SGLang's server_args.py, 80 of this
-    test's 100 seconds)."""
-    lines = [line.encode() for line in ast._splitlines_no_ff(text)]
-
-    def seg(n):
-        a, b = n.lineno - 1, n.end_lineno - 1
-        if a == b:
-            return lines[a][n.col_offset : n.end_col_offset].decode()
-        return b"".join([lines[a][n.col_offset :], *lines[a + 1 : b], lines[b][: n.end_col_offset]]).decode()
-
-    return seg
-
-
 def _probes(text, tree, rng):
     """(scope, op) pairs made from the file's own code, for every op kind but text-replace."""
-    seg = _segments(text)
+    seg = lambda n: pyast.segment(text, n)  # noqa: E731  (lines split once per text)
     made = []
 
     def add(scope, kind, locator, params):

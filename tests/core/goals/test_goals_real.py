@@ -12,6 +12,7 @@ import zipfile
 import pytest
 
 from patchkit.base.engines import ENGINES
+from patchkit.core import pyast
 from patchkit.core.goals.device import Device
 from patchkit.core.goals.pyeval import admits, env_for, find_scope, keyword_admits
 from patchkit.upstream import fetch
@@ -28,7 +29,7 @@ def wheel_file(engine: str, version: str, path: str) -> str:
 
 
 def segment(src: str, node: ast.AST) -> str:
-    return ast.get_source_segment(src, node)
+    return pyast.segment(src, node)
 
 
 def test_sglang_059_allreduce_fusion_gate():

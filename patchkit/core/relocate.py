@@ -84,7 +84,7 @@ def could_hold(op: OpSpec, text: str) -> bool:
             return True
         if tree is None:
             try:
-                tree = ast.parse(text)
+                tree = pyast.parsed(text)  # the same tree the scan reads next (_scopes_at)
             except (SyntaxError, ValueError):
                 return True  # the real parser will say what it makes of this file
         if _in_one_statement(text, tree, regexes, reads.whole_statements):
@@ -288,7 +288,6 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
     target = session.targets[op.engine]
     suffix = ".py" if op.impl.language == "python" else os.path.splitext(op.file)[1]
     words = needles(op)
-    hits = []
     chosen = []
     for logical, data in read_each(candidates(target, suffix, words)):
         if logical == skip:
@@ -297,12 +296,15 @@ def search(session, op: OpSpec, skip: str) -> list[tuple[str, str, Located]]:
             chosen.append(logical)
     if len(chosen) > MAX_CANDIDATES:
         raise TooCommon(len(chosen))
-    for logical in chosen:
+    # Scanned last-read first, so that the trees could_hold parsed are still those pyast
+    # remembers (the last 16); the hits keep the candidates' order.
+    found: dict[str, list] = {}
+    for logical in reversed(chosen):
         try:
-            hits += [(logical, name, loc) for name, loc in scan_file(op, session.file(op.engine, logical))]
+            found[logical] = [(logical, name, loc) for name, loc in scan_file(op, session.file(op.engine, logical))]
         except TargetError:  # a candidate that does not parse (Document.module) is not a site
             continue
-    return hits
+    return [hit for logical in chosen for hit in found.get(logical, ())]
 
 
 def _scopes_at(text: str, words: tuple[bytes, ...]) -> list[str]:

@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config._patchkit_empty_config = ""  # the controller's, removed by it
     else:
         config._patchkit_empty_config = tempfile.mkdtemp(prefix="patchkit-empty-config-")
-        _stable_cache_key(Path(config._patchkit_empty_config) / "patchkit")
+        _users_cache_key(Path(config._patchkit_empty_config) / "patchkit")
     os.environ.update(
         {"XDG_CONFIG_HOME": config._patchkit_empty_config or inherited, "PATCHKIT_NO_SHIPPED_RECIPES": "1"}
     )
@@ -82,32 +82,18 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def _stable_cache_key(config_dir: Path) -> None:
-    """One cache key (patchkit/base/store.py) for every test run of this user on this machine,
-    as one user has one: what a run seals in the shared cache (releases unpacked, tied to
-    their archive) is the next run's, not unpacked again over a tree another run is reading.
-    Kept 0600 in the temporary directory; a run that cannot read it makes its own."""
-    stable = Path(tempfile.gettempdir()) / f"patchkit-tests-{os.getuid()}.key"
-    try:
-        fd = os.open(stable, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        pass
-    except OSError:
-        return
-    else:
-        with os.fdopen(fd, "wb") as f:
-            f.write(os.urandom(32))
-    try:
-        fd = os.open(stable, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            key = f.read(33)
-    except OSError:
-        return
-    if len(key) != 32 or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return
+def _users_cache_key(config_dir: Path) -> None:
+    """This user's own cache key (patchkit/base/store.py; made as patchkit makes it where
+    there is none yet), given to the tests' empty config directory.  The real tier reads and
+    writes this user's cache (~/.cache/patchkit), and one user has one cache and one key:
+    under a key of their own, every tree the user's patchkit (or `make bench`) sealed there
+    would read forged to the tests and theirs to it, and each would make the other's again
+    over its readers.  Where this user's key cannot be used, the tests make one of their own."""
+    from patchkit.base import store
+
+    key = store.secret() or os.urandom(store.KEY_SIZE)
     config_dir.mkdir(mode=0o700)
-    fd = os.open(config_dir / "cache.key", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(config_dir / store.KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(key)
 

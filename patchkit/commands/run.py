@@ -166,7 +166,7 @@ def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: boo
     fds = held()
     # The report goes to stderr: stdout is the server's.
     with contextlib.redirect_stdout(sys.stderr):
-        code = status(opts, verbose=False, profile=profile, named=profile.recipes)
+        code = status(opts, verbose=False, profile=profile, named=profile.recipes, guards=False)
         if code != OK and apply:
             from patchkit.commands.apply import apply as do_apply
 
@@ -176,7 +176,7 @@ def guard(opts: Options, profile, argv: tuple[str, ...], python: str, apply: boo
             fds = held()
             if code == OK:  # judged again, under the lock: what starts is what was judged
                 with contextlib.redirect_stdout(io.StringIO()):
-                    code = status(opts, verbose=False, profile=profile, named=profile.recipes)
+                    code = status(opts, verbose=False, profile=profile, named=profile.recipes, guards=False)
     if code != OK:
         guardlock.release(fds)
         how = "" if apply else f"; `patchkit run --apply` patches first, or `patchkit apply --python {python}`"

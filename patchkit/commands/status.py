@@ -68,10 +68,12 @@ def _upgraded(targets, res) -> list[dict]:
     return out
 
 
-def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, ...] = ()) -> int:
+def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, ...] = (), guards: bool = True) -> int:
     """Judge each recipe against the code as it is; exit 0 only if all are applied or upstream.
     With a ``profile``, a recipe it excludes (not in ``named``) is as wanted while none of
-    its edits is in the code: pending, reverted, skipped or missing."""
+    its edits is in the code: pending, reverted, skipped or missing.  ``guards``: name the
+    guarded servers holding each tree (read from /proc/locks: `run`, which is about to
+    become one, does without)."""
     code = verdicts.code_hash()  # once: the key the cache is read with is the key it is saved with
     hit = _fast(opts, code)
     if hit is not None:
@@ -124,7 +126,7 @@ def status(opts: Options, verbose: bool = True, profile=None, named: tuple[str, 
             say(f"\nprofile {profile.path}: {profile.describe()}")
         from patchkit.base import guardlock
 
-        for root in sorted({t.root for t in targets.values()}):
+        for root in sorted({t.root for t in targets.values()}) if guards else ():
             pids = guardlock.holders(root)
             if pids:
                 held = f"held by a guarded server ({guardlock.said(pids)})"

@@ -532,28 +532,24 @@ def _into_place(tmp: Path, dest: Path, source: dict) -> None:
     (tmp / ".patchkit" / "source.json").write_text(json.dumps(source, indent=1, sort_keys=True) + "\n")
     sealed = (tmp / recorded.TREE_RECORD).is_file()
 
-    def same() -> bool:  # the same tree, and (where ours is tied to its archive) tied to it too
-        if tree_source(dest) != source:
-            return False
-        engine = source.get("engine", "")
-        if not sealed:
-            return True
-        if "sparse" in source:
-            return recorded.sparse_why_not(dest, engine, source["sparse"]) is None
-        return recorded.tree_why_not(dest, engine, source.get("version", "")) is None
+    def held() -> Optional[str]:
+        """What is there already serves: the release, tied to its archive ("whole" or
+        "sparse", _holds_release), or, where ours is tied to nothing, the same tree."""
+        return _holds_release(dest, source) or ("same" if not sealed and tree_source(dest) == source else None)
 
     with _placing(dest.parent):
-        held = "same" if same() else _holds_release(dest, source)
-        if held is None:
+        kept = held()
+        if kept is None:
             fsio.clear_entry(dest)
             try:
                 os.replace(tmp, dest)
                 return
             except OSError:
-                if not same():  # a patchkit that takes no lock put the same tree there meanwhile
+                kept = held()
+                if kept is None:  # a patchkit that takes no lock put the same tree there meanwhile
                     raise
     shutil.rmtree(tmp, ignore_errors=True)
-    if held == "sparse" and "sparse" not in source:
+    if kept == "sparse" and "sparse" not in source:
         from patchkit.upstream import lazytree
 
         lazytree.fill(dest, lambda s: None)  # a sparse one kept where ours is whole: filled

@@ -91,11 +91,7 @@ def _users_cache_key(config_dir: Path) -> None:
     over its readers.  Where this user's key cannot be used, the tests make one of their own."""
     from patchkit.base import store
 
-    key = store.secret() or os.urandom(store.KEY_SIZE)
-    config_dir.mkdir(mode=0o700)
-    fd = os.open(config_dir / store.KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
+    _give_key(config_dir, store.secret() or os.urandom(store.KEY_SIZE))
 
 
 def share_cache_key(config_home: Path) -> None:
@@ -107,16 +103,22 @@ def share_cache_key(config_home: Path) -> None:
     from patchkit.base import paths, store
 
     mine = paths.config_dir() / store.KEY_NAME
-    if not mine.is_file():
-        return
-    d = config_home / "patchkit"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if mine.is_file():
+        _give_key(config_home / "patchkit", mine.read_bytes())
+
+
+def _give_key(config_dir: Path, key: bytes) -> None:
+    """``key`` as the cache key of patchkit's config directory ``config_dir`` (0600, made
+    without following a link); one there already (given before) is kept."""
+    from patchkit.base import store
+
+    config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        fd = os.open(d / store.KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:  # given already
+        fd = os.open(config_dir / store.KEY_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
         return
     with os.fdopen(fd, "wb") as f:
-        f.write(mine.read_bytes())
+        f.write(key)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
